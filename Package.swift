@@ -1,0 +1,75 @@
+// swift-tools-version: 6.1
+// Hearth: Apple's iCloud key-value store API (NSUbiquitousKeyValueStore) for Linux,
+// synced peer to peer on the LAN. See README.md and docs/architecture.md.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "Hearth",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Hearth", targets: ["Hearth"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+    ],
+    targets: [
+        // Layer 1-3: values, the replica model and persistence. Pure Swift, no sockets.
+        .target(
+            name: "HearthCore",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        // The public, Apple-compatible store.
+        .target(
+            name: "Hearth",
+            dependencies: ["HearthCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
+        // Layer 4-5: identity, signatures and mutual TLS on OpenSSL.
+        .systemLibrary(
+            name: "CHearthOpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "HearthIdentity",
+            dependencies: ["HearthCore", "CHearthOpenSSL", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "HearthTransport",
+            dependencies: [
+                "HearthIdentity", "CHearthOpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // Layer 6: discovery through the Avahi daemon, with a static fallback.
+        .systemLibrary(
+            name: "CHearthAvahi",
+            pkgConfig: "avahi-client",
+            providers: [.apt(["libavahi-client-dev"])]
+        ),
+        .target(
+            name: "HearthDiscovery",
+            dependencies: ["CHearthAvahi", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore"], swiftSettings: strict),
+        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore"], swiftSettings: strict),
+        .testTarget(name: "HearthIdentityTests", dependencies: ["HearthIdentity", "HearthCore"], swiftSettings: strict),
+        .testTarget(name: "HearthTransportTests", dependencies: ["HearthTransport", "HearthIdentity"], swiftSettings: strict),
+        .testTarget(name: "HearthDiscoveryTests", dependencies: ["HearthDiscovery"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,208 @@
+import Foundation
+
+/// One (store, account) replica's data: the entries with their metadata, its version
+/// vector and its clock.
+///
+/// A value type with no I/O, no locks and no wall clock of its own (callers pass `wall`),
+/// so every behaviour is deterministic and testable in isolation. The store keeps one
+/// behind a lock; the sync engine merges into it.
+///
+/// ```swift
+/// var a = Replica(), b = Replica()
+/// let entry = a.write(.string("blue"), forKey: "colour")!
+/// let changed = b.apply([entry], coveredBy: a.vector)   // ["colour"]
+/// ```
+public struct Replica: Sendable, Equatable {
+    /// The quota-relevant totals of the live (non-tombstone) entries.
+    public struct Usage: Sendable, Equatable {
+        /// Sum of ``Entry/quotaSize`` over live entries.
+        public var bytes: Int
+        /// Number of live keys.
+        public var keys: Int
+
+        public init(bytes: Int = 0, keys: Int = 0) {
+            self.bytes = bytes
+            self.keys = keys
+        }
+    }
+
+    public let id: ReplicaID
+    public private(set) var clock: HybridLogicalClock
+    /// The sequence number of this replica's latest local write.
+    public private(set) var sequence: UInt64
+    public private(set) var vector: VersionVector
+    /// Every key's current entry, tombstones included.
+    public private(set) var entries: [String: Entry]
+    public private(set) var usage: Usage
+
+    /// An empty replica.
+    public init(id: ReplicaID = .random()) {
+        self.init(id: id, clock: HybridLogicalClock(), sequence: 0, vector: VersionVector(), entries: [:])
+    }
+
+    /// A replica restored from saved state. The clock and the local sequence are raised
+    /// to at least what the entries show, so a damaged header can never make the
+    /// replica reuse a timestamp or a sequence number it has already given out.
+    public init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
+                entries: [String: Entry]) {
+        self.id = id
+        var clock = clock
+        var sequence = max(sequence, vector[id])
+        var vector = vector
+        var usage = Usage()
+        for entry in entries.values {
+            if entry.timestamp > clock.last { clock = HybridLogicalClock(last: entry.timestamp) }
+            if entry.origin == id { sequence = max(sequence, entry.sequence) }
+            vector.advance(origin: entry.origin, to: entry.sequence)
+            if !entry.isTombstone {
+                usage.bytes += entry.quotaSize
+                usage.keys += 1
+            }
+        }
+        vector.advance(origin: id, to: sequence)
+        self.clock = clock
+        self.sequence = sequence
+        self.vector = vector
+        self.entries = entries
+        self.usage = usage
+    }
+
+    // MARK: Reading
+
+    /// The visible value of `key`: `nil` when absent or deleted.
+    public func value(forKey key: String) -> PropertyListValue? {
+        entries[key]?.value
+    }
+
+    /// Every visible key and value.
+    public var visibleValues: [String: PropertyListValue] {
+        var result: [String: PropertyListValue] = [:]
+        result.reserveCapacity(usage.keys)
+        for (key, entry) in entries { if let value = entry.value { result[key] = value } }
+        return result
+    }
+
+    /// The usage after replacing `key`'s value with `value` (`nil`: deleting it).
+    public func usage(afterWriting value: PropertyListValue?, forKey key: String) -> Usage {
+        var u = usage
+        if let old = entries[key], !old.isTombstone {
+            u.bytes -= old.quotaSize
+            u.keys -= 1
+        }
+        if let value {
+            u.bytes += key.utf8.count + value.canonicalSize
+            u.keys += 1
+        }
+        return u
+    }
+
+    // MARK: Local writes
+
+    /// Records a local write (or, with `nil`, a delete) and returns the new entry.
+    ///
+    /// Returns `nil` and changes nothing when deleting a key that has no visible value,
+    /// as Apple's `removeObject(forKey:)` does nothing for an absent key.
+    @discardableResult
+    public mutating func write(_ value: PropertyListValue?, forKey key: String,
+                               wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Entry? {
+        if value == nil, entries[key]?.value == nil { return nil }
+        sequence += 1
+        let entry = Entry(key: key, value: value, timestamp: clock.tick(wall: wall), origin: id, sequence: sequence)
+        store(entry)
+        vector.advance(origin: id, to: sequence)
+        return entry
+    }
+
+    // MARK: Merging
+
+    /// Merges one entry by last-writer-wins. Returns whether the key's visible value changed.
+    ///
+    /// The version vector is not touched: a delta advances it as a whole, once every entry
+    /// of the delta is in (see ``apply(_:coveredBy:wall:)``).
+    @discardableResult
+    public mutating func merge(_ remote: Entry, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
+        clock.observe(remote.timestamp, wall: wall)
+        if let current = entries[remote.key] {
+            guard remote.wins(over: current) else { return false }
+            store(remote)
+            return current.value != remote.value
+        }
+        store(remote)
+        return remote.value != nil
+    }
+
+    /// Applies a delta atomically (this is a value type: callers apply to a copy and keep
+    /// it only if the whole delta was acceptable), then advances the vector to cover the
+    /// delta's entries and `coveredBy` (the sender's vector, when the delta is everything
+    /// the sender had beyond ours).
+    ///
+    /// Returns the keys whose visible value changed, in the order of the delta.
+    @discardableResult
+    public mutating func apply(_ delta: [Entry], coveredBy senderVector: VersionVector? = nil,
+                               wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> [String] {
+        var before: [String: PropertyListValue?] = [:]
+        var order: [String] = []
+        for entry in delta {
+            if before.index(forKey: entry.key) == nil {
+                before[entry.key] = .some(value(forKey: entry.key))
+                order.append(entry.key)
+            }
+            merge(entry, wall: wall)
+            vector.advance(origin: entry.origin, to: entry.sequence)
+        }
+        if let senderVector { vector.formUnion(senderVector) }
+        // Compare with the start, not per entry: a key changed twice may be back where it was.
+        return order.filter { before[$0]! != value(forKey: $0) }
+    }
+
+    /// Every current entry, tombstones included, that `peer` does not cover, in sequence
+    /// order per origin (so a receiver can advance a vector as it goes).
+    public func delta(for peer: VersionVector) -> [Entry] {
+        entries.values
+            .filter { !peer.covers($0) }
+            .sorted { ($0.origin, $0.sequence) < ($1.origin, $1.sequence) }
+    }
+
+    // MARK: Signatures
+
+    /// Attaches a signature to `key`'s entry, if that entry is still the one signed.
+    @discardableResult
+    public mutating func attach(_ signature: EntrySignature, forKey key: String, origin: ReplicaID,
+                                sequence: UInt64) -> Bool {
+        guard var entry = entries[key], entry.origin == origin, entry.sequence == sequence else { return false }
+        entry.signature = signature
+        entries[key] = entry
+        return true
+    }
+
+    // MARK: Tombstones
+
+    /// Removes tombstones that `stable` covers (every known peer has seen them, so none
+    /// can send an older value back) or older than `horizon`. Returns how many went.
+    @discardableResult
+    public mutating func collectTombstones(coveredBy stable: VersionVector? = nil,
+                                           olderThan horizon: HLCTimestamp? = nil) -> Int {
+        let doomed = entries.values.filter { entry in
+            guard entry.isTombstone else { return false }
+            if let stable, stable.covers(entry) { return true }
+            if let horizon, entry.timestamp < horizon { return true }
+            return false
+        }
+        for entry in doomed { entries[entry.key] = nil }
+        return doomed.count
+    }
+
+    // MARK: Private
+
+    private mutating func store(_ entry: Entry) {
+        if let old = entries[entry.key], !old.isTombstone {
+            usage.bytes -= old.quotaSize
+            usage.keys -= 1
+        }
+        if !entry.isTombstone {
+            usage.bytes += entry.quotaSize
+            usage.keys += 1
+        }
+        entries[entry.key] = entry
+    }
+}

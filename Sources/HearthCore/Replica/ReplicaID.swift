@@ -1,0 +1,62 @@
+import Foundation
+
+/// Names one replica: one (store, account) copy of the data on one device.
+///
+/// 16 random bytes, made when the replica's file is created. A replica that loses its
+/// file comes back under a new ID, so its sequence numbers never collide with ones that
+/// other replicas have already recorded in their version vectors.
+public struct ReplicaID: Hashable, Comparable, Sendable {
+    /// The 16 bytes as two big-endian halves, so that comparison is the byte order.
+    public let high: UInt64
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// A new random ID.
+    public static func random() -> ReplicaID {
+        var rng = SystemRandomNumberGenerator()
+        return ReplicaID(high: rng.next(), low: rng.next())
+    }
+
+    /// Reads 16 bytes; `nil` for any other length.
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 16 else { return nil }
+        var high: UInt64 = 0, low: UInt64 = 0
+        for (i, b) in bytes.enumerated() {
+            if i < 8 { high = high << 8 | UInt64(b) } else { low = low << 8 | UInt64(b) }
+        }
+        self.init(high: high, low: low)
+    }
+
+    /// Parses 32 hexadecimal digits.
+    public init?(hex: String) {
+        guard hex.utf8.count == 32, let high = UInt64(hex.prefix(16), radix: 16),
+              let low = UInt64(hex.suffix(16), radix: 16) else { return nil }
+        self.init(high: high, low: low)
+    }
+
+    /// The 16 bytes, big-endian.
+    public var bytes: [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(16)
+        withUnsafeBytes(of: high.bigEndian) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: low.bigEndian) { out.append(contentsOf: $0) }
+        return out
+    }
+
+    public var hex: String {
+        let h = String(high, radix: 16), l = String(low, radix: 16)
+        return String(repeating: "0", count: 16 - h.count) + h + String(repeating: "0", count: 16 - l.count) + l
+    }
+
+    public static func < (a: ReplicaID, b: ReplicaID) -> Bool {
+        (a.high, a.low) < (b.high, b.low)
+    }
+}
+
+extension ReplicaID: CustomStringConvertible {
+    public var description: String { String(hex.prefix(8)) }
+}

@@ -1,0 +1,80 @@
+import Foundation
+
+/// For each origin replica, the highest sequence number this replica has applied, or
+/// that a later winning write has made irrelevant.
+///
+/// An entry (origin, sequence) is *covered* by a vector when `vector[origin] >= sequence`;
+/// a peer sends exactly the entries the other's vector does not cover.
+public struct VersionVector: Hashable, Sendable {
+    public private(set) var counters: [ReplicaID: UInt64]
+
+    public init(_ counters: [ReplicaID: UInt64] = [:]) {
+        self.counters = counters.filter { $0.value > 0 }
+    }
+
+    public subscript(origin: ReplicaID) -> UInt64 {
+        counters[origin] ?? 0
+    }
+
+    public func covers(origin: ReplicaID, sequence: UInt64) -> Bool {
+        self[origin] >= sequence
+    }
+
+    public func covers(_ entry: Entry) -> Bool {
+        covers(origin: entry.origin, sequence: entry.sequence)
+    }
+
+    /// Whether every counter of `other` is covered by this vector.
+    public func dominates(_ other: VersionVector) -> Bool {
+        other.counters.allSatisfy { self[$0.key] >= $0.value }
+    }
+
+    /// Raises `origin`'s counter to `sequence` (never lowers it).
+    public mutating func advance(origin: ReplicaID, to sequence: UInt64) {
+        if sequence > self[origin] { counters[origin] = sequence }
+    }
+
+    /// The pointwise maximum.
+    public mutating func formUnion(_ other: VersionVector) {
+        for (origin, sequence) in other.counters { advance(origin: origin, to: sequence) }
+    }
+
+    public func union(_ other: VersionVector) -> VersionVector {
+        var copy = self
+        copy.formUnion(other)
+        return copy
+    }
+
+    /// The pointwise minimum over origins present in both (what all of them have seen).
+    public func intersection(_ other: VersionVector) -> VersionVector {
+        var result: [ReplicaID: UInt64] = [:]
+        for (origin, sequence) in counters {
+            let theirs = other[origin]
+            if theirs > 0 { result[origin] = min(sequence, theirs) }
+        }
+        return VersionVector(result)
+    }
+
+    /// The bytes a device signs for its hello: a domain tag, the counter count, then each
+    /// (origin, counter) in ascending origin order.
+    ///
+    /// ```text
+    /// "hearth-vector-v1" 00 · u32 count · (16-byte origin · u64 counter)*
+    /// ```
+    public var signingBytes: [UInt8] {
+        var w = CanonicalWriter(capacity: 24 + counters.count * 24)
+        w.writeBytes(Array("hearth-vector-v1".utf8) + [0])
+        w.writeUInt32(UInt32(counters.count))
+        for origin in counters.keys.sorted() {
+            w.writeBytes(origin.bytes)
+            w.writeUInt64(counters[origin]!)
+        }
+        return w.bytes
+    }
+}
+
+extension VersionVector: CustomStringConvertible {
+    public var description: String {
+        "{" + counters.keys.sorted().map { "\($0): \(counters[$0]!)" }.joined(separator: ", ") + "}"
+    }
+}
