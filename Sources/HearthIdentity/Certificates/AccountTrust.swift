@@ -1,0 +1,115 @@
+import CHearthOpenSSL
+import Foundation
+import HearthCore
+
+/// Decides whether a device certificate belongs to an account, and verifies the
+/// signatures of that account's devices.
+///
+/// Trust has one anchor: the account's CA certificate. A device certificate is accepted
+/// when OpenSSL's chain verification succeeds against that anchor alone (signature,
+/// validity dates, strict X.509 checks, the TLS client purpose, which needs the
+/// `digitalSignature` key usage) and when it is an end-entity certificate with an
+/// Ed25519 key. There are no intermediates: the chain is exactly device → CA.
+public struct AccountTrust: Sendable {
+    /// The account's self-signed CA certificate.
+    public let caCertificate: Certificate
+    /// SHA-256 of the CA's public key.
+    public let accountID: AccountID
+
+    private let store: TrustStore
+
+    /// - Throws: ``IdentityError/Code/invalidCertificate`` unless `caCertificate` is a
+    ///   self-signed CA certificate with an Ed25519 key.
+    public init(caCertificate: Certificate) throws {
+        guard let key = caCertificate.publicKey else {
+            throw IdentityError(code: .invalidCertificate, message: "the account CA certificate has no Ed25519 key")
+        }
+        guard caCertificate.isCertificateAuthority, caCertificate.isSelfSigned else {
+            OpenSSLErrorQueue.clear()
+            throw IdentityError(code: .invalidCertificate, message: "not a self-signed CA certificate")
+        }
+        self.caCertificate = caCertificate
+        accountID = AccountID(caPublicKey: key)
+        store = try TrustStore(anchor: caCertificate)
+    }
+
+    /// Checks `certificate` as a device certificate of this account at `date`, and
+    /// returns the device ID it names.
+    ///
+    /// - Throws: ``IdentityError/Code/certificateRejected`` with OpenSSL's reason
+    ///   ("certificate has expired", "unable to get local issuer certificate", ...).
+    @discardableResult
+    public func validateDevice(_ certificate: Certificate, at date: Date = Date()) throws -> DeviceID {
+        try store.verify(certificate, at: date)
+        guard !certificate.isCertificateAuthority else {
+            throw IdentityError.certificateRejected("a CA certificate cannot act as a device")
+        }
+        guard let key = certificate.publicKey else {
+            throw IdentityError.certificateRejected("the device key is not Ed25519")
+        }
+        return DeviceID(publicKey: key)
+    }
+
+    /// Verifies an entry's signature with the signing device's certificate.
+    ///
+    /// Checks that the certificate is a device of this account, that it is the device
+    /// the signature names, and that the signature covers the entry's
+    /// `signingBytes(storeIdentifier:)`.
+    public func verify(entry: Entry, storeIdentifier: String, certificate: Certificate, at date: Date = Date()) throws {
+        guard let signature = entry.signature else {
+            throw IdentityError(code: .badSignature, message: "entry \(entry.key) is unsigned")
+        }
+        try verify(signature, over: entry.signingBytes(storeIdentifier: storeIdentifier),
+                   what: "entry \(entry.key)", certificate: certificate, at: date)
+    }
+
+    /// Verifies a version vector's signature (the hello) with the device's certificate.
+    public func verify(vector: VersionVector, signature: EntrySignature, certificate: Certificate, at date: Date = Date()) throws {
+        try verify(signature, over: vector.signingBytes, what: "version vector", certificate: certificate, at: date)
+    }
+
+    private func verify(_ signature: EntrySignature, over message: [UInt8], what: String,
+                        certificate: Certificate, at date: Date) throws {
+        let device = try validateDevice(certificate, at: date)
+        guard signature.signer == device.data else {
+            throw IdentityError(code: .signerMismatch,
+                                message: "\(what) names signer \(Hex.encode(signature.signer).prefix(8)), the certificate is \(device)")
+        }
+        guard let key = certificate.publicKey, key.isValidSignature(signature.bytes, for: message) else {
+            throw IdentityError.badSignature("\(what): the signature of \(device) does not verify")
+        }
+    }
+}
+
+/// An `X509_STORE` holding one trust anchor. OpenSSL locks the store internally, so one
+/// store may verify from several threads.
+private final class TrustStore: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(anchor: Certificate) throws {
+        guard let store = X509_STORE_new() else { throw IdentityError.openSSL("X509_STORE_new") }
+        pointer = store
+        guard X509_STORE_add_cert(store, anchor.pointer) == 1 else { throw IdentityError.openSSL("X509_STORE_add_cert") }
+    }
+
+    deinit { X509_STORE_free(pointer) }
+
+    func verify(_ certificate: Certificate, at date: Date) throws {
+        guard let context = X509_STORE_CTX_new() else { throw IdentityError.openSSL("X509_STORE_CTX_new") }
+        defer { X509_STORE_CTX_free(context) }
+        OpenSSLErrorQueue.clear()
+        guard X509_STORE_CTX_init(context, pointer, certificate.pointer, nil) == 1 else {
+            throw IdentityError.openSSL("X509_STORE_CTX_init")
+        }
+        // Same rules as the TLS handshake: strict parsing, the anchor only, the client
+        // purpose (digitalSignature + clientAuth), at the given time.
+        X509_STORE_CTX_set_flags(context, UInt(X509_V_FLAG_X509_STRICT))
+        _ = X509_STORE_CTX_set_purpose(context, X509_PURPOSE_SSL_CLIENT)
+        X509_STORE_CTX_set_time(context, 0, time_t(date.timeIntervalSince1970))
+        if X509_verify_cert(context) != 1 {
+            let code = X509_STORE_CTX_get_error(context)
+            let reason = X509_verify_cert_error_string(Int(code)).map { String(cString: $0) } ?? "error \(code)"
+            throw IdentityError.certificateRejected(reason)
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import CHearthOpenSSL
+import Foundation
+
+/// A failure in the identity layer: keys, certificates, signatures, accounts, join bundles.
+///
+/// The `code` says what kind of failure it is, so callers can react (ask again for a
+/// passphrase, tell the user to sign in); `message` says what was being done, and
+/// `openSSLReasons` carries OpenSSL's own reason strings from its error queue when the
+/// failure came from the library. New codes can be added without breaking callers.
+public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kind of failure. Extensible: compare against the static members.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        public init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// An OpenSSL call failed; see ``IdentityError/openSSLReasons``.
+        public static let openSSL = Code("openSSL")
+        /// Bytes are not a valid Ed25519 key.
+        public static let invalidKey = Code("invalidKey")
+        /// Bytes are not a usable certificate.
+        public static let invalidCertificate = Code("invalidCertificate")
+        /// A certificate does not chain to the account CA, is outside its validity
+        /// period, or has the wrong usage.
+        public static let certificateRejected = Code("certificateRejected")
+        /// A signature does not verify.
+        public static let badSignature = Code("badSignature")
+        /// A signature names a device other than the certificate's.
+        public static let signerMismatch = Code("signerMismatch")
+        /// No certificate is known for the signing device.
+        public static let unknownSigner = Code("unknownSigner")
+        /// The passphrase does not open the join bundle.
+        public static let wrongPassphrase = Code("wrongPassphrase")
+        /// The join bundle is truncated, altered, or not a join bundle at all.
+        public static let damagedBundle = Code("damagedBundle")
+        /// The operation needs a current account and there is none.
+        public static let notSignedIn = Code("notSignedIn")
+        /// No account with that ID is stored on this device.
+        public static let unknownAccount = Code("unknownAccount")
+        /// The account's files are missing, unreadable or inconsistent.
+        public static let damagedAccount = Code("damagedAccount")
+        /// A file-system call failed.
+        public static let fileSystem = Code("fileSystem")
+        /// An argument is out of range (an empty name or passphrase).
+        public static let invalidArgument = Code("invalidArgument")
+    }
+
+    public var code: Code
+    /// What was being done, in words.
+    public var message: String
+    /// OpenSSL's reason strings (e.g. "bad decrypt"), oldest first; empty when the
+    /// failure did not come from OpenSSL.
+    public var openSSLReasons: [String]
+
+    public init(code: Code, message: String, openSSLReasons: [String] = []) {
+        self.code = code
+        self.message = message
+        self.openSSLReasons = openSSLReasons
+    }
+
+    public var description: String {
+        var text = "\(code): \(message)"
+        if !openSSLReasons.isEmpty { text += " (OpenSSL: " + openSSLReasons.joined(separator: "; ") + ")" }
+        return text
+    }
+
+    /// An OpenSSL failure while doing `operation`, carrying (and clearing) the thread's
+    /// OpenSSL error queue.
+    public static func openSSL(_ operation: String, code: Code = .openSSL) -> IdentityError {
+        IdentityError(code: code, message: operation, openSSLReasons: OpenSSLErrorQueue.drain())
+    }
+
+    public static func invalidKey(_ message: String) -> IdentityError {
+        .openSSL(message, code: .invalidKey)
+    }
+
+    public static func invalidCertificate(_ message: String) -> IdentityError {
+        .openSSL(message, code: .invalidCertificate)
+    }
+
+    public static func certificateRejected(_ reason: String) -> IdentityError {
+        IdentityError(code: .certificateRejected, message: reason, openSSLReasons: OpenSSLErrorQueue.drain())
+    }
+
+    public static func badSignature(_ message: String) -> IdentityError {
+        IdentityError(code: .badSignature, message: message, openSSLReasons: OpenSSLErrorQueue.drain())
+    }
+
+    public static func fileSystem(_ operation: String, path: String, errno: Int32 = Glibc.errno) -> IdentityError {
+        IdentityError(code: .fileSystem, message: "\(operation) \(path): \(String(cString: strerror(errno)))")
+    }
+}
+
+/// OpenSSL keeps a per-thread queue of errors. Reading it right after a failing call, on
+/// the same thread, gives the library's own reason for the failure.
+package enum OpenSSLErrorQueue {
+    /// Empties the calling thread's queue and returns the reason strings, oldest first.
+    package static func drain() -> [String] {
+        var reasons: [String] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            if let reason = ERR_reason_error_string(code) {
+                reasons.append(String(cString: reason))
+            } else {
+                var buffer = [CChar](repeating: 0, count: 256)
+                ERR_error_string_n(code, &buffer, buffer.count)
+                reasons.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            }
+        }
+        return reasons
+    }
+
+    /// Forgets stale errors before a call whose failure is about to be diagnosed.
+    package static func clear() { ERR_clear_error() }
+}

@@ -1,0 +1,102 @@
+import Foundation
+
+/// The SHA-256 of an Ed25519 public key, used to name accounts and devices.
+///
+/// A hash of the key, not a name, so an ID cannot be claimed without holding the key:
+/// whoever shows a certificate for that key and signs with it is that account or device.
+public struct KeyHash: Hashable, Comparable, Sendable {
+    /// The 32 digest bytes.
+    public let bytes: [UInt8]
+
+    /// The hash of `publicKey`'s 32 raw bytes.
+    public init(of publicKey: Ed25519PublicKey) {
+        bytes = SHA256.hash(publicKey.rawRepresentation)
+    }
+
+    /// Wraps 32 digest bytes; nil for any other length.
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 32 else { return nil }
+        self.bytes = Array(bytes)
+    }
+
+    /// Parses 64 hexadecimal digits.
+    public init?(hex: String) {
+        guard let bytes = Hex.decode(hex) else { return nil }
+        self.init(bytes: bytes)
+    }
+
+    public var hex: String { Hex.encode(bytes) }
+
+    public var data: Data { Data(bytes) }
+
+    /// The first 8 hex digits: enough to tell a household's devices apart in a log line,
+    /// never used for a security decision.
+    public var short: String { String(hex.prefix(8)) }
+
+    /// The hash in base32 (RFC 4648, no padding), in groups of four separated by dashes:
+    /// 52 characters a person can compare aloud, as other LAN tools show device IDs.
+    public var fingerprint: String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+        var chars: [Character] = []
+        var buffer: UInt32 = 0, bits = 0
+        for byte in bytes {
+            buffer = buffer << 8 | UInt32(byte)
+            bits += 8
+            while bits >= 5 {
+                chars.append(alphabet[Int((buffer >> UInt32(bits - 5)) & 31)])
+                bits -= 5
+            }
+        }
+        if bits > 0 { chars.append(alphabet[Int((buffer << UInt32(5 - bits)) & 31)]) }
+        var groups: [String] = []
+        var i = 0
+        while i < chars.count {
+            groups.append(String(chars[i..<min(i + 4, chars.count)]))
+            i += 4
+        }
+        return groups.joined(separator: "-")
+    }
+
+    public static func < (a: KeyHash, b: KeyHash) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
+}
+
+/// Names an account (a household): the SHA-256 of its certificate authority's public key.
+public struct AccountID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let hash: KeyHash
+    public init(hash: KeyHash) { self.hash = hash }
+    public init(caPublicKey: Ed25519PublicKey) { hash = KeyHash(of: caPublicKey) }
+    public init?(hex: String) {
+        guard let hash = KeyHash(hex: hex) else { return nil }
+        self.hash = hash
+    }
+    public var hex: String { hash.hex }
+    public var bytes: [UInt8] { hash.bytes }
+    public var fingerprint: String { hash.fingerprint }
+    public var short: String { hash.short }
+    public var description: String { "account \(short)" }
+    public static func < (a: AccountID, b: AccountID) -> Bool { a.hash < b.hash }
+}
+
+/// Names a device within an account: the SHA-256 of its device public key. This is the
+/// `signer` of an `EntrySignature` and what TLS reports as the peer.
+public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let hash: KeyHash
+    public init(hash: KeyHash) { self.hash = hash }
+    public init(publicKey: Ed25519PublicKey) { hash = KeyHash(of: publicKey) }
+    public init?(bytes: some Collection<UInt8>) {
+        guard let hash = KeyHash(bytes: bytes) else { return nil }
+        self.hash = hash
+    }
+    public init?(hex: String) {
+        guard let hash = KeyHash(hex: hex) else { return nil }
+        self.hash = hash
+    }
+    public var hex: String { hash.hex }
+    public var bytes: [UInt8] { hash.bytes }
+    /// The 32 bytes as `Data`, as stored in `EntrySignature.signer`.
+    public var data: Data { hash.data }
+    public var fingerprint: String { hash.fingerprint }
+    public var short: String { hash.short }
+    public var description: String { "device \(short)" }
+    public static func < (a: DeviceID, b: DeviceID) -> Bool { a.hash < b.hash }
+}

@@ -1,0 +1,153 @@
+import CHearthOpenSSL
+import Foundation
+
+/// An Ed25519 private key, held as an OpenSSL `EVP_PKEY`.
+///
+/// Immutable once made; each signature uses its own `EVP_MD_CTX`, so one key may sign
+/// from several threads, hence Sendable.
+public final class Ed25519PrivateKey: @unchecked Sendable {
+    package let pointer: OpaquePointer
+
+    /// Takes ownership of one reference to `pointer`.
+    package init(taking pointer: OpaquePointer) throws {
+        guard EVP_PKEY_get_id(pointer) == EVP_PKEY_ED25519 else {
+            EVP_PKEY_free(pointer)
+            throw IdentityError(code: .invalidKey, message: "not an Ed25519 key")
+        }
+        self.pointer = pointer
+    }
+
+    /// A new random key from OpenSSL's CSPRNG.
+    public convenience init() throws {
+        guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nil) else {
+            throw IdentityError.openSSL("EVP_PKEY_CTX_new_id(ED25519)")
+        }
+        defer { EVP_PKEY_CTX_free(context) }
+        var key: OpaquePointer?
+        guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_keygen(context, &key) == 1, let key else {
+            throw IdentityError.openSSL("Ed25519 key generation")
+        }
+        try self.init(taking: key)
+    }
+
+    /// The key from its 32-byte seed (RFC 8032's private key). For test vectors and
+    /// interoperability; keys for use are made by ``init()``.
+    public convenience init(rawRepresentation: some Collection<UInt8>) throws {
+        let raw = Array(rawRepresentation)
+        guard raw.count == 32 else { throw IdentityError(code: .invalidKey, message: "an Ed25519 private key is 32 bytes, not \(raw.count)") }
+        guard let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, raw, raw.count) else {
+            throw IdentityError.invalidKey("EVP_PKEY_new_raw_private_key")
+        }
+        try self.init(taking: key)
+    }
+
+    /// Reads an unencrypted PKCS#8 PEM ("PRIVATE KEY").
+    public convenience init(pemRepresentation: String) throws {
+        let key = MemoryBIO.read(Array(pemRepresentation.utf8)) { bio in
+            // A passphrase callback with no passphrase: an encrypted key fails instead of
+            // OpenSSL prompting on the terminal.
+            PEM_read_bio_PrivateKey(bio, nil, hearth_pem_passphrase_callback_pointer(), nil)
+        }
+        guard let key = key ?? nil else { throw IdentityError.invalidKey("reading a PKCS#8 private key") }
+        try self.init(taking: key)
+    }
+
+    /// Reads an encrypted PKCS#8 PEM ("ENCRYPTED PRIVATE KEY"), as written by
+    /// ``encryptedPEMRepresentation(passphrase:)``.
+    ///
+    /// - Throws: ``IdentityError/Code/wrongPassphrase`` when the passphrase does not
+    ///   decrypt it, ``IdentityError/Code/invalidKey`` when there is no key to decrypt.
+    public convenience init(encryptedPEMRepresentation pem: String, passphrase: String) throws {
+        guard pem.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") else {
+            throw IdentityError(code: .invalidKey, message: "no encrypted private key in the input")
+        }
+        var passBytes = Array(passphrase.utf8)
+        defer { for i in passBytes.indices { passBytes[i] = 0 } }
+        let key = passBytes.withUnsafeBufferPointer { pass -> OpaquePointer?? in
+            pass.withMemoryRebound(to: CChar.self) { chars in
+                var box = hearth_passphrase(bytes: chars.baseAddress, length: Int32(chars.count))
+                return MemoryBIO.read(Array(pem.utf8)) { bio in
+                    PEM_read_bio_PrivateKey(bio, nil, hearth_pem_passphrase_callback_pointer(), &box)
+                }
+            }
+        }
+        guard let key = key ?? nil else {
+            // AES-CBC with a wrong key fails its padding check ("bad decrypt") nearly
+            // always, and otherwise yields bytes that do not parse as a key: both mean
+            // the passphrase (or the ciphertext) is wrong.
+            throw IdentityError.openSSL("decrypting the private key", code: .wrongPassphrase)
+        }
+        try self.init(taking: key)
+    }
+
+    deinit { EVP_PKEY_free(pointer) }
+
+    /// The public half.
+    public var publicKey: Ed25519PublicKey {
+        // EVP_PKEY holds both halves; extracting the raw public bytes makes a key object
+        // that cannot leak the private half.
+        var bytes = [UInt8](repeating: 0, count: 32)
+        var length = 32
+        let ok = EVP_PKEY_get_raw_public_key(pointer, &bytes, &length)
+        precondition(ok == 1 && length == 32, "EVP_PKEY_get_raw_public_key failed on an Ed25519 key")
+        return try! Ed25519PublicKey(rawRepresentation: bytes)
+    }
+
+    /// The Ed25519 signature (64 bytes) of `message`. Deterministic (RFC 8032).
+    public func signature(for message: some Collection<UInt8>) throws -> [UInt8] {
+        let message = Array(message)
+        guard let context = EVP_MD_CTX_new() else { throw IdentityError.openSSL("EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestSignInit(context, nil, nil, nil, pointer) == 1 else {
+            throw IdentityError.openSSL("EVP_DigestSignInit(Ed25519)")
+        }
+        var signature = [UInt8](repeating: 0, count: 64)
+        var length = 64
+        guard EVP_DigestSign(context, &signature, &length, message, message.count) == 1, length == 64 else {
+            throw IdentityError.openSSL("EVP_DigestSign(Ed25519)")
+        }
+        return signature
+    }
+
+    /// Unencrypted PKCS#8 PEM ("PRIVATE KEY"), for a file of mode 0600.
+    public func pemRepresentation() throws -> String {
+        guard let bytes = MemoryBIO.collect({ bio in
+            PEM_write_bio_PrivateKey(bio, pointer, nil, nil, 0, nil, nil) == 1
+        }) else { throw IdentityError.openSSL("writing the private key as PKCS#8") }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// scrypt parameters for ``encryptedPEMRepresentation(passphrase:)``: N = 2^14, r = 8,
+    /// p = 1 (16 MiB, tens of milliseconds), inside OpenSSL's default 32 MiB decryption
+    /// memory limit so that `openssl pkey` opens it too.
+    public static let scryptParameters = (n: UInt64(1) << 14, r: UInt64(8), p: UInt64(1))
+
+    /// Encrypted PKCS#8 PEM ("ENCRYPTED PRIVATE KEY"): PBES2 with scrypt and AES-256-CBC,
+    /// a fresh random salt and IV each time.
+    public func encryptedPEMRepresentation(passphrase: String) throws -> String {
+        guard !passphrase.isEmpty else { throw IdentityError(code: .invalidArgument, message: "the passphrase is empty") }
+        guard let info = EVP_PKEY2PKCS8(pointer) else { throw IdentityError.openSSL("EVP_PKEY2PKCS8") }
+        defer { PKCS8_PRIV_KEY_INFO_free(info) }
+        let p = Self.scryptParameters
+        // NULL salt and IV: OpenSSL draws them from its CSPRNG.
+        guard let algorithm = PKCS5_pbe2_set_scrypt(EVP_aes_256_cbc(), nil, 0, nil, p.n, p.r, p.p) else {
+            throw IdentityError.openSSL("PKCS5_pbe2_set_scrypt")
+        }
+        var passBytes = Array(passphrase.utf8)
+        defer { for i in passBytes.indices { passBytes[i] = 0 } }
+        let sealed = passBytes.withUnsafeBufferPointer { pass in
+            pass.withMemoryRebound(to: CChar.self) { chars in
+                PKCS8_set0_pbe(chars.baseAddress, Int32(chars.count), info, algorithm)
+            }
+        }
+        guard let sealed else {
+            X509_ALGOR_free(algorithm)
+            throw IdentityError.openSSL("PKCS8_set0_pbe")
+        }
+        defer { X509_SIG_free(sealed) }
+        guard let bytes = MemoryBIO.collect({ PEM_write_bio_PKCS8($0, sealed) == 1 }) else {
+            throw IdentityError.openSSL("PEM_write_bio_PKCS8")
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
