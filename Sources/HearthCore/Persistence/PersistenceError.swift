@@ -1,0 +1,35 @@
+import Foundation
+
+/// Why a replica file could not be opened, read or written.
+public struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        /// Another process has the store open.
+        case locked
+        /// A system call failed (the reason carries `strerror`).
+        case io
+        /// The file is not a replica file Hearth can read.
+        case damaged
+    }
+
+    public let code: Code
+    public let path: String
+    public let reason: String
+
+    public init(_ code: Code, path: String, reason: String) {
+        self.code = code
+        self.path = path
+        self.reason = reason
+    }
+
+    public var description: String {
+        switch code {
+        case .locked: return "store file \(path) is in use by another process (\(reason))"
+        case .io: return "cannot access \(path): \(reason)"
+        case .damaged: return "store file \(path) is damaged: \(reason)"
+        }
+    }
+
+    static func io(_ operation: String, path: String, errno code: Int32 = errno) -> PersistenceError {
+        PersistenceError(.io, path: path, reason: "\(operation): \(String(cString: strerror(code)))")
+    }
+}

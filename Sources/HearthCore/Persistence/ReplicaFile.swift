@@ -1,0 +1,114 @@
+import Foundation
+
+/// The on-disk form of a ``Replica``: a binary property list that standard tools read.
+///
+/// ```text
+/// {
+///   format: "hearth-replica", version: 1,
+///   storeIdentifier: String, account: String ("" when signed out),
+///   replica: Data(16), clock: Int, sequence: Int,
+///   vector: { <origin hex>: Int },
+///   entries: { <key>: { value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
+///                       signer: Data, signature: Data } }   // no `value`: a tombstone
+/// }
+/// ```
+///
+/// `python3 -c 'import plistlib,sys; print(plistlib.load(open(sys.argv[1],"rb")))' FILE`
+/// prints it.
+public enum ReplicaFile {
+    public static let format = "hearth-replica"
+    public static let version: Int64 = 1
+
+    /// What a file holds besides the replica.
+    public struct Header: Sendable, Equatable {
+        public var storeIdentifier: String
+        /// The account ID, or `""` for the signed-out (local) replica.
+        public var account: String
+
+        public init(storeIdentifier: String, account: String) {
+            self.storeIdentifier = storeIdentifier
+            self.account = account
+        }
+    }
+
+    public static func encode(_ replica: Replica, header: Header) -> Data {
+        var entries: [String: PropertyListValue] = [:]
+        entries.reserveCapacity(replica.entries.count)
+        for (key, entry) in replica.entries {
+            var fields: [String: PropertyListValue] = [
+                "timestamp": .integer(Int64(bitPattern: entry.timestamp.rawValue)),
+                "origin": .data(Data(entry.origin.bytes)),
+                "sequence": .integer(Int64(bitPattern: entry.sequence)),
+            ]
+            if let value = entry.value { fields["value"] = value }
+            if let signature = entry.signature {
+                fields["signer"] = .data(signature.signer)
+                fields["signature"] = .data(signature.bytes)
+            }
+            entries[key] = .dictionary(fields)
+        }
+        var vector: [String: PropertyListValue] = [:]
+        for (origin, counter) in replica.vector.counters { vector[origin.hex] = .integer(Int64(bitPattern: counter)) }
+        let document: PropertyListValue = .dictionary([
+            "format": .string(format),
+            "version": .integer(version),
+            "storeIdentifier": .string(header.storeIdentifier),
+            "account": .string(header.account),
+            "replica": .data(Data(replica.id.bytes)),
+            "clock": .integer(Int64(bitPattern: replica.clock.last.rawValue)),
+            "sequence": .integer(Int64(bitPattern: replica.sequence)),
+            "vector": .dictionary(vector),
+            "entries": .dictionary(entries),
+        ])
+        return BinaryPropertyList.encode(document)
+    }
+
+    /// Reads a file's bytes back. Throws ``PersistenceError/Code/damaged`` with the reason
+    /// for anything that is not exactly a replica file of this version.
+    public static func decode(_ data: Data, path: String) throws(PersistenceError) -> (Replica, Header) {
+        func damaged(_ reason: String) -> PersistenceError { PersistenceError(.damaged, path: path, reason: reason) }
+        let document: PropertyListValue
+        do { document = try BinaryPropertyList.decode(data) } catch { throw damaged(error.description) }
+        guard let root = document.dictionaryValue else { throw damaged("the top level is not a dictionary") }
+        guard root["format"]?.stringValue == format else { throw damaged("not a Hearth replica file") }
+        guard root["version"]?.integerValue == version else {
+            throw damaged("unsupported version \(root["version"]?.description ?? "none")")
+        }
+        guard let storeIdentifier = root["storeIdentifier"]?.stringValue,
+              let account = root["account"]?.stringValue,
+              let idData = root["replica"]?.dataValue, let id = ReplicaID(bytes: idData),
+              let clock = root["clock"]?.integerValue,
+              let sequence = root["sequence"]?.integerValue,
+              let vectorFields = root["vector"]?.dictionaryValue,
+              let entryFields = root["entries"]?.dictionaryValue else {
+            throw damaged("a header field is missing or of the wrong type")
+        }
+        var counters: [ReplicaID: UInt64] = [:]
+        for (hex, value) in vectorFields {
+            guard let origin = ReplicaID(hex: hex), let counter = value.integerValue else {
+                throw damaged("version vector entry \(hex) is malformed")
+            }
+            counters[origin] = UInt64(bitPattern: counter)
+        }
+        var entries: [String: Entry] = [:]
+        entries.reserveCapacity(entryFields.count)
+        for (key, value) in entryFields {
+            guard let fields = value.dictionaryValue,
+                  let timestamp = fields["timestamp"]?.integerValue,
+                  let originData = fields["origin"]?.dataValue, let origin = ReplicaID(bytes: originData),
+                  let entrySequence = fields["sequence"]?.integerValue else {
+                throw damaged("entry \(String(reflecting: key)) is malformed")
+            }
+            var signature: EntrySignature?
+            if let signer = fields["signer"]?.dataValue, let bytes = fields["signature"]?.dataValue {
+                signature = EntrySignature(signer: signer, bytes: bytes)
+            }
+            entries[key] = Entry(key: key, value: fields["value"],
+                                 timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: timestamp)),
+                                 origin: origin, sequence: UInt64(bitPattern: entrySequence), signature: signature)
+        }
+        let replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
+                              sequence: UInt64(bitPattern: sequence), vector: VersionVector(counters), entries: entries)
+        return (replica, Header(storeIdentifier: storeIdentifier, account: account))
+    }
+}

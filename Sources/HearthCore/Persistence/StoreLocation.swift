@@ -1,0 +1,55 @@
+import Foundation
+
+/// Where a replica's files live:
+/// `<data directory>/<account ID or "local">/<store identifier>.plist`, with a `.lock`
+/// file beside it.
+///
+/// The data directory is `$XDG_DATA_HOME/hearth`, or `~/.local/share/hearth` when
+/// `XDG_DATA_HOME` is unset or not absolute (as the XDG Base Directory spec says).
+public struct StoreLocation: Sendable, Hashable {
+    /// The directory that holds every account's folder.
+    public var dataDirectory: String
+    public var storeIdentifier: String
+    /// The account ID, or `nil` when signed out.
+    public var account: String?
+
+    public init(dataDirectory: String = StoreLocation.defaultDataDirectory(), storeIdentifier: String, account: String? = nil) {
+        self.dataDirectory = dataDirectory
+        self.storeIdentifier = storeIdentifier
+        self.account = account
+    }
+
+    /// `$XDG_DATA_HOME/hearth`, falling back to `~/.local/share/hearth`.
+    public static func defaultDataDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            return (xdg as NSString).appendingPathComponent("hearth")
+        }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return (home as NSString).appendingPathComponent(".local/share/hearth")
+    }
+
+    /// The folder of this account (or of the signed-out replicas).
+    public var directory: String {
+        (dataDirectory as NSString).appendingPathComponent(account.map(Self.escape) ?? "local")
+    }
+
+    public var filePath: String {
+        (directory as NSString).appendingPathComponent(Self.escape(storeIdentifier) + ".plist")
+    }
+
+    public var lockPath: String {
+        (directory as NSString).appendingPathComponent(Self.escape(storeIdentifier) + ".lock")
+    }
+
+    /// Store identifiers are reverse-DNS names, but any string must map to one safe file
+    /// name: bytes outside `[A-Za-z0-9._-]` become `%XX`, and a leading dot is escaped too.
+    public static func escape(_ name: String) -> String {
+        var out = ""
+        for (i, byte) in name.utf8.enumerated() {
+            let c = Character(Unicode.Scalar(byte))
+            let safe = c.isASCII && (c.isLetter || c.isNumber || c == "-" || c == "_" || (c == "." && i > 0))
+            out += safe ? String(c) : String(format: "%%%02X", byte)
+        }
+        return out.isEmpty ? "%" : out
+    }
+}

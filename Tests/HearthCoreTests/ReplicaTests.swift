@@ -1,0 +1,151 @@
+import Foundation
+import HearthCore
+import Testing
+
+@Suite("Replica: entries, version vectors, last-writer-wins")
+struct ReplicaTests {
+    let a = ReplicaID(high: 0xA, low: 0)
+    let b = ReplicaID(high: 0xB, low: 0)
+
+    @Test("Local writes stamp increasing timestamps and sequence numbers and advance the vector")
+    func localWrites() throws {
+        var r = Replica(id: a)
+        let result1 = r.write("x", forKey: "k", wall: 100)
+        let e1 = try #require(result1)
+        let result2 = r.write("y", forKey: "k", wall: 100)
+        let e2 = try #require(result2)
+        #expect(e1.sequence == 1 && e2.sequence == 2)
+        #expect(e2.timestamp > e1.timestamp)
+        #expect(r.vector[a] == 2)
+        #expect(r.value(forKey: "k") == "y")
+        #expect(r.usage == Replica.Usage(bytes: 1 + 6, keys: 1))
+    }
+
+    @Test("Deleting an absent key is a no-op; deleting a present one leaves a tombstone that costs nothing")
+    func deletes() throws {
+        var r = Replica(id: a)
+        let result3 = r.write(nil, forKey: "k", wall: 1)
+        #expect(result3 == nil)
+        #expect(r.sequence == 0)
+        r.write(1, forKey: "k", wall: 2)
+        let result4 = r.write(nil, forKey: "k", wall: 3)
+        let tombstone = try #require(result4)
+        #expect(tombstone.isTombstone)
+        #expect(r.value(forKey: "k") == nil)
+        #expect(r.entries["k"] != nil)
+        #expect(r.usage == Replica.Usage())
+        let result5 = r.write(nil, forKey: "k", wall: 4)
+        #expect(result5 == nil)
+    }
+
+    @Test("The greater (timestamp, origin) wins, for values and tombstones alike")
+    func lastWriterWins() {
+        var r = Replica(id: a)
+        let old = Entry(key: "k", value: "old", timestamp: HLCTimestamp(rawValue: 10), origin: b, sequence: 1)
+        let new = Entry(key: "k", value: "new", timestamp: HLCTimestamp(rawValue: 20), origin: b, sequence: 2)
+        let tie = Entry(key: "k", value: "tie", timestamp: HLCTimestamp(rawValue: 20), origin: a, sequence: 1)
+        let delete = Entry(key: "k", value: nil, timestamp: HLCTimestamp(rawValue: 30), origin: a, sequence: 2)
+        let result6 = r.merge(new, wall: 0)
+        #expect(result6)
+        let result7 = r.merge(old, wall: 0)
+        #expect(!result7)
+        #expect(r.value(forKey: "k") == "new")
+        let tieApplied = r.merge(tie, wall: 0)
+        #expect(!tieApplied)  // same time, smaller origin loses
+        let result8 = r.merge(delete, wall: 0)
+        #expect(result8)
+        #expect(r.value(forKey: "k") == nil)
+        let resurrected = r.merge(new, wall: 0)
+        #expect(!resurrected)  // the tombstone is newer: no resurrection
+    }
+
+    @Test("Merging is order-independent: any permutation of the same entries converges")
+    func convergence() {
+        var rng = SplitMix64(seed: 42)
+        var writers = (0..<4).map { Replica(id: ReplicaID(high: UInt64($0 + 1), low: 0)) }
+        var all: [Entry] = []
+        for i in 0..<400 {
+            let w = Int(rng.next() % 4)
+            let key = "k\(rng.next() % 10)"
+            let value: PropertyListValue? = rng.next() % 5 == 0 ? nil : .integer(Int64(i))
+            if let e = writers[w].write(value, forKey: key, wall: 1000 + rng.next() % 50) { all.append(e) }
+        }
+        var reference: [String: PropertyListValue]?
+        for _ in 0..<10 {
+            var r = Replica(id: ReplicaID(high: 99, low: 0))
+            r.apply(all.shuffled(using: &rng), wall: 2000)
+            if let reference { #expect(r.visibleValues == reference) } else { reference = r.visibleValues }
+        }
+    }
+
+    @Test("A delta holds exactly the entries the peer's vector does not cover")
+    func delta() {
+        var r = Replica(id: a)
+        for i in 1...1000 { r.write(.integer(Int64(i)), forKey: "k\(i)", wall: 5) }
+        var peer = Replica(id: b)
+        let result9 = peer.apply(r.delta(for: peer.vector), coveredBy: r.vector, wall: 5)
+        #expect(result9.count == 1000)
+        #expect(peer.visibleValues == r.visibleValues)
+        r.write("changed", forKey: "k7", wall: 6)
+        let delta = r.delta(for: peer.vector)
+        #expect(delta.count == 1)
+        #expect(delta.first?.key == "k7")
+        let result10 = peer.apply(delta, coveredBy: r.vector, wall: 6)
+        #expect(result10 == ["k7"])
+        #expect(r.delta(for: peer.vector).isEmpty)
+    }
+
+    @Test("apply reports only keys whose visible value changed")
+    func applyReportsChanges() {
+        var r = Replica(id: a)
+        r.write("same", forKey: "x", wall: 1)
+        let sameValue = Entry(key: "x", value: "same", timestamp: HLCTimestamp(milliseconds: 9, counter: 0), origin: b, sequence: 1)
+        let setY = Entry(key: "y", value: 1, timestamp: HLCTimestamp(milliseconds: 9, counter: 0), origin: b, sequence: 2)
+        let unsetY = Entry(key: "y", value: nil, timestamp: HLCTimestamp(milliseconds: 9, counter: 1), origin: b, sequence: 3)
+        let result11 = r.apply([sameValue, setY, unsetY], wall: 10)
+        #expect(result11 == [])
+        #expect(r.vector[b] == 3)
+    }
+
+    @Test("Tombstones are collected once covered by every peer, or past the horizon")
+    func tombstoneCollection() {
+        var r = Replica(id: a)
+        r.write(1, forKey: "gone", wall: 1)
+        r.write(nil, forKey: "gone", wall: 2)
+        r.write(1, forKey: "kept", wall: 3)
+        let result12 = r.collectTombstones(coveredBy: VersionVector([a: 1]))
+        #expect(result12 == 0)
+        let result13 = r.collectTombstones(coveredBy: VersionVector([a: 2]))
+        #expect(result13 == 1)
+        #expect(r.entries["gone"] == nil && r.entries["kept"] != nil)
+        r.write(nil, forKey: "kept", wall: 4)
+        let result14 = r.collectTombstones(olderThan: HLCTimestamp(milliseconds: 4, counter: 0))
+        #expect(result14 == 0)
+        let result15 = r.collectTombstones(olderThan: HLCTimestamp(milliseconds: 5, counter: 0))
+        #expect(result15 == 1)
+    }
+
+    @Test("Restoring raises the clock and sequence to what the entries show")
+    func restore() {
+        let e = Entry(key: "k", value: 1, timestamp: HLCTimestamp(milliseconds: 500, counter: 3), origin: a, sequence: 9)
+        let r = Replica(id: a, clock: HybridLogicalClock(), sequence: 2, vector: VersionVector(), entries: ["k": e])
+        #expect(r.sequence == 9)
+        #expect(r.vector[a] == 9)
+        #expect(r.clock.last == e.timestamp)
+        #expect(r.usage.keys == 1)
+    }
+
+    @Test("Signatures attach only to the entry they were made for")
+    func attach() throws {
+        var r = Replica(id: a)
+        let result16 = r.write(1, forKey: "k", wall: 1)
+        let e = try #require(result16)
+        let sig = EntrySignature(signer: Data(repeating: 1, count: 32), bytes: Data(repeating: 2, count: 64))
+        r.write(2, forKey: "k", wall: 2)
+        let result17 = r.attach(sig, forKey: "k", origin: a, sequence: e.sequence)
+        #expect(!result17)
+        let result18 = r.attach(sig, forKey: "k", origin: a, sequence: 2)
+        #expect(result18)
+        #expect(r.entries["k"]?.signature == sig)
+    }
+}
