@@ -64,12 +64,23 @@ let package = Package(
             dependencies: ["CHearthAvahi", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        // A tiny publisher/browser process for the discovery tests (multi-host, no-daemon fallback).
+        .executableTarget(
+            name: "hearth-discovery-probe",
+            dependencies: ["HearthDiscovery", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/HearthDiscoveryProbe",
+            swiftSettings: strict
+        ),
 
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore"], swiftSettings: strict),
         .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore"], swiftSettings: strict),
         .testTarget(name: "HearthIdentityTests", dependencies: ["HearthIdentity", "HearthCore"], swiftSettings: strict),
         .testTarget(name: "HearthTransportTests", dependencies: ["HearthTransport", "HearthIdentity"], swiftSettings: strict),
-        .testTarget(name: "HearthDiscoveryTests", dependencies: ["HearthDiscovery"], swiftSettings: strict),
+        .testTarget(
+            name: "HearthDiscoveryTests",
+            dependencies: ["HearthDiscovery", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

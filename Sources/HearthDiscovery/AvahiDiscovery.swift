@@ -1,0 +1,102 @@
+import Logging
+import Synchronization
+
+/// Publishes this device as `_hearth._tcp` through the system's Avahi daemon and browses for
+/// the peers of the same account and store.
+///
+/// - Peers of other accounts or stores, our own service, and services with a malformed or
+///   hostile TXT record are ignored (the latter with a warning in the log).
+/// - A name collision makes Avahi pick an alternative name ("Laptop #2"), re-published at once.
+/// - If avahi-daemon is not running at ``start()``, it throws
+///   ``DiscoveryError/daemonUnavailable(_:)`` so the caller can fall back to ``StaticDiscovery``.
+/// - If the daemon restarts later, the service is re-published and browsing resumes by itself;
+///   peers the new daemon does not report again within ``Options/staleGracePeriod`` are gone.
+public final class AvahiDiscovery: PeerDiscovery {
+    /// Tuning knobs; the defaults suit a household LAN.
+    public struct Options: Sendable, Hashable {
+        /// After a daemon restart, how long a previously known peer may stay unseen before
+        /// it is reported gone. Long enough for peers to re-announce themselves.
+        public var staleGracePeriod: Duration
+
+        /// Options with the given values.
+        public init(staleGracePeriod: Duration = .seconds(5)) {
+            self.staleGracePeriod = staleGracePeriod
+        }
+    }
+
+    private enum Phase {
+        case idle
+        case running(AvahiSession)
+        case stopped
+    }
+
+    /// What this device publishes.
+    public let service: ServiceDescription
+    private let options: Options
+    private let logger: Logger
+    private let registry = PeerRegistry()
+    private let phase = Mutex(Phase.idle)
+
+    /// A discovery for `service`; nothing happens until ``start()``.
+    public init(service: ServiceDescription, options: Options = Options(),
+                logger: Logger = Logger(label: "hearth.discovery.avahi")) {
+        self.service = service
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Connects to avahi-daemon, publishes the service and starts browsing.
+    ///
+    /// - Throws: ``DiscoveryError/daemonUnavailable(_:)`` when no daemon (or no system D-Bus)
+    ///   is reachable; ``DiscoveryError/invalidServiceDescription(_:)``;
+    ///   ``DiscoveryError/alreadyStarted``.
+    public func start() async throws {
+        try service.validate()
+        guard phase.withLock({ if case .idle = $0 { return true } else { return false } }) else {
+            throw DiscoveryError.alreadyStarted
+        }
+        let milliseconds = options.staleGracePeriod.components.seconds * 1000
+            + options.staleGracePeriod.components.attoseconds / 1_000_000_000_000_000
+        let session = try AvahiSession(service: service, logger: logger, registry: registry,
+                                       staleGraceMilliseconds: UInt32(clamping: max(0, milliseconds)))
+        try session.start()
+        let lost = phase.withLock { phase -> Bool in
+            guard case .idle = phase else { return true }
+            phase = .running(session)
+            return false
+        }
+        if lost {   // start raced with another start or a stop
+            session.stop()
+            throw DiscoveryError.alreadyStarted
+        }
+    }
+
+    /// Withdraws the service, stops browsing and finishes every event stream.
+    public func stop() async {
+        let session = phase.withLock { phase -> AvahiSession? in
+            defer { phase = .stopped }
+            if case .running(let session) = phase { return session }
+            return nil
+        }
+        session?.stop()
+        registry.finishAll()
+    }
+
+    public func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
+
+    public var peers: [DiscoveredPeer] { registry.peers }
+
+    /// The instance name the service is published under once the daemon confirmed it
+    /// (it differs from ``ServiceDescription/instanceName`` after a collision); nil before.
+    public var publishedName: String? { currentSession?.publishedName }
+
+    /// Whether avahi-daemon is connected right now (false while it restarts).
+    public var isConnected: Bool { currentSession?.isConnected ?? false }
+
+    /// How many times the connection to avahi-daemon was re-established since ``start()``.
+    public var reconnectCount: Int { currentSession?.reconnectCount ?? 0 }
+
+    private var currentSession: AvahiSession? {
+        phase.withLock { if case .running(let session) = $0 { return session } else { return nil } }
+    }
+}

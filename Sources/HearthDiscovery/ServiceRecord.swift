@@ -1,0 +1,121 @@
+/// The Hearth fields of a peer's TXT record, validated.
+///
+/// A TXT record is untrusted input from anyone on the LAN: ``parse(txt:)`` accepts only
+/// small, well-formed records and says why it rejected the others.
+public struct ServiceRecord: Sendable, Hashable {
+    /// TXT keys. Short, since every byte is multicast with each announcement.
+    public enum Key {
+        /// Sync protocol version, decimal.
+        public static let version = "v"
+        /// Account hash, lowercase hex.
+        public static let account = "a"
+        /// Store hash, lowercase hex.
+        public static let store = "s"
+        /// Device hash, lowercase hex.
+        public static let device = "d"
+    }
+
+    /// Largest TXT record accepted, all strings with their length bytes. Ours is under 100;
+    /// the cap keeps hostile records from costing memory or log space.
+    public static let maximumTXTBytes = 1024
+    /// Most TXT strings accepted (unknown keys are allowed for later protocol versions).
+    public static let maximumTXTEntries = 32
+    /// Accepted hash lengths, in hex characters.
+    public static let hashLengths = 8...64
+    /// Accepted protocol versions.
+    public static let protocolVersions = 1...9999
+
+    /// The peer's sync protocol version.
+    public var protocolVersion: Int
+    /// The peer's account hash.
+    public var accountHash: String
+    /// The peer's store hash.
+    public var storeHash: String
+    /// The peer's device hash.
+    public var deviceHash: String
+
+    /// A record from its fields (not validated; see ``parse(txt:)``).
+    public init(protocolVersion: Int, accountHash: String, storeHash: String, deviceHash: String) {
+        self.protocolVersion = protocolVersion
+        self.accountHash = accountHash
+        self.storeHash = storeHash
+        self.deviceHash = deviceHash
+    }
+
+    /// Why a TXT record was refused.
+    public enum Rejection: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The record is larger than ``ServiceRecord/maximumTXTBytes``.
+        case tooLarge(bytes: Int)
+        /// The record has more than ``ServiceRecord/maximumTXTEntries`` strings.
+        case tooManyEntries(Int)
+        /// A string is not UTF-8 text, or has no key.
+        case notText
+        /// A required key is absent.
+        case missingKey(String)
+        /// A key occurs twice, so which one counts would be ambiguous.
+        case duplicateKey(String)
+        /// A required key's value is not in the expected format.
+        case invalidValue(key: String)
+
+        public var description: String {
+            switch self {
+            case .tooLarge(let bytes): "TXT record too large (\(bytes) bytes, limit \(ServiceRecord.maximumTXTBytes))"
+            case .tooManyEntries(let count): "TXT record has too many strings (\(count), limit \(ServiceRecord.maximumTXTEntries))"
+            case .notText: "TXT record holds binary data or a string without a key"
+            case .missingKey(let key): "TXT record lacks the \"\(key)\" key"
+            case .duplicateKey(let key): "TXT record repeats the \"\(key)\" key"
+            case .invalidValue(let key): "TXT record has a malformed \"\(key)\" value"
+            }
+        }
+    }
+
+    /// Parses raw TXT strings (each one `key=value` bytes, as on the wire).
+    ///
+    /// Unknown keys are kept out of the record but allowed, so later versions can add fields.
+    public static func parse(txt entries: [[UInt8]]) -> Result<ServiceRecord, Rejection> {
+        let total = entries.reduce(0) { $0 + $1.count + 1 }
+        if total > maximumTXTBytes { return .failure(.tooLarge(bytes: total)) }
+        if entries.count > maximumTXTEntries { return .failure(.tooManyEntries(entries.count)) }
+        var fields: [String: String] = [:]
+        for entry in entries {
+            // Printable ASCII only: binary or control bytes are never part of a valid record,
+            // and refusing them keeps log lines and dictionaries clean.
+            guard !entry.isEmpty, entry.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }),
+                  let text = String(validating: entry, as: UTF8.self)
+            else { return .failure(.notText) }
+            let key: String, value: String
+            if let equals = text.firstIndex(of: "=") {
+                key = String(text[..<equals]).lowercased()
+                value = String(text[text.index(after: equals)...])
+            } else {
+                key = text.lowercased()   // a boolean attribute (RFC 6763 §6.4)
+                value = ""
+            }
+            if key.isEmpty { return .failure(.notText) }
+            if fields[key] != nil { return .failure(.duplicateKey(key)) }
+            fields[key] = value
+        }
+        guard let versionText = fields[Key.version] else { return .failure(.missingKey(Key.version)) }
+        guard versionText.count <= 4, versionText.allSatisfy(\.isASCIIDigit),
+              let version = Int(versionText), protocolVersions.contains(version)
+        else { return .failure(.invalidValue(key: Key.version)) }
+        var hashes: [String] = []
+        for key in [Key.account, Key.store, Key.device] {
+            guard let value = fields[key] else { return .failure(.missingKey(key)) }
+            guard isValidHash(value) else { return .failure(.invalidValue(key: key)) }
+            hashes.append(value)
+        }
+        return .success(ServiceRecord(protocolVersion: version, accountHash: hashes[0],
+                                      storeHash: hashes[1], deviceHash: hashes[2]))
+    }
+
+    /// Lowercase hex of an accepted length.
+    public static func isValidHash(_ value: String) -> Bool {
+        hashLengths.contains(value.utf8.count)
+            && value.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+}

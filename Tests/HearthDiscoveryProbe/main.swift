@@ -1,0 +1,122 @@
+// hearth-discovery-probe: publishes one Hearth service and reports what it discovers, one
+// line per event on stdout. The discovery tests run it as a separate process: on each
+// virtual host of scripts/testnet/multihost.sh, and with no Avahi daemon for the fallback.
+//
+//   hearth-discovery-probe [--name N] [--port P] [--account H] [--store H] [--device H]
+//                          [--expect COUNT] [--timeout SECONDS] [--linger SECONDS] [--fallback]
+//
+// Exits 0 once COUNT peers were seen (and, with --fallback, TCP-connected), 1 on timeout,
+// 2 on a usage or discovery error. Output lines:
+//   published NAME | appeared NAME PORT ADDR… | gone NAME | unavailable REASON |
+//   static PEERS | connected HOST:PORT | done | timeout
+import Foundation
+import HearthDiscovery
+import Logging
+
+LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+
+var options: [String: String] = [:]
+var flags: Set<String> = []
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+    if argument == "--fallback" {
+        flags.insert(argument)
+    } else if argument.hasPrefix("--"), let value = arguments.popFirst() {
+        options[String(argument.dropFirst(2))] = value
+    } else {
+        FileHandle.standardError.write(Data("usage: see the header of Tests/HearthDiscoveryProbe/main.swift\n".utf8))
+        exit(2)
+    }
+}
+
+func say(_ line: String) {
+    // Unbuffered: the parent process reads lines as they come.
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+let host = ProcessInfo.processInfo.environment["HEARTH_HOST"] ?? ProcessInfo.processInfo.hostName
+let service = ServiceDescription(
+    instanceName: options["name"] ?? "probe on \(host)",
+    port: UInt16(options["port"] ?? "") ?? 7420,
+    protocolVersion: 1,
+    accountHash: options["account"] ?? "00000000000000aa",
+    storeHash: options["store"] ?? "00000000000000bb",
+    deviceHash: options["device"] ?? String(format: "%016llx", UInt64.random(in: 1...UInt64.max)))
+let expected = Int(options["expect"] ?? "1") ?? 1
+let timeout = Double(options["timeout"] ?? "20") ?? 20
+let linger = Double(options["linger"] ?? "0") ?? 0
+var logger = Logger(label: "probe")
+logger.logLevel = .info
+
+/// A plain TCP connect, enough to prove a statically listed peer is reachable.
+func tcpConnect(_ peer: DiscoveredPeer) -> Bool {
+    for address in peer.addresses {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(address.connectHost, String(peer.port), &hints, &result) == 0, let first = result else { continue }
+        defer { freeaddrinfo(result) }
+        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
+        guard fd >= 0 else { continue }
+        defer { close(fd) }
+        if connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 { return true }
+    }
+    return false
+}
+
+let discovery: any PeerDiscovery
+do {
+    let avahi = AvahiDiscovery(service: service, logger: logger)
+    try await avahi.start()
+    discovery = avahi
+    if flags.contains("--fallback") { say("avahi available") }
+} catch let error as DiscoveryError {
+    guard case .daemonUnavailable = error, flags.contains("--fallback") else {
+        say("error \(error)")
+        exit(2)
+    }
+    say("unavailable \(error)")
+    do {
+        guard let fallback = try StaticDiscovery.fromDefaultSources(logger: logger) else {
+            say("error no static peers (set HEARTH_PEERS)")
+            exit(2)
+        }
+        try await fallback.start()
+        say("static \(fallback.endpoints.map(\.description).joined(separator: ","))")
+        discovery = fallback
+    } catch {
+        say("error \(error)")
+        exit(2)
+    }
+}
+
+let watchdog = Task {
+    try await Task.sleep(for: .seconds(timeout))
+    say("timeout")
+    exit(1)
+}
+
+var seen: Set<String> = []
+for await event in discovery.events() {
+    switch event {
+    case .appeared(let peer), .updated(let peer):
+        let addresses = peer.addresses.map(\.description).joined(separator: " ")
+        say("appeared \(peer.name.replacingOccurrences(of: " ", with: "_")) \(peer.port) \(addresses)")
+        if flags.contains("--fallback") {
+            guard tcpConnect(peer) else { continue }
+            say("connected \(peer.name)")
+        }
+        seen.insert(peer.id)
+    case .gone(let peer):
+        say("gone \(peer.name.replacingOccurrences(of: " ", with: "_"))")
+        seen.remove(peer.id)
+    }
+    if seen.count >= expected { break }
+}
+if let avahi = discovery as? AvahiDiscovery, let name = avahi.publishedName { say("published \(name)") }
+say("done")
+// Keep publishing a little so slower hosts can still see us.
+try? await Task.sleep(for: .seconds(linger))
+watchdog.cancel()
+await discovery.stop()
+exit(0)
