@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs a command inside the test network, e.g. `scripts/testnet/run.sh swift test --skip-build`.
+# HEARTH_TESTNET=1 enables the tests that need Avahi; DBUS_SYSTEM_BUS_ADDRESS points Avahi
+# clients (ours and avahi-browse/avahi-publish) at the test network's private bus.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+need_root
+[ $# -gt 0 ] || die "usage: $0 COMMAND [ARG…]"
+ip netns list | grep -qw "^$HEARTH_NETNS" || die "namespace $HEARTH_NETNS not found; run scripts/testnet/up.sh first"
+alive "$HEARTH_TESTNET_DIR/avahi.pid" avahi-daemon || die "avahi-daemon is not running; run scripts/testnet/up.sh"
+export HEARTH_TESTNET=1 DBUS_SYSTEM_BUS_ADDRESS="$HEARTH_BUS_ADDRESS" HEARTH_TESTNET_SCRIPTS="$(cd "$(dirname "$0")" && pwd)"
+exec ip netns exec "$HEARTH_NETNS" "$@"
