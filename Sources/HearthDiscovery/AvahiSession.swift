@@ -150,7 +150,8 @@ final class AvahiSession: Sendable {
             if let group = state.withLock({ $0.group }) { avahi_entry_group_reset(group.pointer) }
             ensureBrowser(client)
         case AVAHI_CLIENT_CONNECTING:
-            logger.info("waiting for avahi-daemon to appear on D-Bus")
+            // During start() this only means "no daemon", which start() reports as an error.
+            if state.withLock({ $0.client != nil }) { logger.info("waiting for avahi-daemon to appear on D-Bus") }
         case AVAHI_CLIENT_FAILURE:
             let error = avahi_client_errno(client)
             let stopping = state.withLock { s in

@@ -96,27 +96,35 @@ let watchdog = Task {
     exit(1)
 }
 
-var seen: Set<String> = []
-for await event in discovery.events() {
-    switch event {
-    case .appeared(let peer), .updated(let peer):
-        let addresses = peer.addresses.map(\.description).joined(separator: " ")
-        say("appeared \(peer.name.replacingOccurrences(of: " ", with: "_")) \(peer.port) \(addresses)")
-        if flags.contains("--fallback") {
-            guard tcpConnect(peer) else { continue }
-            say("connected \(peer.name)")
+// Print every event, including updates while lingering (e.g. an IPv6 address arriving
+// after the IPv4 one); `reached` resumes once `expected` peers are present.
+let (reached, reachedContinuation) = AsyncStream.makeStream(of: Void.self)
+let printer = Task {
+    var seen: Set<String> = []
+    for await event in discovery.events() {
+        switch event {
+        case .appeared(let peer), .updated(let peer):
+            let kind = if case .appeared = event { "appeared" } else { "updated" }
+            let addresses = peer.addresses.map(\.description).joined(separator: " ")
+            say("\(kind) \(peer.name.replacingOccurrences(of: " ", with: "_")) \(peer.port) \(addresses)")
+            if flags.contains("--fallback"), !seen.contains(peer.id) {
+                guard tcpConnect(peer) else { continue }
+                say("connected \(peer.name)")
+            }
+            seen.insert(peer.id)
+        case .gone(let peer):
+            say("gone \(peer.name.replacingOccurrences(of: " ", with: "_"))")
+            seen.remove(peer.id)
         }
-        seen.insert(peer.id)
-    case .gone(let peer):
-        say("gone \(peer.name.replacingOccurrences(of: " ", with: "_"))")
-        seen.remove(peer.id)
+        if seen.count >= expected { reachedContinuation.yield() }
     }
-    if seen.count >= expected { break }
 }
+for await _ in reached { break }
 if let avahi = discovery as? AvahiDiscovery, let name = avahi.publishedName { say("published \(name)") }
 say("done")
 // Keep publishing a little so slower hosts can still see us.
 try? await Task.sleep(for: .seconds(linger))
 watchdog.cancel()
 await discovery.stop()
+_ = await printer.value
 exit(0)
