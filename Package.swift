@@ -73,7 +73,11 @@ let package = Package(
         ),
 
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore"], swiftSettings: strict),
-        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore"], swiftSettings: strict),
+        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "hearth-test-writer"], swiftSettings: strict),
+        // Examples.
+        .executableTarget(name: "hearth-local-demo", dependencies: ["Hearth"], path: "Examples/LocalDemo", swiftSettings: strict),
+        // A child process for the crash and lock tests: writes in a loop until killed.
+        .executableTarget(name: "hearth-test-writer", dependencies: ["Hearth"], path: "Tests/HearthTestWriter", swiftSettings: strict),
         .testTarget(name: "HearthIdentityTests", dependencies: ["HearthIdentity", "HearthCore"], swiftSettings: strict),
         .testTarget(name: "HearthTransportTests", dependencies: ["HearthTransport", "HearthIdentity"], swiftSettings: strict),
         .testTarget(

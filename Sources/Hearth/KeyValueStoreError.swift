@@ -1,0 +1,91 @@
+import Foundation
+
+/// Why the store refused a write or could not open its file.
+///
+/// Thrown by the Swift-native API (``UbiquitousKeyValueStore/setValue(_:forKey:)``);
+/// Apple's setters log the same error instead, as Apple documents.
+///
+/// ```swift
+/// do {
+///     try store.setValue(.data(bigBlob), forKey: "save")
+/// } catch let error as KeyValueStoreError where error.code == .valueTooLarge {
+///     …
+/// }
+/// ```
+public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The key is longer than 64 bytes of UTF-8.
+        public static let keyTooLong = Code(rawValue: "keyTooLong")
+        /// The key and value together exceed the 1 MB per-value quota.
+        public static let valueTooLarge = Code(rawValue: "valueTooLarge")
+        /// The write would take the store beyond its 1 MB total.
+        public static let storeFull = Code(rawValue: "storeFull")
+        /// The write would add a 1025th key.
+        public static let tooManyKeys = Code(rawValue: "tooManyKeys")
+        /// The value is not made of property-list types.
+        public static let notAPropertyList = Code(rawValue: "notAPropertyList")
+        /// Another process has this store open.
+        public static let storeLocked = Code(rawValue: "storeLocked")
+        /// The store's file could not be read or written.
+        public static let persistenceFailed = Code(rawValue: "persistenceFailed")
+    }
+
+    public let code: Code
+    /// The key concerned, if any.
+    public let key: String?
+    /// What went wrong, for people.
+    public let reason: String
+
+    public init(code: Code, key: String?, reason: String) {
+        self.code = code
+        self.key = key
+        self.reason = reason
+    }
+
+    public var description: String {
+        key.map { "\(reason) (key \(String(reflecting: $0)))" } ?? reason
+    }
+
+    /// Whether Apple's setters report this with a quota-violation notification.
+    public var isQuotaViolation: Bool { code == .valueTooLarge || code == .storeFull || code == .tooManyKeys }
+
+    static func keyTooLong(_ key: String) -> Self {
+        Self(code: .keyTooLong, key: key, reason: "key is \(key.utf8.count) bytes of UTF-8; the limit is \(StoreLimits.maximumKeyLength)")
+    }
+
+    static func valueTooLarge(_ key: String, size: Int) -> Self {
+        Self(code: .valueTooLarge, key: key, reason: "key and value take \(size) bytes; the per-value limit is \(StoreLimits.maximumValueSize)")
+    }
+
+    static func storeFull(_ key: String, total: Int) -> Self {
+        Self(code: .storeFull, key: key, reason: "the store would hold \(total) bytes; the limit is \(StoreLimits.maximumTotalSize)")
+    }
+
+    static func tooManyKeys(_ key: String) -> Self {
+        Self(code: .tooManyKeys, key: key, reason: "the store would hold more than \(StoreLimits.maximumKeyCount) keys")
+    }
+
+    static func notAPropertyList(_ key: String, _ detail: String) -> Self {
+        Self(code: .notAPropertyList, key: key, reason: detail)
+    }
+}
+
+/// The limits of Apple's key-value store, which Hearth keeps exactly.
+///
+/// Sizes count an entry as the UTF-8 bytes of its key plus the canonical size of its value
+/// (``PropertyListValue/canonicalSize``: a short string costs 5 bytes plus its text, a
+/// number 9, a Boolean 1). Deleted keys cost nothing.
+public enum StoreLimits {
+    /// Keys may be at most 64 bytes of UTF-8.
+    public static let maximumKeyLength = 64
+    /// One entry (key + value) may be at most 1 MB (1,048,576 bytes).
+    public static let maximumValueSize = 1_048_576
+    /// All entries together may be at most 1 MB (1,048,576 bytes).
+    public static let maximumTotalSize = 1_048_576
+    /// At most 1,024 keys.
+    public static let maximumKeyCount = 1024
+}

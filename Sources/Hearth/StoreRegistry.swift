@@ -1,0 +1,57 @@
+import Foundation
+import HearthCore
+import Synchronization
+
+/// One ``StoreBackend`` per store file per process, so that every instance opened on the
+/// same identifier sees the same data (the file lock would refuse a second one anyway).
+enum StoreRegistry {
+    private struct WeakBackend {
+        weak var backend: StoreBackend?
+    }
+
+    private static let backends = Mutex<[String: WeakBackend]>([:])
+
+    /// Saves every open store when the process exits normally, as Apple's system does when
+    /// an app quits: write-behind must not lose what the app wrote in its last second.
+    private static let exitHook: Void = {
+        atexit { StoreRegistry.flushAll() }
+    }()
+
+    static func backend(storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+        guard !storeIdentifier.isEmpty else { return memoryBackend(storeIdentifier: storeIdentifier, configuration: configuration) }
+        _ = exitHook
+        let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: storeIdentifier)
+        return try backends.withLock { (table) throws(KeyValueStoreError) -> StoreBackend in
+            if let existing = table[location.filePath]?.backend { return existing }
+            let backend = try open(location, configuration: configuration)
+            table[location.filePath] = WeakBackend(backend: backend)
+            return backend
+        }
+    }
+
+    static func memoryBackend(storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) -> StoreBackend {
+        StoreBackend(storeIdentifier: storeIdentifier, storage: nil, replica: Replica(),
+                     logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay)
+    }
+
+    private static func open(_ location: StoreLocation, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+        do {
+            let storage = try ReplicaStorage(location: location, logger: configuration.logger)
+            let replica: Replica
+            switch try storage.load() {
+            case .fresh, .recovered: replica = Replica()
+            case .loaded(let loaded): replica = loaded
+            }
+            return StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
+                                logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay)
+        } catch {
+            let code: KeyValueStoreError.Code = error.code == .locked ? .storeLocked : .persistenceFailed
+            throw KeyValueStoreError(code: code, key: nil, reason: error.description)
+        }
+    }
+
+    static func flushAll() {
+        let open = backends.withLock { $0.values.compactMap(\.backend) }
+        for backend in open { _ = backend.flush() }
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import HearthCore
+
+// Apple's API, with Apple's Swift spelling and behaviour (seed 003). Setters never throw:
+// a key that is too long or a value that is not a property list is logged and ignored;
+// a write over a quota changes nothing and posts a quotaViolationChange notification.
+
+extension UbiquitousKeyValueStore {
+    // MARK: Getters
+
+    /// The value for `aKey` as a Foundation object (`String`, `Bool`, `NSNumber`, `Date`,
+    /// `Data`, `[Any]`, `[String: Any]`), or `nil` if there is none.
+    public func object(forKey aKey: String) -> Any? {
+        backend.value(forKey: aKey)?.foundationObject
+    }
+
+    /// The string for `aKey`, or `nil` if absent or not a string.
+    public func string(forKey aKey: String) -> String? {
+        backend.value(forKey: aKey)?.stringValue
+    }
+
+    /// The array for `aKey`, or `nil` if absent or not an array.
+    public func array(forKey aKey: String) -> [Any]? {
+        guard case .array(let elements)? = backend.value(forKey: aKey) else { return nil }
+        return elements.map(\.foundationObject)
+    }
+
+    /// The dictionary for `aKey`, or `nil` if absent or not a dictionary.
+    public func dictionary(forKey aKey: String) -> [String: Any]? {
+        guard case .dictionary(let entries)? = backend.value(forKey: aKey) else { return nil }
+        return entries.mapValues(\.foundationObject)
+    }
+
+    /// The data for `aKey`, or `nil` if absent or not data.
+    public func data(forKey aKey: String) -> Data? {
+        backend.value(forKey: aKey)?.dataValue
+    }
+
+    /// The integer for `aKey`; 0 if absent or not a number. A double is truncated toward
+    /// zero (and clamped to `Int64`'s range), a Boolean is 0 or 1, as `NSNumber` does.
+    public func longLong(forKey aKey: String) -> Int64 {
+        switch backend.value(forKey: aKey) {
+        case .integer(let v)?: return v
+        case .double(let v)?:
+            if v.isNaN { return 0 }
+            if v >= 9_223_372_036_854_775_807.0 { return .max }
+            if v <= -9_223_372_036_854_775_808.0 { return .min }
+            return Int64(v)
+        case .bool(let v)?: return v ? 1 : 0
+        default: return 0
+        }
+    }
+
+    /// The double for `aKey`; 0 if absent or not a number (integers and Booleans convert).
+    public func double(forKey aKey: String) -> Double {
+        switch backend.value(forKey: aKey) {
+        case .double(let v)?: return v
+        case .integer(let v)?: return Double(v)
+        case .bool(let v)?: return v ? 1 : 0
+        default: return 0
+        }
+    }
+
+    /// The Boolean for `aKey`; `false` if absent or not a number (a non-zero number is `true`).
+    public func bool(forKey aKey: String) -> Bool {
+        switch backend.value(forKey: aKey) {
+        case .bool(let v)?: return v
+        case .integer(let v)?: return v != 0
+        case .double(let v)?: return v != 0
+        default: return false
+        }
+    }
+
+    /// Every key and value, as Foundation objects.
+    public var dictionaryRepresentation: [String: Any] {
+        backend.visibleValues.mapValues(\.foundationObject)
+    }
+
+    // MARK: Setters
+
+    /// Stores a property-list object (`nil` removes the key). Anything else is logged and ignored.
+    public func set(_ anObject: Any?, forKey aKey: String) {
+        guard let anObject else { return removeObject(forKey: aKey) }
+        do {
+            try write(PropertyListValue(foundation: anObject), forKey: aKey)
+        } catch {
+            report(KeyValueStoreError.notAPropertyList(aKey, error.description))
+        }
+    }
+
+    /// Stores a string (`nil` removes the key).
+    public func set(_ aString: String?, forKey aKey: String) {
+        write(aString.map(PropertyListValue.string), forKey: aKey)
+    }
+
+    /// Stores data (`nil` removes the key).
+    public func set(_ aData: Data?, forKey aKey: String) {
+        write(aData.map(PropertyListValue.data), forKey: aKey)
+    }
+
+    /// Stores an array of property-list objects (`nil` removes the key).
+    public func set(_ anArray: [Any]?, forKey aKey: String) {
+        set(anArray as Any?, forKey: aKey)
+    }
+
+    /// Stores a dictionary of property-list objects (`nil` removes the key). The whole
+    /// dictionary is written in one atomic step, or nothing is.
+    public func set(_ aDictionary: [String: Any]?, forKey aKey: String) {
+        set(aDictionary as Any?, forKey: aKey)
+    }
+
+    /// Stores a 64-bit integer.
+    public func set(_ value: Int64, forKey aKey: String) {
+        write(.integer(value), forKey: aKey)
+    }
+
+    /// Stores a double.
+    public func set(_ value: Double, forKey aKey: String) {
+        write(.double(value), forKey: aKey)
+    }
+
+    /// Stores a Boolean.
+    public func set(_ value: Bool, forKey aKey: String) {
+        write(.bool(value), forKey: aKey)
+    }
+
+    /// Removes `aKey`'s value; does nothing if there is none.
+    public func removeObject(forKey aKey: String) {
+        write(nil, forKey: aKey)
+    }
+
+    // MARK: Private
+
+    private func write(_ value: PropertyListValue?, forKey key: String) {
+        do {
+            try backend.write(value, forKey: key)
+        } catch {
+            report(error)
+        }
+    }
+
+    /// Apple logs a refused write; a quota violation is also posted as a notification.
+    private func report(_ error: KeyValueStoreError) {
+        backend.logger.error("write refused: \(error)", metadata: ["store": "\(storeIdentifier)", "code": "\(error.code)"])
+        if error.isQuotaViolation, let key = error.key {
+            backend.post(ChangeEvent(reason: .quotaViolationChange, keys: [key]))
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import HearthCore
+
+public typealias StoreUsage = HearthCore.Replica.Usage
+
+// The Swift-native API: typed values, throwing setters, and an AsyncSequence of changes.
+
+extension UbiquitousKeyValueStore {
+    /// The value for `key`, or `nil` if there is none.
+    ///
+    /// ```swift
+    /// if case .integer(let colour)? = store.value(forKey: "backgroundColor") { … }
+    /// ```
+    public func value(forKey key: String) -> PropertyListValue? {
+        backend.value(forKey: key)
+    }
+
+    /// Stores `value` (`nil` removes the key), or throws why not and changes nothing.
+    ///
+    /// ```swift
+    /// try store.setValue(["x": 1.5, "y": 2.0], forKey: "position")
+    /// ```
+    ///
+    /// - Throws: ``KeyValueStoreError`` with code ``KeyValueStoreError/Code/keyTooLong``,
+    ///   ``KeyValueStoreError/Code/valueTooLarge``, ``KeyValueStoreError/Code/storeFull`` or
+    ///   ``KeyValueStoreError/Code/tooManyKeys``. Unlike Apple's setters, no quota-violation
+    ///   notification is posted: the error says it.
+    public func setValue(_ value: PropertyListValue?, forKey key: String) throws(KeyValueStoreError) {
+        try backend.write(value, forKey: key)
+    }
+
+    /// Converts a Foundation object and stores it, or throws why not.
+    ///
+    /// - Throws: ``KeyValueStoreError/Code/notAPropertyList`` for anything but
+    ///   property-list types, and the errors of ``setValue(_:forKey:)``.
+    public func setObject(_ object: Any, forKey key: String) throws(KeyValueStoreError) {
+        let value: PropertyListValue
+        do { value = try PropertyListValue(foundation: object) } catch {
+            throw .notAPropertyList(key, error.description)
+        }
+        try backend.write(value, forKey: key)
+    }
+
+    /// Removes `key`'s value, if any.
+    public func removeValue(forKey key: String) throws(KeyValueStoreError) {
+        try backend.write(nil, forKey: key)
+    }
+
+    /// Every key and its value.
+    public var values: [String: PropertyListValue] {
+        backend.visibleValues
+    }
+
+    /// How much of the quotas the store uses: bytes (of ``StoreLimits/maximumTotalSize``)
+    /// and keys (of ``StoreLimits/maximumKeyCount``).
+    public var usage: StoreUsage {
+        backend.usage
+    }
+
+    /// The changes this store did not make itself, as they happen: one ``ChangeEvent`` per
+    /// applied batch, and one per refused write of Apple's setters.
+    ///
+    /// Each access makes a new sequence that sees every event from then on.
+    ///
+    /// ```swift
+    /// for await change in store.changes where change.reason == .serverChange {
+    ///     refresh(change.keys)
+    /// }
+    /// ```
+    public var changes: AsyncStream<ChangeEvent> {
+        backend.makeStream()
+    }
+}
+
+extension UbiquitousKeyValueStore {
+    /// Merges entries from elsewhere as one batch and posts `reason` with the keys whose
+    /// visible value changed. The sync engine's entry point; tests use it to stand in for peers.
+    @discardableResult
+    package func applyExternal(_ entries: [Entry], coveredBy vector: VersionVector? = nil,
+                               reason: ChangeReason = .serverChange) -> [String] {
+        backend.applyExternal(entries, coveredBy: vector, reason: reason)
+    }
+
+    /// A copy of the replica behind the store.
+    package var replica: Replica { backend.replica }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import HearthCore
+import Logging
+
+public typealias PropertyListValue = HearthCore.PropertyListValue
+public typealias NotAPropertyListError = HearthCore.NotAPropertyListError
+
+/// A key-value store shared by every device of a household: Apple's iCloud key-value
+/// store (`NSUbiquitousKeyValueStore`) for Linux, synced peer to peer on the LAN.
+///
+/// Use it as you would Apple's class; code written for it compiles unchanged:
+///
+/// ```swift
+/// import Hearth
+///
+/// let store = NSUbiquitousKeyValueStore.default
+/// NotificationCenter.default.addObserver(forName: NSUbiquitousKeyValueStore.didChangeExternallyNotification,
+///                                        object: store, queue: nil) { note in
+///     let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int
+///     let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String]
+/// }
+/// store.synchronize()
+/// store.set(2, forKey: "backgroundColor")
+/// ```
+///
+/// Writes change memory at once and reach disk within about a second, or at
+/// ``synchronize()``. Every method may be called from any thread.
+///
+/// Beside Apple's API there is a Swift-native one: ``value(forKey:)`` returns a
+/// ``PropertyListValue``, ``setValue(_:forKey:)`` throws a ``KeyValueStoreError`` that
+/// says why a write was refused, and ``changes`` delivers external changes as an
+/// `AsyncSequence`.
+public final class UbiquitousKeyValueStore: Sendable {
+    /// Settings for opening a store.
+    public struct Configuration: Sendable {
+        /// The folder that holds the replica files (default `$XDG_DATA_HOME/hearth`).
+        public var dataDirectory: String
+        /// How long after a change it is written to disk at the latest (default 1 s).
+        public var writeBehindDelay: Duration
+        public var logger: Logger
+
+        public init(dataDirectory: String = StoreLocation.defaultDataDirectory(),
+                    writeBehindDelay: Duration = .seconds(1),
+                    logger: Logger = Logger(label: "hearth")) {
+            self.dataDirectory = dataDirectory
+            self.writeBehindDelay = writeBehindDelay
+            self.logger = logger
+        }
+    }
+
+    /// Posted when values change because of another device, the first sync after sign-in,
+    /// an account change, or a refused write; never for the app's own successful writes.
+    ///
+    /// `userInfo` holds ``NSUbiquitousKeyValueStoreChangeReasonKey`` (an `Int`, see
+    /// ``ChangeReason``) and ``NSUbiquitousKeyValueStoreChangedKeysKey`` (a `[String]`).
+    /// The notification's object is the store instance.
+    public static let didChangeExternallyNotification = NSUbiquitousKeyValueStoreDidChangeExternallyNotification
+
+    /// The store identifier: the name shared by every app and device that see the same data.
+    public let storeIdentifier: String
+    let backend: StoreBackend
+
+    /// The app's store.
+    ///
+    /// Linux has no entitlements, so its identifier comes from, in order: the
+    /// `HEARTH_STORE_IDENTIFIER` environment variable, the main bundle's identifier, and
+    /// the executable's name. Apps that share data must agree on it.
+    public static let `default` = UbiquitousKeyValueStore(storeIdentifier: defaultStoreIdentifier())
+
+    /// Opens the store `storeIdentifier` with the default configuration.
+    ///
+    /// If the store cannot be persisted (its file is locked by another process, or the
+    /// disk refuses), the error is logged, the store works in memory, and
+    /// ``synchronize()`` returns `false`. Use ``init(storeIdentifier:configuration:)`` to
+    /// get the error instead. An empty identifier gives a memory-only store.
+    public convenience init(storeIdentifier: String) {
+        self.init(storeIdentifier: storeIdentifier, configuration: Configuration(), tolerant: true)
+    }
+
+    /// Opens the store with the app's default identifier (see ``default``).
+    public convenience init() {
+        self.init(storeIdentifier: Self.defaultStoreIdentifier())
+    }
+
+    /// Opens the store `storeIdentifier`, throwing if its file cannot be used.
+    ///
+    /// ```swift
+    /// let store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.notes",
+    ///                                         configuration: .init(dataDirectory: "/tmp/notes"))
+    /// ```
+    ///
+    /// - Throws: ``KeyValueStoreError`` with code ``KeyValueStoreError/Code/storeLocked`` when another
+    ///   process has it open, ``KeyValueStoreError/Code/persistenceFailed`` when its folder is unusable.
+    public convenience init(storeIdentifier: String, configuration: Configuration) throws(KeyValueStoreError) {
+        let backend = try StoreRegistry.backend(storeIdentifier: storeIdentifier, configuration: configuration)
+        self.init(storeIdentifier: storeIdentifier, backend: backend)
+    }
+
+    private convenience init(storeIdentifier: String, configuration: Configuration, tolerant: Bool) {
+        do {
+            try self.init(storeIdentifier: storeIdentifier, configuration: configuration)
+        } catch {
+            configuration.logger.error("store works in memory only: \(error)", metadata: ["store": "\(storeIdentifier)"])
+            self.init(storeIdentifier: storeIdentifier,
+                      backend: StoreRegistry.memoryBackend(storeIdentifier: storeIdentifier, configuration: configuration))
+        }
+    }
+
+    init(storeIdentifier: String, backend: StoreBackend) {
+        self.storeIdentifier = storeIdentifier
+        self.backend = backend
+        backend.register(self)
+    }
+
+    static func defaultStoreIdentifier(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let id = environment["HEARTH_STORE_IDENTIFIER"], !id.isEmpty { return id }
+        if let id = Bundle.main.bundleIdentifier, !id.isEmpty { return id }
+        return ProcessInfo.processInfo.processName
+    }
+
+    /// The path of this store's file, or `nil` for a memory-only store.
+    public var fileURL: URL? {
+        backend.storage.map { URL(fileURLWithPath: $0.location.filePath) }
+    }
+
+    /// Writes what is in memory to disk and returns whether the disk now holds it.
+    ///
+    /// Returns `false` when the store has no identifier or cannot persist (see
+    /// ``init(storeIdentifier:)``). As with Apple's store, calling it is rarely needed:
+    /// changes reach disk within a second anyway.
+    @discardableResult
+    public func synchronize() -> Bool {
+        backend.flush()
+    }
+}

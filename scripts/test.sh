@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command (README.md, .ci/run): installs what the tests need, builds, starts the
+# test network (a private network namespace with its own dbus and avahi-daemon), runs every
+# test inside it, and stops the network again, whatever happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/setup.sh
+
+swift build --build-tests
+
+if [ "$(id -u)" -eq 0 ] && scripts/testnet/up.sh; then
+  trap 'scripts/testnet/down.sh' EXIT
+  scripts/testnet/run.sh swift test --skip-build "$@"
+else
+  echo "test: no test network (needs root and iproute2); the Avahi tests are skipped" >&2
+  swift test --skip-build "$@"
+fi
