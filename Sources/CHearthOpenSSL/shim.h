@@ -45,6 +45,7 @@ static inline uint64_t hearth_SSL_OP_NO_COMPRESSION(void) { return SSL_OP_NO_COM
 static inline uint64_t hearth_SSL_OP_CIPHER_SERVER_PREFERENCE(void) { return SSL_OP_CIPHER_SERVER_PREFERENCE; }
 static inline long hearth_SSL_SESS_CACHE_OFF(void) { return SSL_SESS_CACHE_OFF; }
 static inline long hearth_SSL_MODE_RELEASE_BUFFERS(void) { return SSL_MODE_RELEASE_BUFFERS; }
+static inline long hearth_SSL_MODE_NO_AUTO_CHAIN(void) { return SSL_MODE_NO_AUTO_CHAIN; }
 
 // MARK: BIO macros
 

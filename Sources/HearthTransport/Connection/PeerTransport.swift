@@ -1,0 +1,156 @@
+import HearthIdentity
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// Listens for and dials TLS connections between devices of one account, and hands the
+/// sync engine authenticated frame streams.
+///
+/// ```swift
+/// let transport = try PeerTransport(identity: identity)
+/// let listener = try await transport.listen(host: "0.0.0.0", port: 0)
+/// for await connection in listener.connections { … connection.peer.deviceID … }
+///
+/// let connection = try await transport.connect(host: "192.168.1.20", port: 7420)
+/// try await connection.executeThenClose { inbound, outbound in … }
+/// ```
+public struct PeerTransport: Sendable {
+    public let configuration: TLSConfiguration
+    /// The cap on frames received (and sent).
+    public let maximumFrameLength: Int
+    public let group: any EventLoopGroup
+    let serverContext: SSLContext
+    let clientContext: SSLContext
+
+    public init(configuration: TLSConfiguration, maximumFrameLength: Int = Frame.maximumLength,
+                group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+        self.configuration = configuration
+        self.maximumFrameLength = maximumFrameLength
+        self.group = group
+        serverContext = try SSLContext(configuration: configuration, role: .server)
+        clientContext = try SSLContext(configuration: configuration, role: .client)
+    }
+
+    public init(identity: DeviceIdentity, logger: Logger = Logger(label: "hearth.transport"),
+                group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+        try self.init(configuration: TLSConfiguration(identity: identity, logger: logger), group: group)
+    }
+
+    /// Starts listening. Each connection that completes the handshake with a device of the
+    /// account appears in ``PeerListener/connections``; refused ones are logged and closed.
+    public func listen(host: String, port: Int) async throws -> PeerListener {
+        let (connections, continuation) = AsyncStream<PeerConnection>.makeStream()
+        let serverContext = serverContext
+        let maximumFrameLength = maximumFrameLength
+        let logger = configuration.logger
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let established = channel.eventLoop.makePromise(of: PeerConnection.self)
+                    try Self.addHandlers(to: channel, context: serverContext, expectedPeer: nil,
+                                         maximumFrameLength: maximumFrameLength, logger: logger, established: established)
+                    established.futureResult.whenSuccess { connection in
+                        switch continuation.yield(connection) {
+                        case .enqueued: break
+                        case .dropped, .terminated: channel.close(promise: nil)  // nobody will use it
+                        @unknown default: channel.close(promise: nil)
+                        }
+                    }
+                }
+            }
+            .bind(host: host, port: port)
+            .get()
+        continuation.onTermination = { _ in channel.close(promise: nil) }
+        return PeerListener(channel: channel, connections: connections, continuation: continuation)
+    }
+
+    /// Dials a peer and completes the handshake.
+    ///
+    /// - Parameter expecting: the device ID to insist on (from discovery); nil accepts any
+    ///   device of the account.
+    /// - Note: in TLS 1.3 the client finishes its handshake before the server has checked
+    ///   the client's certificate. If the server refuses this device, the refusal arrives
+    ///   as an error on the inbound stream, before any frame.
+    public func connect(host: String, port: Int, expecting: DeviceID? = nil) async throws -> PeerConnection {
+        try await connect(host: host, port: port, expecting: expecting, socketHandlers: { [] })
+    }
+
+    /// `connect` with test hooks: handlers placed between the socket and TLS, and a raw
+    /// mode that skips the frame codec (to send malformed frames).
+    func connect(host: String, port: Int, expecting: DeviceID?, framing: Bool = true,
+                 socketHandlers: @escaping @Sendable () -> [any ChannelHandler]) async throws -> PeerConnection {
+        let clientContext = clientContext
+        let maximumFrameLength = maximumFrameLength
+        let logger = configuration.logger
+        let promiseBox = EstablishmentBox()
+        let channel = try await ClientBootstrap(group: group)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let established = channel.eventLoop.makePromise(of: PeerConnection.self)
+                    promiseBox.set(established.futureResult)
+                    try channel.pipeline.syncOperations.addHandlers(socketHandlers())
+                    try Self.addHandlers(to: channel, context: clientContext, expectedPeer: expecting,
+                                         maximumFrameLength: framing ? maximumFrameLength : nil,
+                                         logger: logger, established: established)
+                }
+            }
+            .connect(host: host, port: port)
+            .get()
+        do {
+            return try await promiseBox.get().get()
+        } catch {
+            try? await channel.close()
+            throw error
+        }
+    }
+
+    static func addHandlers(to channel: any Channel, context: SSLContext, expectedPeer: DeviceID?,
+                            maximumFrameLength: Int?, logger: Logger,
+                            established: EventLoopPromise<PeerConnection>) throws {
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(TLSHandler(context: context, expectedPeer: expectedPeer))
+        if let maximumFrameLength {
+            try pipeline.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength)))
+            try pipeline.addHandler(FrameEncoder(maximumLength: maximumFrameLength))
+        }
+        try pipeline.addHandler(ConnectionGuard(established: established, logger: logger))
+    }
+}
+
+/// Hands the establishment future from the channel initializer to `connect`.
+private final class EstablishmentBox: Sendable {
+    private let future = Mutex<EventLoopFuture<PeerConnection>?>(nil)
+    func set(_ value: EventLoopFuture<PeerConnection>) { future.withLock { $0 = value } }
+    func get() -> EventLoopFuture<PeerConnection> { future.withLock { $0! } }
+}
+
+/// A listening socket and the stream of authenticated connections it accepts.
+public final class PeerListener: Sendable {
+    /// Connections that completed the handshake, in order. Each must be used (or closed)
+    /// by the consumer.
+    public let connections: AsyncStream<PeerConnection>
+    private let channel: any Channel
+    private let continuation: AsyncStream<PeerConnection>.Continuation
+
+    init(channel: any Channel, connections: AsyncStream<PeerConnection>, continuation: AsyncStream<PeerConnection>.Continuation) {
+        self.channel = channel
+        self.connections = connections
+        self.continuation = continuation
+    }
+
+    /// The address and port actually bound (port 0 picks a free one).
+    public var localAddress: SocketAddress? { channel.localAddress }
+    public var port: Int? { channel.localAddress?.port }
+
+    /// Stops accepting. Connections already handed out stay open.
+    public func close() async {
+        try? await channel.close()
+        continuation.finish()
+    }
+}

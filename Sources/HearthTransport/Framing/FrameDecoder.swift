@@ -1,0 +1,90 @@
+import NIOCore
+
+/// The frame format: a 4-byte big-endian length, then that many bytes of payload.
+public enum Frame {
+    /// The hard cap on a payload: 4 MiB, comfortably above the 1 MB store quota plus
+    /// the signatures and certificates a delta carries.
+    public static let maximumLength = 4 * 1024 * 1024
+    /// Bytes of the length prefix.
+    public static let headerLength = 4
+}
+
+/// Splits a byte stream into frames.
+///
+/// The length prefix is checked the moment its four bytes are in: zero or over the cap
+/// throws at once, so nothing is ever allocated for a claimed size. A payload is only
+/// collected as its bytes actually arrive. The stream ending inside a frame throws
+/// ``FrameError/Code/truncated``.
+public struct FrameDecoder: ByteToMessageDecoder {
+    public typealias InboundOut = ByteBuffer
+
+    public let maximumLength: Int
+
+    public init(maximumLength: Int = Frame.maximumLength) {
+        self.maximumLength = maximumLength
+    }
+
+    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let length = buffer.getInteger(at: buffer.readerIndex, endianness: .big, as: UInt32.self) else {
+            return .needMoreData
+        }
+        guard length > 0 else {
+            throw FrameError(code: .zeroLength, reason: "a frame of length 0")
+        }
+        guard Int(length) <= maximumLength else {
+            throw FrameError.tooLarge(length, cap: maximumLength)
+        }
+        guard buffer.readableBytes >= Frame.headerLength + Int(length) else { return .needMoreData }
+        buffer.moveReaderIndex(forwardBy: Frame.headerLength)
+        let payload = buffer.readSlice(length: Int(length))!
+        context.fireChannelRead(wrapInboundOut(payload))
+        return .continue
+    }
+
+    public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        while try decode(context: context, buffer: &buffer) == .continue {}
+        if buffer.readableBytes > 0 {
+            let claimed = buffer.getInteger(at: buffer.readerIndex, endianness: .big, as: UInt32.self)
+            let have = max(0, buffer.readableBytes - Frame.headerLength)
+            let reason = claimed.map { "the stream ended after \(have) of \($0) payload bytes" }
+                ?? "the stream ended inside a length prefix"
+            buffer.moveReaderIndex(to: buffer.writerIndex)
+            throw FrameError(code: .truncated, reason: reason)
+        }
+        return .needMoreData
+    }
+}
+
+/// Prefixes each outbound payload with its length. A payload that is empty or over the
+/// cap is a programming error of the sender; the write fails with a ``FrameError``.
+public final class FrameEncoder: ChannelOutboundHandler, RemovableChannelHandler {
+    public typealias OutboundIn = ByteBuffer
+    public typealias OutboundOut = ByteBuffer
+
+    public let maximumLength: Int
+
+    public init(maximumLength: Int = Frame.maximumLength) {
+        self.maximumLength = maximumLength
+    }
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let payload = unwrapOutboundIn(data)
+        let length = payload.readableBytes
+        guard length > 0 else {
+            promise?.fail(FrameError(code: .zeroLength, reason: "refusing to send an empty frame"))
+            return
+        }
+        guard length <= maximumLength else {
+            promise?.fail(FrameError(code: .tooLarge, reason: "refusing to send \(length) bytes, over the cap of \(maximumLength)"))
+            return
+        }
+        // Header and payload as two writes: no copy of a payload of up to 4 MiB.
+        var header = context.channel.allocator.buffer(capacity: Frame.headerLength)
+        header.writeInteger(UInt32(length), endianness: .big)
+        context.write(wrapOutboundOut(header), promise: nil)
+        context.write(wrapOutboundOut(payload), promise: promise)
+    }
+}
+
+@available(*, unavailable)
+extension FrameEncoder: Sendable {}

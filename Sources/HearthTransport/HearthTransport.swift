@@ -1,1 +1,0 @@
-// Work in progress: see the issue for this layer.

@@ -1,0 +1,111 @@
+import CHearthOpenSSL
+import HearthIdentity
+
+/// An OpenSSL `SSL_CTX` configured for Hearth: TLS 1.3 only, mutual authentication
+/// against one CA, ALPN `hearth/1`.
+///
+/// Configured once in `init` and never changed afterwards; OpenSSL allows `SSL_new` on
+/// one `SSL_CTX` from several threads, hence Sendable.
+public final class SSLContext: @unchecked Sendable {
+    /// Whether this context accepts (server) or dials (client).
+    public enum Role: Sendable { case server, client }
+
+    let pointer: OpaquePointer
+    public let role: Role
+    public let configuration: TLSConfiguration
+
+    public init(configuration: TLSConfiguration, role: Role) throws {
+        guard let context = SSL_CTX_new(TLS_method()) else {
+            throw TLSError(code: .configuration, reason: Self.reasons("SSL_CTX_new"))
+        }
+        pointer = context
+        self.role = role
+        self.configuration = configuration
+        try configure()
+    }
+
+    deinit { SSL_CTX_free(pointer) }
+
+    private func configure() throws {
+        func check(_ ok: Bool, _ what: String) throws {
+            if !ok { throw TLSError(code: .configuration, reason: Self.reasons(what)) }
+        }
+        // TLS 1.3 and nothing else: a 1.2-only peer fails with "unsupported protocol".
+        try check(hearth_SSL_CTX_set_min_proto_version(pointer, TLS1_3_VERSION) == 1, "min protocol version")
+        try check(hearth_SSL_CTX_set_max_proto_version(pointer, TLS1_3_VERSION) == 1, "max protocol version")
+        // No tickets, no session cache: every connection verifies the peer's certificate
+        // afresh, and the server sends nothing after its Finished.
+        _ = SSL_CTX_set_options(pointer, hearth_SSL_OP_NO_TICKET() | hearth_SSL_OP_NO_RENEGOTIATION()
+                                    | hearth_SSL_OP_NO_COMPRESSION() | hearth_SSL_OP_CIPHER_SERVER_PREFERENCE())
+        try check(SSL_CTX_set_num_tickets(pointer, 0) == 1, "SSL_CTX_set_num_tickets")
+        _ = hearth_SSL_CTX_set_session_cache_mode(pointer, hearth_SSL_SESS_CACHE_OFF())
+        // Idle connections give their read/write buffers back; send only the device
+        // certificate, not the CA that OpenSSL would otherwise add from the trust store
+        // (the peer has it, and a stranger has no use for it).
+        _ = hearth_SSL_CTX_set_mode(pointer, hearth_SSL_MODE_RELEASE_BUFFERS() | hearth_SSL_MODE_NO_AUTO_CHAIN())
+
+        let identity = configuration.identity
+        try check(SSL_CTX_use_certificate(pointer, identity.certificate.pointer) == 1, "SSL_CTX_use_certificate")
+        try check(SSL_CTX_use_PrivateKey(pointer, identity.privateKey.pointer) == 1, "SSL_CTX_use_PrivateKey")
+        try check(SSL_CTX_check_private_key(pointer) == 1, "SSL_CTX_check_private_key")
+
+        // The account CA is the only trust anchor: not the system's CA bundle.
+        guard let store = X509_STORE_new() else { throw TLSError(code: .configuration, reason: Self.reasons("X509_STORE_new")) }
+        SSL_CTX_set_cert_store(pointer, store)  // the context owns the store now
+        try check(X509_STORE_add_cert(store, configuration.trustAnchor.pointer) == 1, "X509_STORE_add_cert")
+        if let parameters = SSL_CTX_get0_param(pointer) {
+            _ = X509_VERIFY_PARAM_set_flags(parameters, UInt(X509_V_FLAG_X509_STRICT))
+        }
+        // device → CA; the CA's pathLen 0 rules out intermediates anyway.
+        SSL_CTX_set_verify_depth(pointer, 1)
+        // Both sides demand and verify the other's certificate. OpenSSL checks the chain,
+        // the dates, and the purpose (a client checks serverAuth, a server clientAuth).
+        SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+
+        switch role {
+        case .server:
+            SSL_CTX_set_alpn_select_cb(pointer, hearthSelectALPN, nil)
+        case .client:
+            let protocols = Self.alpnWireFormat
+            // SSL_CTX_set_alpn_protos returns 0 on success.
+            try check(SSL_CTX_set_alpn_protos(pointer, protocols, UInt32(protocols.count)) == 0, "SSL_CTX_set_alpn_protos")
+        }
+    }
+
+    /// "hearth/1" as ALPN wire format: a length byte, then the name.
+    static let alpnWireFormat: [UInt8] = [UInt8(TLSConfiguration.alpnProtocol.utf8.count)] + Array(TLSConfiguration.alpnProtocol.utf8)
+
+    static func reasons(_ what: String) -> String {
+        let reasons = OpenSSLErrorQueue.drain()
+        return reasons.isEmpty ? what : "\(what): " + reasons.joined(separator: "; ")
+    }
+}
+
+/// Server ALPN selection: `hearth/1` or a fatal no_application_protocol alert. A plain C
+/// function (no captures, no actor isolation) because OpenSSL calls it from the event
+/// loop thread in the middle of `SSL_do_handshake`.
+private func hearthSelectALPN(
+    _ ssl: OpaquePointer?,
+    _ out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
+    _ outLength: UnsafeMutablePointer<UInt8>?,
+    _ input: UnsafePointer<UInt8>?,
+    _ inputLength: UInt32,
+    _ argument: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let input, let out, let outLength else { return SSL_TLSEXT_ERR_ALERT_FATAL }
+    let wanted = SSLContext.alpnWireFormat
+    var offset = 0
+    let total = Int(inputLength)
+    while offset < total {
+        let length = Int(input[offset])
+        let start = offset + 1
+        guard start + length <= total else { break }
+        if length == wanted.count - 1, (0..<length).allSatisfy({ input[start + $0] == wanted[1 + $0] }) {
+            out.pointee = input + start
+            outLength.pointee = UInt8(length)
+            return SSL_TLSEXT_ERR_OK
+        }
+        offset = start + length
+    }
+    return SSL_TLSEXT_ERR_ALERT_FATAL
+}

@@ -1,0 +1,32 @@
+import HearthIdentity
+import Logging
+import NIOCore
+
+/// How a device speaks TLS to its peers.
+///
+/// Fixed by the protocol, not configurable: TLS 1.3 only, mutual authentication, the
+/// account CA as the only trust anchor, ALPN `hearth/1`, no session tickets or resumption
+/// (each connection proves the certificate again), no renegotiation.
+public struct TLSConfiguration: Sendable {
+    /// The certificate and key this device presents.
+    public var identity: DeviceIdentity
+    /// The CA certificate peers must chain to. The identity's account CA unless a test
+    /// needs a client that trusts one account while presenting another's certificate.
+    public var trustAnchor: Certificate
+    /// How long a handshake may take before the connection is dropped, so that a peer
+    /// that opens a socket and sends nothing does not hold it forever.
+    public var handshakeTimeout: TimeAmount
+    public var logger: Logger
+
+    /// The ALPN protocol identifier: the version of the Hearth protocol spoken inside.
+    public static let alpnProtocol = "hearth/1"
+
+    public init(identity: DeviceIdentity, trustAnchor: Certificate? = nil,
+                handshakeTimeout: TimeAmount = .seconds(10),
+                logger: Logger = Logger(label: "hearth.transport")) {
+        self.identity = identity
+        self.trustAnchor = trustAnchor ?? identity.account.caCertificate
+        self.handshakeTimeout = handshakeTimeout
+        self.logger = logger
+    }
+}

@@ -1,0 +1,18 @@
+import HearthIdentity
+
+/// The authenticated peer of a TLS connection: a device of the same account.
+public struct TLSPeer: Sendable, CustomStringConvertible {
+    /// SHA-256 of the peer's device public key, from its verified certificate.
+    public let deviceID: DeviceID
+    /// The peer's device certificate, verified against the account CA during the handshake.
+    public let certificate: Certificate
+
+    public var description: String { "\(certificate.commonName ?? "?") (\(deviceID.short))" }
+}
+
+/// Events the TLS handler sends up the pipeline.
+public enum TLSEvent: Sendable {
+    /// Both sides are authenticated and application data may flow. Fired before any
+    /// application data is passed on.
+    case handshakeCompleted(TLSPeer)
+}
