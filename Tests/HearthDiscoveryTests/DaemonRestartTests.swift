@@ -1,0 +1,54 @@
+import Foundation
+import HearthDiscovery
+import Testing
+
+extension AvahiTestNet {
+    @Suite("avahi-daemon restarts")
+    struct DaemonRestartTests {
+        @Test("after a daemon restart the service re-appears and browsing resumes, without restarting the app",
+              .enabled(if: TestNet.isRoot, "restarting the namespace's avahi-daemon needs root"))
+        func reconnectsAndRepublishes() async throws {
+            let account = randomHash(), store = randomHash(), tag = String(account.prefix(6))
+            let logs = LogCapture()
+            let a = AvahiDiscovery(service: makeService("Survivor-\(tag)", port: 7501, account: account, store: store),
+                                   options: .init(staleGracePeriod: .seconds(3)), logger: logs.logger())
+            let b = AvahiDiscovery(service: makeService("Neighbour-\(tag)", port: 7502, account: account, store: store))
+            let recorder = EventRecorder(a)
+            try await a.start()
+            try await b.start()
+            #expect(await eventually { a.peers.map(\.name) == [b.service.instanceName] })
+
+            let clock = ContinuousClock()
+            let restart = try await ChildProcess.run(TestNet.script("avahi-restart.sh"), ["0.5"])
+            #expect(restart.status == 0, "avahi-restart.sh failed: \(restart.error)")
+            let restarted = clock.now
+
+            // The same objects reconnect and re-publish.
+            #expect(await eventually(upTo: .seconds(10)) { a.reconnectCount >= 1 && a.isConnected && a.publishedName != nil })
+            #expect(await eventually(upTo: .seconds(10)) { b.reconnectCount >= 1 && b.publishedName != nil })
+            print("re-published \(clock.now - restarted) after the restart finished")
+            #expect(logs.contains("lost avahi-daemon"))
+
+            // The real daemon lists the service again.
+            var listed = false
+            for _ in 0..<5 where !listed {
+                let browse = try await ChildProcess.run("/usr/bin/avahi-browse", ["-rpt", "_hearth._tcp"])
+                listed = browse.output.contains("Survivor-\(tag)")
+            }
+            #expect(listed, "avahi-browse does not list the service after the restart")
+
+            // Browsing resumed: the neighbour is (again) present, and a newcomer is found.
+            #expect(await eventually(upTo: .seconds(10)) { a.peers.map(\.name).contains(b.service.instanceName) })
+            let newcomer = AvahiDiscovery(service: makeService("Newcomer-\(tag)", port: 7503, account: account, store: store))
+            try await newcomer.start()
+            #expect(await recorder.wait(upTo: .seconds(5)) { _ in recorder.peer(named: newcomer.service.instanceName) != nil } != nil)
+            // After the stale grace period the neighbour must still be there (it was re-seen).
+            try await Task.sleep(for: .seconds(3.5))
+            #expect(Set(a.peers.map(\.name)) == [b.service.instanceName, newcomer.service.instanceName])
+
+            await newcomer.stop()
+            await b.stop()
+            await a.stop()
+        }
+    }
+}

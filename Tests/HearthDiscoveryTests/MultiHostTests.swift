@@ -1,0 +1,35 @@
+import Foundation
+import Testing
+
+extension AvahiTestNet {
+    @Suite("Three virtual hosts")
+    struct MultiHostTests {
+        @Test("three hosts on a virtual bridge discover one another (IPv4 and IPv6 link-local)",
+              .enabled(if: TestNet.isRoot, "building host namespaces needs root"),
+              .timeLimit(.minutes(1)))
+        func threeHostsDiscoverEachOther() async throws {
+            let probe = try #require(TestNet.probePath, "hearth-discovery-probe not built (swift build --build-tests)")
+            let result = try await ChildProcess.run(
+                TestNet.script("multihost.sh"),
+                ["-n", "3", "--", probe, "--expect", "2", "--timeout", "20", "--linger", "2",
+                 "--account", "0123456789abcdef", "--store", "fedcba9876543210"],
+                timeout: .seconds(55))
+            print(result.output)
+            #expect(result.status == 0, "multihost.sh failed:\n\(result.output)\n\(result.error)")
+            for host in 1...3 {
+                let lines = result.output.split(separator: "\n").filter { $0.hasPrefix("[h\(host)] ") }
+                let others = (1...3).filter { $0 != host }
+                for other in others {
+                    // Over IPv4 or IPv6 first, whichever resolves first; the other family follows as an update.
+                    #expect(lines.contains { $0.contains("appeared probe_on_h\(other) 7420 ") }, "h\(host) did not see h\(other)")
+                    #expect(lines.contains { $0.contains("probe_on_h\(other) 7420 169.254.77.\(other)") },
+                            "h\(host) never got h\(other)'s IPv4 address")
+                }
+                #expect(!lines.contains { $0.contains("appeared probe_on_h\(host) ") }, "h\(host) reported itself")
+                #expect(lines.contains("[h\(host)] exit 0"))
+            }
+            // IPv6 link-local addresses come with their interface scope.
+            #expect(result.output.contains("%eth0]"))
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import HearthDiscovery
+import Testing
+
+extension AvahiTestNet {
+    @Suite("Two publishers find each other")
+    struct TwoPublishersTests {
+        @Test("see each other within 2 s with addresses, port and TXT; a stopped one is gone; other accounts and stores are ignored")
+        func seeEachOther() async throws {
+            let account = randomHash(), store = randomHash()
+            let a = AvahiDiscovery(service: makeService("Alpha-\(account.prefix(6))", port: 7101, account: account, store: store))
+            let b = AvahiDiscovery(service: makeService("Beta-\(account.prefix(6))", port: 7102, account: account, store: store))
+            let otherAccount = AvahiDiscovery(service: makeService("Other-account-\(account.prefix(6))", port: 7103, store: store))
+            let otherStore = AvahiDiscovery(service: makeService("Other-store-\(account.prefix(6))", port: 7104, account: account))
+            let recordA = EventRecorder(a), recordB = EventRecorder(b)
+
+            try await otherAccount.start()
+            try await otherStore.start()
+            let clock = ContinuousClock()
+            let started = clock.now
+            try await a.start()
+            try await b.start()
+
+            let aSeesB = await recordA.wait(upTo: .seconds(2)) { _ in recordA.peer(named: b.service.instanceName) != nil }
+            let bSeesA = await recordB.wait(upTo: .seconds(2)) { _ in recordB.peer(named: a.service.instanceName) != nil }
+            let latency = clock.now - started
+            print("discovery latency (start of both to mutual sighting): \(latency)")
+            #expect(aSeesB != nil, "A did not see B within 2 s")
+            #expect(bSeesA != nil, "B did not see A within 2 s")
+            #expect(latency < .seconds(2))
+
+            let peerB = try #require(recordA.peer(named: b.service.instanceName))
+            #expect(peerB.port == 7102)
+            #expect(peerB.addresses.contains { $0.host == "127.0.0.1" && $0.family == .ipv4 })
+            #expect(peerB.txt == ["v": "1", "a": account, "s": store, "d": b.service.deviceHash])
+            #expect(peerB.record == b.service.record)
+            #expect(peerB.id.hasPrefix("mdns:"))
+
+            // The other account's and store's services are published by now (they started
+            // first); give their resolutions time to arrive, then check they were dropped.
+            try await Task.sleep(for: .milliseconds(700))
+            for recorder in [recordA, recordB] {
+                #expect(!recorder.saw(named: otherAccount.service.instanceName))
+                #expect(!recorder.saw(named: otherStore.service.instanceName))
+            }
+            // Never ourselves.
+            #expect(!recordA.saw(named: a.service.instanceName))
+            #expect(!recordB.saw(named: b.service.instanceName))
+            #expect(a.peers.map(\.name) == [b.service.instanceName])
+
+            let stopped = clock.now
+            await b.stop()
+            let gone = await recordA.wait(upTo: .seconds(5)) { events in
+                events.contains { if case .gone(let peer) = $0 { peer.name == b.service.instanceName } else { false } }
+            }
+            print("gone latency after stop: \(clock.now - stopped)")
+            #expect(gone != nil, "A was not told that B is gone")
+            #expect(a.peers.isEmpty)
+
+            await a.stop()
+            await otherAccount.stop()
+            await otherStore.stop()
+        }
+
+        @Test("a subscriber that comes late first gets the peers already known")
+        func lateSubscriberReplay() async throws {
+            let account = randomHash(), store = randomHash()
+            let a = AvahiDiscovery(service: makeService("Early-\(account.prefix(6))", port: 7111, account: account, store: store))
+            let b = AvahiDiscovery(service: makeService("Late-\(account.prefix(6))", port: 7112, account: account, store: store))
+            try await a.start()
+            try await b.start()
+            #expect(await eventually { a.peers.count == 1 })
+            let late = EventRecorder(a)
+            #expect(await late.wait(upTo: .seconds(1)) { events in
+                events.first.map { if case .appeared(let peer) = $0 { peer.name == b.service.instanceName } else { false } } ?? false
+            } != nil)
+            await b.stop()
+            await a.stop()
+            // Streams finish when discovery stops.
+            var iterator = a.events().makeAsyncIterator()
+            #expect(await iterator.next() == nil)
+        }
+    }
+}
