@@ -82,6 +82,15 @@ public final class AvahiDiscovery: PeerDiscovery {
         registry.finishAll()
     }
 
+    // Avahi's thread holds an unretained pointer to the session: it must stop before the
+    // session can go, even if the owner forgot stop().
+    deinit {
+        if case .running(let session) = phase.withLock({ $0 }) {
+            session.stop()
+            registry.finishAll()
+        }
+    }
+
     public func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
 
     public var peers: [DiscoveredPeer] { registry.peers }

@@ -180,22 +180,23 @@ final class AvahiSession: Sendable {
     }
 
     private func reconnect(_ timeout: OpaquePointer?) {
-        let old = state.withLock { s -> AvahiHandle? in
-            if let timer = s.reconnectTimer { hearth_avahi_timeout_free(pollAPI, timer.pointer) }
+        let (old, timers) = state.withLock { s -> (AvahiHandle?, [AvahiHandle]) in
+            let timers = [s.reconnectTimer, s.staleTimer].compactMap { $0 }
             s.reconnectTimer = nil
+            s.staleTimer = nil
             // Everything the old client owned dies with it; keep what we know about peers but
             // mark it stale until the new browser sees it again.
             s.stale.formUnion(s.table.keys)
-            if let timer = s.staleTimer { hearth_avahi_timeout_free(pollAPI, timer.pointer) }
-            s.staleTimer = nil
             s.group = nil
             s.browser = nil
             s.resolvers = [:]
             s.established = false
             s.reconnects += 1
             defer { s.client = nil }
-            return s.client
+            return (s.client, timers)
         }
+        // Timers are not one-shot in Avahi: a fired one must still be freed (legal from its callback).
+        for timer in timers { hearth_avahi_timeout_free(pollAPI, timer.pointer) }
         if let old { avahi_client_free(old.pointer) }
         var error: Int32 = 0
         if let client = avahi_client_new(pollAPI, AVAHI_CLIENT_NO_FAIL, Self.clientCallback, userdata, &error) {
@@ -436,12 +437,12 @@ final class AvahiSession: Sendable {
 
     /// After a restart, peers the new daemon has not reported within the grace period are gone.
     private func sweepStale() {
-        let stale = state.withLock { s -> Set<PeerTable.InstanceKey> in
-            if let timer = s.staleTimer { hearth_avahi_timeout_free(pollAPI, timer.pointer) }
-            s.staleTimer = nil
-            defer { s.stale = [] }
-            return s.stale
+        let (stale, timer) = state.withLock { s -> (Set<PeerTable.InstanceKey>, AvahiHandle?) in
+            defer { s.stale = []; s.staleTimer = nil }
+            return (s.stale, s.staleTimer)
         }
+        if let timer { hearth_avahi_timeout_free(pollAPI, timer.pointer) }
+        if !stale.isEmpty { logger.debug("\(stale.count) sighting(s) not confirmed after the daemon restart") }
         for key in stale { remove(key) }
     }
 
