@@ -79,7 +79,16 @@ let package = Package(
         // A child process for the crash and lock tests: writes in a loop until killed.
         .executableTarget(name: "hearth-test-writer", dependencies: ["Hearth"], path: "Tests/HearthTestWriter", swiftSettings: strict),
         .testTarget(name: "HearthIdentityTests", dependencies: ["HearthIdentity", "HearthCore"], swiftSettings: strict),
-        .testTarget(name: "HearthTransportTests", dependencies: ["HearthTransport", "HearthIdentity"], swiftSettings: strict),
+        .testTarget(
+            name: "HearthTransportTests",
+            dependencies: [
+                "HearthTransport", "HearthIdentity",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "HearthDiscoveryTests",
             dependencies: ["HearthDiscovery", .product(name: "Logging", package: "swift-log")],

@@ -55,8 +55,11 @@ public struct FrameDecoder: ByteToMessageDecoder {
     }
 }
 
-/// Prefixes each outbound payload with its length. A payload that is empty or over the
-/// cap is a programming error of the sender; the write fails with a ``FrameError``.
+/// Prefixes each outbound payload with its length.
+///
+/// A payload that is empty or over the cap is a bug of the sender. The write fails, and
+/// because a stream writer may not look at each write's result, the error is also sent
+/// up the pipeline, which closes the connection: a frame is never dropped silently.
 public final class FrameEncoder: ChannelOutboundHandler, RemovableChannelHandler {
     public typealias OutboundIn = ByteBuffer
     public typealias OutboundOut = ByteBuffer
@@ -71,11 +74,12 @@ public final class FrameEncoder: ChannelOutboundHandler, RemovableChannelHandler
         let payload = unwrapOutboundIn(data)
         let length = payload.readableBytes
         guard length > 0 else {
-            promise?.fail(FrameError(code: .zeroLength, reason: "refusing to send an empty frame"))
+            refuse(FrameError(code: .zeroLength, reason: "refusing to send an empty frame"), context: context, promise: promise)
             return
         }
         guard length <= maximumLength else {
-            promise?.fail(FrameError(code: .tooLarge, reason: "refusing to send \(length) bytes, over the cap of \(maximumLength)"))
+            refuse(FrameError(code: .tooLarge, reason: "refusing to send \(length) bytes, over the cap of \(maximumLength)"),
+                   context: context, promise: promise)
             return
         }
         // Header and payload as two writes: no copy of a payload of up to 4 MiB.
@@ -83,6 +87,11 @@ public final class FrameEncoder: ChannelOutboundHandler, RemovableChannelHandler
         header.writeInteger(UInt32(length), endianness: .big)
         context.write(wrapOutboundOut(header), promise: nil)
         context.write(wrapOutboundOut(payload), promise: promise)
+    }
+
+    private func refuse(_ error: FrameError, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        promise?.fail(error)
+        context.fireErrorCaught(error)
     }
 }
 
