@@ -71,6 +71,26 @@ struct CertificateTests {
         #expect(throws: Never.self) { try trust.validateDevice(future.certificate, at: now.addingTimeInterval(86_400 * 1.5)) }
     }
 
+    @Test("mDNS hashes are 16 hex digits, differ per kind, and do not reveal the IDs")
+    func mdnsHashes() throws {
+        let authority = try AccountAuthority.create(displayName: "The Smiths")
+        let device = try authority.makeDevice(named: "laptop")
+        let id = authority.account.id
+        let hashes = [id.shortHash, id.storeHash(storeIdentifier: "com.example.notes"),
+                      id.storeHash(storeIdentifier: "com.example.todo"), device.deviceID.shortHash]
+        for hash in hashes {
+            #expect(hash.count == 16)
+            #expect(hash.allSatisfy { "0123456789abcdef".contains($0) })
+        }
+        #expect(Set(hashes).count == 4)
+        #expect(!id.hex.hasPrefix(id.shortHash))
+        #expect(!device.deviceID.hex.hasPrefix(device.deviceID.shortHash))
+        // Stable: every device of the account computes the same values.
+        #expect(id.shortHash == AccountID(hex: id.hex)!.shortHash)
+        let other = try AccountAuthority.create(displayName: "Others").account.id
+        #expect(other.storeHash(storeIdentifier: "com.example.notes") != id.storeHash(storeIdentifier: "com.example.notes"))
+    }
+
     @Test("Garbage is not a certificate or a key")
     func garbage() throws {
         #expect(throws: IdentityError.self) { try Certificate(derEncoded: [1, 2, 3]) }

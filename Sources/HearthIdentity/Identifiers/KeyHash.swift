@@ -75,6 +75,19 @@ public struct AccountID: Hashable, Comparable, Sendable, CustomStringConvertible
     public var short: String { hash.short }
     public var description: String { "account \(short)" }
     public static func < (a: AccountID, b: AccountID) -> Bool { a.hash < b.hash }
+
+    /// The account's hash for mDNS TXT records (`a=`): 16 lowercase hex digits of
+    /// SHA-256("hearth-mdns-account-v1" 00 · account ID). Domain-separated, so the
+    /// advertisement is not a prefix of the ID that certificates carry.
+    public var shortHash: String { MDNSHash.make("hearth-mdns-account-v1", bytes) }
+
+    /// A store's hash for mDNS TXT records (`s=`): 16 lowercase hex digits of
+    /// SHA-256("hearth-mdns-store-v1" 00 · account ID · store identifier). Keyed by the
+    /// account ID, so that a listener cannot test guesses of common store identifiers
+    /// ("com.example.notes") without knowing the account.
+    public func storeHash(storeIdentifier: String) -> String {
+        MDNSHash.make("hearth-mdns-store-v1", bytes + Array(storeIdentifier.utf8))
+    }
 }
 
 /// Names a device within an account: the SHA-256 of its device public key. This is the
@@ -98,5 +111,19 @@ public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible 
     public var fingerprint: String { hash.fingerprint }
     public var short: String { hash.short }
     public var description: String { "device \(short)" }
+
+    /// The device's hash for mDNS TXT records (`d=`): 16 lowercase hex digits of
+    /// SHA-256("hearth-mdns-device-v1" 00 · device ID).
+    public var shortHash: String { MDNSHash.make("hearth-mdns-device-v1", bytes) }
     public static func < (a: DeviceID, b: DeviceID) -> Bool { a.hash < b.hash }
+}
+
+/// Hashes for mDNS advertisements: short, domain-separated, never used for a security
+/// decision (TLS decides who a peer is; a TXT record is only a hint).
+enum MDNSHash {
+    static let length = 16
+
+    static func make(_ domain: String, _ bytes: [UInt8]) -> String {
+        String(Hex.encode(SHA256.hash(Array(domain.utf8) + [0] + bytes)).prefix(length))
+    }
 }
