@@ -8,6 +8,7 @@ import Foundation
 ///   storeIdentifier: String, account: String ("" when signed out),
 ///   replica: Data(16), clock: Int, sequence: Int,
 ///   vector: { <origin hex>: Int },
+///   peers: { <device ID hex>: { <origin hex>: Int } },   // what each peer last acknowledged
 ///   entries: { <key>: { value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
 ///                       signer: Data, signature: Data } }   // no `value`: a tombstone
 /// }
@@ -34,21 +35,7 @@ public enum ReplicaFile {
     public static func encode(_ replica: Replica, header: Header) -> Data {
         var entries: [String: PropertyListValue] = [:]
         entries.reserveCapacity(replica.entries.count)
-        for (key, entry) in replica.entries {
-            var fields: [String: PropertyListValue] = [
-                "timestamp": .integer(Int64(bitPattern: entry.timestamp.rawValue)),
-                "origin": .data(Data(entry.origin.bytes)),
-                "sequence": .integer(Int64(bitPattern: entry.sequence)),
-            ]
-            if let value = entry.value { fields["value"] = value }
-            if let signature = entry.signature {
-                fields["signer"] = .data(signature.signer)
-                fields["signature"] = .data(signature.bytes)
-            }
-            entries[key] = .dictionary(fields)
-        }
-        var vector: [String: PropertyListValue] = [:]
-        for (origin, counter) in replica.vector.counters { vector[origin.hex] = .integer(Int64(bitPattern: counter)) }
+        for (key, entry) in replica.entries { entries[key] = entry.propertyList }
         let document: PropertyListValue = .dictionary([
             "format": .string(format),
             "version": .integer(version),
@@ -57,7 +44,8 @@ public enum ReplicaFile {
             "replica": .data(Data(replica.id.bytes)),
             "clock": .integer(Int64(bitPattern: replica.clock.last.rawValue)),
             "sequence": .integer(Int64(bitPattern: replica.sequence)),
-            "vector": .dictionary(vector),
+            "vector": replica.vector.propertyList,
+            "peers": .dictionary(replica.peerVectors.mapValues(\.propertyList)),
             "entries": .dictionary(entries),
         ])
         return BinaryPropertyList.encode(document)
@@ -83,32 +71,24 @@ public enum ReplicaFile {
               let entryFields = root["entries"]?.dictionaryValue else {
             throw damaged("a header field is missing or of the wrong type")
         }
-        var counters: [ReplicaID: UInt64] = [:]
-        for (hex, value) in vectorFields {
-            guard let origin = ReplicaID(hex: hex), let counter = value.integerValue else {
-                throw damaged("version vector entry \(hex) is malformed")
-            }
-            counters[origin] = UInt64(bitPattern: counter)
+        guard let vector = VersionVector(propertyList: .dictionary(vectorFields)) else {
+            throw damaged("the version vector is malformed")
+        }
+        var peers: [String: VersionVector] = [:]
+        for (device, fields) in root["peers"]?.dictionaryValue ?? [:] {
+            guard let peerVector = VersionVector(propertyList: fields) else { throw damaged("peer \(device)'s vector is malformed") }
+            peers[device] = peerVector
         }
         var entries: [String: Entry] = [:]
         entries.reserveCapacity(entryFields.count)
-        for (key, value) in entryFields {
-            guard let fields = value.dictionaryValue,
-                  let timestamp = fields["timestamp"]?.integerValue,
-                  let originData = fields["origin"]?.dataValue, let origin = ReplicaID(bytes: originData),
-                  let entrySequence = fields["sequence"]?.integerValue else {
+        for (key, fields) in entryFields {
+            guard let entry = Entry(key: key, propertyList: fields) else {
                 throw damaged("entry \(String(reflecting: key)) is malformed")
             }
-            var signature: EntrySignature?
-            if let signer = fields["signer"]?.dataValue, let bytes = fields["signature"]?.dataValue {
-                signature = EntrySignature(signer: signer, bytes: bytes)
-            }
-            entries[key] = Entry(key: key, value: fields["value"],
-                                 timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: timestamp)),
-                                 origin: origin, sequence: UInt64(bitPattern: entrySequence), signature: signature)
+            entries[key] = entry
         }
         let replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
-                              sequence: UInt64(bitPattern: sequence), vector: VersionVector(counters), entries: entries)
+                              sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers)
         return (replica, Header(storeIdentifier: storeIdentifier, account: account))
     }
 }

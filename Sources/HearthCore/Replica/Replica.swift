@@ -34,17 +34,20 @@ public struct Replica: Sendable, Equatable {
     /// Every key's current entry, tombstones included.
     public private(set) var entries: [String: Entry]
     public private(set) var usage: Usage
+    /// The vector each peer device (by device ID hex) last acknowledged: what it is known
+    /// to have. Tombstones that all of them cover can go.
+    public private(set) var peerVectors: [String: VersionVector]
 
     /// An empty replica.
     public init(id: ReplicaID = .random()) {
-        self.init(id: id, clock: HybridLogicalClock(), sequence: 0, vector: VersionVector(), entries: [:])
+        self.init(id: id, clock: HybridLogicalClock(), sequence: 0, vector: VersionVector(), entries: [:], peerVectors: [:])
     }
 
     /// A replica restored from saved state. The clock and the local sequence are raised
     /// to at least what the entries show, so a damaged header can never make the
     /// replica reuse a timestamp or a sequence number it has already given out.
     public init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
-                entries: [String: Entry]) {
+                entries: [String: Entry], peerVectors: [String: VersionVector] = [:]) {
         self.id = id
         var clock = clock
         var sequence = max(sequence, vector[id])
@@ -65,6 +68,7 @@ public struct Replica: Sendable, Equatable {
         self.vector = vector
         self.entries = entries
         self.usage = usage
+        self.peerVectors = peerVectors
     }
 
     // MARK: Reading
@@ -175,7 +179,18 @@ public struct Replica: Sendable, Equatable {
         return true
     }
 
-    // MARK: Tombstones
+    // MARK: Peers and tombstones
+
+    /// Records what `device` has acknowledged.
+    public mutating func notePeer(_ device: String, acknowledged peerVector: VersionVector) {
+        peerVectors[device, default: VersionVector()].formUnion(peerVector)
+    }
+
+    /// What every known peer and this replica have all seen; `nil` with no known peer.
+    public var stableVector: VersionVector? {
+        guard !peerVectors.isEmpty else { return nil }
+        return peerVectors.values.reduce(vector) { $0.intersection($1) }
+    }
 
     /// Removes tombstones that `stable` covers (every known peer has seen them, so none
     /// can send an older value back) or older than `horizon`. Returns how many went.
