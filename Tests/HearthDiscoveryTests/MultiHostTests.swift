@@ -31,5 +31,23 @@ extension AvahiTestNet {
             // IPv6 link-local addresses come with their interface scope.
             #expect(result.output.contains("%eth0]"))
         }
-    }
+    
+        @Test("a host on two links is one peer carrying an address on each interface",
+              .enabled(if: TestNet.isRoot, "building host namespaces needs root"),
+              .timeLimit(.minutes(1)))
+        func severalInterfaces() async throws {
+            let probe = try #require(TestNet.probePath, "hearth-discovery-probe not built (swift build --build-tests)")
+            let result = try await ChildProcess.run(
+                TestNet.script("multihost.sh"),
+                ["-n", "2", "-l", "2", "-4", "--", probe, "--expect", "1", "--timeout", "20", "--linger", "3"],
+                timeout: .seconds(55))
+            print(result.output)
+            #expect(result.status == 0, "multihost.sh failed:\n\(result.output)\n\(result.error)")
+            for (host, other) in [(1, 2), (2, 1)] {
+                #expect(result.output.split(separator: "\n").contains {
+                    $0.hasPrefix("[h\(host)] ") && $0.contains("probe_on_h\(other) 7420 169.254.77.\(other) 169.254.78.\(other)")
+                }, "h\(host) did not fold h\(other)'s two interfaces into one peer")
+            }
+        }
+}
 }

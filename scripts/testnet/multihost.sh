@@ -5,29 +5,34 @@
 #
 #   scripts/testnet/multihost.sh                 # built-in check
 #   scripts/testnet/multihost.sh -- CMD [ARG…]   # CMD on each host, in parallel
-#   options: -n HOSTS (default 3), -4 (IPv4 only; default also IPv6 link-local)
+#   options: -n HOSTS (default 3), -4 (IPv4 only; default also IPv6 link-local),
+#            -l LINKS (default 1: each host has eth0..eth<LINKS-1>, one bridge per link)
 #
 # In CMD's environment: HEARTH_HOST (h1…), HEARTH_HOST_INDEX (1…), HEARTH_HOSTS (count),
-# HEARTH_HOST_ADDRESS (its 169.254.x address). Exit status: 0 if CMD succeeded on every host.
+# HEARTH_HOST_ADDRESS (its eth0 address, 169.254.77.N; ethK has 169.254.(77+K).N).
+# Exit status: 0 if CMD succeeded on every host.
 #
-# Layout: namespace <tag>br holds bridge br0; namespace <tag>hN holds eth0 (a veth whose
-# other end is on br0) and the host's daemons. Nothing lives in the root namespace, and the
+# Layout: namespace <tag>br holds bridges br0…; namespace <tag>hN holds eth0… (veths whose
+# other ends are on br0…) and the host's daemons. Nothing lives in the root namespace, and the
 # root namespace's interfaces are never touched.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 hosts=3
+links=1
 ipv6=yes
 while [ $# -gt 0 ]; do
     case "$1" in
         -n) hosts="$2"; shift 2 ;;
         -4) ipv6=no; shift ;;
+        -l) links="$2"; shift 2 ;;
         --) shift; break ;;
         -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) die "unknown option $1 (commands go after --)" ;;
     esac
 done
 [ "$hosts" -ge 2 ] && [ "$hosts" -le 50 ] || die "-n must be 2…50"
+[ "$links" -ge 1 ] && [ "$links" -le 4 ] || die "-l must be 1…4"
 
 need_root
 ensure_packages
@@ -62,10 +67,12 @@ trap 'exit 130' INT TERM
 ip netns add "$bridge" || die "cannot create network namespaces (need root with CAP_SYS_ADMIN)"
 made_netns+=("$bridge")
 ip -n "$bridge" link set lo up
-ip -n "$bridge" link add br0 type bridge
-# No IGMP snooping: every mDNS packet reaches every host, as on a small home switch.
-ip -n "$bridge" link set br0 type bridge mcast_snooping 0
-ip -n "$bridge" link set br0 up
+for k in $(seq 0 $((links - 1))); do
+    ip -n "$bridge" link add "br$k" type bridge
+    # No IGMP snooping: every mDNS packet reaches every host, as on a small home switch.
+    ip -n "$bridge" link set "br$k" type bridge mcast_snooping 0
+    ip -n "$bridge" link set "br$k" up
+done
 
 for i in $(seq "$hosts"); do
     ns="${tag}h$i"
@@ -78,13 +85,18 @@ for i in $(seq "$hosts"); do
     else
         ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
     fi
-    ip -n "$bridge" link add "veth$i" type veth peer name eth0 netns "$ns"
-    ip -n "$bridge" link set "veth$i" master br0 up
-    ip -n "$ns" addr add "169.254.77.$i/16" dev eth0
-    ip -n "$ns" link set eth0 multicast on up
+    interfaces=""
+    for k in $(seq 0 $((links - 1))); do
+        ip -n "$bridge" link add "veth$i-$k" type veth peer name "eth$k" netns "$ns"
+        ip -n "$bridge" link set "veth$i-$k" master "br$k" up
+        # /24 per link, so each link is its own subnet and routes stay unambiguous.
+        ip -n "$ns" addr add "169.254.$((77 + k)).$i/24" dev "eth$k"
+        ip -n "$ns" link set "eth$k" multicast on up
+        interfaces="${interfaces:+$interfaces,}eth$k"
+    done
 
     mkdir -p "$work/h$i"
-    write_avahi_conf "$work/h$i/avahi-daemon.conf" "hearth-h$i" eth0
+    write_avahi_conf "$work/h$i/avahi-daemon.conf" "hearth-h$i" "$interfaces"
     sed -i "s/^use-ipv6=no/use-ipv6=$ipv6/" "$work/h$i/avahi-daemon.conf"
     # The keeper: a shell in the host's network namespace and a mount namespace of its own,
     # where a tmpfs on /run gives it a private D-Bus and avahi-daemon. Commands join it
@@ -118,7 +130,7 @@ for i in $(seq "$hosts"); do
     done
     [ "$ok" = yes ] || { cat "$work/h$i/keeper.log" >&2; die "avahi-daemon on h$i did not come up"; }
 done
-say "$hosts hosts up (IPv6: $ipv6)"
+say "$hosts hosts up, $links link(s) each (IPv6: $ipv6)"
 
 if [ $# -eq 0 ]; then
     # Built-in check: each host publishes one service and must browse all of them.
