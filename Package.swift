@@ -27,7 +27,8 @@ let package = Package(
         // The public, Apple-compatible store.
         .target(
             name: "Hearth",
-            dependencies: ["HearthCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HearthCore", "HearthSync", "HearthIdentity", "HearthDiscovery",
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -72,6 +73,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Layer 7: the sync engine, joining replica, identity, transport and discovery.
+        .target(
+            name: "HearthSync",
+            dependencies: [
+                "HearthCore", "HearthIdentity", "HearthTransport", "HearthDiscovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport"],
+                    swiftSettings: strict),
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore"], swiftSettings: strict),
         .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "hearth-test-writer"], swiftSettings: strict),
         // Examples.

@@ -18,6 +18,11 @@ final class StoreBackend: Sendable {
         var instances: [ObjectIdentifier: WeakStore] = [:]
         var streams: [UInt64: AsyncStream<ChangeEvent>.Continuation] = [:]
         var nextStreamID: UInt64 = 0
+        /// Called after each local change (the sync engine's push).
+        var localChangeHandlers: [@Sendable () -> Void] = []
+        var sync: SyncRun?
+        /// What sync was started with, to start it again after ``stopSync()``.
+        var syncParameters: SyncParameters?
     }
 
     struct WeakStore {
@@ -28,14 +33,18 @@ final class StoreBackend: Sendable {
     let storage: ReplicaStorage?
     let logger: Logger
     let writeBehindDelay: Duration
-    private let state: Mutex<State>
+    /// Added to the system clock: tests stand in for devices whose clocks are wrong.
+    let clockSkewMilliseconds: Int64
+    let state: Mutex<State>
     /// Serialises saves; holds the generation known to be on disk.
     private let savedGeneration = Mutex<UInt64>(0)
     private let ioQueue: DispatchQueue
     /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does).
     private let notifyQueue: DispatchQueue
 
-    init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration) {
+    init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
+         clockSkew: Duration = .zero) {
+        clockSkewMilliseconds = clockSkew.nanoseconds / 1_000_000
         self.storeIdentifier = storeIdentifier
         self.storage = storage
         self.logger = logger
@@ -48,6 +57,10 @@ final class StoreBackend: Sendable {
     deinit {
         // The last instance is gone: whatever is still only in memory goes to disk now.
         _ = flush()
+    }
+
+    func wallMilliseconds() -> UInt64 {
+        UInt64(clamping: Int64(clamping: HybridLogicalClock.wallMilliseconds()) &+ clockSkewMilliseconds)
     }
 
     // MARK: Reading
@@ -78,7 +91,7 @@ final class StoreBackend: Sendable {
             let size = key.utf8.count + value.canonicalSize
             guard size <= StoreLimits.maximumValueSize else { throw .valueTooLarge(key, size: size) }
         }
-        let scheduleFlush = try state.withLock { (s) throws(KeyValueStoreError) -> Bool in
+        let (scheduleFlush, handlers) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, [@Sendable () -> Void]) in
             if let value {
                 let after = s.replica.usage(afterWriting: value, forKey: key)
                 // A write that shrinks or keeps usage is always allowed, so a full store can be edited down.
@@ -87,13 +100,14 @@ final class StoreBackend: Sendable {
                     throw .storeFull(key, total: after.bytes)
                 }
             }
-            guard s.replica.write(value, forKey: key) != nil else { return false }
+            guard s.replica.write(value, forKey: key, wall: wallMilliseconds()) != nil else { return (false, []) }
             s.generation &+= 1
-            guard !s.flushScheduled else { return false }
+            guard !s.flushScheduled else { return (false, s.localChangeHandlers) }
             s.flushScheduled = true
-            return true
+            return (true, s.localChangeHandlers)
         }
         if scheduleFlush { scheduleWriteBehind() }
+        for handler in handlers { handler() }
     }
 
     /// Merges a batch that came from elsewhere (peers) atomically, schedules it for disk,
@@ -101,7 +115,7 @@ final class StoreBackend: Sendable {
     @discardableResult
     func applyExternal(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String] {
         let (changed, scheduleFlush) = state.withLock { s -> ([String], Bool) in
-            let changed = s.replica.apply(entries, coveredBy: vector)
+            let changed = s.replica.apply(entries, coveredBy: vector, wall: wallMilliseconds())
             s.generation &+= 1
             let schedule = !s.flushScheduled
             s.flushScheduled = true
@@ -115,7 +129,7 @@ final class StoreBackend: Sendable {
     // MARK: Persistence
 
     /// Saves within `writeBehindDelay` of the first unsaved change.
-    private func scheduleWriteBehind() {
+    func scheduleWriteBehind() {
         guard storage != nil else { return }
         // Weak: a store the app has let go of is saved by its deinit instead.
         ioQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(writeBehindDelay.nanoseconds))) { [weak self] in

@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthIdentity
 import Synchronization
 
 /// One ``StoreBackend`` per store file per process, so that every instance opened on the
@@ -20,12 +21,28 @@ enum StoreRegistry {
     static func backend(storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
         guard !storeIdentifier.isEmpty else { return memoryBackend(storeIdentifier: storeIdentifier, configuration: configuration) }
         _ = exitHook
-        let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: storeIdentifier)
+        let identity = signedInIdentity(configuration)
+        let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: storeIdentifier,
+                                     account: identity?.account.id.hex)
         return try backends.withLock { (table) throws(KeyValueStoreError) -> StoreBackend in
             if let existing = table[location.filePath]?.backend { return existing }
             let backend = try open(location, configuration: configuration)
             table[location.filePath] = WeakBackend(backend: backend)
+            if let identity { backend.startSync(identity: identity, settings: configuration.sync) }
             return backend
+        }
+    }
+
+    /// The device identity of the signed-in account, if syncing is enabled and someone is
+    /// signed in. Problems with the account files are logged; the store then works locally.
+    private static func signedInIdentity(_ configuration: UbiquitousKeyValueStore.Configuration) -> DeviceIdentity? {
+        guard configuration.sync.isEnabled else { return nil }
+        let accounts = configuration.sync.accountDirectory.map { AccountStore(directory: URL(fileURLWithPath: $0)) } ?? AccountStore()
+        do {
+            return try accounts.loadCurrentIdentity()
+        } catch {
+            configuration.logger.error("cannot load the signed-in account; the store stays local: \(error)")
+            return nil
         }
     }
 
@@ -43,7 +60,8 @@ enum StoreRegistry {
             case .loaded(let loaded): replica = loaded
             }
             return StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
-                                logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay)
+                                logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay,
+                                clockSkew: configuration.clockSkew)
         } catch {
             let code: KeyValueStoreError.Code = error.code == .locked ? .storeLocked : .persistenceFailed
             throw KeyValueStoreError(code: code, key: nil, reason: error.description)

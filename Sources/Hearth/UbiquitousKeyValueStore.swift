@@ -38,12 +38,18 @@ public final class UbiquitousKeyValueStore: Sendable {
         /// How long after a change it is written to disk at the latest (default 1 s).
         public var writeBehindDelay: Duration
         public var logger: Logger
+        /// Whether and how to sync with the account's other devices (default: when signed in).
+        public var sync: SyncSettings
+        /// Shifts this store's clock, so tests can play devices whose clocks are wrong.
+        package var clockSkew: Duration = .zero
 
         public init(dataDirectory: String = StoreLocation.defaultDataDirectory(),
                     writeBehindDelay: Duration = .seconds(1),
+                    sync: SyncSettings = .automatic,
                     logger: Logger = Logger(label: "hearth")) {
             self.dataDirectory = dataDirectory
             self.writeBehindDelay = writeBehindDelay
+            self.sync = sync
             self.logger = logger
         }
     }

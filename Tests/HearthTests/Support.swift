@@ -13,7 +13,7 @@ struct TemporaryStore {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-\(UUID())").path
         self.identifier = identifier
         store = try UbiquitousKeyValueStore(storeIdentifier: identifier,
-                                            configuration: .init(dataDirectory: directory, writeBehindDelay: writeBehindDelay))
+                                            configuration: .init(dataDirectory: directory, writeBehindDelay: writeBehindDelay, sync: .disabled))
     }
 
     var location: StoreLocation { StoreLocation(dataDirectory: directory, storeIdentifier: identifier) }

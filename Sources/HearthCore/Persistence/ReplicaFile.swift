@@ -9,6 +9,7 @@ import Foundation
 ///   replica: Data(16), clock: Int, sequence: Int,
 ///   vector: { <origin hex>: Int },
 ///   peers: { <device ID hex>: { <origin hex>: Int } },   // what each peer last acknowledged
+///   synced: Bool,                                        // the initial sync has happened
 ///   entries: { <key>: { value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
 ///                       signer: Data, signature: Data } }   // no `value`: a tombstone
 /// }
@@ -46,6 +47,7 @@ public enum ReplicaFile {
             "sequence": .integer(Int64(bitPattern: replica.sequence)),
             "vector": replica.vector.propertyList,
             "peers": .dictionary(replica.peerVectors.mapValues(\.propertyList)),
+            "synced": .bool(replica.hasSynced),
             "entries": .dictionary(entries),
         ])
         return BinaryPropertyList.encode(document)
@@ -87,8 +89,9 @@ public enum ReplicaFile {
             }
             entries[key] = entry
         }
-        let replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
+        var replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
                               sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers)
+        replica.hasSynced = root["synced"]?.boolValue ?? false
         return (replica, Header(storeIdentifier: storeIdentifier, account: account))
     }
 }

@@ -37,6 +37,8 @@ public struct Replica: Sendable, Equatable {
     /// The vector each peer device (by device ID hex) last acknowledged: what it is known
     /// to have. Tombstones that all of them cover can go.
     public private(set) var peerVectors: [String: VersionVector]
+    /// Whether this replica has had its first download from the account's peers.
+    public var hasSynced = false
 
     /// An empty replica.
     public init(id: ReplicaID = .random()) {

@@ -1,0 +1,134 @@
+import Foundation
+import HearthCore
+import HearthDiscovery
+import HearthIdentity
+import HearthSync
+import Logging
+
+/// What a sync engine is started with.
+struct SyncParameters: Sendable {
+    let identity: DeviceIdentity
+    let settings: SyncSettings
+}
+
+/// A running sync engine and what it needs to be stopped.
+struct SyncRun: Sendable {
+    let engine: SyncEngine
+    let started: Task<Int, any Error>
+}
+
+/// The store's side of the sync engine: its replica, behind the store's lock.
+extension StoreBackend: SyncReplica {
+    /// How long a tombstone is kept when some known peer never acknowledges it (30 days).
+    static let tombstoneHorizon: UInt64 = 30 * 86_400_000
+
+    var syncVector: VersionVector { state.withLock { $0.replica.vector } }
+
+    func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) {
+        state.withLock { ($0.replica.delta(for: peer), $0.replica.vector) }
+    }
+
+    func unsignedEntries() -> [Entry] {
+        state.withLock { $0.replica.entries.values.filter { $0.signature == nil } }
+    }
+
+    func attachSignatures(_ signed: [Entry]) {
+        let schedule = state.withLock { s -> Bool in
+            for entry in signed {
+                if let signature = entry.signature {
+                    s.replica.attach(signature, forKey: entry.key, origin: entry.origin, sequence: entry.sequence)
+                }
+            }
+            s.generation &+= 1
+            defer { s.flushScheduled = true }
+            return !s.flushScheduled
+        }
+        if schedule { scheduleWriteBehind() }
+    }
+
+    func applyRemote(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String] {
+        applyExternal(entries, coveredBy: vector, reason: reason)
+    }
+
+    func notePeer(_ device: String, acknowledged vector: VersionVector) {
+        state.withLock { s in
+            s.replica.notePeer(device, acknowledged: vector)
+            let horizon = wallMilliseconds() &- Self.tombstoneHorizon
+            s.replica.collectTombstones(coveredBy: s.replica.stableVector,
+                                        olderThan: HLCTimestamp(milliseconds: horizon, counter: 0))
+        }
+    }
+
+    func onLocalChange(_ handler: @escaping @Sendable () -> Void) {
+        state.withLock { $0.localChangeHandlers.append(handler) }
+    }
+
+    var awaitingInitialSync: Bool { state.withLock { !$0.replica.hasSynced } }
+
+    func initialSyncCompleted() {
+        state.withLock { $0.replica.hasSynced = true }
+    }
+
+    // MARK: Starting and stopping
+
+    /// Starts syncing this replica as `identity`, finding peers as `settings` says.
+    func startSync(identity: DeviceIdentity, settings: SyncSettings) {
+        let logger = self.logger
+        let storeIdentifier = self.storeIdentifier
+        let engine: SyncEngine
+        do {
+            engine = try SyncEngine(identity: identity, replica: self,
+                                    options: .init(host: settings.listenHost, port: settings.port,
+                                                   heartbeatInterval: settings.heartbeatInterval, timeout: settings.timeout),
+                                    logger: logger)
+        } catch {
+            logger.error("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
+            return
+        }
+        let started = Task { () throws -> Int in
+            let port = try await engine.start()
+            let discovery: (any PeerDiscovery)?
+            switch settings.discovery {
+            case .automatic:
+                let service = ServiceDescription(
+                    instanceName: identity.deviceName, port: UInt16(port), protocolVersion: SyncMessage.protocolVersion,
+                    accountHash: identity.account.id.shortHash,
+                    storeHash: identity.account.id.storeHash(storeIdentifier: storeIdentifier),
+                    deviceHash: identity.deviceID.shortHash)
+                discovery = try await DefaultDiscovery.start(service: service, logger: logger)
+            case .staticPeers(let peers):
+                let list = StaticDiscovery(endpoints: try peers.map { try StaticDiscovery.Endpoint(parsing: $0) }, logger: logger)
+                try await list.start()
+                discovery = list
+            case .none:
+                discovery = nil
+            }
+            if let discovery { engine.follow(discovery) }
+            return port
+        }
+        state.withLock { s in
+            s.sync = SyncRun(engine: engine, started: started)
+            s.syncParameters = SyncParameters(identity: identity, settings: settings)
+        }
+    }
+
+    /// Starts sync again with the parameters of the last start; false if never started.
+    func restartSync() -> Bool {
+        guard let parameters = state.withLock({ $0.sync == nil ? $0.syncParameters : nil }) else { return false }
+        startSync(identity: parameters.identity, settings: parameters.settings)
+        return true
+    }
+
+    var syncEngine: SyncEngine? { state.withLock { $0.sync?.engine } }
+
+    func waitForSync() async throws -> Int? {
+        guard let run = state.withLock({ $0.sync }) else { return nil }
+        return try await run.started.value
+    }
+
+    func stopSync() async {
+        guard let run = state.withLock({ s -> SyncRun? in defer { s.sync = nil }; return s.sync }) else { return }
+        run.started.cancel()
+        await run.engine.stop()
+    }
+}

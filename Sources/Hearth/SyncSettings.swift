@@ -1,0 +1,52 @@
+import Foundation
+
+/// How a store syncs with the household's other devices.
+///
+/// By default (``automatic``) a store syncs whenever the user is signed in to an account
+/// (`hearth account …`), finding peers with mDNS through the Avahi daemon, or, where no
+/// daemon runs, from `HEARTH_PEERS` (`host:port,host:port`) or `$XDG_CONFIG_HOME/hearth/peers`.
+///
+/// ```swift
+/// var configuration = UbiquitousKeyValueStore.Configuration()
+/// configuration.sync = SyncSettings(discovery: .staticPeers(["192.168.1.20:7420"]), port: 7420)
+/// ```
+public struct SyncSettings: Sendable {
+    public enum Discovery: Sendable, Equatable {
+        /// mDNS through Avahi; static peers from the environment or config file if Avahi is absent.
+        case automatic
+        /// These `host:port` peers only.
+        case staticPeers([String])
+        /// No discovery: peers connect to us, or are added with ``UbiquitousKeyValueStore/addSyncPeer(host:port:)``.
+        case none
+    }
+
+    /// Whether to sync at all (a signed-in account is needed too).
+    public var isEnabled: Bool
+    /// The account directory (default `$XDG_CONFIG_HOME/hearth`).
+    public var accountDirectory: String?
+    public var discovery: Discovery
+    /// Where the sync listener binds (default every interface, a free port).
+    public var listenHost: String
+    public var port: Int
+    /// How often an idle link is pinged (which also tells peers what this device has).
+    public var heartbeatInterval: Duration
+    /// How long a silent link is kept before it is dropped and redialled.
+    public var timeout: Duration
+
+    public init(isEnabled: Bool = true, accountDirectory: String? = nil, discovery: Discovery = .automatic,
+                listenHost: String = "0.0.0.0", port: Int = 0,
+                heartbeatInterval: Duration = .seconds(5), timeout: Duration = .seconds(15)) {
+        self.heartbeatInterval = heartbeatInterval
+        self.timeout = timeout
+        self.isEnabled = isEnabled
+        self.accountDirectory = accountDirectory
+        self.discovery = discovery
+        self.listenHost = listenHost
+        self.port = port
+    }
+
+    /// Sync when signed in, discovering peers automatically.
+    public static let automatic = SyncSettings()
+    /// Never sync: the store is local only.
+    public static let disabled = SyncSettings(isEnabled: false)
+}

@@ -1,0 +1,41 @@
+import Foundation
+import HearthSync
+
+// Sync status and control, beyond Apple's API (where iCloud hides all of this).
+
+extension UbiquitousKeyValueStore {
+    /// The account this store's data belongs to (hex account ID), or `nil` when signed out.
+    public var accountID: String? {
+        backend.storage?.location.account
+    }
+
+    /// Whether a sync engine runs for this store (the user is signed in and sync is enabled).
+    public var isSyncing: Bool { backend.syncEngine != nil }
+
+    /// Waits until the sync listener is up and returns its TCP port; `nil` if not syncing.
+    public func syncPort() async throws -> Int? {
+        try await backend.waitForSync()
+    }
+
+    /// Connects to a peer by address and keeps the connection up, in addition to discovery.
+    public func addSyncPeer(host: String, port: Int) {
+        backend.syncEngine?.addPeer(host: host, port: port)
+    }
+
+    /// The number of peer devices connected right now.
+    public var connectedPeerCount: Int { backend.syncEngine?.connectedPeers.count ?? 0 }
+
+    /// Frame and entry counters of the sync engine.
+    public var syncMetrics: SyncMetrics.Snapshot? { backend.syncEngine?.metrics.snapshot }
+
+    /// Starts syncing again after ``stopSync()``, as it was started when the store opened.
+    @discardableResult
+    public func resumeSync() -> Bool {
+        backend.restartSync()
+    }
+
+    /// Stops syncing (closes every connection and the listener). The store keeps working locally.
+    public func stopSync() async {
+        await backend.stopSync()
+    }
+}

@@ -1,0 +1,23 @@
+import Synchronization
+
+/// Counters of what the engine sent and received, for tests, `hearth status` and benchmarks.
+public final class SyncMetrics: Sendable {
+    public struct Snapshot: Sendable, Equatable {
+        /// Bytes of frames, including the 4-byte length prefix (TLS overhead not included).
+        public var bytesSent = 0
+        public var bytesReceived = 0
+        public var entriesSent = 0
+        public var entriesReceived = 0
+    }
+
+    private let counters = Mutex(Snapshot())
+
+    public init() {}
+
+    public var snapshot: Snapshot { counters.withLock { $0 } }
+
+    func sent(bytes: Int) { counters.withLock { $0.bytesSent += bytes } }
+    func received(bytes: Int) { counters.withLock { $0.bytesReceived += bytes } }
+    func sentEntries(_ n: Int) { counters.withLock { $0.entriesSent += n } }
+    func receivedEntries(_ n: Int) { counters.withLock { $0.entriesReceived += n } }
+}

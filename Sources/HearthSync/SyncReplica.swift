@@ -1,0 +1,43 @@
+import HearthCore
+
+/// What the sync engine needs from a store: its replica, behind the store's own lock.
+///
+/// The store implements it (`Hearth`'s backend); tests can implement it over a plain
+/// ``Replica``. Every method is atomic with respect to the store's writes.
+public protocol SyncReplica: AnyObject, Sendable {
+    /// The store identifier that entries are signed for.
+    var storeIdentifier: String { get }
+
+    /// The replica's wall clock in milliseconds since 1970 (the system's, unless a test skews it).
+    func wallMilliseconds() -> UInt64
+
+    /// The replica's current version vector.
+    var syncVector: VersionVector { get }
+
+    /// Every current entry `peer` does not cover, and the vector they bring the peer up to,
+    /// taken in one atomic step.
+    func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector)
+
+    /// Entries without a signature yet (local writes), to sign off the writer's path.
+    func unsignedEntries() -> [Entry]
+
+    /// Attaches signatures to the entries they were made for (ignored for entries that
+    /// have since been replaced).
+    func attachSignatures(_ signed: [Entry])
+
+    /// Applies a verified delta atomically, advances the vector, posts `reason` with the
+    /// keys whose visible value changed, and returns them.
+    func applyRemote(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String]
+
+    /// Records what a peer acknowledged and collects the tombstones every known peer has.
+    func notePeer(_ device: String, acknowledged vector: VersionVector)
+
+    /// Calls `handler` after every local change (on the writer's thread: it must be quick).
+    func onLocalChange(_ handler: @escaping @Sendable () -> Void)
+
+    /// Whether the first download from the account's peers is still to come.
+    var awaitingInitialSync: Bool { get }
+
+    /// Marks the initial sync as done.
+    func initialSyncCompleted()
+}

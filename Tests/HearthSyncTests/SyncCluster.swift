@@ -1,0 +1,116 @@
+import Foundation
+import Hearth
+import HearthIdentity
+import Testing
+
+/// N stores of one account on 127.0.0.1, each with its own data and account directories,
+/// linked as asked (full mesh by default) through static peer lists on fixed ports, so a
+/// stopped replica comes back on the same address.
+final class SyncCluster: Sendable {
+    let root: String
+    let stores: [UbiquitousKeyValueStore]
+    let ports: [Int]
+    let deviceIDs: [DeviceID]
+    let storeIdentifier: String
+
+    let accountDirectories: [String]
+
+    init(count: Int, links: [(Int, Int)]? = nil, storeIdentifier: String = "com.example.sync",
+         clockSkews: [Duration]? = nil, heartbeat: Duration = .milliseconds(300)) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-cluster-\(UUID())").path
+        self.root = root
+        self.storeIdentifier = storeIdentifier
+        let ports = try (0..<count).map { _ in try Self.freePort() }
+        let links = links ?? (0..<count).flatMap { i in (i + 1..<count).map { (i, $0) } }
+        // One account: created on device 0, joined by the others with a bundle.
+        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"))
+        let owner = try first.createAccount(displayName: "Test household", deviceName: "device-0")
+        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "test")
+        var devices = [owner.deviceID]
+        for i in 1..<count {
+            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"))
+            devices.append(try accounts.importJoinBundle(bundle, passphrase: "test", deviceName: "device-\(i)").deviceID)
+        }
+        var stores: [UbiquitousKeyValueStore] = []
+        for i in 0..<count {
+            let peers = links.compactMap { a, b in a == i ? b : b == i ? a : nil }.map { "127.0.0.1:\(ports[$0])" }
+            let sync = SyncSettings(accountDirectory: "\(root)/config\(i)", discovery: .staticPeers(peers),
+                                    listenHost: "127.0.0.1", port: ports[i], heartbeatInterval: heartbeat)
+            var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/data\(i)",
+                                                                      writeBehindDelay: .milliseconds(100), sync: sync)
+            configuration.clockSkew = clockSkews?[i] ?? .zero
+            stores.append(try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration))
+        }
+        for store in stores { _ = try await store.syncPort() }
+        self.stores = stores
+        self.ports = ports
+        deviceIDs = devices
+        accountDirectories = (0..<count).map { "\(root)/config\($0)" }
+    }
+
+    /// A port that was free a moment ago (bound and released).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard ok else { throw POSIXError(.EADDRINUSE) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Waits until every store shows the same values (and, if given, `expected`).
+    func waitUntilConverged(_ indices: [Int]? = nil, expected: [String: PropertyListValue]? = nil,
+                            timeout: Duration = .seconds(10)) async throws {
+        let selected = (indices ?? Array(stores.indices)).map { stores[$0] }
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let values = selected.map(\.values)
+            if values.allSatisfy({ $0 == values[0] }), expected == nil || values[0] == expected { return }
+            if ContinuousClock.now > deadline {
+                Issue.record("not converged after \(timeout): \(values.map { $0.keys.sorted() })")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Waits until every store has `count` connected peers (or the given per-store counts).
+    func waitUntilConnected(_ counts: [Int], timeout: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while stores.map(\.connectedPeerCount) != counts {
+            if ContinuousClock.now > deadline {
+                Issue.record("connections \(stores.map(\.connectedPeerCount)), expected \(counts)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    func shutdown() async {
+        for store in stores {
+            await store.stopSync()
+            store.synchronize()
+        }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}
+
+/// Waits for a condition, recording an issue on timeout.
+func eventually(timeout: Duration = .seconds(10), _ what: String = "condition",
+                _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        if ContinuousClock.now > deadline {
+            Issue.record("timed out waiting for \(what)")
+            return
+        }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
