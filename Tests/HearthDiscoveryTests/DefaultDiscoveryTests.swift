@@ -4,12 +4,23 @@ import Testing
 extension AvahiTestNet {
     @Suite("Default discovery")
     struct DefaultDiscoveryTests {
-        @Test("uses Avahi when a daemon runs")
+        @Test("uses Avahi when a daemon runs, merged with static peers when some are configured")
         func prefersAvahi() async throws {
-            let discovery = try await DefaultDiscovery.start(service: makeService("Default-\(randomHash().prefix(6))", port: 7601),
-                                                             environment: ["HEARTH_PEERS": "127.0.0.1:9"])
-            #expect(discovery is AvahiDiscovery)
-            await discovery.stop()
+            let noConfig = ["XDG_CONFIG_HOME": "/nonexistent"]
+            let plain = try await DefaultDiscovery.start(service: makeService("Default-\(randomHash().prefix(6))", port: 7601),
+                                                         environment: noConfig)
+            #expect(plain is AvahiDiscovery)
+            await plain.stop()
+
+            var withPeers = noConfig
+            withPeers["HEARTH_PEERS"] = "192.0.2.1:9"
+            let merged = try await DefaultDiscovery.start(service: makeService("Merged-\(randomHash().prefix(6))", port: 7604),
+                                                          environment: withPeers)
+            let members = try #require((merged as? MergedDiscovery)?.members)
+            #expect(members.first is AvahiDiscovery)
+            #expect(members.last is StaticDiscovery)
+            #expect(await eventually { merged.peers.map(\.id) == ["static:192.0.2.1:9"] })
+            await merged.stop()
         }
 
         @Test("refuses to publish an invalid description, and to start twice")

@@ -83,3 +83,20 @@ func connectTCP(host: String, port: UInt16) -> Bool {
         }
     }
 }
+
+@Suite("Merged discoveries")
+struct MergedDiscoveryTests {
+    @Test("forwards every member's events and finishes when stopped")
+    func merges() async throws {
+        let first = StaticDiscovery(endpoints: [.init(host: "192.0.2.1", port: 1)])
+        let second = StaticDiscovery(endpoints: [.init(host: "192.0.2.2", port: 2)])
+        let merged = MergedDiscovery([first, second])
+        let recorder = EventRecorder(merged)
+        try await merged.start()
+        #expect(await eventually { Set(merged.peers.map(\.id)) == ["static:192.0.2.1:1", "static:192.0.2.2:2"] })
+        #expect(await recorder.wait(upTo: .seconds(1)) { $0.count == 2 } != nil)
+        await merged.stop()
+        var iterator = merged.events().makeAsyncIterator()
+        #expect(await iterator.next() == nil)
+    }
+}
