@@ -1,0 +1,64 @@
+import Foundation
+import HearthIdentity
+@testable import HearthTransport
+import NIOCore
+import Synchronization
+import Testing
+
+extension TransportTests {
+    @Suite("Backpressure")
+    struct BackpressureTests {
+        final class Counter: Sendable {
+            let value = Atomic<Int>(0)
+        }
+
+        @Test("A sender to a peer that does not read is suspended, not buffered without bound; all arrives once it reads")
+        func slowReader() async throws {
+            let home = try Household()
+            let logs = LogCapture()
+            let serverTransport = try PeerTransport(configuration: TLSConfiguration(identity: home.server, logger: logs.logger("server")))
+            let listener = try await serverTransport.listen(host: "127.0.0.1", port: 0)
+            let frameCount = 100, frameSize = 1 << 20
+            let paused = Mutex<Bool>(true)
+            let reader = Task { () -> Int in
+                var iterator = listener.connections.makeAsyncIterator()
+                guard let connection = await iterator.next() else { return -1 }
+                while paused.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+                return (try? await connection.executeThenClose { inbound, _ in
+                    var received = 0
+                    for try await frame in inbound {
+                        #expect(frame.readableBytes == frameSize)
+                        received += 1
+                        if received == frameCount { break }
+                    }
+                    return received
+                }) ?? -2
+            }
+            let connection = try await clientTransport(home.laptop).connect(host: "127.0.0.1", port: listener.port!)
+            let written = Counter()
+            let writer = Task {
+                try await connection.executeThenClose { inbound, outbound in
+                    let frame = ByteBuffer(repeating: 0x5a, count: frameSize)
+                    for _ in 0..<frameCount {
+                        try await outbound.write(frame)
+                        written.value.add(1, ordering: .relaxed)
+                        // NIO's writer accepts elements until the event loop reports the
+                        // channel unwritable; a pause lets that report arrive, as it would
+                        // between real messages.
+                        try await Task.sleep(for: .milliseconds(2))
+                    }
+                    for try await _ in inbound {}  // until the server closes
+                }
+            }
+            try await Task.sleep(for: .milliseconds(1500))
+            let whilePaused = written.value.load(ordering: .relaxed)
+            print("frames written while the reader was paused: \(whilePaused) of \(frameCount)")
+            #expect(whilePaused < frameCount / 2, "the writer should wait for the reader, it wrote \(whilePaused) MiB")
+            paused.withLock { $0 = false }
+            #expect(await reader.value == frameCount)
+            _ = try? await writer.value
+            #expect(written.value.load(ordering: .relaxed) == frameCount)
+            await listener.close()
+        }
+    }
+}
