@@ -17,10 +17,16 @@ public final class AvahiDiscovery: PeerDiscovery {
         /// After a daemon restart, how long a previously known peer may stay unseen before
         /// it is reported gone. Long enough for peers to re-announce themselves.
         public var staleGracePeriod: Duration
+        /// When true (the default), ``AvahiDiscovery/start()`` throws
+        /// ``DiscoveryError/daemonUnavailable(_:)`` if avahi-daemon is not running, so the caller
+        /// can fall back. When false, it succeeds and publishes once the daemon appears (for
+        /// apps started at boot before the daemon). A missing D-Bus always throws.
+        public var requiresDaemonAtStart: Bool
 
         /// Options with the given values.
-        public init(staleGracePeriod: Duration = .seconds(5)) {
+        public init(staleGracePeriod: Duration = .seconds(5), requiresDaemonAtStart: Bool = true) {
             self.staleGracePeriod = staleGracePeriod
+            self.requiresDaemonAtStart = requiresDaemonAtStart
         }
     }
 
@@ -59,7 +65,7 @@ public final class AvahiDiscovery: PeerDiscovery {
             + options.staleGracePeriod.components.attoseconds / 1_000_000_000_000_000
         let session = try AvahiSession(service: service, logger: logger, registry: registry,
                                        staleGraceMilliseconds: UInt32(clamping: max(0, milliseconds)))
-        try session.start()
+        try session.start(requiringDaemon: options.requiresDaemonAtStart)
         let lost = phase.withLock { phase -> Bool in
             guard case .idle = phase else { return true }
             phase = .running(session)

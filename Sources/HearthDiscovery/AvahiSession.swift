@@ -70,8 +70,9 @@ final class AvahiSession: Sendable {
     /// Connects to the daemon and starts the poll thread.
     ///
     /// The client is made with `AVAHI_CLIENT_NO_FAIL`, so a daemon that restarts later is
-    /// waited for; but a daemon absent *now* is reported, so the engine can fall back.
-    func start() throws(DiscoveryError) {
+    /// waited for; but a daemon absent *now* is reported (unless `requiringDaemon` is false),
+    /// so the engine can fall back.
+    func start(requiringDaemon: Bool) throws(DiscoveryError) {
         // The poll thread is not running yet: no lock needed, callbacks run synchronously.
         var error: Int32 = 0
         guard let client = avahi_client_new(pollAPI, AVAHI_CLIENT_NO_FAIL, Self.clientCallback, userdata, &error) else {
@@ -80,10 +81,13 @@ final class AvahiSession: Sendable {
                 + "is dbus running, and DBUS_SYSTEM_BUS_ADDRESS right?")
         }
         if avahi_client_get_state(client) == AVAHI_CLIENT_CONNECTING {
-            avahi_client_free(client)
-            avahi_threaded_poll_free(poll.pointer)
-            throw .daemonUnavailable("avahi-daemon is not running on the system D-Bus; "
-                + "start it (systemctl start avahi-daemon) or use static peers (HEARTH_PEERS)")
+            guard !requiringDaemon else {
+                avahi_client_free(client)
+                avahi_threaded_poll_free(poll.pointer)
+                throw .daemonUnavailable("avahi-daemon is not running on the system D-Bus; "
+                    + "start it (systemctl start avahi-daemon) or use static peers (HEARTH_PEERS)")
+            }
+            logger.info("avahi-daemon is not running yet; will publish when it starts")
         }
         state.withLock { $0.client = AvahiHandle(pointer: client) }
         let result = avahi_threaded_poll_start(poll.pointer)

@@ -50,5 +50,36 @@ extension AvahiTestNet {
             await b.stop()
             await a.stop()
         }
-    }
+    
+        @Test("while no avahi-daemon runs: start() fails with a clear error, or waits and publishes once it is back",
+              .enabled(if: TestNet.isRoot, "restarting the namespace's avahi-daemon needs root"))
+        func startWhileDaemonIsDown() async throws {
+            let account = randomHash(), store = randomHash(), tag = String(account.prefix(6))
+            let witness = AvahiDiscovery(service: makeService("Witness-\(tag)", port: 7511, account: account, store: store))
+            try await witness.start()
+            #expect(await eventually { witness.publishedName != nil })
+
+            // Two seconds without a daemon.
+            let restart = try ChildProcess(TestNet.script("avahi-restart.sh"), ["2"])
+            #expect(await eventually { !witness.isConnected }, "the daemon never went down")
+
+            let strict = AvahiDiscovery(service: makeService("Strict-\(tag)", port: 7512, account: account, store: store))
+            let error = await #expect(throws: DiscoveryError.self) { try await strict.start() }
+            guard case .daemonUnavailable(let why) = error else { Issue.record("wrong error \(String(describing: error))"); return }
+            print("start() without a daemon: \(DiscoveryError.daemonUnavailable(why))")
+            #expect(why.contains("avahi-daemon is not running"))
+
+            let patient = AvahiDiscovery(service: makeService("Patient-\(tag)", port: 7513, account: account, store: store),
+                                         options: .init(requiresDaemonAtStart: false))
+            try await patient.start()
+            #expect(!patient.isConnected)
+
+            #expect(await restart.wait(upTo: .seconds(15)) == 0, "avahi-restart.sh failed: \(restart.errorOutput)")
+            #expect(await eventually(upTo: .seconds(10)) { patient.publishedName == "Patient-\(tag)" })
+            #expect(await eventually(upTo: .seconds(10)) { patient.peers.map(\.name) == ["Witness-\(tag)"] })
+            #expect(await eventually(upTo: .seconds(10)) { witness.peers.map(\.name) == ["Patient-\(tag)"] })
+            await patient.stop()
+            await witness.stop()
+        }
+}
 }

@@ -31,6 +31,9 @@ extension AvahiTestNet {
             for (name, txt) in hostile {
                 publishers.append(try ChildProcess("/bin/sh", ["-c", "exec avahi-publish -s \(name) _hearth._tcp 7999 \(txt)"]))
             }
+            // A name built to forge log lines: it must come out escaped, on one line.
+            let evilName = "evil\nwarning forged-\(tag)\u{1b}[31m"
+            publishers.append(try ChildProcess("/usr/bin/avahi-publish", ["-s", evilName, "_hearth._tcp", "7999", "v=1"]))
             // A well-formed peer published the same way must still be found: no crash, no stall.
             publishers.append(try ChildProcess("/bin/sh", ["-c", "exec avahi-publish -s fine-\(tag) _hearth._tcp 7302 \(good) d=00000000000000f1"]))
             defer { for publisher in publishers { publisher.terminate() } }
@@ -49,6 +52,10 @@ extension AvahiTestNet {
             #expect(logs.contains("repeats the \"a\" key"))
             #expect(logs.contains("malformed \"v\""))
             #expect(logs.contains("malformed \"d\""))
+            #expect(await eventually { logs.contains("service \"evil\\nwarning forged-\(tag)\\u{1B}[31m\"") },
+                    "the hostile name was not escaped in the log")
+            print(logs.messages.filter { $0.contains("evil") }.joined(separator: "\n"))
+            #expect(!logs.messages.contains { $0.contains("\n") })
             #expect(discovery.isConnected)
             await discovery.stop()
         }
