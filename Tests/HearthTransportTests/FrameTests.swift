@@ -60,7 +60,8 @@ extension TransportTests {
                 }
             } ?? ([], TimeoutError())
             #expect(!(error is TimeoutError), "the client must learn of the close, not hang")
-            #expect(frames == [greeting.utf8.count], "only the greeting, never an echo: \(frames)")
+            // At most the greeting (the server may close before flushing it), never an echo.
+            #expect(frames.allSatisfy { $0 == greeting.utf8.count } && frames.count <= 1, "\(frames)")
             let outcomes = await server.waitForOutcomes(1)
             let refusal = outcomes.first?.1 as? FrameError
             #expect(refusal?.code == .tooLarge)
@@ -162,10 +163,12 @@ extension TransportTests {
             }
             let outcomes = await server.waitForOutcomes(1)
             #expect(outcomes.count == 1, "the server's reader must finish, not hang")
-            let error = outcomes.first?.1 as? FrameError
-            #expect(error?.code == .truncated)
-            #expect(error?.reason.contains("10 of 1000") == true)
-            #expect(await server.logs.waitFor("bad frame") != nil)
+            // The serving task fails: with the truncated frame from its inbound stream, or,
+            // if the close won the race with its greeting, with the failed write.
+            #expect(outcomes.first?.1 != nil)
+            let logged = await server.logs.waitFor("the stream ended after 10 of 1000 payload bytes")
+            #expect(logged?.message == "closing connection: bad frame")
+            #expect(logged?.metadata["code"] == "truncated")
             await server.stop()
         }
 
@@ -182,9 +185,9 @@ extension TransportTests {
             }  // closing now sends close_notify into the Cutter: the server sees a bare FIN
             let outcomes = await server.waitForOutcomes(1)
             #expect(outcomes.count == 1, "the server's reader must finish, not hang")
-            let error = try #require(outcomes.first?.1)
-            #expect((error as? TLSError)?.code == .uncleanShutdown || (error as? FrameError)?.code == .truncated, "\(error)")
+            #expect(outcomes.first?.1 != nil, "the end without close_notify must surface as an error")
             #expect(await server.logs.waitFor("without close_notify") != nil)
+            #expect(await server.logs.waitFor("the stream ended after 10 of 1000 payload bytes") != nil)
             await server.stop()
         }
 
