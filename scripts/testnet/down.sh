@@ -7,7 +7,7 @@ need_root
 dir="$HEARTH_TESTNET_DIR"
 stop_pidfile "$dir/avahi.pid" avahi-daemon
 stop_pidfile "$dir/dbus.pid" dbus-daemon
-if ip netns list | grep -qw "^$HEARTH_NETNS"; then
+if netns_exists "$HEARTH_NETNS"; then
     # Only a namespace up.sh made; anything still running in it is a leftover of a test.
     if [ -e "$dir/netns.created" ]; then
         for pid in $(ip netns pids "$HEARTH_NETNS" 2>/dev/null); do

@@ -12,6 +12,9 @@ HEARTH_BUS_ADDRESS="unix:path=$HEARTH_BUS_SOCKET"
 die() { echo "testnet: $*" >&2; exit 1; }
 say() { echo "testnet: $*" >&2; }
 
+# netns_exists NAME (exact name; `ip netns list` may append " (id: N)").
+netns_exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$1"; }
+
 need_root() {
     [ "$(id -u)" -eq 0 ] || die "must run as root (network namespaces and avahi-daemon need it); try: sudo $0"
 }

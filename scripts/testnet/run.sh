@@ -7,7 +7,7 @@ set -euo pipefail
 
 need_root
 [ $# -gt 0 ] || die "usage: $0 COMMAND [ARG…]"
-ip netns list | grep -qw "^$HEARTH_NETNS" || die "namespace $HEARTH_NETNS not found; run scripts/testnet/up.sh first"
+netns_exists "$HEARTH_NETNS" || die "namespace $HEARTH_NETNS not found; run scripts/testnet/up.sh first"
 alive "$HEARTH_TESTNET_DIR/avahi.pid" avahi-daemon || die "avahi-daemon is not running; run scripts/testnet/up.sh"
 export HEARTH_TESTNET=1 DBUS_SYSTEM_BUS_ADDRESS="$HEARTH_BUS_ADDRESS" HEARTH_TESTNET_SCRIPTS="$(cd "$(dirname "$0")" && pwd)"
 exec ip netns exec "$HEARTH_NETNS" "$@"

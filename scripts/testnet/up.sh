@@ -12,7 +12,7 @@ command -v ip >/dev/null || die "ip (iproute2) not found"
 mkdir -p "$HEARTH_TESTNET_DIR"
 dir="$HEARTH_TESTNET_DIR"
 
-if ! ip netns list | grep -qw "^$HEARTH_NETNS"; then
+if ! netns_exists "$HEARTH_NETNS"; then
     ip netns add "$HEARTH_NETNS" || die "cannot create network namespace $HEARTH_NETNS (is this a container without CAP_SYS_ADMIN?)"
     touch "$dir/netns.created"
 fi
