@@ -84,7 +84,9 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport"],
+        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport",
+                                                            .product(name: "NIOCore", package: "swift-nio"),
+                                                            .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore"], swiftSettings: strict),
         .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "hearth-test-writer"], swiftSettings: strict),

@@ -86,30 +86,43 @@ extension StoreBackend: SyncReplica {
             return
         }
         let started = Task { () throws -> Int in
-            let port = try await engine.start()
-            let discovery: (any PeerDiscovery)?
-            switch settings.discovery {
-            case .automatic:
-                let service = ServiceDescription(
-                    instanceName: identity.deviceName, port: UInt16(port), protocolVersion: SyncMessage.protocolVersion,
-                    accountHash: identity.account.id.shortHash,
-                    storeHash: identity.account.id.storeHash(storeIdentifier: storeIdentifier),
-                    deviceHash: identity.deviceID.shortHash)
-                discovery = try await DefaultDiscovery.start(service: service, logger: logger)
-            case .staticPeers(let peers):
-                let list = StaticDiscovery(endpoints: try peers.map { try StaticDiscovery.Endpoint(parsing: $0) }, logger: logger)
-                try await list.start()
-                discovery = list
-            case .none:
-                discovery = nil
+            do {
+                return try await Self.run(engine, identity: identity, settings: settings, storeIdentifier: storeIdentifier, logger: logger)
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                logger.error("sync could not start: \(error)", metadata: ["store": "\(storeIdentifier)"])
+                throw error
             }
-            if let discovery { engine.follow(discovery) }
-            return port
         }
         state.withLock { s in
             s.sync = SyncRun(engine: engine, started: started)
             s.syncParameters = SyncParameters(identity: identity, settings: settings)
         }
+    }
+
+    /// Starts the engine's listener, then the discovery the settings ask for.
+    private static func run(_ engine: SyncEngine, identity: DeviceIdentity, settings: SyncSettings,
+                            storeIdentifier: String, logger: Logger) async throws -> Int {
+        let port = try await engine.start()
+        let discovery: (any PeerDiscovery)?
+        switch settings.discovery {
+        case .automatic:
+            let service = ServiceDescription(
+                instanceName: identity.deviceName, port: UInt16(port), protocolVersion: SyncMessage.protocolVersion,
+                accountHash: identity.account.id.shortHash,
+                storeHash: identity.account.id.storeHash(storeIdentifier: storeIdentifier),
+                deviceHash: identity.deviceID.shortHash)
+            discovery = try await DefaultDiscovery.start(service: service, logger: logger)
+        case .staticPeers(let peers):
+            let list = StaticDiscovery(endpoints: try peers.map { try StaticDiscovery.Endpoint(parsing: $0) }, logger: logger)
+            try await list.start()
+            discovery = list
+        case .none:
+            discovery = nil
+        }
+        if let discovery { engine.follow(discovery) }
+        return port
     }
 
     /// Starts sync again with the parameters of the last start; false if never started.
@@ -130,5 +143,6 @@ extension StoreBackend: SyncReplica {
         guard let run = state.withLock({ s -> SyncRun? in defer { s.sync = nil }; return s.sync }) else { return }
         run.started.cancel()
         await run.engine.stop()
+        _ = try? await run.started.value   // a start still binding sees the stop and gives up
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Hearth
+import Logging
 import HearthIdentity
 import Testing
 
@@ -39,6 +40,9 @@ final class SyncCluster: Sendable {
             var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/data\(i)",
                                                                       writeBehindDelay: .milliseconds(100), sync: sync)
             configuration.clockSkew = clockSkews?[i] ?? .zero
+            if let level = ProcessInfo.processInfo.environment["HEARTH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) {
+                configuration.logger.logLevel = level
+            }
             stores.append(try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration))
         }
         for store in stores { _ = try await store.syncPort() }

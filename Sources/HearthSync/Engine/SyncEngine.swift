@@ -84,6 +84,14 @@ public final class SyncEngine: Sendable {
             }
         }
 
+        /// `entries` with any unsigned ones signed (and their signatures kept in the replica).
+        func signed(_ entries: [Entry]) throws -> [Entry] {
+            guard entries.contains(where: { $0.signature == nil }) else { return entries }
+            let result = try entries.map { $0.signature == nil ? try identity.signed($0, storeIdentifier: replica.storeIdentifier) : $0 }
+            replica.attachSignatures(result.filter { entry in !entries.contains { $0.key == entry.key && $0.signature != nil } })
+            return result
+        }
+
         /// The DER certificates of every device that signed one of `entries`.
         func certificates(for entries: [Entry]) -> [Data] {
             let signers = Set(entries.compactMap { $0.signature?.signer })
@@ -113,6 +121,8 @@ public final class SyncEngine: Sendable {
         var sessions: [DeviceID: SyncSession] = [:]
         var listener: PeerListener?
         var tasks: [Task<Void, Never>] = []
+        var acceptor: Task<Void, Never>?
+        var discoveries: [any PeerDiscovery] = []
         var dialers: [String: Task<Void, Never>] = [:]
         var knownDevices: [String: DeviceID] = [:]
         var stopped = false
@@ -149,28 +159,60 @@ public final class SyncEngine: Sendable {
     /// Starts listening and following discovery. Returns the port peers connect to.
     @discardableResult
     public func start() async throws -> Int {
-        let listener = try await transport.listen(host: options.host, port: options.port)
+        let listener = try await listen()
+        // stop() may have run while we were binding: then this listener must not outlive it.
+        guard !isStopped else {
+            await listener.close()
+            throw CancellationError()
+        }
         let context = self.context
         replica.onLocalChange { [weak self] in self?.changed() }
+        // Not cancelled by stop(): the stream ends when the listener closes, after handing over
+        // the connections already accepted, which are then closed here rather than left open.
         let accepting = Task { [weak self] in
             await withDiscardingTaskGroup { group in
                 for await connection in listener.connections {
-                    guard let self else { await connection.close(); continue }
+                    guard let self, !self.isStopped else { await connection.close(); continue }
                     group.addTask { _ = await self.runSession(connection, initiatedLocally: false, context: context) }
                 }
             }
         }
         state.withLock { s in
             s.listener = listener
-            s.tasks.append(accepting)
+            s.acceptor = accepting
         }
         logger.info("sync listening", metadata: ["port": "\(listener.port ?? -1)"])
         return listener.port ?? options.port
     }
 
+    /// Binds the listener, retrying for a few seconds: a fixed port may still be held by
+    /// the listener of a previous run that is closing.
+    private func listen() async throws -> PeerListener {
+        var attempt = 0
+        while true {
+            do {
+                return try await transport.listen(host: options.host, port: options.port)
+            } catch {
+                attempt += 1
+                guard options.port != 0, attempt < 20, !isStopped else { throw error }
+                logger.debug("cannot listen on port \(options.port) yet (\(error)); retrying")
+                try await Task.sleep(for: .milliseconds(100 * min(attempt, 5)))
+            }
+        }
+    }
+
     /// Dials the peers `discovery` reports, for as long as they are reported.
     public func follow(_ discovery: any PeerDiscovery) {
         let context = self.context
+        let accepted = state.withLock { s -> Bool in
+            guard !s.stopped else { return false }
+            s.discoveries.append(discovery)
+            return true
+        }
+        guard accepted else {
+            Task { await discovery.stop() }
+            return
+        }
         let following = Task { [weak self] in
             for await event in discovery.events() {
                 guard let self else { return }
@@ -179,6 +221,8 @@ public final class SyncEngine: Sendable {
         }
         state.withLock { $0.tasks.append(following) }
     }
+
+    private var isStopped: Bool { state.withLock { $0.stopped } }
 
     /// The port the engine listens on, once started.
     public var port: Int? { state.withLock { $0.listener?.port } }
@@ -197,14 +241,17 @@ public final class SyncEngine: Sendable {
 
     /// Stops dialling, closes every connection and the listener.
     public func stop() async {
-        let (listener, tasks, sessions) = state.withLock { s in
+        let (listener, tasks, sessions, discoveries) = state.withLock { s in
             s.stopped = true
-            defer { s.tasks = []; s.dialers = [:]; s.sessions = [:] }
-            return (s.listener, s.tasks + Array(s.dialers.values), Array(s.sessions.values))
+            defer { s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = [] }
+            return (s.listener, s.tasks + Array(s.dialers.values), Array(s.sessions.values), s.discoveries)
         }
+        logger.debug("stopping: \(tasks.count) tasks, \(sessions.count) sessions")
         for task in tasks { task.cancel() }
         for session in sessions { session.close() }
+        for discovery in discoveries { await discovery.stop() }
         await listener?.close()
+        logger.debug("stopped")
     }
 
     // MARK: Sessions

@@ -39,6 +39,8 @@ final class SyncSession: Sendable {
     private let peerKnown = Mutex(VersionVector())
     private let lastHeard = Mutex(ContinuousClock.now)
     private let closed = Mutex(false)
+    /// Set once the peer's hello is verified; before that no ping may be sent.
+    private let greeted = Mutex(false)
     /// Closes the channel: the way to stop the reader, which waits on the socket.
     private let closeChannel = Mutex<(@Sendable () -> Void)?>(nil)
     private let logger: Logger
@@ -80,6 +82,10 @@ final class SyncSession: Sendable {
                     group.addTask {
                         do { try await self.writeLoop(outbound) } catch is CancellationError {} catch { self.fail(error) }
                     }
+                    // From the start: a peer that never says hello is dropped like a silent one.
+                    group.addTask {
+                        do { try await self.heartbeat() } catch is CancellationError {} catch { self.fail(error) }
+                    }
                     outgoing.yield(.hello)
                     // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
                     var greeted = false
@@ -94,11 +100,9 @@ final class SyncSession: Sendable {
                                 return .duplicate
                             }
                             greeted = true
+                            self.greeted.withLock { $0 = true }
                             peerKnown.withLock { $0 = hello.vector }
                             outgoing.yield(.delta(initial: true))
-                            group.addTask {
-                                do { try await self.heartbeat() } catch is CancellationError {} catch { self.fail(error) }
-                            }
                             logger.info("connected")
                             continue
                         }
@@ -150,7 +154,9 @@ final class SyncSession: Sendable {
             case .delta(let initial):
                 let known = peerKnown.withLock { $0 }
                 try context.signPending()
-                let (entries, vector) = context.replica.syncDelta(for: known)
+                var (entries, vector) = context.replica.syncDelta(for: known)
+                // A write made since signPending() is signed here; never send an unsigned entry.
+                entries = try context.signed(entries)
                 // A lone push with nothing new (its writes went out with an earlier delta) sends nothing.
                 guard initial || !entries.isEmpty || !known.dominates(vector) else { continue }
                 let certificates = context.certificates(for: entries)
@@ -205,9 +211,14 @@ final class SyncSession: Sendable {
     }
 
     private func heartbeat() async throws {
+        let helloTimeout = min(context.options.timeout, .seconds(5))
         while true {
-            try await Task.sleep(for: context.options.heartbeatInterval)
+            try await Task.sleep(for: min(context.options.heartbeatInterval, helloTimeout))
             let silence = ContinuousClock.now - lastHeard.withLock { $0 }
+            guard greeted.withLock({ $0 }) else {
+                if silence > helloTimeout { throw SyncProtocolError("no hello from the peer within \(helloTimeout)") }
+                continue
+            }
             if silence > context.options.timeout {
                 throw SyncProtocolError("no frame from the peer for \(silence); the link is dead")
             }
