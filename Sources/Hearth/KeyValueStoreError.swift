@@ -28,6 +28,9 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         public static let tooManyKeys = Code(rawValue: "tooManyKeys")
         /// The value is not made of property-list types.
         public static let notAPropertyList = Code(rawValue: "notAPropertyList")
+        /// Strict mode (``SyncSettings/discardWritesBeforeInitialSync``): the first download
+        /// from the account's peers has not happened yet.
+        public static let initialSyncPending = Code(rawValue: "initialSyncPending")
         /// Another process has this store open.
         public static let storeLocked = Code(rawValue: "storeLocked")
         /// The store's file could not be read or written.
@@ -67,6 +70,10 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
 
     static func tooManyKeys(_ key: String) -> Self {
         Self(code: .tooManyKeys, key: key, reason: "the store would hold more than \(StoreLimits.maximumKeyCount) keys")
+    }
+
+    static func initialSyncPending(_ key: String) -> Self {
+        Self(code: .initialSyncPending, key: key, reason: "the first sync with the account's devices has not happened yet (strict mode)")
     }
 
     static func notAPropertyList(_ key: String, _ detail: String) -> Self {

@@ -96,6 +96,7 @@ extension StoreBackend: SyncReplica {
             }
         }
         state.withLock { s in
+            s.refuseWritesBeforeInitialSync = settings.discardWritesBeforeInitialSync
             s.sync = SyncRun(engine: engine, started: started)
             s.syncParameters = SyncParameters(identity: identity, settings: settings)
         }

@@ -12,6 +12,8 @@ import Synchronization
 final class StoreBackend: Sendable {
     struct State: ~Copyable {
         var replica: Replica
+        /// The file of the current account's (or the signed-out) replica.
+        var storage: ReplicaStorage?
         /// Bumped by every change; compared with `savedGeneration` to know what is on disk.
         var generation: UInt64 = 0
         var flushScheduled = false
@@ -23,6 +25,9 @@ final class StoreBackend: Sendable {
         var sync: SyncRun?
         /// What sync was started with, to start it again after ``stopSync()``.
         var syncParameters: SyncParameters?
+        var accountWatcher: Task<Void, Never>?
+        /// Apple's strict mode: refuse writes until the first download from peers.
+        var refuseWritesBeforeInitialSync = false
     }
 
     struct WeakStore {
@@ -30,7 +35,10 @@ final class StoreBackend: Sendable {
     }
 
     let storeIdentifier: String
-    let storage: ReplicaStorage?
+    /// Whether the store has a file at all (memory-only stores never do).
+    let isPersistent: Bool
+    /// Where replica files live, for the account switches that change the file.
+    let dataDirectory: String
     let logger: Logger
     let writeBehindDelay: Duration
     /// Added to the system clock: tests stand in for devices whose clocks are wrong.
@@ -43,13 +51,14 @@ final class StoreBackend: Sendable {
     private let notifyQueue: DispatchQueue
 
     init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
-         clockSkew: Duration = .zero) {
+         clockSkew: Duration = .zero, dataDirectory: String = "") {
+        isPersistent = storage != nil
+        self.dataDirectory = dataDirectory
         clockSkewMilliseconds = clockSkew.nanoseconds / 1_000_000
         self.storeIdentifier = storeIdentifier
-        self.storage = storage
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
-        state = Mutex(State(replica: replica))
+        state = Mutex(State(replica: replica, storage: storage))
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
         notifyQueue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
     }
@@ -81,6 +90,11 @@ final class StoreBackend: Sendable {
         state.withLock { $0.replica.usage }
     }
 
+    /// The current replica file's location; `nil` for a memory-only store.
+    var location: StoreLocation? {
+        state.withLock { $0.storage?.location }
+    }
+
     // MARK: Writing
 
     /// Validates and applies one local write (`nil` deletes). The per-value checks run
@@ -92,6 +106,9 @@ final class StoreBackend: Sendable {
             guard size <= StoreLimits.maximumValueSize else { throw .valueTooLarge(key, size: size) }
         }
         let (scheduleFlush, handlers) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, [@Sendable () -> Void]) in
+            if s.refuseWritesBeforeInitialSync, !s.replica.hasSynced, s.storage?.location.account != nil {
+                throw .initialSyncPending(key)
+            }
             if let value {
                 let after = s.replica.usage(afterWriting: value, forKey: key)
                 // A write that shrinks or keeps usage is always allowed, so a full store can be edited down.
@@ -130,7 +147,7 @@ final class StoreBackend: Sendable {
 
     /// Saves within `writeBehindDelay` of the first unsaved change.
     func scheduleWriteBehind() {
-        guard storage != nil else { return }
+        guard isPersistent else { return }
         // Weak: a store the app has let go of is saved by its deinit instead.
         ioQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(writeBehindDelay.nanoseconds))) { [weak self] in
             _ = self?.flush()
@@ -140,13 +157,13 @@ final class StoreBackend: Sendable {
     /// Saves the replica if it changed since the last save. Returns whether the disk now
     /// holds every change made before the call.
     func flush() -> Bool {
-        guard let storage else { return false }
+        guard isPersistent else { return false }
         return savedGeneration.withLock { saved in
-            let (snapshot, generation) = state.withLock { s in
+            let (snapshot, generation, storage) = state.withLock { s in
                 s.flushScheduled = false
-                return (s.replica, s.generation)
+                return (s.replica, s.generation, s.storage)
             }
-            guard generation != saved else { return true }
+            guard generation != saved, let storage else { return true }
             do {
                 try storage.save(snapshot)
                 saved = generation

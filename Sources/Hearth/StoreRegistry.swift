@@ -24,11 +24,16 @@ enum StoreRegistry {
         let identity = signedInIdentity(configuration)
         let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: storeIdentifier,
                                      account: identity?.account.id.hex)
+        // Keyed by store, not by file: the file changes when the account does.
+        let key = "\(configuration.dataDirectory)\u{0}\(storeIdentifier)"
         return try backends.withLock { (table) throws(KeyValueStoreError) -> StoreBackend in
-            if let existing = table[location.filePath]?.backend { return existing }
+            if let existing = table[key]?.backend { return existing }
             let backend = try open(location, configuration: configuration)
-            table[location.filePath] = WeakBackend(backend: backend)
-            if let identity { backend.startSync(identity: identity, settings: configuration.sync) }
+            table[key] = WeakBackend(backend: backend)
+            if configuration.sync.isEnabled {
+                if let identity { backend.startSync(identity: identity, settings: configuration.sync) }
+                backend.watchAccount(settings: configuration.sync)
+            }
             return backend
         }
     }
@@ -53,15 +58,10 @@ enum StoreRegistry {
 
     private static func open(_ location: StoreLocation, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
         do {
-            let storage = try ReplicaStorage(location: location, logger: configuration.logger)
-            let replica: Replica
-            switch try storage.load() {
-            case .fresh, .recovered: replica = Replica()
-            case .loaded(let loaded): replica = loaded
-            }
+            let (storage, replica) = try StoreBackend.openReplica(location, logger: configuration.logger)
             return StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
                                 logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay,
-                                clockSkew: configuration.clockSkew)
+                                clockSkew: configuration.clockSkew, dataDirectory: configuration.dataDirectory)
         } catch {
             let code: KeyValueStoreError.Code = error.code == .locked ? .storeLocked : .persistenceFailed
             throw KeyValueStoreError(code: code, key: nil, reason: error.description)

@@ -32,6 +32,12 @@ public struct SyncSettings: Sendable {
     public var heartbeatInterval: Duration
     /// How long a silent link is kept before it is dropped and redialled.
     public var timeout: Duration
+    /// Apple's strict behaviour: writes made while signed out are dropped at sign-in, and
+    /// writes before the first download from the account's peers are refused (Apple's
+    /// setters post ``ChangeReason/initialSyncChange``; ``UbiquitousKeyValueStore/setValue(_:forKey:)``
+    /// throws ``KeyValueStoreError/Code/initialSyncPending``). Off by default: Hearth keeps
+    /// such writes and reconciles them by timestamp (offline first).
+    public var discardWritesBeforeInitialSync = false
 
     public init(isEnabled: Bool = true, accountDirectory: String? = nil, discovery: Discovery = .automatic,
                 listenHost: String = "0.0.0.0", port: Int = 0,

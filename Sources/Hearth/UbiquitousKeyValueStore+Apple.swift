@@ -144,6 +144,9 @@ extension UbiquitousKeyValueStore {
         backend.logger.error("write refused: \(error)", metadata: ["store": "\(storeIdentifier)", "code": "\(error.code)"])
         if error.isQuotaViolation, let key = error.key {
             backend.post(ChangeEvent(reason: .quotaViolationChange, keys: [key]))
+        } else if error.code == .initialSyncPending, let key = error.key {
+            // Apple: "your attempt to write was discarded because an initial download has not occurred".
+            backend.post(ChangeEvent(reason: .initialSyncChange, keys: [key]))
         }
     }
 }

@@ -6,7 +6,7 @@ import HearthSync
 extension UbiquitousKeyValueStore {
     /// The account this store's data belongs to (hex account ID), or `nil` when signed out.
     public var accountID: String? {
-        backend.storage?.location.account
+        backend.location?.account
     }
 
     /// Whether a sync engine runs for this store (the user is signed in and sync is enabled).

@@ -126,7 +126,7 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     /// The path of this store's file, or `nil` for a memory-only store.
     public var fileURL: URL? {
-        backend.storage.map { URL(fileURLWithPath: $0.location.filePath) }
+        backend.location.map { URL(fileURLWithPath: $0.filePath) }
     }
 
     /// Writes what is in memory to disk and returns whether the disk now holds it.

@@ -1,0 +1,95 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import Logging
+
+/// Signing in, signing out and switching accounts, as Apple describes them: writes made
+/// while signed out are reconciled with the account's data by timestamp at sign-in; a switch
+/// replaces the visible set wholesale with the new account's, whatever the timestamps.
+extension StoreBackend {
+    /// Opens (locking) and loads the replica file at `location`; a fresh replica if none.
+    static func openReplica(_ location: StoreLocation, logger: Logger) throws(PersistenceError) -> (ReplicaStorage, Replica) {
+        let storage = try ReplicaStorage(location: location, logger: logger)
+        switch try storage.load() {
+        case .fresh, .recovered: return (storage, Replica())
+        case .loaded(let replica): return (storage, replica)
+        }
+    }
+
+    /// Follows the account directory's `current` pointer (changed by `hearth account …` or
+    /// another app) and switches when it changes. A stat and a tiny read once a second.
+    func watchAccount(settings: SyncSettings) {
+        let accounts = settings.accountDirectory.map { AccountStore(directory: URL(fileURLWithPath: $0)) } ?? AccountStore()
+        let watcher = Task { [weak self] in
+            var failed: AccountID?? = nil
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                guard let self else { return }
+                // Compare with the account the store is on, not with a remembered value:
+                // a change made before this task first ran is then noticed too.
+                let now = try? accounts.currentAccountID()
+                guard now?.hex != self.location?.account, failed != .some(now) else { continue }
+                do {
+                    let identity = now == nil ? nil : try accounts.loadCurrentIdentity()
+                    try await self.switchAccount(to: identity, settings: settings)
+                    failed = nil
+                } catch {
+                    failed = .some(now)
+                    self.logger.error("could not follow the account change: \(error)", metadata: ["store": "\(self.storeIdentifier)"])
+                }
+            }
+        }
+        state.withLock { $0.accountWatcher = watcher }
+    }
+
+    func stopWatchingAccount() {
+        state.withLock { s in
+            s.accountWatcher?.cancel()
+            s.accountWatcher = nil
+        }
+    }
+
+    /// Switches the store to `identity`'s account (`nil`: signed out).
+    ///
+    /// - From signed out to an account: the signed-out writes are merged into the account's
+    ///   replica by last-writer-wins (or dropped with `discardWritesBeforeInitialSync`), and
+    ///   the signed-out replica is emptied; keys whose value changed are posted as
+    ///   accountChange; the first download from peers then posts initialSyncChange.
+    /// - Between accounts, or signing out: the visible set becomes the other replica's (its
+    ///   cached file, then what its peers send), posted as accountChange with every key whose
+    ///   value differs.
+    func switchAccount(to identity: DeviceIdentity?, settings: SyncSettings) async throws {
+        let target = identity?.account.id.hex
+        guard isPersistent, let current = location, current.account != target else { return }
+        await stopSync()
+        _ = flush()
+        let location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: target)
+        let (storage, opened) = try Self.openReplica(location, logger: logger)
+        var next = opened
+        let signingIn = current.account == nil
+        let (changed, previousStorage) = state.withLock { s -> ([String], ReplicaStorage?) in
+            let before = s.replica.visibleValues
+            if signingIn {
+                if settings.discardWritesBeforeInitialSync {
+                    if !s.replica.entries.isEmpty { logger.notice("discarding \(s.replica.usage.keys) keys written while signed out") }
+                } else {
+                    for entry in s.replica.entries.values { next.merge(entry, wall: wallMilliseconds()) }
+                }
+            }
+            let after = next.visibleValues
+            let keys = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
+            let previous = s.storage
+            s.replica = next
+            s.storage = storage
+            s.generation &+= 1        // the new file holds the merge only once saved
+            return (keys, previous)
+        }
+        // The signed-out writes now live in the account; the signed-out replica starts over.
+        if signingIn { try previousStorage?.save(Replica()) }
+        _ = flush()
+        logger.info("account changed", metadata: ["store": "\(storeIdentifier)", "account": "\(target?.prefix(8) ?? "signed out")",
+                                                  "changedKeys": "\(changed.count)"])
+        if !changed.isEmpty { post(ChangeEvent(reason: .accountChange, keys: changed)) }
+        if let identity { startSync(identity: identity, settings: settings) }
+    }
+}
