@@ -8,6 +8,9 @@ public final class SyncMetrics: Sendable {
         public var bytesReceived = 0
         public var entriesSent = 0
         public var entriesReceived = 0
+        /// Sessions that passed the hello (two devices dialling each other at once may both
+        /// get this far before one connection is dropped).
+        public var sessions = 0
     }
 
     private let counters = Mutex(Snapshot())
@@ -20,4 +23,5 @@ public final class SyncMetrics: Sendable {
     func received(bytes: Int) { counters.withLock { $0.bytesReceived += bytes } }
     func sentEntries(_ n: Int) { counters.withLock { $0.entriesSent += n } }
     func receivedEntries(_ n: Int) { counters.withLock { $0.entriesReceived += n } }
+    func sessionStarted() { counters.withLock { $0.sessions += 1 } }
 }

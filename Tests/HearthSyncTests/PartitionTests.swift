@@ -7,7 +7,7 @@ import Testing
 struct PartitionTests {
     @Test("Deletes during a partition do not resurrect after healing, and tombstones are then collected")
     func deletesSurvivePartition() async throws {
-        let cluster = try await SyncCluster(count: 3)
+        let cluster = try await SyncCluster(count: 3, storeIdentifier: "com.example.partition")
         defer { Task { await cluster.shutdown() } }
         let (a, b, c) = (cluster.stores[0], cluster.stores[1], cluster.stores[2])
         try await cluster.waitUntilConnected([2, 2, 2])
@@ -53,9 +53,13 @@ struct PartitionTests {
         try await Task.sleep(for: .milliseconds(200))
         let after = try #require(a.syncMetrics)
         let bMetrics = try #require(b.syncMetrics)
-        #expect(after.entriesSent - before.entriesSent == 1)
-        #expect(bMetrics.entriesReceived == 1)
+        // One entry per connection. Usually one connection; when both ends redial at the same
+        // instant, two may pass the hello before the duplicate rule closes one.
+        let sessions = bMetrics.sessions
+        #expect((1...2).contains(sessions))
+        #expect(after.entriesSent - before.entriesSent == sessions)
+        #expect(bMetrics.entriesReceived == sessions)
         // Hello + one-entry delta + acks and pings: far below the ~30 KB of the whole store.
-        #expect(bMetrics.bytesReceived < 2048, "B received \(bMetrics.bytesReceived) bytes")
+        #expect(bMetrics.bytesReceived < 2048 * sessions, "B received \(bMetrics.bytesReceived) bytes over \(sessions) connection(s)")
     }
 }

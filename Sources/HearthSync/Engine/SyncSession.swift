@@ -101,7 +101,10 @@ final class SyncSession: Sendable {
                             }
                             greeted = true
                             self.greeted.withLock { $0 = true }
+                            context.metrics.sessionStarted()
                             peerKnown.withLock { $0 = hello.vector }
+                            // Known from now on: tombstones it lacks are kept until it has them.
+                            context.replica.notePeer(peer.deviceID.hex, acknowledged: hello.vector)
                             outgoing.yield(.delta(initial: true))
                             logger.info("connected")
                             continue
