@@ -25,6 +25,23 @@ extension UbiquitousKeyValueStore {
     /// The number of peer devices connected right now.
     public var connectedPeerCount: Int { backend.syncEngine?.connectedPeers.count ?? 0 }
 
+    /// Waits until at least `peers` devices are connected and each has confirmed having every
+    /// change of this store; returns `false` if that does not happen within `timeout` (or the
+    /// store is not syncing). A command-line tool calls it before exiting.
+    ///
+    /// ```swift
+    /// store.set("milk", forKey: "item-1")
+    /// let delivered = await store.waitUntilSynced(peers: 1, timeout: .seconds(5))
+    /// ```
+    public func waitUntilSynced(peers: Int = 1, timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let engine = backend.syncEngine, engine.connectedPeers.count >= peers, engine.isSettled { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
     /// Frame and entry counters of the sync engine.
     public var syncMetrics: SyncMetrics.Snapshot? { backend.syncEngine?.metrics.snapshot }
 

@@ -230,6 +230,15 @@ public final class SyncEngine: Sendable {
     /// The devices connected right now.
     public var connectedPeers: [DeviceID] { state.withLock { Array($0.sessions.keys) } }
 
+    /// Whether at least one peer is connected and every connected peer has confirmed having
+    /// everything this replica has (so a process may exit without its writes being lost to
+    /// the others).
+    public var isSettled: Bool {
+        let vector = replica.syncVector
+        let sessions = state.withLock { Array($0.sessions.values) }
+        return !sessions.isEmpty && sessions.allSatisfy { $0.hasAcknowledged(vector) }
+    }
+
     /// Dials `host:port` and keeps the connection up (reconnecting with back-off) until
     /// ``stop()``; for peers known by address rather than discovery.
     public func addPeer(host: String, port: Int) {

@@ -37,6 +37,8 @@ final class SyncSession: Sendable {
     private let outgoingStream: AsyncStream<Outgoing>
     /// What the peer is known to have: its hello vector, what we sent, what it acknowledged.
     private let peerKnown = Mutex(VersionVector())
+    /// What the peer has confirmed having (its hello, acks and pings).
+    private let acknowledged = Mutex(VersionVector())
     private let lastHeard = Mutex(ContinuousClock.now)
     private let closed = Mutex(false)
     /// Set once the peer's hello is verified; before that no ping may be sent.
@@ -53,6 +55,11 @@ final class SyncSession: Sendable {
         var logger = context.logger
         logger[metadataKey: "peer"] = "\(peer)"
         self.logger = logger
+    }
+
+    /// Whether the peer has confirmed having everything in `vector`.
+    func hasAcknowledged(_ vector: VersionVector) -> Bool {
+        acknowledged.withLock { $0.dominates(vector) }
     }
 
     /// Asks the writer to send whatever the peer lacks now.
@@ -103,6 +110,7 @@ final class SyncSession: Sendable {
                             self.greeted.withLock { $0 = true }
                             context.metrics.sessionStarted()
                             peerKnown.withLock { $0 = hello.vector }
+                            acknowledged.withLock { $0 = hello.vector }
                             // Known from now on: tombstones it lacks are kept until it has them.
                             context.replica.notePeer(peer.deviceID.hex, acknowledged: hello.vector)
                             outgoing.yield(.delta(initial: true))
@@ -182,8 +190,10 @@ final class SyncSession: Sendable {
             try apply(delta, initial: initial)
         case .ack(let vector):
             peerKnown.withLock { $0.formUnion(vector) }
+            acknowledged.withLock { $0.formUnion(vector) }
             context.replica.notePeer(peer.deviceID.hex, acknowledged: vector)
         case .ping(let vector):
+            acknowledged.withLock { $0.formUnion(vector) }
             context.replica.notePeer(peer.deviceID.hex, acknowledged: vector)
             outgoing.yield(.pong)
         case .pong: break
