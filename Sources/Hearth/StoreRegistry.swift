@@ -68,6 +68,13 @@ enum StoreRegistry {
         }
     }
 
+    /// Drops `backend` from the table (after ``StoreBackend/close()``).
+    static func forget(_ backend: StoreBackend) {
+        backends.withLock { table in
+            table = table.filter { $0.value.backend != nil && $0.value.backend !== backend }
+        }
+    }
+
     static func flushAll() {
         let open = backends.withLock { $0.values.compactMap(\.backend) }
         for backend in open { _ = backend.flush() }
