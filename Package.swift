@@ -84,7 +84,9 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport",
+        // A sync peer process for the multi-process tests (kill -9, Avahi end to end).
+        .executableTarget(name: "hearth-sync-peer", dependencies: ["Hearth", "HearthCore"], path: "Tests/HearthSyncPeer", swiftSettings: strict),
+        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer",
                                                             .product(name: "NIOCore", package: "swift-nio"),
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),

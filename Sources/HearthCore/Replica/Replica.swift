@@ -39,6 +39,10 @@ public struct Replica: Sendable, Equatable {
     public private(set) var peerVectors: [String: VersionVector]
     /// Whether this replica has had its first download from the account's peers.
     public var hasSynced = false
+    /// Sequence numbers up to this one may have been given out (and sent to peers) by a run
+    /// that crashed before saving them; a restored replica continues after it, so it never
+    /// issues a sequence number twice. The store saves it ahead of use (see StoreBackend).
+    public private(set) var reservedSequence: UInt64 = 0
 
     /// An empty replica.
     public init(id: ReplicaID = .random()) {
@@ -179,6 +183,22 @@ public struct Replica: Sendable, Equatable {
         entry.signature = signature
         entries[key] = entry
         return true
+    }
+
+    // MARK: Sequence reservations
+
+    /// Reserves sequence numbers up to `limit`, to be saved before any of them is sent.
+    public mutating func reserveSequences(upTo limit: UInt64) {
+        reservedSequence = max(reservedSequence, limit)
+    }
+
+    /// Restores a saved reservation: local writes continue after it.
+    public mutating func restoreReservation(_ reserved: UInt64) {
+        reservedSequence = max(reservedSequence, reserved)
+        if reserved > sequence {
+            sequence = reserved
+            vector.advance(origin: id, to: sequence)
+        }
     }
 
     // MARK: Peers and tombstones

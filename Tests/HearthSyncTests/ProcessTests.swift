@@ -1,0 +1,126 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import Testing
+
+/// Three peer processes of one account, each with its own config and data directories.
+final class ProcessCluster {
+    let root: String
+    let ports: [Int]
+    let names = ["alpha", "beta", "gamma"]
+    let avahi: Bool
+    var processes: [PeerProcess?] = [nil, nil, nil]
+    /// The highest write each writer confirmed, over all its lives.
+    var confirmed: [String: Int64] = [:]
+
+    init(avahi: Bool) throws {
+        self.avahi = avahi
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-processes-\(UUID())").path
+        ports = try (0..<3).map { _ in try SyncCluster.freePort() }
+        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"))
+        let owner = try first.createAccount(displayName: "Processes", deviceName: names[0])
+        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "p")
+        for i in 1..<3 {
+            _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"))
+                .importJoinBundle(bundle, passphrase: "p", deviceName: names[i])
+        }
+    }
+
+    func start(_ i: Int, writing: Bool = true) throws {
+        var arguments = ["--config", "\(root)/config\(i)", "--port", "\(ports[i])"]
+        if avahi {
+            arguments.append("--avahi")
+        } else {
+            for j in 0..<3 where j != i { arguments += ["--peer", "127.0.0.1:\(ports[j])"] }
+        }
+        if writing { arguments.append("--write") }
+        try FileManager.default.createDirectory(atPath: "\(root)/data\(i)", withIntermediateDirectories: true)
+        processes[i] = try PeerProcess(name: names[i], data: "\(root)/data\(i)", arguments: arguments)
+    }
+
+    func kill(_ i: Int) {
+        guard let process = processes[i] else { return }
+        confirmed[names[i]] = max(confirmed[names[i]] ?? 0, process.confirmed)
+        process.kill(.kill)
+        processes[i] = nil
+    }
+
+    func stopWriting() async throws {
+        for (i, process) in processes.enumerated() {
+            guard let process else { continue }
+            // SIGUSR1 kills a process that has not installed its handler yet.
+            try await eventually("\(names[i]) to start") { process.output.contains("listening") }
+            process.stopWriting()
+            confirmed[names[i]] = max(confirmed[names[i]] ?? 0, process.confirmed)
+        }
+    }
+
+    /// Waits until the three snapshots are equal and non-empty; returns them.
+    func converged(timeout: Duration) async throws -> [[String: PropertyListValue]] {
+        let deadline = ContinuousClock.now + timeout
+        var snapshots: [[String: PropertyListValue]] = []
+        while ContinuousClock.now < deadline {
+            snapshots = processes.map { $0?.snapshot ?? [:] }
+            if !snapshots[0].isEmpty, snapshots.allSatisfy({ $0 == snapshots[0] }) { return snapshots }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let states = processes.map { p -> String in
+            guard let p else { return "none" }
+            return "pid \(p.pid) alive \(Glibc.kill(p.pid, 0) == 0): \(p.output.suffix(400))"
+        }
+        Issue.record("processes did not converge within \(timeout): \(snapshots.map { $0.count }) keys; \(states)")
+        return snapshots
+    }
+
+    func shutdown() {
+        for process in processes { process?.kill(.term) }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}
+
+@Suite("Separate processes", .serialized)
+struct ProcessTests {
+    @Test("Three processes killed with SIGKILL and restarted at random during writes converge, losing no confirmed write")
+    func killAndRestart() async throws {
+        let cluster = try ProcessCluster(avahi: false)
+        defer { cluster.shutdown() }
+        for i in 0..<3 { try cluster.start(i) }
+        var rng = SystemRandomNumberGenerator()
+        var kills = 0
+        let end = ContinuousClock.now + .seconds(8)
+        while ContinuousClock.now < end {
+            try await Task.sleep(for: .milliseconds(Int.random(in: 300...900, using: &rng)))
+            let victim = Int.random(in: 0..<3, using: &rng)
+            cluster.kill(victim)
+            kills += 1
+            try await Task.sleep(for: .milliseconds(Int.random(in: 50...300, using: &rng)))
+            try cluster.start(victim)
+        }
+        try await cluster.stopWriting()
+        let snapshots = try await cluster.converged(timeout: .seconds(20))
+        #expect(kills >= 8)
+        for name in cluster.names {
+            let confirmed = cluster.confirmed[name] ?? 0
+            #expect(confirmed > 0, "\(name) never confirmed a write")
+            for (i, snapshot) in snapshots.enumerated() {
+                let counter = snapshot["\(name)-counter"]?.integerValue ?? 0
+                #expect(counter >= confirmed, "\(cluster.names[i]) holds \(name)-counter \(counter) < confirmed \(confirmed)")
+            }
+        }
+    }
+
+    @Test("End to end through Avahi: three processes discover each other in the test network and converge",
+          .enabled(if: ProcessInfo.processInfo.environment["HEARTH_TESTNET"] == "1",
+                   "needs the test network: scripts/testnet/up.sh && scripts/testnet/run.sh swift test --skip-build"))
+    func avahiEndToEnd() async throws {
+        let cluster = try ProcessCluster(avahi: true)
+        defer { cluster.shutdown() }
+        for i in 0..<3 { try cluster.start(i) }
+        try await Task.sleep(for: .seconds(3))
+        try await cluster.stopWriting()
+        let snapshots = try await cluster.converged(timeout: .seconds(20))
+        for name in cluster.names {
+            #expect(snapshots[0]["\(name)-counter"] != nil, "\(name)'s writes did not reach the others")
+        }
+    }
+}
