@@ -1,0 +1,201 @@
+import ArgumentParser
+import Foundation
+import HearthIdentity
+
+/// `hearth account …`: the household account this device is signed in to.
+struct AccountCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "account",
+        abstract: "Create, join, export, show, switch or sign out of household accounts.",
+        subcommands: [Create.self, Join.self, Export.self, Show.self, SignOut.self, Switch.self]
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a new household account with this device as its first member, and sign in to it.")
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "The household's name, shown to people.") var name = "Home"
+        @Option(help: "This device's name in the account (default: the host name).") var device: String?
+        @Flag(help: "Print JSON for scripts.") var json = false
+
+        func run() async throws {
+            let identity = try identityCall { try global.accounts.createAccount(displayName: name, deviceName: device ?? AccountStore.defaultDeviceName) }
+            if json {
+                emit(AccountCommand.json(identity))
+            } else {
+                emit("created account \(identity.account.displayName) (\(identity.account.id.short)) and signed in")
+                emit("this device: \(identity.deviceName) (\(identity.deviceID.short))")
+                emit("add another device: hearth account export --output home.bundle, then on it: hearth account join home.bundle")
+            }
+        }
+    }
+
+    struct Join: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Join the account in a join bundle (made by 'hearth account export' on a member device) and sign in to it.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The join bundle file, or - for standard input.") var bundle: String
+        @OptionGroup var secret: PassphraseOptions
+        @Option(help: "This device's name in the account (default: the host name).") var device: String?
+        @Flag(help: "Print JSON for scripts.") var json = false
+
+        func run() async throws {
+            let data: Data
+            if bundle == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                guard let contents = FileManager.default.contents(atPath: bundle) else {
+                    throw CommandError(.general, "cannot read the join bundle \(bundle)")
+                }
+                data = contents
+            }
+            let passphrase = try secret.passphrase(confirm: false)
+            let identity = try identityCall {
+                try global.accounts.importJoinBundle(data, passphrase: passphrase, deviceName: device ?? AccountStore.defaultDeviceName)
+            }
+            if json {
+                emit(AccountCommand.json(identity))
+            } else {
+                emit("joined account \(identity.account.displayName) (\(identity.account.id.short)) and signed in")
+                emit("this device: \(identity.deviceName) (\(identity.deviceID.short))")
+            }
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write the signed-in account's join bundle, sealed with a passphrase, for another device to join.",
+            discussion: "The bundle holds the account's key: anyone with it and the passphrase can join the household.")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var secret: PassphraseOptions
+        @Option(help: "Write the bundle to this file (mode 0600) instead of standard output.") var output: String?
+
+        func run() async throws {
+            guard let id = try identityCall({ try global.accounts.currentAccountID() }) else {
+                throw CommandError(.notSignedIn, "not signed in: create or join an account first (hearth account create)")
+            }
+            let passphrase = try secret.passphrase(confirm: true)
+            let bundle = try identityCall { try global.accounts.exportJoinBundle(id, passphrase: passphrase) }
+            if let output {
+                guard FileManager.default.createFile(atPath: output, contents: bundle, attributes: [.posixPermissions: 0o600]) else {
+                    throw CommandError(.general, "cannot write \(output)")
+                }
+                note("wrote the join bundle of \(id.short) to \(output); join with: hearth account join \(output)")
+            } else {
+                FileHandle.standardOutput.write(bundle)
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show the signed-in account, this device, and the other accounts stored here.")
+        @OptionGroup var global: GlobalOptions
+        @Flag(help: "Print JSON for scripts.") var json = false
+
+        func run() async throws {
+            let accounts = global.accounts
+            let current = try global.currentIdentity()
+            let all = try identityCall { try accounts.accounts() }
+            if json {
+                let list = all.map { "{\"id\":\"\($0.id.hex)\",\"name\":\(PropertyListJSON.quote($0.displayName)),\"current\":\($0.id == current?.account.id)}" }
+                emit("{\"signedIn\":\(current.map(AccountCommand.json) ?? "null"),\"accounts\":[\(list.joined(separator: ","))]}")
+                return
+            }
+            if let current {
+                emit("signed in to \(current.account.displayName)")
+                emit("  account      \(current.account.id.hex)")
+                emit("  fingerprint  \(current.account.id.fingerprint)")
+                emit("  this device  \(current.deviceName) \(current.deviceID.hex)")
+            } else {
+                emit("signed out (stores work on this device only)")
+            }
+            let others = all.filter { $0.id != current?.account.id }
+            if !others.isEmpty {
+                emit("other accounts on this device (hearth account switch ID):")
+                for account in others { emit("  \(account.id.short)  \(account.displayName)") }
+            }
+            emit("account directory: \(accounts.directory.path)")
+        }
+    }
+
+    struct SignOut: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "sign-out",
+            abstract: "Sign out: stores stop syncing and show this device's signed-out data; the account stays stored.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            try identityCall { try global.accounts.signOut() }
+            emit("signed out; running apps switch to their signed-out data within a second")
+        }
+    }
+
+    struct Switch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Switch to another account stored on this device (by ID prefix or name); running apps follow.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The account's ID (or its first characters) or name.") var account: String
+
+        func run() async throws {
+            let all = try identityCall { try global.accounts.accounts() }
+            let matches = all.filter { $0.id.hex.hasPrefix(account.lowercased()) || $0.displayName == account }
+            guard matches.count == 1, let target = matches.first else {
+                throw CommandError(.notFound, matches.isEmpty ? "no account \(account) on this device (see hearth account show)"
+                                   : "\(account) names \(matches.count) accounts; give more of the ID")
+            }
+            try identityCall { try global.accounts.switchAccount(to: target.id) }
+            emit("switched to \(target.displayName) (\(target.id.short)); running apps follow within a second")
+        }
+    }
+
+    static func json(_ identity: DeviceIdentity) -> String {
+        "{\"account\":\"\(identity.account.id.hex)\",\"accountName\":\(PropertyListJSON.quote(identity.account.displayName)),"
+            + "\"device\":\"\(identity.deviceID.hex)\",\"deviceName\":\(PropertyListJSON.quote(identity.deviceName))}"
+    }
+}
+
+/// The passphrase of a join bundle: an option, a file, $HEARTH_PASSPHRASE, or typed at a terminal.
+struct PassphraseOptions: ParsableArguments {
+    @Option(help: "The join bundle's passphrase (visible to other users in ps; prefer --passphrase-file or $HEARTH_PASSPHRASE).")
+    var passphrase: String?
+    @Option(name: .customLong("passphrase-file"), help: ArgumentHelp("Read the passphrase from the first line of a file.", valueName: "file"))
+    var passphraseFile: String?
+
+    func passphrase(confirm: Bool) throws -> String {
+        if let passphrase { return passphrase }
+        if let passphraseFile {
+            guard let text = try? String(contentsOfFile: passphraseFile, encoding: .utf8) else {
+                throw CommandError(.general, "cannot read \(passphraseFile)")
+            }
+            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        if let value = ProcessInfo.processInfo.environment["HEARTH_PASSPHRASE"] { return value }
+        guard isatty(0) == 1 else {
+            throw CommandError(.usage, "no passphrase: pass --passphrase, --passphrase-file or set HEARTH_PASSPHRASE")
+        }
+        guard let typed = getpass("Passphrase: ").map({ String(cString: $0) }), !typed.isEmpty else {
+            throw CommandError(.usage, "no passphrase given")
+        }
+        if confirm {
+            guard let again = getpass("Again: ").map({ String(cString: $0) }), again == typed else {
+                throw CommandError(.usage, "the passphrases differ")
+            }
+        }
+        return typed
+    }
+}
+
+/// Runs an account operation, mapping identity errors to the command's statuses.
+@discardableResult
+func identityCall<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as IdentityError {
+        switch error.code {
+        case .wrongPassphrase: throw CommandError(.badBundle, "wrong passphrase for this join bundle")
+        case .damagedBundle: throw CommandError(.badBundle, "not a valid join bundle: \(error.message)")
+        case .unknownAccount: throw CommandError(.notFound, error.message)
+        default: throw CommandError(.general, error.description)
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import ArgumentParser
+
+/// A failure the command reports as one line on stderr with a documented exit status.
+struct CommandError: Error, CustomStringConvertible {
+    /// The documented exit statuses (also listed in `hearth --help`).
+    enum Status: Int32, CaseIterable {
+        case general = 1
+        case usage = 2
+        case badBundle = 3
+        case unknownStore = 4
+        case invalidValue = 5
+        case storeLocked = 6
+        case notFound = 7
+        case notSignedIn = 8
+
+        var meaning: String {
+            switch self {
+            case .general: "general failure"
+            case .usage: "usage error (unknown option, missing argument)"
+            case .badBundle: "wrong passphrase, or a damaged join bundle"
+            case .unknownStore: "unknown store (no file for it under the data directory)"
+            case .invalidValue: "invalid value: bad JSON, not a property list, key over 64 bytes, quota exceeded"
+            case .storeLocked: "the store is open in another process (e.g. hearth serve)"
+            case .notFound: "no such key or account"
+            case .notSignedIn: "not signed in to an account"
+            }
+        }
+    }
+
+    let status: Status
+    let message: String
+
+    init(_ status: Status, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    var description: String { message }
+
+    /// The exit-status table for `--help`.
+    static var helpTable: String {
+        "EXIT STATUS\n  0  success\n" + Status.allCases.map { "  \($0.rawValue)  \($0.meaning)" }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,109 @@
+import ArgumentParser
+import Foundation
+import Hearth
+import HearthCore
+import HearthIdentity
+import Logging
+
+/// Where this device's accounts and data live; every subcommand takes these.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .customLong("config-dir"), help: ArgumentHelp(
+        "The account directory (default $HEARTH_CONFIG_DIR, else $XDG_CONFIG_HOME/hearth).", valueName: "dir"))
+    var configDirectory: String?
+
+    @Option(name: .customLong("data-dir"), help: ArgumentHelp(
+        "The store data directory (default $HEARTH_DATA_DIR, else $XDG_DATA_HOME/hearth).", valueName: "dir"))
+    var dataDirectory: String?
+
+    @Option(name: .customLong("log-level"), help: ArgumentHelp(
+        "Library log level on stderr: trace, debug, info, notice, warning, error (default error, or $HEARTH_LOG_LEVEL).",
+        valueName: "level"))
+    var logLevel: String?
+
+    private var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    var accountDirectory: URL {
+        if let configDirectory { return URL(fileURLWithPath: configDirectory) }
+        if let dir = environment["HEARTH_CONFIG_DIR"], !dir.isEmpty { return URL(fileURLWithPath: dir) }
+        return AccountStore.defaultDirectory()
+    }
+
+    var storeDataDirectory: String {
+        if let dataDirectory { return dataDirectory }
+        if let dir = environment["HEARTH_DATA_DIR"], !dir.isEmpty { return dir }
+        return StoreLocation.defaultDataDirectory()
+    }
+
+    var accounts: AccountStore { AccountStore(directory: accountDirectory, logger: logger) }
+
+    var logger: Logger {
+        var logger = Logger(label: "hearth")
+        logger.logLevel = (logLevel ?? environment["HEARTH_LOG_LEVEL"]).flatMap(Logger.Level.init(rawValue:)) ?? .error
+        return logger
+    }
+
+    /// The signed-in device identity, or nil when signed out.
+    func currentIdentity() throws -> DeviceIdentity? {
+        do {
+            return try accounts.loadCurrentIdentity()
+        } catch {
+            throw CommandError(.general, "cannot read the account in \(accountDirectory.path): \(error)")
+        }
+    }
+}
+
+/// Which store a command works on, and how it finds peers.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("store"), help: ArgumentHelp(
+        "The store identifier, e.g. com.example.notes (default $HEARTH_STORE_IDENTIFIER).", valueName: "id"))
+    var storeIdentifier: String?
+
+    @Option(name: .customLong("peer"), help: ArgumentHelp(
+        "Sync with this peer (repeatable); replaces discovery (default: Avahi, falling back to $HEARTH_PEERS).",
+        valueName: "host:port"))
+    var peers: [String] = []
+
+    @Option(name: .customLong("port"), help: ArgumentHelp("The TCP port to listen on for peers (default: any free port).",
+                                                          valueName: "port"))
+    var port: Int?
+
+    @Option(name: .customLong("listen"), help: ArgumentHelp("The address to listen on for peers.", valueName: "host"))
+    var listenHost = "0.0.0.0"
+
+    /// The identifier, from the option or the environment.
+    func identifier() throws -> String {
+        if let storeIdentifier, !storeIdentifier.isEmpty { return storeIdentifier }
+        if let id = ProcessInfo.processInfo.environment["HEARTH_STORE_IDENTIFIER"], !id.isEmpty { return id }
+        throw CommandError(.usage, "no store given: pass --store ID (or set HEARTH_STORE_IDENTIFIER)")
+    }
+
+    func validate() throws {
+        for peer in peers where (try? StaticDiscoveryEndpoint.check(peer)) == nil {
+            throw ValidationError("--peer \(peer) is not host:port")
+        }
+        if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0-65535") }
+    }
+
+    /// The sync settings the command's store opens with.
+    func syncSettings(_ global: GlobalOptions) -> SyncSettings {
+        SyncSettings(accountDirectory: global.accountDirectory.path,
+                     discovery: peers.isEmpty ? .automatic : .staticPeers(peers),
+                     listenHost: listenHost, port: port ?? 0, heartbeatInterval: .seconds(2), timeout: .seconds(8))
+    }
+
+    /// How peers are found, for people.
+    var discoveryDescription: String {
+        peers.isEmpty ? "automatic (Avahi mDNS; $HEARTH_PEERS or the peers file where no daemon runs)"
+            : "static: " + peers.joined(separator: ", ")
+    }
+}
+
+/// `host:port` syntax check without pulling discovery into the command.
+enum StaticDiscoveryEndpoint {
+    static func check(_ text: String) throws {
+        guard let colon = text.lastIndex(of: ":"), colon != text.startIndex,
+              let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
+            throw CommandError(.usage, "\(text) is not host:port")
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// `hearth`: accounts, store values, watching and serving from the command line.
+@main
+struct HearthCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hearth",
+        abstract: "Sign this device in to a household account and read, write, watch and sync Hearth stores.",
+        discussion: """
+        A household is an account; each device joins it with a join bundle and a passphrase. \
+        Stores sync with the account's other devices on the LAN: found with mDNS (Avahi), \
+        or the peers in $HEARTH_PEERS / --peer.
+
+        EXAMPLES
+          hearth account create --name "Home" --device laptop
+          hearth account export --passphrase "correct horse" --output home.bundle
+          hearth account join home.bundle --passphrase "correct horse" --device kitchen
+          hearth set --store com.example.colors backgroundColor 2
+          hearth get --store com.example.colors backgroundColor --json
+          hearth watch --store com.example.colors
+
+        \(CommandError.helpTable)
+        """,
+        subcommands: [AccountCommand.self, GetCommand.self, SetCommand.self, RemoveCommand.self, ListCommand.self,
+                      WatchCommand.self, PeersCommand.self, StatusCommand.self, ServeCommand.self]
+    )
+
+    /// Parses, runs, and turns every failure into one line on stderr and a documented status.
+    static func main() async {
+        SignalWaiter.unblockTerminationSignals()
+        // Library logs go to stderr, never into output meant for scripts.
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as CommandError {
+            fail(error.status.rawValue, error.message)
+        } catch let error as ExitCode {
+            Foundation.exit(error.rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                exit(withError: error)      // --help, --version: print and exit 0
+            }
+            var message = fullMessage(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            if message.hasPrefix("Error: ") { message.removeFirst("Error: ".count) }
+            if code == .validationFailure {
+                fail(CommandError.Status.usage.rawValue, message + " (see hearth --help)")
+            }
+            fail(CommandError.Status.general.rawValue, message)
+        }
+    }
+
+    private static func fail(_ status: Int32, _ message: String) -> Never {
+        FileHandle.standardError.write(Data("hearth: \(message)\n".utf8))
+        Foundation.exit(status)
+    }
+}
+
+/// Writes a line to stdout at once: output read by a pipe must not wait in a buffer.
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Writes a line to stderr: notes for people that scripts reading stdout should not see.
+func note(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}

@@ -1,0 +1,41 @@
+import ArgumentParser
+import Foundation
+import Hearth
+
+/// `hearth rm`: removes a key everywhere.
+struct RemoveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rm",
+        abstract: "Remove a key, then wait until a peer device confirms it (when signed in).")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The key to remove.") var key: String
+    @OptionGroup var delivery: DeliveryOptions
+    @Flag(help: "Print JSON for scripts.") var json = false
+
+    func run() async throws {
+        let access = try StoreAccess(global: global, options: store)
+        try access.requireExisting(hint: "nothing to remove")
+        let opened = try access.open()
+        guard opened.value(forKey: key) != nil else {
+            await opened.close()
+            throw CommandError(.notFound, "no value for \(key) in store \(access.storeIdentifier)")
+        }
+        do {
+            try opened.removeValue(forKey: key)
+        } catch {
+            await opened.close()
+            throw commandError(error, key: key)
+        }
+        let outcome = await delivery.deliver(opened)
+        await opened.close()
+        if json {
+            emit("{\"key\":\(PropertyListJSON.quote(key)),\"removed\":true,\(outcome.jsonFields)}")
+        } else {
+            emit("removed \(key)")
+            note(outcome.sentence)
+        }
+        if case .failed(let reason) = outcome { throw CommandError(.general, "removed on this device, but sync failed: \(reason)") }
+    }
+}

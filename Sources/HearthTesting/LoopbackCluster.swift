@@ -1,0 +1,311 @@
+import Foundation
+import Hearth
+import HearthIdentity
+import Logging
+import Synchronization
+
+/// Several replicas of one store, each a separate "device" of one throwaway account, syncing
+/// over 127.0.0.1: for integration tests of an app's sync behaviour, with no network, no
+/// Avahi and no account of the user's touched.
+///
+/// Every replica has its own data and account directories in a temporary folder, listens on
+/// a port of its own on 127.0.0.1, and finds the others through a static peer list (full
+/// mesh). Ports stay the same across ``restart(_:)``, so a restarted replica is found again.
+///
+/// ```swift
+/// import Hearth
+/// import HearthTesting
+/// import Testing
+///
+/// @Test func colourReachesEveryDevice() async throws {
+///     let cluster = try await LoopbackCluster(replicas: 3, storeIdentifier: "com.example.colors")
+///
+///     try cluster[0].setValue(2, forKey: "backgroundColor")
+///     try await cluster.waitUntilConverged(expected: ["backgroundColor": 2])
+///
+///     let change = try await cluster.nextNotification(on: 1, reason: .serverChange)
+///     #expect(change.keys == ["backgroundColor"])
+///     await cluster.shutdown()
+/// }
+/// ```
+///
+/// To run the app's own code against a replica, open the store with that replica's
+/// configuration: in one process, stores opened on the same data directory and identifier
+/// share their data, so the app's instance *is* the replica.
+///
+/// ```swift
+/// let store = try UbiquitousKeyValueStore(storeIdentifier: cluster.storeIdentifier,
+///                                         configuration: cluster.configuration(for: 1))
+/// ```
+public final class LoopbackCluster: Sendable {
+    /// The store identifier every replica uses.
+    public let storeIdentifier: String
+    /// The temporary folder that holds every replica's files (removed by ``shutdown()``).
+    public let rootDirectory: String
+    /// Each replica's sync port on 127.0.0.1.
+    public let ports: [Int]
+    /// Each replica's device ID in the throwaway account.
+    public let deviceIDs: [DeviceID]
+    /// The throwaway account's ID.
+    public let accountID: AccountID
+
+    private let configurations: [UbiquitousKeyValueStore.Configuration]
+    private let state: Mutex<State>
+
+    private struct State {
+        var stores: [UbiquitousKeyValueStore]
+        var recorders: [Task<Void, Never>]
+        var events: [[ChangeEvent]]
+        /// Per replica, how many events ``nextNotification(on:reason:timeout:)`` has consumed.
+        var consumed: [Int]
+        var isolated: Set<Int> = []
+    }
+
+    /// Starts `replicas` replicas of `storeIdentifier` and waits until each is connected to
+    /// every other one.
+    ///
+    /// - Parameters:
+    ///   - replicas: how many devices (at least 1).
+    ///   - storeIdentifier: the store they share.
+    ///   - heartbeat: how often idle links are pinged; short, so a lost link is noticed fast.
+    ///   - writeBehindDelay: how soon writes reach each replica's file.
+    ///   - connectTimeout: how long to wait for the full mesh before throwing.
+    /// - Throws: ``LoopbackClusterError`` if the replicas cannot start or connect.
+    public init(replicas: Int = 3, storeIdentifier: String = "com.example.app",
+                heartbeat: Duration = .milliseconds(300), writeBehindDelay: Duration = .milliseconds(100),
+                connectTimeout: Duration = .seconds(15)) async throws {
+        precondition(replicas >= 1, "a cluster needs at least one replica")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-loopback-\(UUID().uuidString)").path
+        rootDirectory = root
+        self.storeIdentifier = storeIdentifier
+        let ports = try (0..<replicas).map { _ in try Self.freePort() }
+        self.ports = ports
+
+        // One account: created on device 0, joined by the others with a join bundle, as people do.
+        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/device0/config"))
+        let owner = try first.createAccount(displayName: "Loopback household", deviceName: "device-0")
+        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "loopback")
+        var devices = [owner.deviceID]
+        for i in 1..<replicas {
+            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/device\(i)/config"))
+            devices.append(try accounts.importJoinBundle(bundle, passphrase: "loopback", deviceName: "device-\(i)").deviceID)
+        }
+        deviceIDs = devices
+        accountID = owner.account.id
+
+        var logger = Logger(label: "hearth.loopback")
+        logger.logLevel = ProcessInfo.processInfo.environment["HEARTH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        configurations = (0..<replicas).map { i in
+            let peers = ports.indices.filter { $0 != i }.map { "127.0.0.1:\(ports[$0])" }
+            let sync = SyncSettings(accountDirectory: "\(root)/device\(i)/config", discovery: .staticPeers(peers),
+                                    listenHost: "127.0.0.1", port: ports[i], heartbeatInterval: heartbeat,
+                                    timeout: heartbeat * 5)
+            return UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/device\(i)/data",
+                                                         writeBehindDelay: writeBehindDelay, sync: sync, logger: logger)
+        }
+        state = Mutex(State(stores: [], recorders: [], events: Array(repeating: [], count: replicas),
+                            consumed: Array(repeating: 0, count: replicas)))
+        for i in 0..<replicas {
+            let store = try open(i)
+            _ = try await store.syncPort()
+        }
+        try await waitUntilConnected(timeout: connectTimeout)
+    }
+
+    /// The number of replicas.
+    public var count: Int { ports.count }
+
+    /// Replica `index`'s store (a new instance after ``restart(_:)``).
+    public subscript(index: Int) -> UbiquitousKeyValueStore {
+        state.withLock { $0.stores[index] }
+    }
+
+    /// Every replica's store, in order.
+    public var stores: [UbiquitousKeyValueStore] { state.withLock { $0.stores } }
+
+    /// The configuration replica `index` was opened with: open a store with it (and
+    /// ``storeIdentifier``) to run app code on that replica.
+    public func configuration(for index: Int) -> UbiquitousKeyValueStore.Configuration {
+        configurations[index]
+    }
+
+    // MARK: Writing and waiting
+
+    /// Writes `value` (`nil` removes the key) on replica `index`.
+    public func write(_ value: PropertyListValue?, forKey key: String, on index: Int) throws {
+        try self[index].setValue(value, forKey: key)
+    }
+
+    /// Waits until the given replicas (default: all that are not isolated) hold the same
+    /// values and, if `expected` is given, exactly those.
+    ///
+    /// - Throws: ``LoopbackClusterError`` naming what each replica holds, after `timeout`.
+    public func waitUntilConverged(_ indices: [Int]? = nil, expected: [String: PropertyListValue]? = nil,
+                                   timeout: Duration = .seconds(10)) async throws {
+        let chosen = indices ?? state.withLock { s in s.stores.indices.filter { !s.isolated.contains($0) } }
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let values = chosen.map { self[$0].values }
+            if let first = values.first, values.allSatisfy({ $0 == first }), expected == nil || first == expected { return }
+            if ContinuousClock.now >= deadline {
+                let shown = zip(chosen, values).map { index, held in
+                    "replica \(index): " + held.keys.sorted().map { "\($0)=\(held[$0]!)" }.joined(separator: ", ")
+                }
+                throw LoopbackClusterError("replicas did not converge within \(timeout)"
+                                           + (expected.map { " on \($0)" } ?? "") + "; " + shown.joined(separator: "; "))
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Waits until every replica that is not isolated is connected to every other such replica.
+    public func waitUntilConnected(timeout: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let (stores, isolated) = state.withLock { ($0.stores, $0.isolated) }
+            let expected = stores.count - isolated.count - 1
+            let counts = stores.indices.filter { !isolated.contains($0) }.map { stores[$0].connectedPeerCount }
+            if counts.allSatisfy({ $0 == expected }) { return }
+            if ContinuousClock.now >= deadline {
+                throw LoopbackClusterError("replicas not connected within \(timeout): peers per replica \(stores.map(\.connectedPeerCount)), expected \(expected)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    // MARK: Partitions and restarts
+
+    /// Cuts replicas off from all the others (their sync stops; they keep working locally),
+    /// until ``heal()``.
+    public func isolate(_ indices: Int...) async {
+        for index in indices {
+            let store = state.withLock { s -> UbiquitousKeyValueStore in
+                s.isolated.insert(index)
+                return s.stores[index]
+            }
+            await store.stopSync()
+        }
+    }
+
+    /// Reconnects every isolated replica and waits until the whole cluster is connected again.
+    public func heal(timeout: Duration = .seconds(10)) async throws {
+        let (stores, isolated) = state.withLock { s in
+            defer { s.isolated = [] }
+            return (s.stores, s.isolated)
+        }
+        for index in isolated.sorted() {
+            stores[index].resumeSync()
+            _ = try await stores[index].syncPort()
+        }
+        try await waitUntilConnected(timeout: timeout)
+    }
+
+    /// Closes replica `index` as a quit app would (saving what it has, releasing its file) and
+    /// opens it again from its file; waits until it is connected again. Its recorded
+    /// notifications are kept, and new ones are added to them.
+    public func restart(_ index: Int, timeout: Duration = .seconds(10)) async throws {
+        let (old, recorder) = state.withLock { s in
+            s.isolated.remove(index)
+            return (s.stores[index], s.recorders[index])
+        }
+        recorder.cancel()
+        await old.close()
+        let store = try open(index)
+        _ = try await store.syncPort()
+        try await waitUntilConnected(timeout: timeout)
+    }
+
+    // MARK: Notifications
+
+    /// Every change event replica `index` has posted since the cluster started (the same
+    /// events as its `didChangeExternallyNotification`s, in order).
+    public func notifications(of index: Int) -> [ChangeEvent] {
+        state.withLock { $0.events[index] }
+    }
+
+    /// The next change event of replica `index` with `reason` that this method has not yet
+    /// returned (earlier events with other reasons are passed over), waiting up to `timeout`.
+    ///
+    /// - Throws: ``LoopbackClusterError`` if none comes in time.
+    public func nextNotification(on index: Int, reason: ChangeReason,
+                                 timeout: Duration = .seconds(10)) async throws -> ChangeEvent {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let found = state.withLock { s -> ChangeEvent? in
+                while s.consumed[index] < s.events[index].count {
+                    let event = s.events[index][s.consumed[index]]
+                    s.consumed[index] += 1
+                    if event.reason == reason { return event }
+                }
+                return nil
+            }
+            if let found { return found }
+            if ContinuousClock.now >= deadline {
+                throw LoopbackClusterError("replica \(index) posted no \(reason) notification within \(timeout); it posted \(notifications(of: index))")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    // MARK: Shutting down
+
+    /// Stops every replica and deletes the temporary folder. Call it at the end of each test.
+    public func shutdown() async {
+        let (stores, recorders) = state.withLock { ($0.stores, $0.recorders) }
+        for recorder in recorders { recorder.cancel() }
+        for store in stores { await store.close() }
+        try? FileManager.default.removeItem(atPath: rootDirectory)
+    }
+
+    // MARK: Internals
+
+    /// Opens replica `index` and starts recording its events.
+    @discardableResult
+    private func open(_ index: Int) throws -> UbiquitousKeyValueStore {
+        let store = try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configurations[index])
+        let changes = store.changes
+        let recorder = Task { [weak self] in
+            for await event in changes {
+                guard let self else { return }
+                self.state.withLock { $0.events[index].append(event) }
+            }
+        }
+        state.withLock { s in
+            if index < s.stores.count {
+                s.stores[index] = store
+                s.recorders[index] = recorder
+            } else {
+                s.stores.append(store)
+                s.recorders.append(recorder)
+            }
+        }
+        return store
+    }
+
+    /// A port that was free a moment ago on 127.0.0.1 (bound, then released).
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw LoopbackClusterError("cannot create a socket (errno \(errno))") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard ok else { throw LoopbackClusterError("cannot find a free port on 127.0.0.1 (errno \(errno))") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// Why a ``LoopbackCluster`` operation failed, for people (the message is the description).
+public struct LoopbackClusterError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong.
+    public let description: String
+
+    /// An error with `description`.
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+
+/// Two ColorSync instances (two devices of one household) in tmux, driven with send-keys and
+/// read with capture-pane, as a person at two terminals would use them.
+@Suite(.serialized) struct ColorSyncTests {
+    static let tmuxPath = ["/usr/bin/tmux", "/usr/local/bin/tmux"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    static let app = ChildProcess.builtProduct("hearth-color-sync")
+
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-colorsync-\(UUID().uuidString)").path
+    let socket = "hearth-test-\(UUID().uuidString.prefix(8))"
+
+    func tmux(_ arguments: String...) async throws -> String {
+        let result = try await ChildProcess.run(try #require(Self.tmuxPath), ["-L", socket, "-f", "/dev/null"] + arguments)
+        return result.output
+    }
+
+    func screen(_ session: String) async throws -> String {
+        try await tmux("capture-pane", "-p", "-t", session)
+    }
+
+    /// Waits until the session's screen contains `text`; returns the last screen seen.
+    func waitForScreen(_ session: String, showing text: String, timeout: Duration = .seconds(15)) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        var last = ""
+        while ContinuousClock.now < deadline {
+            last = try await screen(session)
+            if last.contains(text) { return last }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("\(session) never showed \(String(reflecting: text)); screen:\n\(last)")
+        return last
+    }
+
+    @Test(.enabled(if: tmuxPath != nil, "tmux is not installed (scripts/setup.sh installs it)"),
+          .enabled(if: app != nil && HearthCLI.binary != nil, "hearth-color-sync or hearth is not built next to the tests"))
+    func pressingTwoInOneTurnsTheOtherGreen() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let portA = ChildProcess.freePort(), portB = ChildProcess.freePort()
+        let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
+        let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
+        _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/home.bundle"] + laptop.directories)
+        let joined = try await HearthCLI.run(["account", "join", "\(root)/home.bundle", "--passphrase", "pw", "--device", "kitchen"] + kitchen.directories)
+        try #require(joined.status == 0, "\(joined.error)")
+
+        let app = try #require(Self.app)
+        for (session, device) in [("laptop", laptop), ("kitchen", kitchen)] {
+            // Each instance gets its own HOME, so their UserDefaults files stay apart too.
+            let command = "env HOME=\(root)/\(device.name) XDG_CONFIG_HOME=\(root)/\(device.name)/xdg \(app) "
+                + "--config-dir \(device.config) --data-dir \(device.data) --port \(device.port) --peer 127.0.0.1:\(device.peerPort)"
+            _ = try await tmux("new-session", "-d", "-s", session, "-x", "80", "-y", "12", command)
+        }
+        // Whatever happens, the private tmux server goes away with the test.
+        defer { ChildProcess.runBlocking(Self.tmuxPath!, ["-L", socket, "kill-server"]) }
+
+        _ = try await waitForScreen("laptop", showing: "1 peer connected")
+        _ = try await waitForScreen("kitchen", showing: "1 peer connected")
+
+        _ = try await tmux("send-keys", "-t", "laptop", "2")
+        #expect(try await waitForScreen("laptop", showing: "you picked 2 (green)").contains("colour: 2 green"))
+        let kitchenScreen = try await waitForScreen("kitchen", showing: "colour: 2 green")
+        #expect(kitchenScreen.contains("another device set 2"))
+
+        // And back the other way, now a plain serverChange.
+        _ = try await tmux("send-keys", "-t", "kitchen", "3")
+        let laptopScreen = try await waitForScreen("laptop", showing: "colour: 3 blue")
+        #expect(laptopScreen.contains("serverChange (0): another device set 3"))
+
+        _ = try await tmux("send-keys", "-t", "laptop", "q")
+        _ = try await tmux("send-keys", "-t", "kitchen", "q")
+        // q quits and closes the store: both sessions end on their own.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline, try await tmux("list-sessions").contains(":") {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(try await tmux("list-sessions").isEmpty)
+
+        // The colour is on each device's disk, readable by the command.
+        let got = try await HearthCLI.run(["get", "backgroundColor", "--json", "--store", "com.example.colorsync"] + kitchen.directories)
+        #expect(got.output == "3\n")
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+
+/// Two devices, each a config and a data directory, driven through the hearth command as a
+/// person would type it. Static peers on 127.0.0.1, so it runs with or without the test network.
+struct Device {
+    let name: String
+    let root: String
+    let port: Int
+    var peerPort: Int
+
+    var config: String { "\(root)/\(name)/config" }
+    var data: String { "\(root)/\(name)/data" }
+    var directories: [String] { ["--config-dir", config, "--data-dir", data] }
+    /// Store options: this device's port and the other device as its only peer.
+    var store: [String] { ["--store", "com.example.colors", "--port", String(port), "--peer", "127.0.0.1:\(peerPort)"] }
+}
+
+enum HearthCLI {
+    static let binary = ChildProcess.builtProduct("hearth")
+
+    /// Runs `hearth ARGS` to completion.
+    static func run(_ arguments: [String]) async throws -> (status: Int32?, output: String, error: String) {
+        // HEARTH_PEERS and friends from the outside must not leak into the devices.
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["HEARTH_PEERS", "HEARTH_STORE_IDENTIFIER", "HEARTH_PASSPHRASE", "HEARTH_CONFIG_DIR", "HEARTH_DATA_DIR"] {
+            environment[name] = nil
+        }
+        return try await ChildProcess.run(try #require(binary), arguments, environment: environment)
+    }
+}
+
+@Suite(.serialized) struct CommandTests {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-cmd-\(UUID().uuidString)").path
+
+    @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
+    func twoDevicesJoinSetAndWatch() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let portA = ChildProcess.freePort(), portB = ChildProcess.freePort()
+        let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
+        let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
+        let bundle = "\(root)/home.bundle"
+
+        // Device 1 creates the household and exports it; device 2 joins with the passphrase.
+        let created = try await HearthCLI.run(["account", "create", "--name", "Home", "--device", "laptop", "--json"] + laptop.directories)
+        #expect(created.status == 0, "\(created.error)")
+        #expect(created.output.contains("\"deviceName\":\"laptop\""))
+        let exported = try await HearthCLI.run(["account", "export", "--passphrase", "correct horse", "--output", bundle] + laptop.directories)
+        #expect(exported.status == 0, "\(exported.error)")
+
+        let wrong = try await HearthCLI.run(["account", "join", bundle, "--passphrase", "wrong", "--device", "kitchen"] + kitchen.directories)
+        #expect(wrong.status == 3)
+        #expect(wrong.error == "hearth: wrong passphrase for this join bundle\n")
+
+        let joined = try await HearthCLI.run(["account", "join", bundle, "--passphrase", "correct horse", "--device", "kitchen"] + kitchen.directories)
+        #expect(joined.status == 0, "\(joined.error)")
+        #expect(joined.output.contains("joined account Home"))
+
+        // Device 2 has no file for the store yet: reading it is an unknown store.
+        let unknown = try await HearthCLI.run(["get", "backgroundColor", "--store", "com.example.colors"] + kitchen.directories)
+        #expect(unknown.status == 4)
+        #expect(unknown.error.hasPrefix("hearth: unknown store com.example.colors"))
+        #expect(unknown.error.split(separator: "\n").count == 1)
+
+        // Device 2 watches; device 1 sets. The first download is the initial sync, then serverChange.
+        let watch = try ChildProcess(try #require(HearthCLI.binary), ["watch", "--create"] + kitchen.store + kitchen.directories)
+        defer { watch.terminate() }
+        #expect(await watch.waitForOutput("listening on port \(portB)", inErrors: true), "watch did not start: \(watch.errorOutput)")
+
+        let first = try await HearthCLI.run(["set", "greeting", "--string", "hello"] + laptop.store + laptop.directories)
+        #expect(first.status == 0, "\(first.error)")
+        #expect(first.error.contains("confirmed by 1 peer device"))
+        #expect(await watch.waitForOutput("initialSyncChange (1): greeting = \"hello\""), "watch printed: \(watch.output)")
+
+        let second = try await HearthCLI.run(["set", "backgroundColor", "2"] + laptop.store + laptop.directories)
+        #expect(second.status == 0, "\(second.error)")
+        #expect(await watch.waitForOutput("serverChange (0): backgroundColor = 2"), "watch printed: \(watch.output)")
+
+        // What watch printed is on device 2's disk: get reads it while watch holds the store.
+        let got = try await HearthCLI.run(["get", "backgroundColor", "--json", "--store", "com.example.colors"] + kitchen.directories)
+        #expect(got.status == 0, "\(got.error)")
+        #expect(got.output == "2\n")
+        let listed = try await HearthCLI.run(["list", "--json", "--store", "com.example.colors"] + kitchen.directories)
+        #expect(listed.output == "{\"backgroundColor\":2,\"greeting\":\"hello\"}\n")
+
+        // Writing on device 2 while watch holds its store: a clear "locked" error.
+        let locked = try await HearthCLI.run(["set", "backgroundColor", "1"] + kitchen.store + kitchen.directories)
+        #expect(locked.status == 6)
+        #expect(locked.error.contains("is open in another process"))
+
+        // A removal reaches the watcher too.
+        let removed = try await HearthCLI.run(["rm", "greeting"] + laptop.store + laptop.directories)
+        #expect(removed.status == 0, "\(removed.error)")
+        #expect(await watch.waitForOutput("serverChange (0): greeting removed"), "watch printed: \(watch.output)")
+
+        // SIGTERM: watch saves and exits cleanly.
+        kill(watch.pid, SIGTERM)
+        #expect(await watch.wait(upTo: .seconds(10)) == 0, "\(watch.errorOutput)")
+        #expect(watch.errorOutput.contains("saving and closing"))
+    }
+
+    @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
+    func mistakesGetOneClearLineAndTheirStatus() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let device = Device(name: "solo", root: root, port: ChildProcess.freePort(), peerPort: ChildProcess.freePort())
+        _ = try await HearthCLI.run(["account", "create", "--device", "solo"] + device.directories)
+        let quick = ["--wait", "0", "--store", "com.example.notes"] + device.directories
+
+        let badJSON = try await HearthCLI.run(["set", "note", "{\"title\": \"Milk\""] + quick)
+        #expect(badJSON.status == 5)
+        #expect(badJSON.error == "hearth: the value is not valid JSON: unterminated object at offset 16 (for plain text use --string)\n")
+
+        let null = try await HearthCLI.run(["set", "note", "null"] + quick)
+        #expect(null.status == 5)
+
+        let longKey = String(repeating: "k", count: 65)
+        let tooLong = try await HearthCLI.run(["set", longKey, "1"] + quick)
+        #expect(tooLong.status == 5)
+        #expect(tooLong.error.hasPrefix("hearth: key is 65 bytes of UTF-8; the limit is 64"))
+        #expect(tooLong.error.split(separator: "\n").count == 1)
+
+        let unknownStore = try await HearthCLI.run(["list", "--store", "com.example.never"] + device.directories)
+        #expect(unknownStore.status == 4)
+
+        let usage = try await HearthCLI.run(["set", "--store", "x"] + device.directories)
+        #expect(usage.status == 2)
+        #expect(usage.error.split(separator: "\n").count == 1)
+
+        // Typed flags keep their types; JSON keeps integers and doubles apart.
+        for (arguments, expected) in [(["a", "--int", "7"], "7"), (["b", "--double", "7"], "7.0"), (["c", "--bool", "true"], "true"),
+                                      (["d", "--data-base64", "AAEC"], "{\"$data\":\"AAEC\"}"),
+                                      (["e", "{\"x\": [1, 2.5, false, \"é\\n\"]}"], "{\"x\":[1,2.5,false,\"é\\n\"]}")] {
+            let set = try await HearthCLI.run(["set"] + arguments + quick)
+            #expect(set.status == 0, "\(set.error)")
+            let got = try await HearthCLI.run(["get", arguments[0], "--json", "--store", "com.example.notes"] + device.directories)
+            #expect(got.output == expected + "\n")
+        }
+        let missing = try await HearthCLI.run(["get", "nothing", "--store", "com.example.notes"] + device.directories)
+        #expect(missing.status == 7)
+
+        let status = try await HearthCLI.run(["status", "--json"] + device.directories)
+        #expect(status.status == 0)
+        #expect(status.output.contains("\"store\":\"com.example.notes\""))
+
+        let help = try await HearthCLI.run(["--help"])
+        #expect(help.status == 0)
+        #expect(help.output.contains("EXIT STATUS"))
+        #expect(help.output.contains("6  the store is open in another process"))
+
+        _ = try await HearthCLI.run(["account", "sign-out"] + device.directories)
+        let signedOut = try await HearthCLI.run(["account", "export", "--passphrase", "x"] + device.directories)
+        #expect(signedOut.status == 8)
+    }
+}
