@@ -12,10 +12,14 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Hearth", targets: ["Hearth"]),
+        // A loopback cluster of replicas for app developers' integration tests.
+        .library(name: "HearthTesting", targets: ["HearthTesting"]),
+        .executable(name: "hearth", targets: ["HearthCommand"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // Layer 1-3: values, the replica model and persistence. Pure Swift, no sockets.
@@ -112,6 +116,22 @@ let package = Package(
             dependencies: ["HearthDiscovery", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+
+        // The hearth command, the example apps and the loopback test harness (issue 6).
+        .executableTarget(
+            name: "HearthCommand",
+            dependencies: ["Hearth", "HearthCore", "HearthIdentity",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .target(name: "HearthTesting", dependencies: ["Hearth", "HearthIdentity"], swiftSettings: strict),
+        .executableTarget(name: "hearth-color-sync", dependencies: ["Hearth"], path: "Examples/ColorSync",
+                          exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
+        .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
+                          exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
+        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "Hearth"], swiftSettings: strict),
+        .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
