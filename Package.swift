@@ -132,6 +132,16 @@ let package = Package(
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "Hearth"], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth"], swiftSettings: strict),
+
+        // The benchmark suite (docs/benchmarks.md, scripts/bench.sh); not run by the tests.
+        .executableTarget(
+            name: "hearth-benchmarks",
+            dependencies: ["Hearth", "HearthIdentity", "HearthTransport",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/HearthBenchmarks",
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,183 @@
+import Foundation
+import Hearth
+import Logging
+import Synchronization
+
+/// `hearth-benchmarks peer key=value…`: one store of the household in its own process,
+/// driven by the parent through stdin and reporting on stdout.
+///
+/// Arguments: `data=` data directory, `config=` account directory, `port=` listen port,
+/// `peers=` comma-separated `host:port` list (empty: nobody is dialled), `store=` store id.
+enum PeerMode {
+    static func run(_ arguments: [String: String]) async throws {
+        let out = LineWriter(fd: 1)
+        let peers = (arguments["peers"] ?? "").split(separator: ",").map(String.init)
+        let sync = SyncSettings(accountDirectory: arguments["config"], discovery: peers.isEmpty ? .none : .staticPeers(peers),
+                                listenHost: "127.0.0.1", port: Int(arguments["port"] ?? "0") ?? 0)
+        var logger = Logger(label: "hearth")
+        logger.logLevel = .warning
+        let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: arguments["data"]!, sync: sync, logger: logger)
+        let observer = Observer(out: out)
+        // Registered before the store opens, so the initial sync cannot slip past it.
+        let token = NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification,
+                                                           object: nil, queue: nil) { note in observer.received(note) }
+        let opened = monotonicNanoseconds()
+        observer.opened.withLock { $0 = opened }
+        let store = try UbiquitousKeyValueStore(storeIdentifier: arguments["store"] ?? "com.example.bench", configuration: configuration)
+        observer.store.withLock { $0 = store }
+        let port = try await store.syncPort() ?? -1
+        out.send("READY \(port) \(opened)")
+
+        // Commands are read on a thread of their own: a blocking read must not take one of
+        // the two cooperative threads the sync engine runs on.
+        let done = Commands(store: store, out: out, observer: observer)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread { done.loop(); continuation.resume() }
+            thread.start()
+        }
+        NotificationCenter.default.removeObserver(token)
+        await store.stopSync()
+        store.synchronize()
+        out.send("BYE")
+    }
+}
+
+/// Watches external changes and reports the ones the parent measures.
+final class Observer: Sendable {
+    let out: LineWriter
+    let store = Mutex<UbiquitousKeyValueStore?>(nil)
+    let opened = Mutex<UInt64>(0)
+    /// Throughput: how many `tp-` keys make a batch, and how many of this batch arrived.
+    let batch = Mutex<(size: Int, seen: Int)>((0, 0))
+
+    init(out: LineWriter) { self.out = out }
+
+    func received(_ note: Notification) {
+        let now = monotonicNanoseconds()
+        let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int ?? -1
+        let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String] ?? []
+        guard let store = store.withLock({ $0 }) else {
+            // Only the initial sync can race the store's assignment; it is reported below.
+            if reason == 1 { out.send("INIT \(opened.withLock { $0 }) \(now) \(keys.count)") }
+            return
+        }
+        if reason == 1 {
+            out.send("INIT \(opened.withLock { $0 }) \(now) \(keys.count)")
+            return
+        }
+        if keys.contains("lat") {
+            out.send("L \(store.longLong(forKey: "lat")) \(now)")
+        }
+        if keys.contains("bu-done") {
+            out.send("BD \(now)")
+        }
+        let batchKeys = keys.lazy.filter { $0.hasPrefix("tp-") }.count
+        if batchKeys > 0 {
+            let complete = batch.withLock { b -> Bool in
+                b.seen += batchKeys
+                guard b.size > 0, b.seen >= b.size else { return false }
+                b.seen -= b.size
+                return true
+            }
+            if complete { out.send("TB \(now)") }
+        }
+    }
+}
+
+/// The command loop of a peer child (see `PeerMode`).
+final class Commands: Sendable {
+    let store: UbiquitousKeyValueStore
+    let out: LineWriter
+    let observer: Observer
+    private let reader = LineReader(fd: 0)
+
+    init(store: UbiquitousKeyValueStore, out: LineWriter, observer: Observer) {
+        self.store = store
+        self.out = out
+        self.observer = observer
+    }
+
+    /// Runs an async call from this thread and waits for it.
+    private func blocking(_ body: @escaping @Sendable () async -> Void) {
+        let semaphore = DispatchSemaphore(value: 0)
+        Task { await body(); semaphore.signal() }
+        semaphore.wait()
+    }
+
+    func loop() {
+        while let line = try? reader.readLine(timeout: 86_400, who: "parent") {
+            let f = line.split(separator: " ").map(String.init)
+            guard let command = f.first else { continue }
+            switch command {
+            case "quit":
+                return
+            case "peers":
+                out.send("P \(store.connectedPeerCount)")
+            case "lat":
+                // The value is the send time: the receiver subtracts it from its arrival time.
+                let t0 = monotonicNanoseconds()
+                store.set(Int64(t0), forKey: "lat")
+                out.send("S \(t0)")
+            case "tparm":
+                observer.batch.withLock { $0 = (Int(f[1])!, 0) }
+                out.send("OK")
+            case "tpbatch":
+                // Batch b: n distinct keys, each set once, so no write coalesces with another.
+                let b = Int64(f[1])!, n = Int(f[2])!
+                for i in 0..<n { store.set(b, forKey: "tp-\(i)") }
+                out.send("W \(monotonicNanoseconds())")
+            case "burst":
+                // As fast as the caller can: later writes to a key supersede earlier ones.
+                let n = Int(f[1])!, keys = Int(f[2])!
+                let start = monotonicNanoseconds()
+                for i in 0..<n { store.set(Int64(i), forKey: "bu-\(i % keys)") }
+                store.set(Int64(start), forKey: "bu-done")
+                out.send("W \(start) \(monotonicNanoseconds())")
+            case "fill":
+                let count = Int(f[1])!, size = Int(f[2])!
+                for i in 0..<count { store.set(randomData(size), forKey: key(i)) }
+                out.send("F \(store.usage.bytes) \(store.usage.keys)")
+            case "change":
+                store.set(randomData(Int(f[2])!), forKey: key(Int(f[1])!))
+                out.send("OK")
+            case "count":
+                out.send("C \(store.usage.keys) \(store.usage.bytes)")
+            case "metrics":
+                let m = store.syncMetrics
+                out.send("M \(m?.bytesSent ?? -1) \(m?.bytesReceived ?? -1) \(m?.entriesSent ?? -1) \(m?.entriesReceived ?? -1) \(m?.sessions ?? -1)")
+            case "rusage":
+                let switches = contextSwitches()
+                out.send("R \(cpuMicroseconds()) \(switches.voluntary) \(switches.involuntary) \(monotonicNanoseconds())")
+            case "rss":
+                out.send("RSS \(procStatus("VmRSS")) \(procStatus("VmHWM")) \(procStatus("Threads"))")
+            case "synced":
+                let store = self.store, out = self.out, peers = Int(f[1])!
+                blocking { out.send("Y \(await store.waitUntilSynced(peers: peers, timeout: .seconds(20)) ? 1 : 0)") }
+            case "stop":
+                let store = self.store, out = self.out
+                blocking { await store.stopSync(); out.send("OK") }
+            case "resume":
+                let store = self.store, out = self.out
+                blocking {
+                    store.resumeSync()
+                    _ = try? await store.syncPort()
+                    out.send("OK")
+                }
+            default:
+                out.send("ERR unknown command \(line)")
+            }
+        }
+    }
+
+    func key(_ i: Int) -> String { "key-" + String(repeating: "0", count: max(0, 4 - String(i).count)) + String(i) }
+}
+
+func randomData(_ size: Int) -> Data {
+    var generator = SystemRandomNumberGenerator()
+    var bytes = [UInt8](repeating: 0, count: size)
+    for i in stride(from: 0, to: size, by: 8) {
+        let word = generator.next()
+        for j in 0..<min(8, size - i) { bytes[i + j] = UInt8(truncatingIfNeeded: word >> (8 * UInt64(j))) }
+    }
+    return Data(bytes)
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The benchmark suite (docs/benchmarks.md): builds in release mode (scratch path .build-bench,
+# apart from the test builds), runs every figure in one run, and writes
+#   Benchmarks/results/table.md      the table (also printed)
+#   Benchmarks/results/latency.csv   every latency sample (scenario, receiver, ns)
+#   Benchmarks/results/machine.txt   the machine and its load during the run
+#   docs/benchmarks-latency.png      the latency plot (a full run only; --quick plots into results/)
+#
+#   scripts/bench.sh            the whole suite, about 2 minutes on 2 cores
+#   scripts/bench.sh --quick    fewer samples, about 20 s: a smoke run, figures indicative only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/setup.sh
+
+out=${HEARTH_BENCH_OUT:-Benchmarks/results}
+mkdir -p "$out"
+swift build -c release --scratch-path .build-bench --product hearth-benchmarks
+
+{
+  echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "cpus:    $(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "kernel:  $(uname -sr)"
+  echo "swift:   $(swift --version 2>/dev/null | head -1)"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$out/machine.txt"
+
+.build-bench/release/hearth-benchmarks "$@" --out "$out"
+
+echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
+cat "$out/machine.txt"
+
+plot=docs/benchmarks-latency.png
+case " $* " in *" --quick "*) plot="$out/benchmarks-latency.png" ;; esac
+python3 scripts/plot-latency.py "$out/latency.csv" "$plot"
