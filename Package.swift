@@ -136,7 +136,7 @@ let package = Package(
         // The benchmark suite (docs/benchmarks.md, scripts/bench.sh); not run by the tests.
         .executableTarget(
             name: "hearth-benchmarks",
-            dependencies: ["Hearth", "HearthIdentity", "HearthTransport",
+            dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthTransport",
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")],
             path: "Benchmarks/HearthBenchmarks",

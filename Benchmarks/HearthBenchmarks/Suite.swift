@@ -46,15 +46,16 @@ final class Suite {
             try throughput()
         }
         if wanted("join") { try initialSyncReconnectFootprint(handshake: try await handshakeBytes()) }
+        if wanted("crypto") { try cryptoCosts() }
 
         table.note("suite ran in \(String(format: "%.0f", Double(monotonicNanoseconds() - started) / 1e9)) s"
                    + (quick ? " (--quick: fewer samples, figures indicative only)" : ""))
         let text = table.render()
-        print(text)
         try text.write(toFile: "\(outputDirectory)/table.md", atomically: true, encoding: .utf8)
         try latencyRows.joined(separator: "\n").appending("\n")
             .write(toFile: "\(outputDirectory)/latency.csv", atomically: true, encoding: .utf8)
         log("wrote \(outputDirectory)/table.md and \(outputDirectory)/latency.csv")
+        print(text)
     }
 
     func log(_ message: String) {
@@ -418,6 +419,9 @@ final class Suite {
                    verdict(reconnectWire - handshake <= 2048) + (reconnectWire - handshake > 2048 ? String(format: " (%.1f× over)", Double(reconnectWire - handshake) / 2048) : ""),
                    "", "", "", "", ""])
         table.row(["of which the changed entry's key and value (quota bytes)", "\(8 + 5 + size) B", "", ""])
+        // Every delta carries the DER certificate of each signer of its entries (docs/protocol.md).
+        let certificate = try AccountStore(directory: URL(fileURLWithPath: aConfig)).loadCurrentIdentity()?.certificate.derEncoded.count ?? -1
+        table.row(["and the signer's device certificate the delta carries (DER)", "\(certificate) B", "", ""])
         table.row(["frame bytes of the reconnection (syncMetrics, no TLS)", "\(reconnectFrames) B (\(changed.entries) entry received)", "", ""])
         table.row(["for comparison, a reconnection with nothing changed: socket bytes beyond the handshake / frame bytes",
                    "\(unchanged.wire - handshake) B / \(unchanged.frames) B", "", ""])
@@ -476,6 +480,20 @@ final class Suite {
                    String(format: "%.1f ms", open), "≤ 50 ms", verdict(open <= 50) + (open > 50 ? String(format: " (%.1f× over)", open / 50) : ""),
                    "\(keys) keys; min " + String(format: "%.1f", opens.min()!) + " ms, max " + String(format: "%.1f", opens.max()!) + " ms",
                    "", "", "", ""])
+    }
+
+    // MARK: 7. Crypto per call
+
+    func cryptoCosts() throws {
+        log("cost of each cryptographic step")
+        guard let identity = try AccountStore(directory: URL(fileURLWithPath: configs[0])).loadCurrentIdentity() else {
+            throw BenchError("no identity")
+        }
+        table.section("7. Cost of each cryptographic step of the sync path (this process, µs per call, median of 5 runs)",
+                      header: ["step", "µs per call"])
+        for (step, microseconds) in try CryptoCosts.measure(identity: identity, quick: quick) {
+            table.row([step, String(format: "%.1f", microseconds)])
+        }
     }
 
     // MARK: Formatting

@@ -1,0 +1,44 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+
+/// What each cryptographic step of the sync path costs per call, in this process, so the
+/// figures above can be read as sums of these (µs per call, median of 5 runs).
+enum CryptoCosts {
+    static func measure(identity: DeviceIdentity, quick: Bool) throws -> [(String, Double)] {
+        let store = "com.example.bench"
+        let entry = Entry(key: "key-0017", value: .data(randomData(1000)),
+                          timestamp: HLCTimestamp(milliseconds: 1_700_000_000_000, counter: 1),
+                          origin: ReplicaID.random(), sequence: 42)
+        let signed = try identity.signed(entry, storeIdentifier: store)
+        let certificate = identity.certificate
+        let der = certificate.derEncoded
+        let trust = identity.account.trust
+        guard let key = certificate.publicKey, let signature = signed.signature else { throw BenchError("no key") }
+        let bytes = signed.signingBytes(storeIdentifier: store)
+        let cache = DeviceCertificateCache(trust: trust)
+        let rounds = quick ? 50 : 400
+
+        func cost(_ body: () throws -> Void) rethrows -> Double {
+            var runs: [Double] = []
+            for _ in 0..<5 {
+                let start = monotonicNanoseconds()
+                for _ in 0..<rounds { try body() }
+                runs.append(Double(monotonicNanoseconds() - start) / Double(rounds) / 1e3)
+            }
+            return median(runs)
+        }
+        var ok = true
+        return [
+            ("sign an entry (Ed25519, `DeviceIdentity.signed`)", try cost { _ = try identity.signed(entry, storeIdentifier: store) }),
+            ("verify an entry's signature alone (`Ed25519PublicKey.isValidSignature`)", cost { ok = ok && key.isValidSignature(signature.bytes, for: bytes) }),
+            ("validate a device certificate (`AccountTrust.validateDevice`: X509_verify_cert)", try cost { _ = try trust.validateDevice(certificate) }),
+            ("verify an entry as the engine does (`DeviceCertificateCache.verify`: validate + signature)", try cost {
+                _ = try cache.admit(certificate)
+                try cache.verify(entry: signed, storeIdentifier: store)
+            } - (try cost { _ = try cache.admit(certificate) })),
+            ("parse a DER certificate (`Certificate(derEncoded:)`)", try cost { _ = try Certificate(derEncoded: der) }),
+            ("admit a delta's certificate (`DeviceCertificateCache.admit(derEncoded:)`: parse + validate)", try cost { _ = try cache.admit(derEncoded: der) }),
+        ]
+    }
+}
