@@ -38,3 +38,9 @@ extension UbiquitousKeyValueStore {
         (backend.syncEngine?.connectedPeers ?? []).map(\.hex).sorted()
     }
 }
+
+extension UbiquitousKeyValueStore {
+    /// Whether the first download from the account's peers has happened (its changes were
+    /// posted as initialSyncChange; later ones are serverChange). For HearthTesting.
+    package var hasCompletedInitialSync: Bool { !backend.awaitingInitialSync }
+}

@@ -62,7 +62,7 @@ public final class LoopbackCluster: Sendable {
     }
 
     /// Starts `replicas` replicas of `storeIdentifier` and waits until each is connected to
-    /// every other one.
+    /// every other one and has done its initial sync (so later changes are `serverChange`).
     ///
     /// - Parameters:
     ///   - replicas: how many devices (at least 1).
@@ -110,6 +110,15 @@ public final class LoopbackCluster: Sendable {
             _ = try await store.syncPort()
         }
         try await waitUntilConnected(timeout: connectTimeout)
+        // Each replica's first download is posted as initialSyncChange; wait for it here, so
+        // that what a test writes afterwards always arrives as serverChange.
+        let deadline = ContinuousClock.now + connectTimeout
+        while let waiting = stores.firstIndex(where: { !$0.hasCompletedInitialSync }) {
+            if ContinuousClock.now >= deadline {
+                throw LoopbackClusterError("replica \(waiting) did not complete its initial sync within \(connectTimeout)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     /// The number of replicas.

@@ -3,6 +3,8 @@ import Testing
 
 /// Two devices, each a config and a data directory, driven through the hearth command as a
 /// person would type it. Static peers on 127.0.0.1, so it runs with or without the test network.
+/// Waits for peers are long (`--wait 30`): they end as soon as a peer confirms, and a loaded
+/// machine running every suite at once must not turn a slow confirmation into a failure.
 struct Device {
     let name: String
     let root: String
@@ -67,12 +69,12 @@ enum HearthCLI {
         defer { watch.terminate() }
         #expect(await watch.waitForOutput("listening on port \(portB)", inErrors: true), "watch did not start: \(watch.errorOutput)")
 
-        let first = try await HearthCLI.run(["set", "greeting", "--string", "hello"] + laptop.store + laptop.directories)
+        let first = try await HearthCLI.run(["set", "greeting", "--string", "hello", "--wait", "30"] + laptop.store + laptop.directories)
         #expect(first.status == 0, "\(first.error)")
         #expect(first.error.contains("confirmed by 1 peer device"))
         #expect(await watch.waitForOutput("initialSyncChange (1): greeting = \"hello\""), "watch printed: \(watch.output)")
 
-        let second = try await HearthCLI.run(["set", "backgroundColor", "2"] + laptop.store + laptop.directories)
+        let second = try await HearthCLI.run(["set", "backgroundColor", "2", "--wait", "30"] + laptop.store + laptop.directories)
         #expect(second.status == 0, "\(second.error)")
         #expect(await watch.waitForOutput("serverChange (0): backgroundColor = 2"), "watch printed: \(watch.output)")
 
@@ -89,7 +91,7 @@ enum HearthCLI {
         #expect(locked.error.contains("is open in another process"))
 
         // A removal reaches the watcher too.
-        let removed = try await HearthCLI.run(["rm", "greeting"] + laptop.store + laptop.directories)
+        let removed = try await HearthCLI.run(["rm", "greeting", "--wait", "30"] + laptop.store + laptop.directories)
         #expect(removed.status == 0, "\(removed.error)")
         #expect(await watch.waitForOutput("serverChange (0): greeting removed"), "watch printed: \(watch.output)")
 
@@ -97,6 +99,45 @@ enum HearthCLI {
         kill(watch.pid, SIGTERM)
         #expect(await watch.wait(upTo: .seconds(10)) == 0, "\(watch.errorOutput)")
         #expect(watch.errorOutput.contains("saving and closing"))
+    }
+
+    @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
+    func serveKeepsTwoDevicesConnectedAndStopsCleanly() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let portA = ChildProcess.freePort(), portB = ChildProcess.freePort()
+        let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
+        let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
+        _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/b"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "join", "\(root)/b", "--passphrase", "pw", "--device", "kitchen"] + kitchen.directories)
+        let kitchenID = try await HearthCLI.run(["account", "show", "--json"] + kitchen.directories).output
+        _ = try await HearthCLI.run(["set", "backgroundColor", "1", "--wait", "0"] + laptop.store + laptop.directories)
+
+        let binary = try #require(HearthCLI.binary)
+        let serveA = try ChildProcess(binary, ["serve"] + laptop.store + laptop.directories)
+        let serveB = try ChildProcess(binary, ["serve"] + kitchen.store + kitchen.directories)
+        defer { serveA.terminate(); serveB.terminate() }
+
+        // peers reads the live state that serve publishes while it holds the store.
+        var peers = ""
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            peers = try await HearthCLI.run(["peers", "--json", "--store", "com.example.colors"] + laptop.directories).output
+            if peers.contains("\"connectedPeers\":[\"") { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let kitchenDevice = try #require(kitchenID.split(separator: "\"device\":\"").dropFirst().first?.prefix(64))
+        #expect(peers.contains("\"connectedPeers\":[\"\(kitchenDevice)\"]"), "peers said: \(peers)")
+        #expect(peers.contains("\"heldBy\":\(serveA.pid)"))
+        let status = try await HearthCLI.run(["status", "--json"] + laptop.directories)
+        #expect(status.output.contains("\"heldBy\":\(serveA.pid)"), "status said: \(status.output)")
+
+        // SIGINT, as Ctrl-C: serve saves, says so, exits 0 and withdraws its status file.
+        kill(serveA.pid, SIGINT)
+        #expect(await serveA.wait(upTo: .seconds(10)) == 0, "\(serveA.errorOutput)")
+        #expect(serveA.errorOutput.contains("serving: interrupted; saving and closing"))
+        let after = try await HearthCLI.run(["status", "--json"] + laptop.directories)
+        #expect(after.output.contains("\"heldBy\":null"), "status said: \(after.output)")
     }
 
     @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
