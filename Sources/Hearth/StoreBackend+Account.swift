@@ -8,20 +8,13 @@ import Logging
 /// replaces the visible set wholesale with the new account's, whatever the timestamps.
 extension StoreBackend {
     /// Opens (locking) and loads the replica file at `location`; a fresh replica if none.
-    /// Reserves sequence numbers on disk at once, so the first writes can go to peers
-    /// without waiting for a save.
+    /// Each run writes under a new replica ID (see `Replica.reopened(as:)`).
     static func openReplica(_ location: StoreLocation, logger: Logger) throws(PersistenceError) -> (ReplicaStorage, Replica) {
         let storage = try ReplicaStorage(location: location, logger: logger)
-        var replica: Replica
         switch try storage.load() {
-        case .fresh, .recovered: replica = Replica()
-        case .loaded(let loaded): replica = loaded
+        case .fresh, .recovered: return (storage, Replica())
+        case .loaded(let replica): return (storage, replica.reopened())
         }
-        if replica.reservedSequence < replica.sequence + reservationSlack {
-            replica.reserveSequences(upTo: replica.sequence + 2 * reservationSlack)
-            try storage.save(replica)
-        }
-        return (storage, replica)
     }
 
     /// Follows the account directory's `current` pointer (changed by `hearth account …` or

@@ -25,15 +25,7 @@ extension StoreBackend: SyncReplica {
     var syncVector: VersionVector { state.withLock { $0.replica.vector } }
 
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) {
-        state.withLock { s in
-            let id = s.replica.id, limit = s.reservedOnDisk
-            guard s.replica.sequence > limit else { return (s.replica.delta(for: peer), s.replica.vector) }
-            // Local writes beyond the saved reservation wait for the next save (see State).
-            var counters = s.replica.vector.counters
-            counters[id] = limit
-            let entries = s.replica.delta(for: peer).filter { $0.origin != id || $0.sequence <= limit }
-            return (entries, VersionVector(counters))
-        }
+        state.withLock { ($0.replica.delta(for: peer), $0.replica.vector) }
     }
 
     func unsignedEntries() -> [Entry] {

@@ -28,10 +28,6 @@ final class StoreBackend: Sendable {
         var accountWatcher: Task<Void, Never>?
         /// Apple's strict mode: refuse writes until the first download from peers.
         var refuseWritesBeforeInitialSync = false
-        /// The sequence reservation the file on disk holds: local entries beyond it are not
-        /// sent to peers until a save has covered them (a crash could otherwise make this
-        /// replica give their numbers out again).
-        var reservedOnDisk: UInt64 = .max
     }
 
     struct WeakStore {
@@ -62,9 +58,7 @@ final class StoreBackend: Sendable {
         self.storeIdentifier = storeIdentifier
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
-        var state = State(replica: replica, storage: storage)
-        state.reservedOnDisk = storage == nil ? .max : replica.reservedSequence
-        self.state = Mutex(state)
+        state = Mutex(State(replica: replica, storage: storage))
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
         notifyQueue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
     }
@@ -164,41 +158,25 @@ final class StoreBackend: Sendable {
     /// holds every change made before the call.
     func flush() -> Bool {
         guard isPersistent else { return false }
-        let (done, handlers) = savedGeneration.withLock { saved -> (Bool, [@Sendable () -> Void]) in
+        return savedGeneration.withLock { saved in
             let (snapshot, generation, storage) = state.withLock { s in
                 s.flushScheduled = false
-                // Keep the reservation well ahead of the sequence, so writes never wait for it.
-                if s.replica.reservedSequence < s.replica.sequence + Self.reservationSlack {
-                    s.replica.reserveSequences(upTo: s.replica.sequence + 2 * Self.reservationSlack)
-                }
                 return (s.replica, s.generation, s.storage)
             }
-            guard generation != saved || snapshot.reservedSequence > state.withLock({ $0.reservedOnDisk }),
-                  let storage else { return (true, []) }
+            guard generation != saved, let storage else { return true }
             do {
                 try storage.save(snapshot)
                 saved = generation
-                // Entries held back for want of a reservation may go out now.
-                let unblocked = state.withLock { s -> Bool in
-                    let held = s.replica.sequence > s.reservedOnDisk
-                    s.reservedOnDisk = snapshot.reservedSequence
-                    return held
-                }
-                return (true, unblocked ? state.withLock { $0.localChangeHandlers } : [])
+                return true
             } catch {
                 logger.error("could not save the store", metadata: ["store": "\(storeIdentifier)", "error": "\(error)"])
                 // Try again later rather than lose the change.
                 state.withLock { $0.flushScheduled = true }
                 ioQueue.asyncAfter(deadline: .now() + .seconds(5)) { [weak self] in _ = self?.flush() }
-                return (false, [])
+                return false
             }
         }
-        for handler in handlers { handler() }
-        return done
     }
-
-    /// How far ahead of the sequence the saved reservation is kept (half of the step taken).
-    static let reservationSlack: UInt64 = 10_000
 
     // MARK: Observers
 

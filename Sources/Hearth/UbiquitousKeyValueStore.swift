@@ -129,13 +129,17 @@ public final class UbiquitousKeyValueStore: Sendable {
         backend.location.map { URL(fileURLWithPath: $0.filePath) }
     }
 
-    /// Writes what is in memory to disk and returns whether the disk now holds it.
+    /// Writes what is in memory to disk, asks the sync engine to push to every connected
+    /// peer now, and returns whether the disk holds every change made before the call.
     ///
-    /// Returns `false` when the store has no identifier or cannot persist (see
-    /// ``init(storeIdentifier:)``). As with Apple's store, calling it is rarely needed:
-    /// changes reach disk within a second anyway.
+    /// What peers delivered is already merged: deltas apply as they arrive. Returns `false`
+    /// when the store has no identifier or cannot persist (see ``init(storeIdentifier:)``).
+    /// As with Apple's store, calling it is rarely needed: changes reach disk within a
+    /// second and peers at once anyway.
     @discardableResult
     public func synchronize() -> Bool {
-        backend.flush()
+        let saved = backend.flush()
+        backend.syncEngine?.pushNow()
+        return saved
     }
 }

@@ -148,4 +148,33 @@ struct ReplicaTests {
         #expect(result18)
         #expect(r.entries["k"]?.signature == sig)
     }
+
+    @Test("A reopened replica writes under a new ID and gets back from peers the writes it sent but lost")
+    func reopenAfterCrash() {
+        var r = Replica(id: a), peer = Replica(id: b)
+        r.write("saved", forKey: "k1", wall: 1)
+        let onDisk = r                                   // the last save before the crash
+        r.write("sent, never saved", forKey: "k2", wall: 2)
+        peer.apply(r.delta(for: peer.vector), coveredBy: r.vector, wall: 3)
+
+        var next = onDisk.reopened(as: ReplicaID(high: 0xC, low: 0))
+        #expect(next.id != a && next.sequence == 0)
+        next.write("after restart", forKey: "k3", wall: 4)
+        // The peer sends k2 back; the restarted replica sends k3, under a pair nobody has seen.
+        next.apply(peer.delta(for: next.vector), coveredBy: peer.vector, wall: 5)
+        peer.apply(next.delta(for: peer.vector), coveredBy: next.vector, wall: 5)
+        #expect(next.visibleValues == ["k1": "saved", "k2": "sent, never saved", "k3": "after restart"])
+        #expect(peer.visibleValues == next.visibleValues)
+    }
+
+    @Test("Reopening drops vector counters of origins that no longer have an entry")
+    func reopenPrunesVector() {
+        var r = Replica(id: a)
+        r.merge(Entry(key: "k", value: 1, timestamp: HLCTimestamp(milliseconds: 1, counter: 0), origin: b, sequence: 4), wall: 1)
+        r.apply([], coveredBy: VersionVector([b: 4, ReplicaID(high: 9, low: 9): 7]), wall: 1)
+        let next = r.reopened()
+        #expect(next.vector[b] == 4)
+        #expect(next.vector[ReplicaID(high: 9, low: 9)] == 0)
+        #expect(next.entries == r.entries)
+    }
 }

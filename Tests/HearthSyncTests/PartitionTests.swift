@@ -57,8 +57,9 @@ struct PartitionTests {
         // instant, two may pass the hello before the duplicate rule closes one.
         let sessions = bMetrics.sessions
         #expect((1...2).contains(sessions))
-        #expect(after.entriesSent - before.entriesSent == sessions)
-        #expect(bMetrics.entriesReceived == sessions)
+        // (The second connection's hello may already show the entry the first one brought.)
+        #expect((1...sessions).contains(after.entriesSent - before.entriesSent))
+        #expect((1...sessions).contains(bMetrics.entriesReceived))
         // Hello + one-entry delta + acks and pings: far below the ~30 KB of the whole store.
         #expect(bMetrics.bytesReceived < 2048 * sessions, "B received \(bMetrics.bytesReceived) bytes over \(sessions) connection(s)")
     }

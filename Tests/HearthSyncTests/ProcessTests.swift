@@ -66,7 +66,8 @@ final class ProcessCluster {
         }
         let states = processes.map { p -> String in
             guard let p else { return "none" }
-            return "pid \(p.pid) alive \(Glibc.kill(p.pid, 0) == 0): \(p.output.suffix(400))"
+            let stat = (try? String(contentsOfFile: "/proc/\(p.pid)/stat", encoding: .utf8)) ?? "gone"
+            return "pid \(p.pid) stat \(stat.split(separator: " ").dropFirst(2).first ?? "?"): \(p.output.suffix(700))"
         }
         Issue.record("processes did not converge within \(timeout): \(snapshots.map { $0.count }) keys; \(states)")
         return snapshots
@@ -87,8 +88,7 @@ struct ProcessTests {
         for i in 0..<3 { try cluster.start(i) }
         var rng = SystemRandomNumberGenerator()
         var kills = 0
-        let end = ContinuousClock.now + .seconds(8)
-        while ContinuousClock.now < end {
+        while kills < 10 {
             try await Task.sleep(for: .milliseconds(Int.random(in: 300...900, using: &rng)))
             let victim = Int.random(in: 0..<3, using: &rng)
             cluster.kill(victim)
@@ -98,7 +98,6 @@ struct ProcessTests {
         }
         try await cluster.stopWriting()
         let snapshots = try await cluster.converged(timeout: .seconds(20))
-        #expect(kills >= 8)
         for name in cluster.names {
             let confirmed = cluster.confirmed[name] ?? 0
             #expect(confirmed > 0, "\(name) never confirmed a write")

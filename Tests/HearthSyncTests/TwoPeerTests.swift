@@ -1,5 +1,6 @@
 import Foundation
 import Hearth
+import HearthCore
 import Testing
 
 @Suite("Two peers")
@@ -20,5 +21,23 @@ struct TwoPeerTests {
         #expect(event?.reason == .serverChange || event?.reason == .initialSyncChange)
         #expect(b.longLong(forKey: "backgroundColor") == 2)
         #expect(b.object(forKey: "backgroundColor") as? Int == 2)
+    }
+}
+
+@Suite("synchronize() with sync")
+struct SynchronizeTests {
+    @Test("synchronize() saves to disk and the peer has the value")
+    func synchronizeSavesAndPushes() async throws {
+        let cluster = try await SyncCluster(count: 2, storeIdentifier: "com.example.synchronize")
+        defer { Task { await cluster.shutdown() } }
+        let (a, b) = (cluster.stores[0], cluster.stores[1])
+        try await cluster.waitUntilConnected([1, 1])
+        a.set("now", forKey: "k")
+        #expect(a.synchronize())
+        let file = try #require(a.fileURL)
+        let onDisk = try ReplicaFile.decode(try Data(contentsOf: file), path: file.path).0
+        #expect(onDisk.value(forKey: "k") == "now")
+        #expect(await a.waitUntilSynced(peers: 1, timeout: .seconds(5)))
+        #expect(b.string(forKey: "k") == "now")
     }
 }

@@ -10,7 +10,6 @@ import Foundation
 ///   vector: { <origin hex>: Int },
 ///   peers: { <device ID hex>: { <origin hex>: Int } },   // what each peer last acknowledged
 ///   synced: Bool,                                        // the initial sync has happened
-///   reserved: Int,                                       // local sequence numbers reserved (see Replica)
 ///   entries: { <key>: { value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
 ///                       signer: Data, signature: Data } }   // no `value`: a tombstone
 /// }
@@ -49,7 +48,6 @@ public enum ReplicaFile {
             "vector": replica.vector.propertyList,
             "peers": .dictionary(replica.peerVectors.mapValues(\.propertyList)),
             "synced": .bool(replica.hasSynced),
-            "reserved": .integer(Int64(bitPattern: replica.reservedSequence)),
             "entries": .dictionary(entries),
         ])
         return BinaryPropertyList.encode(document)
@@ -94,7 +92,6 @@ public enum ReplicaFile {
         var replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
                               sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers)
         replica.hasSynced = root["synced"]?.boolValue ?? false
-        replica.restoreReservation(UInt64(bitPattern: root["reserved"]?.integerValue ?? 0))
         return (replica, Header(storeIdentifier: storeIdentifier, account: account))
     }
 }

@@ -39,10 +39,6 @@ public struct Replica: Sendable, Equatable {
     public private(set) var peerVectors: [String: VersionVector]
     /// Whether this replica has had its first download from the account's peers.
     public var hasSynced = false
-    /// Sequence numbers up to this one may have been given out (and sent to peers) by a run
-    /// that crashed before saving them; a restored replica continues after it, so it never
-    /// issues a sequence number twice. The store saves it ahead of use (see StoreBackend).
-    public private(set) var reservedSequence: UInt64 = 0
 
     /// An empty replica.
     public init(id: ReplicaID = .random()) {
@@ -185,20 +181,22 @@ public struct Replica: Sendable, Equatable {
         return true
     }
 
-    // MARK: Sequence reservations
+    // MARK: Reopening
 
-    /// Reserves sequence numbers up to `limit`, to be saved before any of them is sent.
-    public mutating func reserveSequences(upTo limit: UInt64) {
-        reservedSequence = max(reservedSequence, limit)
-    }
-
-    /// Restores a saved reservation: local writes continue after it.
-    public mutating func restoreReservation(_ reserved: UInt64) {
-        reservedSequence = max(reservedSequence, reserved)
-        if reserved > sequence {
-            sequence = reserved
-            vector.advance(origin: id, to: sequence)
-        }
+    /// This replica's data under a new replica ID, for a new run of the store.
+    ///
+    /// A run that crashed may have sent peers writes it never saved; giving the next run's
+    /// writes fresh (origin, sequence) pairs means they can never be mistaken for those, and
+    /// the lost writes come back from the peers that have them, as any other origin's would.
+    /// Vector counters of origins that no longer have a current entry are dropped: at worst a
+    /// peer sends such an entry again, and it loses to what replaced it.
+    public func reopened(as id: ReplicaID = .random()) -> Replica {
+        let origins = Set(entries.values.map(\.origin))
+        var copy = Replica(id: id, clock: clock, sequence: 0,
+                           vector: VersionVector(vector.counters.filter { origins.contains($0.key) }),
+                           entries: entries, peerVectors: peerVectors)
+        copy.hasSynced = hasSynced
+        return copy
     }
 
     // MARK: Peers and tombstones

@@ -2,9 +2,10 @@ import Foundation
 
 /// Names one replica: one (store, account) copy of the data on one device.
 ///
-/// 16 random bytes, made when the replica's file is created. A replica that loses its
-/// file comes back under a new ID, so its sequence numbers never collide with ones that
-/// other replicas have already recorded in their version vectors.
+/// 16 random bytes, made anew each time a store opens its replica (see
+/// ``Replica/reopened(as:)``): a run that crashed after sending writes it had not saved can
+/// never have its sequence numbers given out again, and a replica that loses its file
+/// starts with an ID nobody has recorded.
 public struct ReplicaID: Hashable, Comparable, Sendable {
     /// The 16 bytes as two big-endian halves, so that comparison is the byte order.
     public let high: UInt64

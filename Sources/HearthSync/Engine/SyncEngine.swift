@@ -265,6 +265,10 @@ public final class SyncEngine: Sendable {
 
     // MARK: Sessions
 
+    /// Sends every connected peer what it lacks, now (`synchronize()` calls it; local writes
+    /// and applied deltas already do).
+    public func pushNow() { changed() }
+
     /// Pushes to every connected peer (after a local write, or to relay what one peer sent).
     func changed() {
         let sessions = state.withLock { Array($0.sessions.values) }
