@@ -9,6 +9,7 @@ import Synchronization
 enum Peer {
     static func run() -> Never {
         var dataArgument = "", config = "", nameArgument = "peer", port = 0, peers: [String] = [], avahi = false, writeArgument = false
+        var timeout: Duration = .seconds(15)
         var arguments = CommandLine.arguments.dropFirst().makeIterator()
         while let argument = arguments.next() {
             switch argument {
@@ -19,6 +20,7 @@ enum Peer {
             case "--peer": peers.append(arguments.next() ?? "")
             case "--avahi": avahi = true
             case "--write": writeArgument = true
+            case "--timeout": timeout = .milliseconds(Int(arguments.next() ?? "") ?? 15_000)
             default:
                 say("unknown argument \(argument)")
                 exit(64)
@@ -28,7 +30,7 @@ enum Peer {
         // Fixed from here on: closures below capture them.
         let (data, name, write) = (dataArgument, nameArgument, writeArgument)
         let sync = SyncSettings(accountDirectory: config, discovery: avahi ? .automatic : .staticPeers(peers),
-                                listenHost: avahi ? "0.0.0.0" : "127.0.0.1", port: port, heartbeatInterval: .milliseconds(500))
+                                listenHost: avahi ? "0.0.0.0" : "127.0.0.1", port: port, heartbeatInterval: .milliseconds(500), timeout: timeout)
         let store: UbiquitousKeyValueStore
         do {
             store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.processes",

@@ -26,8 +26,8 @@ final class ProcessCluster {
         }
     }
 
-    func start(_ i: Int, writing: Bool = true) throws {
-        var arguments = ["--config", "\(root)/config\(i)", "--port", "\(ports[i])"]
+    func start(_ i: Int, writing: Bool = true, extra: [String] = []) throws {
+        var arguments = ["--config", "\(root)/config\(i)", "--port", "\(ports[i])"] + extra
         if avahi {
             arguments.append("--avahi")
         } else {
@@ -120,6 +120,22 @@ struct ProcessTests {
         let snapshots = try await cluster.converged(timeout: .seconds(20))
         for name in cluster.names {
             #expect(snapshots[0]["\(name)-counter"] != nil, "\(name)'s writes did not reach the others")
+        }
+    }
+
+    @Test("A peer that stops answering (SIGSTOP) is dropped after the timeout, and reconnected when it is back")
+    func deadLink() async throws {
+        let cluster = try ProcessCluster(avahi: false)
+        defer { cluster.shutdown() }
+        for i in 0..<2 { try cluster.start(i, writing: false, extra: ["--timeout", "1500"]) }
+        let (alpha, beta) = (cluster.processes[0]!, cluster.processes[1]!)
+        try await eventually("alpha and beta to connect") { alpha.output.contains("connected") && beta.output.contains("connected") }
+        kill(beta.pid, SIGSTOP)
+        try await eventually(timeout: .seconds(10), "alpha to declare the link dead") { alpha.output.contains("the link is dead") }
+        kill(beta.pid, SIGCONT)
+        let before = alpha.output.components(separatedBy: "] connected").count
+        try await eventually(timeout: .seconds(15), "alpha to reconnect") {
+            alpha.output.components(separatedBy: "] connected").count > before
         }
     }
 }
