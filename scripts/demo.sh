@@ -103,6 +103,13 @@ say "kitchen comes back and catches up (from laptop: phone has quit)"
 watch_on kitchen
 sleep 3
 
+say "laptop sets a value while its watcher holds the store: the watcher applies it and syncs it"
+as laptop set --store "$store" greeting --string "dinner at 7" --wait 15
+sleep 1
+
+say "phone comes online for two seconds (hearth peers) and catches up"
+as phone peers --store "$store" --wait 2
+
 say "every device now reads the same values (hearth list)"
 for device in laptop kitchen phone; do as "$device" list --store "$store"; done
 

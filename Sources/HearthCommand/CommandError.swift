@@ -20,7 +20,7 @@ struct CommandError: Error, CustomStringConvertible {
             case .badBundle: "wrong passphrase, or a damaged join bundle"
             case .unknownStore: "unknown store (no file for it under the data directory)"
             case .invalidValue: "invalid value: bad JSON, not a property list, key over 64 bytes, quota exceeded"
-            case .storeLocked: "the store is open in another process (e.g. hearth serve)"
+            case .storeLocked: "the store is open in another process that takes no writes from hearth (an app)"
             case .notFound: "no such key or account"
             case .notSignedIn: "not signed in to an account"
             }

@@ -17,24 +17,13 @@ struct RemoveCommand: AsyncParsableCommand {
     func run() async throws {
         let access = try StoreAccess(global: global, options: store)
         try access.requireExisting(hint: "nothing to remove")
-        let opened = try access.open()
-        guard opened.value(forKey: key) != nil else {
-            await opened.close()
-            throw CommandError(.notFound, "no value for \(key) in store \(access.storeIdentifier)")
-        }
-        do {
-            try opened.removeValue(forKey: key)
-        } catch {
-            await opened.close()
-            throw commandError(error, key: key)
-        }
-        let outcome = await delivery.deliver(opened)
-        await opened.close()
+        let (outcome, forwarded) = try await WriteRequest(key: key, value: nil, wait: delivery.wait,
+                                             minimumPeers: delivery.minimumPeers).perform(access)
         if json {
             emit("{\"key\":\(PropertyListJSON.quote(key)),\"removed\":true,\(outcome.jsonFields)}")
         } else {
             emit("removed \(key)")
-            note(outcome.sentence)
+            note(outcome.sentence + (forwarded ? " (applied by the hearth process that holds the store)" : ""))
         }
         if case .failed(let reason) = outcome { throw CommandError(.general, "removed on this device, but sync failed: \(reason)") }
     }

@@ -8,8 +8,8 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Keep a store synced with the account's other devices until SIGINT or SIGTERM (a daemon for systemd and friends).",
         discussion: """
         Creates the store on this device if needed, follows account switches, and saves before exiting. \
-        While it runs, hearth get/list read the store, and hearth peers/status show its connections; \
-        hearth set/rm on the same store exit with status 6 (the store is open here).
+        While it runs, hearth get/list read the store, hearth peers/status show its connections, and \
+        hearth set/rm send their writes to it (through a Unix socket only this user can open).
         """)
 
     @OptionGroup var global: GlobalOptions

@@ -12,7 +12,8 @@ struct SetCommand: AsyncParsableCommand {
           hearth set --store com.example.colors backgroundColor 2
           hearth set --store com.example.notes title --string "Groceries"
           hearth set --store com.example.notes note-1 '{"title": "Milk", "done": false}'
-        Creates the store on this device if it has no file yet.
+        Creates the store on this device if it has no file yet. If hearth serve or hearth watch holds \
+        the store, the write is sent to that process, which applies it and waits for peers.
         """)
 
     @OptionGroup var global: GlobalOptions
@@ -25,20 +26,13 @@ struct SetCommand: AsyncParsableCommand {
     func run() async throws {
         let access = try StoreAccess(global: global, options: store)
         let newValue = try value.resolve()
-        let opened = try access.open()
-        do {
-            try opened.setValue(newValue, forKey: key)
-        } catch {
-            await opened.close()
-            throw commandError(error, key: key)
-        }
-        let outcome = await delivery.deliver(opened)
-        await opened.close()
+        let (outcome, forwarded) = try await WriteRequest(key: key, value: newValue, wait: delivery.wait,
+                                             minimumPeers: delivery.minimumPeers).perform(access)
         if json {
             emit("{\"key\":\(PropertyListJSON.quote(key)),\"value\":\(PropertyListJSON.string(newValue)),\(outcome.jsonFields)}")
         } else {
             emit("\(key) = \(PropertyListJSON.human(newValue))")
-            note(outcome.sentence)
+            note(outcome.sentence + (forwarded ? " (applied by the hearth process that holds the store)" : ""))
         }
         if case .failed(let reason) = outcome { throw CommandError(.general, "saved on this device, but sync failed: \(reason)") }
     }
@@ -81,8 +75,8 @@ struct DeliveryOptions: ParsableArguments {
         guard minimumPeers >= 1 else { throw ValidationError("--min-peers must be at least 1") }
     }
 
-    /// Waits until the change has reached the peers (and is on disk either way).
-    func deliver(_ store: UbiquitousKeyValueStore) async -> Outcome {
+    /// Waits until the store's changes have reached `minimumPeers` peers (and are on disk either way).
+    static func deliver(_ store: UbiquitousKeyValueStore, wait: Double, minimumPeers: Int) async -> Outcome {
         store.synchronize()
         guard store.isSyncing else { return .local }
         do {

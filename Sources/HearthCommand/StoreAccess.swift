@@ -57,7 +57,7 @@ struct StoreAccess {
             return try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration)
         } catch where error.code == .storeLocked {
             throw CommandError(.storeLocked, "store \(storeIdentifier) is open in another process (\(error.reason)); "
-                               + "stop that process (e.g. hearth serve) first")
+                               + "quit that app first, or let it make the change")
         } catch {
             throw CommandError(.general, "cannot open store \(storeIdentifier): \(error)")
         }

@@ -70,7 +70,12 @@ struct StoreSession {
                 try? await Task.sleep(for: .milliseconds(500))
             }
         }
+        // hearth set/rm find the store locked by us and send their writes here.
+        let control = ControlServer(path: ControlSocket.path(for: access.location))
+        control?.start { line in await WriteRequest.answer(line, store: store) }
+        if control == nil { note("\(label): no control socket; hearth set/rm on this store will report it locked") }
         let received = await signals.wait()
+        control?.stop()
         note("\(label): \(received == SIGINT ? "interrupted" : "terminated"); saving and closing")
         publisher.cancel()
         printer.cancel()

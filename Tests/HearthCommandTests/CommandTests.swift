@@ -1,10 +1,9 @@
 import Foundation
+import Hearth
 import Testing
 
 /// Two devices, each a config and a data directory, driven through the hearth command as a
 /// person would type it. Static peers on 127.0.0.1, so it runs with or without the test network.
-/// Waits for peers are long (`--wait 30`): they end as soon as a peer confirms, and a loaded
-/// machine running every suite at once must not turn a slow confirmation into a failure.
 struct Device {
     let name: String
     let root: String
@@ -32,6 +31,8 @@ enum HearthCLI {
     }
 }
 
+/// Waits for peers are long (`--wait 30`): they end as soon as a peer confirms, and a loaded
+/// machine running every suite at once must not turn a slow confirmation into a failure.
 @Suite(.serialized) struct CommandTests {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-cmd-\(UUID().uuidString)").path
 
@@ -85,10 +86,13 @@ enum HearthCLI {
         let listed = try await HearthCLI.run(["list", "--json", "--store", "com.example.colors"] + kitchen.directories)
         #expect(listed.output == "{\"backgroundColor\":2,\"greeting\":\"hello\"}\n")
 
-        // Writing on device 2 while watch holds its store: a clear "locked" error.
-        let locked = try await HearthCLI.run(["set", "backgroundColor", "1"] + kitchen.store + kitchen.directories)
-        #expect(locked.status == 6)
-        #expect(locked.error.contains("is open in another process"))
+        // Writing on device 2 while watch holds its store: watch applies it for us.
+        let forwarded = try await HearthCLI.run(["set", "note", "--string", "from the kitchen", "--wait", "0.5"] + kitchen.store + kitchen.directories)
+        #expect(forwarded.status == 0, "\(forwarded.error)")
+        #expect(forwarded.error.contains("applied by the hearth process that holds the store"))
+        #expect(await watch.waitForOutput("set note for another hearth process", inErrors: true))
+        let note = try await HearthCLI.run(["get", "note", "--store", "com.example.colors"] + kitchen.directories)
+        #expect(note.output == "\"from the kitchen\"\n")
 
         // A removal reaches the watcher too.
         let removed = try await HearthCLI.run(["rm", "greeting", "--wait", "30"] + laptop.store + laptop.directories)
@@ -179,6 +183,17 @@ enum HearthCLI {
         let missing = try await HearthCLI.run(["get", "nothing", "--store", "com.example.notes"] + device.directories)
         #expect(missing.status == 7)
 
+        // An app (not hearth) holds the store: no process to hand the write to, so "locked".
+        var sync = SyncSettings(accountDirectory: device.config, discovery: .none, listenHost: "127.0.0.1")
+        sync.port = 0
+        let app = try UbiquitousKeyValueStore(storeIdentifier: "com.example.notes",
+                                              configuration: .init(dataDirectory: device.data, sync: sync))
+        let locked = try await HearthCLI.run(["set", "a", "--int", "8"] + quick)
+        #expect(locked.status == 6)
+        #expect(locked.error.hasPrefix("hearth: store com.example.notes is open in another process"))
+        #expect(locked.error.split(separator: "\n").count == 1)
+        await app.close()
+
         let status = try await HearthCLI.run(["status", "--json"] + device.directories)
         #expect(status.status == 0)
         #expect(status.output.contains("\"store\":\"com.example.notes\""))
@@ -186,7 +201,7 @@ enum HearthCLI {
         let help = try await HearthCLI.run(["--help"])
         #expect(help.status == 0)
         #expect(help.output.contains("EXIT STATUS"))
-        #expect(help.output.contains("6  the store is open in another process"))
+        #expect(help.output.contains("6  the store is open in another process that takes no writes"))
 
         _ = try await HearthCLI.run(["account", "sign-out"] + device.directories)
         let signedOut = try await HearthCLI.run(["account", "export", "--passphrase", "x"] + device.directories)
