@@ -46,6 +46,12 @@ extension StoreBackend: SyncReplica {
         if schedule { scheduleWriteBehind() }
     }
 
+    func winningEntries(_ entries: [Entry]) -> [Entry] {
+        state.withLock { s in
+            entries.filter { entry in s.replica.entries[entry.key].map { entry.wins(over: $0) } ?? true }
+        }
+    }
+
     func applyRemote(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String] {
         applyExternal(entries, coveredBy: vector, reason: reason)
     }

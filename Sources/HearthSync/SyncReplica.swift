@@ -25,6 +25,10 @@ public protocol SyncReplica: AnyObject, Sendable {
     /// have since been replaced).
     func attachSignatures(_ signed: [Entry])
 
+    /// The entries of `entries` that would change this replica (new keys, or winning by
+    /// last-writer-wins over the current entry).
+    func winningEntries(_ entries: [Entry]) -> [Entry]
+
     /// Applies a verified delta atomically, advances the vector, posts `reason` with the
     /// keys whose visible value changed, and returns them.
     func applyRemote(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String]

@@ -23,15 +23,29 @@ extension PropertyListValue {
     /// // .dictionary(["size": .integer(3), "bold": .bool(true)])
     /// ```
     public init(foundation object: Any) throws(NotAPropertyListError) {
-        self = try Self.convert(object, path: "root")
+        do {
+            self = try Self.convert(object, path: "")
+        } catch {
+            throw NotAPropertyListError(path: "root" + error.path, found: error.found)
+        }
     }
 
     // Boolean NSNumbers are instances of a private subclass on every platform.
     private static let booleanNumberClass: AnyClass = type(of: NSNumber(value: true))
 
+    /// `path` is the position below the value being converted; containers add their part
+    /// only when an error passes through them, so the happy path builds no strings.
     private static func convert(_ object: Any, path: String) throws(NotAPropertyListError) -> PropertyListValue {
-        // NSNumber first: casting one to Bool or Int succeeds for 0 and 1 and would lose its kind.
-        if type(of: object) is NSNumber.Type, let number = object as? NSNumber { return try convert(number, path: path) }
+        // Exact Swift types first: a dynamic cast per type tried is what conversion costs.
+        let type = Swift.type(of: object)
+        if type == String.self { return .string(object as! String) }
+        if type == Int.self { return .integer(Int64(object as! Int)) }
+        if type == Bool.self { return .bool(object as! Bool) }
+        if type == Double.self { return .double(object as! Double) }
+        if type == [String: Any].self { return try convert(dictionary: object as! [String: Any]) }
+        if type == [Any].self { return try convert(array: object as! [Any]) }
+        // NSNumber before the casts below: casting one to Bool or Int succeeds for 0 and 1 and would lose its kind.
+        if type is NSNumber.Type, let number = object as? NSNumber { return try convert(number, path: path) }
         switch object {
         case let v as PropertyListValue: return v
         case let v as String: return .string(v)
@@ -54,19 +68,33 @@ extension PropertyListValue {
             guard let i = Int64(exactly: v) else { throw NotAPropertyListError(path: path, found: "unsigned integer \(v) beyond Int64") }
             return .integer(i)
         case let v as Float: return .double(Double(v))
-        case let v as [Any]:
-            var out: [PropertyListValue] = []
-            out.reserveCapacity(v.count)
-            for (i, element) in v.enumerated() { out.append(try convert(element, path: "\(path)[\(i)]")) }
-            return .array(out)
-        case let v as [String: Any]:
-            var out: [String: PropertyListValue] = [:]
-            out.reserveCapacity(v.count)
-            for (key, element) in v { out[key] = try convert(element, path: "\(path)[\(String(reflecting: key))]") }
-            return .dictionary(out)
+        case let v as [Any]: return try convert(array: v)
+        case let v as [String: Any]: return try convert(dictionary: v)
         default:
             return try convertObject(object, path: path)
         }
+    }
+
+    private static func convert(array: [Any]) throws(NotAPropertyListError) -> PropertyListValue {
+        var out: [PropertyListValue] = []
+        out.reserveCapacity(array.count)
+        for (i, element) in array.enumerated() {
+            do { out.append(try convert(element, path: "")) } catch {
+                throw NotAPropertyListError(path: "[\(i)]" + error.path, found: error.found)
+            }
+        }
+        return .array(out)
+    }
+
+    private static func convert(dictionary: [String: Any]) throws(NotAPropertyListError) -> PropertyListValue {
+        var out: [String: PropertyListValue] = [:]
+        out.reserveCapacity(dictionary.count)
+        for (key, element) in dictionary {
+            do { out[key] = try convert(element, path: "") } catch {
+                throw NotAPropertyListError(path: "[\(String(reflecting: key))]" + error.path, found: error.found)
+            }
+        }
+        return .dictionary(out)
     }
 
     private static func convert(_ number: NSNumber, path: String) throws(NotAPropertyListError) -> PropertyListValue {
@@ -99,7 +127,9 @@ extension PropertyListValue {
                 guard let key = key.base as? String ?? (key.base as? NSString).map({ $0 as String }) else {
                     throw NotAPropertyListError(path: path, found: "a dictionary key of type \(type(of: key.base))")
                 }
-                out[key] = try convert(element, path: "\(path)[\(String(reflecting: key))]")
+                do { out[key] = try convert(element, path: "") } catch {
+                    throw NotAPropertyListError(path: "[\(String(reflecting: key))]" + error.path, found: error.found)
+                }
             }
             return .dictionary(out)
         }

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import HearthCore
 import HearthDiscovery
@@ -92,18 +93,22 @@ public final class SyncEngine: Sendable {
             return result
         }
 
-        /// The DER certificates of every device that signed one of `entries`.
-        func certificates(for entries: [Entry]) -> [Data] {
+        /// The DER certificates of the devices that signed `entries`, but ours (the peer has it
+        /// from the TLS handshake) and those in `excluding` (sent on this connection before).
+        func certificates(for entries: [Entry], excluding sent: Set<Data>) -> [Data] {
             let signers = Set(entries.compactMap { $0.signature?.signer })
             return signers.compactMap { signer -> Data? in
-                if signer == identity.deviceID.data { return Data(identity.certificate.derEncoded) }
-                guard let device = DeviceID(bytes: signer), let certificate = certificates.certificate(for: device) else { return nil }
-                return Data(certificate.derEncoded)
+                guard signer != identity.deviceID.data, let device = DeviceID(bytes: signer),
+                      let certificate = certificates.certificate(for: device) else { return nil }
+                let der = Data(certificate.derEncoded)
+                return sent.contains(der) ? nil : der
             }
         }
 
-        /// Checks a whole delta before anything of it is applied.
-        func verify(_ delta: SyncMessage.Delta) throws {
+        /// Checks a delta before anything of it is applied: the certificates it carries, the
+        /// cheap bounds of every entry, and the signature of every entry in `winners` (the
+        /// ones that would be applied), in parallel when there are many.
+        func verify(_ delta: SyncMessage.Delta, applying winners: [Entry]) throws {
             for der in delta.certificates { try certificates.admit(derEncoded: der) }
             let wall = replica.wallMilliseconds()
             for entry in delta.entries {
@@ -112,8 +117,24 @@ public final class SyncEngine: Sendable {
                 guard HybridLogicalClock.isAcceptable(entry.timestamp, wall: wall) else {
                     throw SyncProtocolError("entry \(entry.key) is stamped \(entry.timestamp.date), more than \(HybridLogicalClock.maximumDrift / 3_600_000) h ahead of our clock")
                 }
-                try certificates.verify(entry: entry, storeIdentifier: replica.storeIdentifier)
             }
+            let store = replica.storeIdentifier
+            guard winners.count >= 64 else {
+                for entry in winners { try certificates.verify(entry: entry, storeIdentifier: store) }
+                return
+            }
+            // A full initial sync carries a thousand signatures: use every core.
+            let chunks = ProcessInfo.processInfo.activeProcessorCount
+            let failures = Mutex<[any Error]>([])
+            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+                for index in stride(from: chunk, to: winners.count, by: chunks) {
+                    do { try certificates.verify(entry: winners[index], storeIdentifier: store) } catch {
+                        failures.withLock { $0.append(error) }
+                        return
+                    }
+                }
+            }
+            if let failure = failures.withLock({ $0.first }) { throw failure }
         }
     }
 

@@ -37,6 +37,8 @@ final class SyncSession: Sendable {
     private let outgoingStream: AsyncStream<Outgoing>
     /// What the peer is known to have: its hello vector, what we sent, what it acknowledged.
     private let peerKnown = Mutex(VersionVector())
+    /// Certificates this connection has carried: the peer keeps them, so each goes once.
+    private let sentCertificates = Mutex(Set<Data>())
     /// What the peer has confirmed having (its hello, acks and pings).
     private let acknowledged = Mutex(VersionVector())
     private let lastHeard = Mutex(ContinuousClock.now)
@@ -102,6 +104,8 @@ final class SyncSession: Sendable {
                         let message = try SyncMessage(decoding: Data(frame.readableBytesView))
                         if !greeted {
                             let hello = try receiveHello(message)
+                            // The peer's certificate came with TLS; its deltas need not carry it.
+                            _ = try? context.certificates.admit(peer.certificate)
                             guard context.engine?.register(self) == true else {
                                 logger.debug("another connection to this peer is kept; closing this one")
                                 return .duplicate
@@ -170,7 +174,8 @@ final class SyncSession: Sendable {
                 entries = try context.signed(entries)
                 // A lone push with nothing new (its writes went out with an earlier delta) sends nothing.
                 guard initial || !entries.isEmpty || !known.dominates(vector) else { continue }
-                let certificates = context.certificates(for: entries)
+                let certificates = context.certificates(for: entries, excluding: sentCertificates.withLock { $0 })
+                sentCertificates.withLock { $0.formUnion(certificates) }
                 try await send(.delta(.init(entries: entries, certificates: certificates, vector: vector)), to: outbound)
                 context.metrics.sentEntries(entries.count)
                 peerKnown.withLock { $0.formUnion(vector) }
@@ -204,18 +209,22 @@ final class SyncSession: Sendable {
     /// Verifies every entry before applying any: one bad entry refuses the whole delta and
     /// ends the connection.
     private func apply(_ delta: SyncMessage.Delta, initial: Bool) throws {
+        // Entries that lose to what we hold change nothing and are dropped; every entry that
+        // would be applied is verified first (in a mesh most relayed entries are duplicates).
+        let winners = context.replica.winningEntries(delta.entries)
         do {
-            try context.verify(delta)
+            try context.verify(delta, applying: winners)
         } catch {
             logger.error("refused a delta of \(delta.entries.count) entries: \(error); nothing applied")
             throw error
         }
         let reason: ChangeReason = initial && context.replica.awaitingInitialSync ? .initialSyncChange : .serverChange
-        let changed = context.replica.applyRemote(delta.entries, coveredBy: delta.vector, reason: reason)
+        let changed = context.replica.applyRemote(winners, coveredBy: delta.vector, reason: reason)
         if reason == .initialSyncChange { context.replica.initialSyncCompleted() }
         context.metrics.receivedEntries(delta.entries.count)
         peerKnown.withLock { $0.formUnion(delta.vector) }
-        outgoing.yield(.ack(context.replica.syncVector))
+        // An empty delta teaches the peer nothing new about us: its hello already did.
+        if !delta.entries.isEmpty { outgoing.yield(.ack(context.replica.syncVector)) }
         if !changed.isEmpty {
             logger.debug("applied \(delta.entries.count) entries; changed \(changed.count) keys")
             // Relay: other peers may lack what this one brought.
