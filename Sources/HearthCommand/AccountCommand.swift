@@ -19,7 +19,12 @@ struct AccountCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON for scripts.") var json = false
 
         func run() async throws {
+            let previous = try? global.currentIdentity()
             let identity = try identityCall { try global.accounts.createAccount(displayName: name, deviceName: device ?? AccountStore.defaultDeviceName) }
+            if let previous {
+                // Creating switches accounts; running apps replace their data (accountChange).
+                note("left \(previous.account.displayName) (\(previous.account.id.short)); back with: hearth account switch \(previous.account.id.short)")
+            }
             if json {
                 emit(AccountCommand.json(identity))
             } else {

@@ -105,6 +105,29 @@ enum HearthCLI {
         #expect(watch.errorOutput.contains("saving and closing"))
     }
 
+    /// The default discovery, as a household would use it: no --peer, the devices find each
+    /// other through the test network's avahi-daemon.
+    @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"),
+          .enabled(if: ProcessInfo.processInfo.environment["HEARTH_TESTNET"] == "1",
+                   "needs the test network's avahi-daemon: scripts/test.sh runs it there"))
+    func devicesFindEachOtherThroughAvahi() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let laptop = Device(name: "laptop", root: root, port: 0, peerPort: 0)
+        let kitchen = Device(name: "kitchen", root: root, port: 0, peerPort: 0)
+        _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/b"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "join", "\(root)/b", "--passphrase", "pw", "--device", "kitchen"] + kitchen.directories)
+
+        let watch = try ChildProcess(try #require(HearthCLI.binary),
+                                     ["watch", "--create", "--store", "com.example.avahi"] + kitchen.directories)
+        defer { watch.terminate() }
+        #expect(await watch.waitForOutput("peers: automatic", inErrors: true), "\(watch.errorOutput)")
+        let set = try await HearthCLI.run(["set", "found", "--bool", "true", "--wait", "30", "--store", "com.example.avahi"] + laptop.directories)
+        #expect(set.status == 0, "\(set.error)")
+        #expect(set.error.contains("confirmed by 1 peer device"), "\(set.error)")
+        #expect(await watch.waitForOutput("found = true"), "watch printed: \(watch.output)")
+    }
+
     @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
     func serveKeepsTwoDevicesConnectedAndStopsCleanly() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -121,6 +144,9 @@ enum HearthCLI {
         let serveA = try ChildProcess(binary, ["serve"] + laptop.store + laptop.directories)
         let serveB = try ChildProcess(binary, ["serve"] + kitchen.store + kitchen.directories)
         defer { serveA.terminate(); serveB.terminate() }
+        // Until serve holds the store, peers would open it itself (and could take it first).
+        #expect(await serveA.waitForOutput("listening on port \(portA)", inErrors: true), "\(serveA.errorOutput)")
+        #expect(await serveB.waitForOutput("listening on port \(portB)", inErrors: true), "\(serveB.errorOutput)")
 
         // peers reads the live state that serve publishes while it holds the store.
         var peers = ""
