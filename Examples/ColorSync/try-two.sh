@@ -16,4 +16,4 @@ trap 'rm -rf "$dir"' EXIT
 "$bin/hearth" account export --config-dir "$dir/a" --passphrase demo --output "$dir/home.bundle" 2>/dev/null
 "$bin/hearth" account join "$dir/home.bundle" --passphrase demo --config-dir "$dir/b" --device kitchen >/dev/null
 run() { echo "$bin/hearth-color-sync --config-dir $dir/$1 --data-dir $dir/$1/data --port $2 --peer 127.0.0.1:$3 --defaults-suite colorsync-$1"; }
-tmux -L hearth-colorsync new-session -s colorsync "$(run a 47411 47412)" \; split-window -h "$(run b 47412 47411)"
+env -u TMUX tmux -L hearth-colorsync new-session -s colorsync "$(run a 47411 47412)" \; split-window -h "$(run b 47412 47411)"
