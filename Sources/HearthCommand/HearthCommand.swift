@@ -39,10 +39,11 @@ struct HearthCommand: AsyncParsableCommand {
             } else {
                 try command.run()
             }
+            finish(0)
         } catch let error as CommandError {
             fail(error.status.rawValue, error.message)
         } catch let error as ExitCode {
-            Foundation.exit(error.rawValue)
+            finish(error.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
@@ -59,7 +60,16 @@ struct HearthCommand: AsyncParsableCommand {
 
     private static func fail(_ status: Int32, _ message: String) -> Never {
         FileHandle.standardError.write(Data("hearth: \(message)\n".utf8))
-        Foundation.exit(status)
+        finish(status)
+    }
+
+    /// Ends the process without atexit handlers. Every command has closed (saved) its store by
+    /// now; what atexit would add is OpenSSL's global cleanup, which can race a library thread
+    /// still freeing a TLS context after sync stopped (seen once as a SIGSEGV in libcrypto
+    /// under heavy load).
+    private static func finish(_ status: Int32) -> Never {
+        fflush(nil)
+        _exit(status)
     }
 }
 
