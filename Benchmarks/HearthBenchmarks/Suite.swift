@@ -421,7 +421,8 @@ final class Suite {
         table.row(["of which the changed entry's key and value (quota bytes)", "\(8 + 5 + size) B", "", ""])
         // Every delta carries the DER certificate of each signer of its entries (docs/protocol.md).
         let certificate = try AccountStore(directory: URL(fileURLWithPath: aConfig)).loadCurrentIdentity()?.certificate.derEncoded.count ?? -1
-        table.row(["and the signer's device certificate the delta carries (DER)", "\(certificate) B", "", ""])
+        table.row(["size of a device certificate (DER), which a delta carries once per connection for signers other than the sender",
+                   "\(certificate) B", "", ""])
         table.row(["frame bytes of the reconnection (syncMetrics, no TLS)", "\(reconnectFrames) B (\(changed.entries) entry received)", "", ""])
         table.row(["for comparison, a reconnection with nothing changed: socket bytes beyond the handshake / frame bytes",
                    "\(unchanged.wire - handshake) B / \(unchanged.frames) B", "", ""])
