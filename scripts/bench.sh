@@ -4,15 +4,22 @@
 #   Benchmarks/results/table.md      the table (also printed)
 #   Benchmarks/results/latency.csv   every latency sample (scenario, receiver, ns)
 #   Benchmarks/results/machine.txt   the machine and its load during the run
-#   docs/benchmarks-latency.png      the latency plot (a full run only; --quick plots into results/)
+#   docs/benchmarks-latency.png      the latency plot
 #
-#   scripts/bench.sh            the whole suite, about 2 minutes on 2 cores
-#   scripts/bench.sh --quick    fewer samples, about 20 s: a smoke run, figures indicative only
+#   scripts/bench.sh            the whole suite: about 1 minute on 2 cores, after the first
+#                               release build (a few minutes)
+#   scripts/bench.sh --quick    fewer samples, about 20 s, into Benchmarks/results/quick:
+#                               a smoke run, figures indicative only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 
-out=${HEARTH_BENCH_OUT:-Benchmarks/results}
+# A --quick run writes apart (Benchmarks/results/quick, not committed), so the committed
+# results stay those of the last full run.
+quick=false
+case " $* " in *" --quick "*) quick=true ;; esac
+if $quick; then default_out=Benchmarks/results/quick; else default_out=Benchmarks/results; fi
+out=${HEARTH_BENCH_OUT:-$default_out}
 mkdir -p "$out"
 swift build -c release --scratch-path .build-bench --product hearth-benchmarks
 
@@ -31,5 +38,5 @@ echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
 cat "$out/machine.txt"
 
 plot=docs/benchmarks-latency.png
-case " $* " in *" --quick "*) plot="$out/benchmarks-latency.png" ;; esac
+if $quick; then plot="$out/benchmarks-latency.png"; fi
 python3 scripts/plot-latency.py "$out/latency.csv" "$plot"
