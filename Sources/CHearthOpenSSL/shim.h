@@ -16,6 +16,15 @@
 #include <openssl/bn.h>
 #include <openssl/rand.h>
 
+// MARK: Initialisation
+
+// OpenSSL registers an atexit() cleanup by default; a thread still freeing a TLS context
+// while exit() runs it crashes in libcrypto. Initialised once with NO_ATEXIT instead: the
+// process's memory goes back to the kernel at exit anyway.
+static inline int hearth_openssl_init(void) {
+    return OPENSSL_init_ssl(OPENSSL_INIT_NO_ATEXIT | OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
+}
+
 // MARK: SSL_CTX / SSL macros
 
 static inline int hearth_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {

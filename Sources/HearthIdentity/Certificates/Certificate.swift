@@ -10,17 +10,20 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
 
     /// Takes ownership of one reference to `pointer`.
     package init(taking pointer: OpaquePointer) {
+        _ = OpenSSLRuntime.ready
         self.pointer = pointer
     }
 
     /// Adds a reference to `pointer` (for certificates borrowed from an `SSL`).
     package init(retaining pointer: OpaquePointer) {
+        _ = OpenSSLRuntime.ready
         X509_up_ref(pointer)
         self.pointer = pointer
     }
 
     /// Parses DER.
     public convenience init(derEncoded: some Collection<UInt8>) throws {
+        _ = OpenSSLRuntime.ready
         let der = Array(derEncoded)
         let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
             var cursor = buffer.baseAddress
@@ -38,6 +41,7 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
 
     /// Parses the first "CERTIFICATE" block of a PEM text.
     public convenience init(pemEncoded: String) throws {
+        _ = OpenSSLRuntime.ready
         let parsed = MemoryBIO.read(Array(pemEncoded.utf8)) { bio in
             PEM_read_bio_X509(bio, nil, hearth_pem_passphrase_callback_pointer(), nil)
         }

@@ -10,6 +10,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
 
     /// Takes ownership of one reference to `pointer`.
     package init(taking pointer: OpaquePointer) throws {
+        _ = OpenSSLRuntime.ready
         guard EVP_PKEY_get_id(pointer) == EVP_PKEY_ED25519 else {
             EVP_PKEY_free(pointer)
             throw IdentityError(code: .invalidKey, message: "not an Ed25519 key")
@@ -19,6 +20,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
 
     /// A new random key from OpenSSL's CSPRNG.
     public convenience init() throws {
+        _ = OpenSSLRuntime.ready
         guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nil) else {
             throw IdentityError.openSSL("EVP_PKEY_CTX_new_id(ED25519)")
         }
@@ -33,6 +35,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     /// The key from its 32-byte seed (RFC 8032's private key). For test vectors and
     /// interoperability; keys for use are made by ``init()``.
     public convenience init(rawRepresentation: some Collection<UInt8>) throws {
+        _ = OpenSSLRuntime.ready
         let raw = Array(rawRepresentation)
         guard raw.count == 32 else { throw IdentityError(code: .invalidKey, message: "an Ed25519 private key is 32 bytes, not \(raw.count)") }
         guard let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, raw, raw.count) else {
@@ -43,6 +46,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
 
     /// Reads an unencrypted PKCS#8 PEM ("PRIVATE KEY").
     public convenience init(pemRepresentation: String) throws {
+        _ = OpenSSLRuntime.ready
         let key = MemoryBIO.read(Array(pemRepresentation.utf8)) { bio in
             // A passphrase callback with no passphrase: an encrypted key fails instead of
             // OpenSSL prompting on the terminal.
@@ -58,6 +62,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     /// - Throws: ``IdentityError/Code/wrongPassphrase`` when the passphrase does not
     ///   decrypt it, ``IdentityError/Code/invalidKey`` when there is no key to decrypt.
     public convenience init(encryptedPEMRepresentation pem: String, passphrase: String) throws {
+        _ = OpenSSLRuntime.ready
         guard pem.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") else {
             throw IdentityError(code: .invalidKey, message: "no encrypted private key in the input")
         }

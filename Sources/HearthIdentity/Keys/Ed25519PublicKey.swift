@@ -10,6 +10,7 @@ public final class Ed25519PublicKey: @unchecked Sendable, Hashable, CustomString
 
     /// Takes ownership of one reference to `pointer`.
     package init(taking pointer: OpaquePointer) throws {
+        _ = OpenSSLRuntime.ready
         guard EVP_PKEY_get_id(pointer) == EVP_PKEY_ED25519 else {
             EVP_PKEY_free(pointer)
             throw IdentityError(code: .invalidKey, message: "not an Ed25519 key")
@@ -19,6 +20,7 @@ public final class Ed25519PublicKey: @unchecked Sendable, Hashable, CustomString
 
     /// The key from its 32 raw bytes.
     public convenience init(rawRepresentation: some Collection<UInt8>) throws {
+        _ = OpenSSLRuntime.ready
         let raw = Array(rawRepresentation)
         guard raw.count == 32 else { throw IdentityError(code: .invalidKey, message: "an Ed25519 public key is 32 bytes, not \(raw.count)") }
         guard let key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, raw, raw.count) else {

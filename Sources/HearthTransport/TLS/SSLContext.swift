@@ -15,6 +15,7 @@ public final class SSLContext: @unchecked Sendable {
     public let configuration: TLSConfiguration
 
     public init(configuration: TLSConfiguration, role: Role) throws {
+        _ = OpenSSLRuntime.ready
         guard let context = SSL_CTX_new(TLS_method()) else {
             throw TLSError(code: .configuration, reason: Self.reasons("SSL_CTX_new"))
         }
