@@ -47,6 +47,8 @@ final class Observer: Sendable {
     let out: LineWriter
     let store = Mutex<UbiquitousKeyValueStore?>(nil)
     let opened = Mutex<UInt64>(0)
+    /// The key whose changes are reported as latency samples (`watch` changes it).
+    let latencyKey = Mutex("lat")
     /// Throughput: how many `tp-` keys make a batch, and how many of this batch arrived.
     let batch = Mutex<(size: Int, seen: Int)>((0, 0))
 
@@ -65,8 +67,9 @@ final class Observer: Sendable {
             out.send("INIT \(opened.withLock { $0 }) \(now) \(keys.count)")
             return
         }
-        if keys.contains("lat") {
-            out.send("L \(store.longLong(forKey: "lat")) \(now)")
+        let watched = latencyKey.withLock { $0 }
+        if keys.contains(watched) {
+            out.send("L \(store.longLong(forKey: watched)) \(now)")
         }
         if keys.contains("bu-done") {
             out.send("BD \(now)")
@@ -115,9 +118,13 @@ final class Commands: Sendable {
                 out.send("P \(store.connectedPeerCount)")
             case "lat":
                 // The value is the send time: the receiver subtracts it from its arrival time.
+                let key = f.count > 1 ? f[1] : "lat"
                 let t0 = monotonicNanoseconds()
-                store.set(Int64(t0), forKey: "lat")
+                store.set(Int64(t0), forKey: key)
                 out.send("S \(t0)")
+            case "watch":
+                observer.latencyKey.withLock { $0 = f[1] }
+                out.send("OK")
             case "tparm":
                 observer.batch.withLock { $0 = (Int(f[1])!, 0) }
                 out.send("OK")

@@ -210,10 +210,10 @@ final class Suite {
 
     /// Paced changes: the writer sets one value, every receiver reports its arrival, then the
     /// next. Returns the samples per receiver, in nanoseconds.
-    func measureLatency(writer: Child, receivers: [Child], changes: Int? = nil) throws -> [[Double]] {
+    func measureLatency(writer: Child, receivers: [Child], changes: Int? = nil, key: String = "lat") throws -> [[Double]] {
         var samples = Array(repeating: [Double](), count: receivers.count)
         for i in 0..<(warmup + (changes ?? self.changes)) {
-            let t0 = UInt64(try writer.ask("lat", expect: "S")[0])!
+            let t0 = UInt64(try writer.ask("lat \(key)", expect: "S")[0])!
             for (r, receiver) in receivers.enumerated() {
                 while true {
                     let f = try receiver.readLine(timeout: 30).split(separator: " ")
@@ -397,6 +397,19 @@ final class Suite {
         log("reconnect after one change")
         let changed = try reconnect(changing: 17)
         let reconnectFrames = changed.frames, reconnectWire = changed.wire
+
+        // Propagation between two devices that hold the full store: does the store's size
+        // show in the latency? (An existing key: the store is at its 1,024-key quota.)
+        log("propagation on the full store")
+        try c.ask("watch key-0000", expect: "OK")
+        let fullSamples = try measureLatency(writer: a, receivers: [c], changes: quick ? 100 : 1000, key: "key-0000")[0]
+        record("2 peers full store", 1, fullSamples)
+        let full = Summary(fullSamples)
+
+        table.section("2b. Propagation latency between two devices holding the full store (1,024 keys, ~1 MB)",
+                      header: ["scenario", "samples", "p50", "p99", "max", "target", "verdict"])
+        table.row(["2 peers, full store", "\(full.count)", ms(full.p50), ms(full.p99), ms(full.max), "p50 ≤ 1 ms, p99 ≤ 5 ms",
+                   verdict(full.p50 <= 1e6 && full.p99 <= 5e6)])
 
         table.section("4. Initial sync: a new device joins a full store (1,024 keys)",
                       header: ["figure", "value", "target", "verdict"])
