@@ -23,9 +23,12 @@ out=${HEARTH_BENCH_OUT:-$default_out}
 mkdir -p "$out"
 swift build -c release --scratch-path .build-bench --product hearth-benchmarks
 
+# Asked before machine.txt is rewritten, and not counting this command's own outputs.
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git diff --quiet HEAD -- . ':!Benchmarks/results' ':!docs/benchmarks-latency.png' 2>/dev/null || commit="$commit (with uncommitted changes)"
 {
   echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "commit:  $commit"
   echo "cpus:    $(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   echo "kernel:  $(uname -sr)"
   echo "swift:   $(swift --version 2>/dev/null | head -1)"
