@@ -81,6 +81,7 @@ extension StoreBackend {
             let keys = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
             let previous = s.storage
             s.replica = next
+            s.unsignedKeys = Set(next.entries.values.filter { $0.signature == nil }.map(\.key))
             s.storage = storage
             s.generation &+= 1        // the new file holds the merge only once saved
             return (keys, previous)

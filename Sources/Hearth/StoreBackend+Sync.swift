@@ -29,14 +29,20 @@ extension StoreBackend: SyncReplica {
     }
 
     func unsignedEntries() -> [Entry] {
-        state.withLock { $0.replica.entries.values.filter { $0.signature == nil } }
+        state.withLock { s in
+            guard !s.unsignedKeys.isEmpty else { return [] }
+            let unsigned = s.unsignedKeys.compactMap { s.replica.entries[$0] }.filter { $0.signature == nil }
+            s.unsignedKeys = Set(unsigned.map(\.key))
+            return unsigned
+        }
     }
 
     func attachSignatures(_ signed: [Entry]) {
         let schedule = state.withLock { s -> Bool in
             for entry in signed {
-                if let signature = entry.signature {
-                    s.replica.attach(signature, forKey: entry.key, origin: entry.origin, sequence: entry.sequence)
+                if let signature = entry.signature,
+                   s.replica.attach(signature, forKey: entry.key, origin: entry.origin, sequence: entry.sequence) {
+                    s.unsignedKeys.remove(entry.key)
                 }
             }
             s.generation &+= 1

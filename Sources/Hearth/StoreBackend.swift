@@ -20,6 +20,9 @@ final class StoreBackend: Sendable {
         var instances: [ObjectIdentifier: WeakStore] = [:]
         var streams: [UInt64: AsyncStream<ChangeEvent>.Continuation] = [:]
         var nextStreamID: UInt64 = 0
+        /// Keys whose entry may still lack a signature (local writes): the signer looks only
+        /// at these instead of scanning the store on every push.
+        var unsignedKeys: Set<String> = []
         /// Called after each local change (the sync engine's push).
         var localChangeHandlers: [@Sendable () -> Void] = []
         var sync: SyncRun?
@@ -58,7 +61,9 @@ final class StoreBackend: Sendable {
         self.storeIdentifier = storeIdentifier
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
-        state = Mutex(State(replica: replica, storage: storage))
+        var initial = State(replica: replica, storage: storage)
+        initial.unsignedKeys = Set(replica.entries.values.filter { $0.signature == nil }.map(\.key))
+        state = Mutex(initial)
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
         notifyQueue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
     }
@@ -118,6 +123,7 @@ final class StoreBackend: Sendable {
                 }
             }
             guard s.replica.write(value, forKey: key, wall: wallMilliseconds()) != nil else { return (false, []) }
+            s.unsignedKeys.insert(key)
             s.generation &+= 1
             guard !s.flushScheduled else { return (false, s.localChangeHandlers) }
             s.flushScheduled = true

@@ -11,7 +11,8 @@ import Synchronization
 /// is then refused again.
 public final class DeviceCertificateCache: Sendable {
     public let trust: AccountTrust
-    private let certificates = Mutex<[DeviceID: Certificate]>([:])
+    /// Admitted certificates with their public keys, parsed once.
+    private let certificates = Mutex<[DeviceID: (certificate: Certificate, key: Ed25519PublicKey)]>([:])
 
     public init(trust: AccountTrust) {
         self.trust = trust
@@ -27,19 +28,25 @@ public final class DeviceCertificateCache: Sendable {
     /// Verifies `certificate` against the account CA and remembers it.
     @discardableResult
     public func admit(_ certificate: Certificate, at date: Date = Date()) throws -> DeviceID {
+        // The same certificate again (every delta carries its signers'): nothing to redo.
+        if let key = certificate.publicKey, let known = certificates.withLock({ $0[DeviceID(publicKey: key)] }),
+           known.certificate == certificate, known.certificate.notValidBefore <= date, date <= known.certificate.notValidAfter {
+            return DeviceID(publicKey: key)
+        }
         let device = try trust.validateDevice(certificate, at: date)
-        certificates.withLock { $0[device] = certificate }
+        guard let key = certificate.publicKey else { throw IdentityError.certificateRejected("the device key is not Ed25519") }
+        certificates.withLock { $0[device] = (certificate, key) }
         return device
     }
 
     /// The admitted certificate of `device`, if any.
     public func certificate(for device: DeviceID) -> Certificate? {
-        certificates.withLock { $0[device] }
+        certificates.withLock { $0[device]?.certificate }
     }
 
     /// Every admitted certificate (to attach to deltas for peers that may lack them).
     public var all: [DeviceID: Certificate] {
-        certificates.withLock { $0 }
+        certificates.withLock { $0.mapValues(\.certificate) }
     }
 
     /// Verifies `entry` with the admitted certificate of the device its signature names.
@@ -50,9 +57,15 @@ public final class DeviceCertificateCache: Sendable {
         guard let signature = entry.signature else {
             throw IdentityError(code: .badSignature, message: "entry \(entry.key) is unsigned")
         }
-        guard let device = DeviceID(bytes: signature.signer), let certificate = certificate(for: device) else {
+        guard let device = DeviceID(bytes: signature.signer), let admitted = certificates.withLock({ $0[device] }) else {
             throw IdentityError(code: .unknownSigner, message: "no certificate for the signer of entry \(entry.key)")
         }
-        try trust.verify(entry: entry, storeIdentifier: storeIdentifier, certificate: certificate, at: date)
+        // The chain was checked at admission; what can change since is the time.
+        guard admitted.certificate.notValidBefore <= date, date <= admitted.certificate.notValidAfter else {
+            throw IdentityError.certificateRejected("the certificate of \(device) is not valid at \(date)")
+        }
+        guard admitted.key.isValidSignature(signature.bytes, for: entry.signingBytes(storeIdentifier: storeIdentifier)) else {
+            throw IdentityError.badSignature("entry \(entry.key): the signature of \(device) does not verify")
+        }
     }
 }

@@ -15,9 +15,10 @@ import Synchronization
 /// finds dead links. The first to end ends the session.
 final class SyncSession: Sendable {
     enum Outgoing: Sendable {
-        /// Send what the peer lacks (always, even if empty, for the first delta).
+        /// Our hello, first on every connection.
         case hello
-        case delta(initial: Bool)
+        /// Send what the peer lacks, if anything.
+        case delta
         case ack(VersionVector)
         case ping, pong
     }
@@ -65,7 +66,7 @@ final class SyncSession: Sendable {
     }
 
     /// Asks the writer to send whatever the peer lacks now.
-    func push() { outgoing.yield(.delta(initial: false)) }
+    func push() { outgoing.yield(.delta) }
 
     /// Ends the session (its connection closes).
     func close() {
@@ -115,9 +116,13 @@ final class SyncSession: Sendable {
                             context.metrics.sessionStarted()
                             peerKnown.withLock { $0 = hello.vector }
                             acknowledged.withLock { $0 = hello.vector }
+                            // The peer has nothing we lack: the first download is done, and empty.
+                            if context.replica.awaitingInitialSync, context.replica.syncVector.dominates(hello.vector) {
+                                context.replica.initialSyncCompleted()
+                            }
                             // Known from now on: tombstones it lacks are kept until it has them.
                             context.replica.notePeer(peer.deviceID.hex, acknowledged: hello.vector)
-                            outgoing.yield(.delta(initial: true))
+                            outgoing.yield(.delta)
                             logger.info("connected")
                             continue
                         }
@@ -166,14 +171,16 @@ final class SyncSession: Sendable {
         for await item in outgoingStream {
             switch item {
             case .hello: try await send(.hello(context.makeHello()), to: outbound)
-            case .delta(let initial):
+            case .delta:
                 let known = peerKnown.withLock { $0 }
                 try context.signPending()
                 var (entries, vector) = context.replica.syncDelta(for: known)
                 // A write made since signPending() is signed here; never send an unsigned entry.
                 entries = try context.signed(entries)
-                // A lone push with nothing new (its writes went out with an earlier delta) sends nothing.
-                guard initial || !entries.isEmpty || !known.dominates(vector) else { continue }
+                // Nothing the peer lacks (its hello showed it has it all, or an earlier delta
+                // carried these writes): send nothing. The peer drew the same conclusion from our
+                // hello (see below), so an empty first delta is not needed to end its initial sync.
+                guard !entries.isEmpty || !known.dominates(vector) else { continue }
                 let certificates = context.certificates(for: entries, excluding: sentCertificates.withLock { $0 })
                 sentCertificates.withLock { $0.formUnion(certificates) }
                 try await send(.delta(.init(entries: entries, certificates: certificates, vector: vector)), to: outbound)
