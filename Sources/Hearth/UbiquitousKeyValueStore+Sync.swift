@@ -22,6 +22,13 @@ extension UbiquitousKeyValueStore {
         backend.syncEngine?.addPeer(host: host, port: port)
     }
 
+    /// The peers discovery reports right now (connected or not), as `name (address:port)`.
+    public var discoveredPeers: [String] {
+        (backend.syncEngine?.discoveredPeers ?? []).map { peer in
+            "\(peer.name) (\(peer.addresses.first.map(\.description) ?? "?"):\(peer.port))"
+        }
+    }
+
     /// The number of peer devices connected right now.
     public var connectedPeerCount: Int { backend.syncEngine?.connectedPeers.count ?? 0 }
 

@@ -39,7 +39,8 @@ struct PeersCommand: AsyncParsableCommand {
                                          connectedPeers: opened.connectedPeerDeviceIDs,
                                          lastExchange: (metrics?.entriesSent ?? 0) + (metrics?.entriesReceived ?? 0) > 0 ? Date() : nil,
                                          entries: metrics.map { ($0.entriesSent, $0.entriesReceived) },
-                                         discovery: store.discoveryDescription)
+                                         discovery: store.discoveryDescription,
+                                         discoveredPeers: opened.discoveredPeers)
             await opened.close()
             source = "seen in \(wait) s from this process"
         }
@@ -49,13 +50,18 @@ struct PeersCommand: AsyncParsableCommand {
                  + "\"port\":\(report.port.map(String.init) ?? "null"),\"connectedPeers\":[\(peers)],"
                  + "\"lastExchange\":\(report.lastExchange.map { "\"\(PropertyListJSON.dateString($0))\"" } ?? "null"),"
                  + "\"entriesSent\":\(report.entriesSent),\"entriesReceived\":\(report.entriesReceived),"
-                 + "\"discovery\":\(PropertyListJSON.quote(report.discovery ?? store.discoveryDescription)),\"heldBy\":\(live.map { String($0.pid) } ?? "null")}")
+                 + "\"discovery\":\(PropertyListJSON.quote(report.discovery ?? store.discoveryDescription)),"
+                 + "\"discoveredPeers\":[\((report.discoveredPeers ?? []).map(PropertyListJSON.quote).joined(separator: ","))],"
+                 + "\"heldBy\":\(live.map { String($0.pid) } ?? "null")}")
             return
         }
         emit("store \(access.storeIdentifier) on \(access.whoAmI)")
         emit("  listening on port \(report.port.map(String.init) ?? "-"), discovery \(report.discovery ?? store.discoveryDescription)")
         emit("  \(report.connectedPeers.count) connected peer device\(report.connectedPeers.count == 1 ? "" : "s") (\(source)):")
         for peer in report.connectedPeers { emit("    \(peer.prefix(8))  \(peer)") }
+        let discovered = report.discoveredPeers ?? []
+        emit("  \(discovered.count) discovered peer\(discovered.count == 1 ? "" : "s") (connected or not):")
+        for peer in discovered { emit("    \(peer)") }
         let last = report.lastExchange.map { "\(PropertyListJSON.dateString($0)) (\(Int(-$0.timeIntervalSinceNow)) s ago)" } ?? "never"
         emit("  last entries exchanged: \(last); sent \(report.entriesSent), received \(report.entriesReceived)")
     }

@@ -35,7 +35,8 @@ struct StoreSession {
             status.write(.init(pid: getpid(), port: port, device: device,
                                connectedPeers: store.connectedPeerDeviceIDs,
                                lastExchange: lastExchange.date,
-                               entries: metrics.map { ($0.entriesSent, $0.entriesReceived) }, discovery: discovery))
+                               entries: metrics.map { ($0.entriesSent, $0.entriesReceived) }, discovery: discovery,
+                               discoveredPeers: store.discoveredPeers))
         }
         let changes = store.changes
         let printer = Task {
@@ -105,10 +106,13 @@ struct StatusFile {
         var entriesReceived = 0
         var updated = Date()
         var discovery: String?
+        /// Peers discovery reports, connected or not (absent in files of older versions).
+        var discoveredPeers: [String]?
 
         init(pid: Int32, port: Int?, device: String?, connectedPeers: [String], lastExchange: Date?, entries: (sent: Int, received: Int)?,
-             discovery: String?) {
+             discovery: String?, discoveredPeers: [String]? = nil) {
             self.discovery = discovery
+            self.discoveredPeers = discoveredPeers
             self.pid = pid
             self.port = port
             self.device = device

@@ -248,6 +248,11 @@ public final class SyncEngine: Sendable {
     /// The port the engine listens on, once started.
     public var port: Int? { state.withLock { $0.listener?.port } }
 
+    /// The peers discovery reports right now, connected or not.
+    public var discoveredPeers: [DiscoveredPeer] {
+        state.withLock { $0.discoveries }.flatMap(\.peers)
+    }
+
     /// The devices connected right now.
     public var connectedPeers: [DeviceID] { state.withLock { Array($0.sessions.keys) } }
 
