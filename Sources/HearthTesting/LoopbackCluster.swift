@@ -292,21 +292,28 @@ public final class LoopbackCluster: Sendable {
     }
 
     /// A port that was free a moment ago on 127.0.0.1 (bound, then released).
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw LoopbackClusterError("cannot create a socket (errno \(errno))") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+    /// A TCP port on 127.0.0.1 that is free now and stays out of the kernel's ephemeral range
+    /// (32768–60999 on Linux): a port from that range can be taken, between this call and the
+    /// replica's bind, by any outgoing connection on the machine — and, for a stopped replica
+    /// that restarts, for as long as that connection lives.
+    public static func freePort() throws -> Int {
+        for _ in 0..<200 {
+            let port = Int.random(in: 20_000..<32_000)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw LoopbackClusterError("cannot create a socket (errno \(errno))") }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            let bound = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
             }
+            if bound { return port }
         }
-        guard ok else { throw LoopbackClusterError("cannot find a free port on 127.0.0.1 (errno \(errno))") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        throw LoopbackClusterError("cannot find a free port on 127.0.0.1 below the ephemeral range")
     }
 }
 

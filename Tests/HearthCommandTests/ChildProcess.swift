@@ -1,4 +1,5 @@
 import Foundation
+import HearthTesting
 
 /// A child process with its output collected in files (no pipe can fill up and block it).
 ///
@@ -126,19 +127,9 @@ final class ChildProcess {
         return nil
     }
 
-    /// A port that was free a moment ago on 127.0.0.1.
+    /// A free port on 127.0.0.1 outside the ephemeral range (see `LoopbackCluster.freePort()`).
     static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
+        // Only fails when 200 random ports in 20000..<32000 are all taken.
+        try! LoopbackCluster.freePort()
     }
 }

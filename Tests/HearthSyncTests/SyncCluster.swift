@@ -1,5 +1,6 @@
 import Foundation
 import Hearth
+import HearthTesting
 import Logging
 import Synchronization
 import HearthIdentity
@@ -53,21 +54,9 @@ final class SyncCluster: Sendable {
         accountDirectories = (0..<count).map { "\(root)/config\($0)" }
     }
 
-    /// A port that was free a moment ago (bound and released).
+    /// A free port outside the ephemeral range (see `LoopbackCluster.freePort()`).
     static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else { throw POSIXError(.EADDRINUSE) }
-        return Int(UInt16(bigEndian: address.sin_port))
+        try LoopbackCluster.freePort()
     }
 
     /// Waits until every store shows the same values (and, if given, `expected`).

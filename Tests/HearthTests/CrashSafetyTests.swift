@@ -37,7 +37,7 @@ struct CrashSafetyTests {
     }
 
     @Test("SIGKILL at 50 random moments: the file always loads and holds what synchronize() confirmed")
-    func killLoop() throws {
+    func killLoop() async throws {
         let t = try TemporaryStore(identifier: "unused")
         let dir = t.directory
         defer { t.cleanUp() }
@@ -47,7 +47,8 @@ struct CrashSafetyTests {
         var roundsWithConfirmation = 0
         for round in 1...50 {
             let (process, output, _) = try TestWriter.start(["loop", dir, "crash"])
-            usleep(UInt32.random(in: 30_000...250_000, using: &rng))
+            // Task.sleep, not usleep: a blocked cooperative thread would stall the other tests.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 30...250, using: &rng)))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

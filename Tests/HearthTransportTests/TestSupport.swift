@@ -208,7 +208,14 @@ func runOpenSSL(_ arguments: [String], holdStdin: Duration = .seconds(2), timeou
     process.standardOutput = stdout
     process.standardError = stdout
     try process.run()
-    let reader = Task.detached { stdout.fileHandleForReading.readDataToEndOfFile() }
+    // Read on a Dispatch thread: a blocking read on one of the cooperative pool's threads
+    // (two on this machine) starves every other test's tasks, including the server's.
+    let handle = stdout.fileHandleForReading
+    let reader = Task {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
+        }
+    }
     // Keep stdin open a while: s_client exits at EOF on stdin, and it must stay long
     // enough for the server's verdict to arrive.
     let deadline = ContinuousClock.now + holdStdin

@@ -108,7 +108,7 @@ public final class SyncEngine: Sendable {
         /// Checks a delta before anything of it is applied: the certificates it carries, the
         /// cheap bounds of every entry, and the signature of every entry in `winners` (the
         /// ones that would be applied), in parallel when there are many.
-        func verify(_ delta: SyncMessage.Delta, applying winners: [Entry]) throws {
+        func verify(_ delta: SyncMessage.Delta, applying winners: [Entry]) async throws {
             for der in delta.certificates { try certificates.admit(derEncoded: der) }
             let wall = replica.wallMilliseconds()
             for entry in delta.entries {
@@ -123,18 +123,20 @@ public final class SyncEngine: Sendable {
                 for entry in winners { try certificates.verify(entry: entry, storeIdentifier: store) }
                 return
             }
-            // A full initial sync carries a thousand signatures: use every core.
-            let chunks = ProcessInfo.processInfo.activeProcessorCount
-            let failures = Mutex<[any Error]>([])
-            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                for index in stride(from: chunk, to: winners.count, by: chunks) {
-                    do { try certificates.verify(entry: winners[index], storeIdentifier: store) } catch {
-                        failures.withLock { $0.append(error) }
-                        return
+            // A full initial sync carries a thousand signatures: spread them over the cores, as
+            // child tasks (never blocking the cooperative pool's threads).
+            let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
+            let certificates = self.certificates
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for lane in 0..<lanes {
+                    group.addTask {
+                        for index in stride(from: lane, to: winners.count, by: lanes) {
+                            try certificates.verify(entry: winners[index], storeIdentifier: store)
+                        }
                     }
                 }
+                try await group.waitForAll()
             }
-            if let failure = failures.withLock({ $0.first }) { throw failure }
         }
     }
 

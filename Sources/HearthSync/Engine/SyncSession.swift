@@ -126,7 +126,7 @@ final class SyncSession: Sendable {
                             logger.info("connected")
                             continue
                         }
-                        try handle(message)
+                        try await handle(message)
                     }
                     if greeted { context.engine?.unregister(self) }
                     return greeted ? .ended : .duplicate
@@ -195,11 +195,11 @@ final class SyncSession: Sendable {
 
     private let deltasReceived = Mutex(0)
 
-    private func handle(_ message: SyncMessage) throws {
+    private func handle(_ message: SyncMessage) async throws {
         switch message {
         case .delta(let delta):
             let initial = deltasReceived.withLock { n in defer { n += 1 }; return n == 0 }
-            try apply(delta, initial: initial)
+            try await apply(delta, initial: initial)
         case .ack(let vector):
             peerKnown.withLock { $0.formUnion(vector) }
             acknowledged.withLock { $0.formUnion(vector) }
@@ -215,12 +215,12 @@ final class SyncSession: Sendable {
 
     /// Verifies every entry before applying any: one bad entry refuses the whole delta and
     /// ends the connection.
-    private func apply(_ delta: SyncMessage.Delta, initial: Bool) throws {
+    private func apply(_ delta: SyncMessage.Delta, initial: Bool) async throws {
         // Entries that lose to what we hold change nothing and are dropped; every entry that
         // would be applied is verified first (in a mesh most relayed entries are duplicates).
         let winners = context.replica.winningEntries(delta.entries)
         do {
-            try context.verify(delta, applying: winners)
+            try await context.verify(delta, applying: winners)
         } catch {
             logger.error("refused a delta of \(delta.entries.count) entries: \(error); nothing applied")
             throw error
