@@ -179,7 +179,11 @@ extension TransportTests {
             let connection = try await clientTransport(home.laptop).connect(host: "127.0.0.1", port: server.port, expecting: nil,
                                                                             framing: false, socketHandlers: { [Cutter()] })
             let channel = connection.channel.channel
-            try await connection.executeThenClose { _, outbound in
+            try await connection.executeThenClose { inbound, outbound in
+                // Take the server's greeting first: otherwise its write may race the cut, and the
+                // server then ends on the failed write instead of on the missing close_notify.
+                var received = inbound.makeAsyncIterator()
+                _ = try await received.next()
                 try await outbound.write(ByteBuffer(bytes: [0, 0, 3, 232] + Array(repeating: 0x41, count: 10)))
                 try await channel.triggerUserOutboundEvent(Cutter.Cut())
             }  // closing now sends close_notify into the Cutter: the server sees a bare FIN
