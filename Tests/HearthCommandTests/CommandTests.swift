@@ -1,3 +1,4 @@
+@_exported import HearthTestSupport
 import Foundation
 import Hearth
 import Testing
