@@ -292,20 +292,13 @@ public final class LoopbackCluster: Sendable {
     }
 
     /// A port that was free a moment ago on 127.0.0.1 (bound, then released).
-    private static let nextPort = Mutex(Int.random(in: 20_000..<32_000))
-
     /// A TCP port on 127.0.0.1 that is free now and stays out of the kernel's ephemeral range
     /// (32768–60999 on Linux): a port from that range can be taken, between this call and the
     /// replica's bind, by any outgoing connection on the machine — and, for a stopped replica
     /// that restarts, for as long as that connection lives.
     public static func freePort() throws -> Int {
         for _ in 0..<200 {
-            // Handed out in turn from a random start, so clusters made at once in one process
-            // (parallel tests) never pick the same port between this check and their bind.
-            let port = nextPort.withLock { next -> Int in
-                defer { next = next + 1 < 32_000 ? next + 1 : 20_000 }
-                return next
-            }
+            let port = Int.random(in: 20_000..<32_000)
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { throw LoopbackClusterError("cannot create a socket (errno \(errno))") }
             defer { close(fd) }
