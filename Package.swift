@@ -90,7 +90,7 @@ let package = Package(
 
         // A sync peer process for the multi-process tests (kill -9, Avahi end to end).
         .executableTarget(name: "hearth-sync-peer", dependencies: ["Hearth", "HearthCore"], path: "Tests/HearthSyncPeer", swiftSettings: strict),
-        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer", "HearthTesting", "HearthTestSupport",
+        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer", "HearthTesting",
                                                             .product(name: "NIOCore", package: "swift-nio"),
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
@@ -113,7 +113,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthDiscoveryTests",
-            dependencies: ["HearthDiscovery", "HearthTestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HearthDiscovery", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -130,9 +130,7 @@ let package = Package(
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
-        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "Hearth", "HearthTestSupport"], swiftSettings: strict),
-        // What the test targets that start programs share (ChildProcess).
-        .target(name: "HearthTestSupport", dependencies: ["HearthTesting"], path: "Tests/HearthTestSupport", swiftSettings: strict),
+        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "Hearth", "HearthTesting"], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth"], swiftSettings: strict),
 
         // The benchmark suite (docs/benchmarks.md, scripts/bench.sh); not run by the tests.

@@ -1,4 +1,3 @@
-@_exported import HearthTestSupport
 import Foundation
 import Hearth
 import Testing

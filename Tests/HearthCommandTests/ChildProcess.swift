@@ -1,20 +1,18 @@
 import Foundation
 import HearthTesting
 
-/// Shared by the test targets that start programs (discovery, command, sync tests).
-///
 /// A child process with its output collected in files (no pipe can fill up and block it).
 ///
 /// Spawned with posix_spawn and an empty signal mask: the test runner's threads block
 /// SIGTERM, and a child started by Foundation's Process would inherit that and ignore it.
-public final class ChildProcess {
-    public let pid: pid_t
+final class ChildProcess {
+    let pid: pid_t
     private var exitStatus: Int32?
     private let outputPath: String
     private let errorPath: String
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-test-\(UUID().uuidString)").path
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-cmd-test-\(UUID().uuidString)").path
         outputPath = base + ".out"
         errorPath = base + ".err"
 
@@ -53,11 +51,11 @@ public final class ChildProcess {
         unlink(errorPath)
     }
 
-    public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
-    public var errorOutput: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
+    var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+    var errorOutput: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
 
     /// Reaps the child if it has exited.
-    public var isRunning: Bool {
+    var isRunning: Bool {
         if exitStatus != nil { return false }
         var status: Int32 = 0
         let reaped = waitpid(pid, &status, WNOHANG)
@@ -67,7 +65,7 @@ public final class ChildProcess {
     }
 
     /// Waits for exit up to `timeout` (then stops it); returns the exit status, or nil on timeout.
-    public func wait(upTo timeout: Duration) async -> Int32? {
+    func wait(upTo timeout: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while isRunning {
             if ContinuousClock.now > deadline {
@@ -80,7 +78,7 @@ public final class ChildProcess {
     }
 
     /// Waits until stdout (or stderr) contains `text`; false on timeout.
-    public func waitForOutput(_ text: String, inErrors: Bool = false, upTo timeout: Duration = .seconds(10)) async -> Bool {
+    func waitForOutput(_ text: String, inErrors: Bool = false, upTo timeout: Duration = .seconds(10)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if (inErrors ? errorOutput : output).contains(text) { return true }
@@ -90,7 +88,7 @@ public final class ChildProcess {
     }
 
     /// SIGTERM, then SIGKILL after two seconds; always reaps.
-    public func terminate() {
+    func terminate() {
         guard isRunning else { return }
         kill(pid, SIGTERM)
         for _ in 0..<200 {
@@ -104,7 +102,7 @@ public final class ChildProcess {
     }
 
     /// Runs to completion and returns (status, stdout, stderr).
-    public static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
                     timeout: Duration = .seconds(30)) async throws -> (status: Int32?, output: String, error: String) {
         let child = try ChildProcess(executable, arguments, environment: environment)
         let status = await child.wait(upTo: timeout)
@@ -112,13 +110,13 @@ public final class ChildProcess {
     }
 
     /// Runs a short command to completion from synchronous code (a defer), up to five seconds.
-    public static func runBlocking(_ executable: String, _ arguments: [String]) {
+    static func runBlocking(_ executable: String, _ arguments: [String]) {
         guard let child = try? ChildProcess(executable, arguments) else { return }
         for _ in 0..<500 where child.isRunning { usleep(10_000) }
     }
 
     /// An executable built next to this test binary (swift build --build-tests builds them).
-    public static func builtProduct(_ name: String) -> String? {
+    static func builtProduct(_ name: String) -> String? {
         let me = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")
         var directory = me.deletingLastPathComponent()
         for _ in 0..<4 {
@@ -130,7 +128,7 @@ public final class ChildProcess {
     }
 
     /// A free port on 127.0.0.1 outside the ephemeral range (see `LoopbackCluster.freePort()`).
-    public static func freePort() -> Int {
+    static func freePort() -> Int {
         // Only fails when 200 random ports in 20000..<32000 are all taken.
         try! LoopbackCluster.freePort()
     }
