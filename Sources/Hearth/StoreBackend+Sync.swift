@@ -72,7 +72,8 @@ extension StoreBackend: SyncReplica {
     }
 
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) {
-        state.withLock { $0.localChangeHandlers.append(handler) }
+        // One engine runs at a time: a restarted one replaces the stopped one's handler.
+        state.withLock { $0.localChangeHandler = handler }
     }
 
     var awaitingInitialSync: Bool { state.withLock { !$0.replica.hasSynced } }

@@ -23,8 +23,8 @@ final class StoreBackend: Sendable {
         /// Keys whose entry may still lack a signature (local writes): the signer looks only
         /// at these instead of scanning the store on every push.
         var unsignedKeys: Set<String> = []
-        /// Called after each local change (the sync engine's push).
-        var localChangeHandlers: [@Sendable () -> Void] = []
+        /// Called after each local change (the running sync engine's push).
+        var localChangeHandler: (@Sendable () -> Void)?
         var sync: SyncRun?
         /// What sync was started with, to start it again after ``stopSync()``.
         var syncParameters: SyncParameters?
@@ -110,7 +110,7 @@ final class StoreBackend: Sendable {
             let size = key.utf8.count + value.canonicalSize
             guard size <= StoreLimits.maximumValueSize else { throw .valueTooLarge(key, size: size) }
         }
-        let (scheduleFlush, handlers) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, [@Sendable () -> Void]) in
+        let (scheduleFlush, handler) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?) in
             if s.refuseWritesBeforeInitialSync, !s.replica.hasSynced, s.storage?.location.account != nil {
                 throw .initialSyncPending(key)
             }
@@ -122,15 +122,15 @@ final class StoreBackend: Sendable {
                     throw .storeFull(key, total: after.bytes)
                 }
             }
-            guard s.replica.write(value, forKey: key, wall: wallMilliseconds()) != nil else { return (false, []) }
+            guard s.replica.write(value, forKey: key, wall: wallMilliseconds()) != nil else { return (false, nil) }
             s.unsignedKeys.insert(key)
             s.generation &+= 1
-            guard !s.flushScheduled else { return (false, s.localChangeHandlers) }
+            guard !s.flushScheduled else { return (false, s.localChangeHandler) }
             s.flushScheduled = true
-            return (true, s.localChangeHandlers)
+            return (true, s.localChangeHandler)
         }
         if scheduleFlush { scheduleWriteBehind() }
-        for handler in handlers { handler() }
+        handler?()
     }
 
     /// Merges a batch that came from elsewhere (peers) atomically, schedules it for disk,

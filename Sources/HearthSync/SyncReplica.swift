@@ -36,7 +36,8 @@ public protocol SyncReplica: AnyObject, Sendable {
     /// Records what a peer acknowledged and collects the tombstones every known peer has.
     func notePeer(_ device: String, acknowledged vector: VersionVector)
 
-    /// Calls `handler` after every local change (on the writer's thread: it must be quick).
+    /// Calls `handler` after every local change (on the writer's thread: it must be quick),
+    /// instead of any handler given before (that of an engine since stopped).
     func onLocalChange(_ handler: @escaping @Sendable () -> Void)
 
     /// Whether the first download from the account's peers is still to come.

@@ -20,3 +20,25 @@ struct RestartTests {
         }
     }
 }
+
+extension RestartTests {
+    /// A stop that lands while the engine is still binding its listener must close that
+    /// listener too: a leaked one keeps the fixed port, and every later start fails to bind.
+    @Test("Stopping sync at any moment of its start leaves the port free for the next start")
+    func stopDuringStart() async throws {
+        let cluster = try await SyncCluster(count: 2)
+        defer { Task { await cluster.shutdown() } }
+        let store = cluster.stores[0]
+        for round in 0..<60 {
+            await store.stopSync()
+            store.resumeSync()
+            // Stop at a different point of the start each round: before, during, after the bind.
+            if round % 3 != 0 { try await Task.sleep(for: .microseconds(Int.random(in: 0...3_000))) }
+        }
+        await store.stopSync()
+        store.resumeSync()
+        let port = try await store.syncPort()
+        #expect(port == cluster.ports[0])
+        try await cluster.waitUntilConnected([1, 1])
+    }
+}

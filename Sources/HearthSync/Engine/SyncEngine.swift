@@ -184,7 +184,14 @@ public final class SyncEngine: Sendable {
     public func start() async throws -> Int {
         let listener = try await listen()
         // stop() may have run while we were binding: then this listener must not outlive it.
-        guard !isStopped else {
+        // Checked and stored in one step, or a stop() in between would miss the listener and
+        // leave it holding the port for good (the next start could then never bind).
+        let kept = state.withLock { s -> Bool in
+            guard !s.stopped else { return false }
+            s.listener = listener
+            return true
+        }
+        guard kept else {
             await listener.close()
             throw CancellationError()
         }
@@ -200,10 +207,13 @@ public final class SyncEngine: Sendable {
                 }
             }
         }
-        state.withLock { s in
-            s.listener = listener
+        let orphaned = state.withLock { s -> Bool in
+            guard !s.stopped else { return true }
             s.acceptor = accepting
+            return false
         }
+        // A stop() since the listener was stored has closed it, which ends this task's loop.
+        if orphaned { accepting.cancel() }
         logger.info("sync listening", metadata: ["port": "\(listener.port ?? -1)"])
         return listener.port ?? options.port
     }
@@ -217,7 +227,9 @@ public final class SyncEngine: Sendable {
                 return try await transport.listen(host: options.host, port: options.port)
             } catch {
                 attempt += 1
-                guard options.port != 0, attempt < 20, !isStopped else { throw error }
+                // Stopped meanwhile: not a failure to report.
+                if isStopped { throw CancellationError() }
+                guard options.port != 0, attempt < 20 else { throw error }
                 logger.debug("cannot listen on port \(options.port) yet (\(error)); retrying")
                 try await Task.sleep(for: .milliseconds(100 * min(attempt, 5)))
             }
