@@ -62,6 +62,13 @@ extension StoreBackend: SyncReplica {
         applyExternal(entries, coveredBy: vector, reason: reason)
     }
 
+    var signerCertificates: [Data: Data] { state.withLock { $0.replica.certificates } }
+
+    func keepCertificate(_ der: Data, signer: Data) {
+        // Not worth a save of its own: it goes to disk with the entries it vouches for.
+        state.withLock { $0.replica.keepCertificate(der, signer: signer) }
+    }
+
     func notePeer(_ device: String, acknowledged vector: VersionVector) {
         state.withLock { s in
             s.replica.notePeer(device, acknowledged: vector)

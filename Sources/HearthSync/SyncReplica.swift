@@ -1,3 +1,4 @@
+import Foundation
 import HearthCore
 
 /// What the sync engine needs from a store: its replica, behind the store's own lock.
@@ -32,6 +33,13 @@ public protocol SyncReplica: AnyObject, Sendable {
     /// Applies a verified delta atomically, advances the vector, posts `reason` with the
     /// keys whose visible value changed, and returns them.
     func applyRemote(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String]
+
+    /// The DER certificates saved with the replica, by signer: the engine admits them at start,
+    /// so it can vouch for entries whose signer it has not met since.
+    var signerCertificates: [Data: Data] { get }
+
+    /// Saves `der` with the replica as the certificate of `signer` (already verified).
+    func keepCertificate(_ der: Data, signer: Data)
 
     /// Records what a peer acknowledged and collects the tombstones every known peer has.
     func notePeer(_ device: String, acknowledged vector: VersionVector)

@@ -20,6 +20,9 @@ struct PersistenceTests {
         replica.write(nil, forKey: "b", wall: 12)
         replica.attach(EntrySignature(signer: Data(repeating: 7, count: 32), bytes: Data(repeating: 9, count: 64)),
                        forKey: "a", origin: replica.id, sequence: 1)
+        // The signer's certificate is saved; one of a device that signed nothing held is not.
+        replica.keepCertificate(Data("certificate of 7".utf8), signer: Data(repeating: 7, count: 32))
+        replica.keepCertificate(Data("certificate of 8".utf8), signer: Data(repeating: 8, count: 32))
         replica.merge(Entry(key: "c", value: .date(Date(timeIntervalSinceReferenceDate: 3)),
                             timestamp: HLCTimestamp(milliseconds: 20, counter: 1), origin: ReplicaID(high: 5, low: 5), sequence: 4), wall: 20)
         let location = StoreLocation(dataDirectory: dir, storeIdentifier: "com.example.test", account: "acct")
@@ -33,6 +36,7 @@ struct PersistenceTests {
         #expect(loaded.id == replica.id)
         #expect(loaded.sequence == replica.sequence)
         #expect(loaded.clock == replica.clock)
+        #expect(loaded.certificates == [Data(repeating: 7, count: 32): Data("certificate of 7".utf8)])
         var info = stat()
         #expect(stat(location.filePath, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)

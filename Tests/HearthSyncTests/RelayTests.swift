@@ -26,6 +26,25 @@ struct RelayTests {
         try await eventually("A to receive C's write") { a.string(forKey: "back") == "from C" }
     }
 
+    @Test("A relay restarted while the origin is away still proves the origin's entries to a newcomer")
+    func relayAfterRestart() async throws {
+        let cluster = try await SyncCluster(count: 3, links: [(0, 1), (1, 2)])
+        defer { Task { await cluster.shutdown() } }
+        try await cluster.waitUntilConnected([1, 2, 1])
+        let (a, b, c) = (cluster.stores[0], cluster.stores[1], cluster.stores[2])
+        await c.stopSync()
+        a.set("from A", forKey: "relayed")
+        try await eventually("B to receive A's write") { b.string(forKey: "relayed") == "from A" }
+        // A leaves; B starts afresh (as after a reboot), knowing A's certificate only from its
+        // own saved data; C, which never met A, comes back.
+        await a.stopSync()
+        await b.stopSync()
+        b.resumeSync()
+        c.resumeSync()
+        try await eventually("C to receive A's write through the restarted B") { c.string(forKey: "relayed") == "from A" }
+        #expect(c.replica.entries["relayed"]?.signature?.signer == cluster.deviceIDs[0].data)
+    }
+
     @Test("Five peers write the same key at once: every replica ends with the same winner")
     func concurrentWriters() async throws {
         let cluster = try await SyncCluster(count: 5)

@@ -2,6 +2,7 @@ import Foundation
 import Hearth
 import HearthCore
 import HearthIdentity
+import HearthTesting
 import HearthSync
 import HearthTransport
 import NIOCore
@@ -105,5 +106,38 @@ struct VerificationTests {
         }
         cluster.stores[0].set("still fine", forKey: "k")
         #expect(cluster.stores[0].string(forKey: "k") == "still fine")
+    }
+}
+
+extension VerificationTests {
+    @Test("A certificate saved with the replica that the account CA did not sign is ignored, with a log line")
+    func foreignSavedCertificate() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-saved-cert-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let owner = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config")).createAccount(displayName: "Home")
+        let stranger = try AccountAuthority.create(displayName: "Elsewhere").makeDevice(named: "stranger")
+        // A replica file holding an entry signed by the stranger, with its certificate, as a
+        // tampered or mixed-up file might.
+        var replica = Replica()
+        let written = replica.write("planted", forKey: "k")
+        let entry = try #require(written)
+        let signed = try stranger.signed(entry, storeIdentifier: "com.example.saved")
+        replica.attach(try #require(signed.signature), forKey: "k", origin: entry.origin, sequence: entry.sequence)
+        replica.keepCertificate(Data(stranger.certificate.derEncoded), signer: stranger.deviceID.data)
+        let location = StoreLocation(dataDirectory: "\(root)/data", storeIdentifier: "com.example.saved", account: owner.account.id.hex)
+        try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
+        try ReplicaFile.encode(replica, header: .init(storeIdentifier: "com.example.saved", account: owner.account.id.hex))
+            .write(to: URL(fileURLWithPath: location.filePath))
+
+        let capture = LogCapture()
+        let sync = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
+        let store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.saved",
+                                                configuration: .init(dataDirectory: "\(root)/data", sync: sync,
+                                                                     logger: capture.logger("hearth")))
+        _ = try await store.syncPort()
+        let record = await capture.waitFor("ignoring the saved certificate of device \(stranger.deviceID.hex.prefix(8))")
+        #expect(record?.level == .warning)
+        #expect(record?.message.contains("unable to get local issuer certificate") == true)
+        await store.stopSync()
     }
 }

@@ -10,6 +10,7 @@ import Foundation
 ///   vector: { <origin hex>: Int },
 ///   peers: { <device ID hex>: { <origin hex>: Int } },   // what each peer last acknowledged
 ///   synced: Bool,                                        // the initial sync has happened
+///   certificates: { <device ID hex>: Data },             // DER certificates of the entries' signers
 ///   entries: { <key>: { value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
 ///                       signer: Data, signature: Data } }   // no `value`: a tombstone
 /// }
@@ -48,6 +49,7 @@ public enum ReplicaFile {
             "vector": replica.vector.propertyList,
             "peers": .dictionary(replica.peerVectors.mapValues(\.propertyList)),
             "synced": .bool(replica.hasSynced),
+            "certificates": .dictionary(Dictionary(uniqueKeysWithValues: replica.certificatesInUse.map { (Hex.encode($0.key), .data($0.value)) })),
             "entries": .dictionary(entries),
         ])
         return BinaryPropertyList.encode(document)
@@ -81,6 +83,14 @@ public enum ReplicaFile {
             guard let peerVector = VersionVector(propertyList: fields) else { throw damaged("peer \(device)'s vector is malformed") }
             peers[device] = peerVector
         }
+        // Absent in files of earlier builds: then relays learn the certificates again from peers.
+        var certificates: [Data: Data] = [:]
+        for (signer, der) in root["certificates"]?.dictionaryValue ?? [:] {
+            guard let signerBytes = Hex.decode(signer), let der = der.dataValue else {
+                throw damaged("the certificate of \(String(reflecting: signer)) is malformed")
+            }
+            certificates[Data(signerBytes)] = der
+        }
         var entries: [String: Entry] = [:]
         entries.reserveCapacity(entryFields.count)
         for (key, fields) in entryFields {
@@ -90,7 +100,8 @@ public enum ReplicaFile {
             entries[key] = entry
         }
         var replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
-                              sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers)
+                              sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers,
+                              certificates: certificates)
         replica.hasSynced = root["synced"]?.boolValue ?? false
         return (replica, Header(storeIdentifier: storeIdentifier, account: account))
     }

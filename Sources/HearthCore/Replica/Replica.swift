@@ -39,17 +39,25 @@ public struct Replica: Sendable, Equatable {
     public private(set) var peerVectors: [String: VersionVector]
     /// Whether this replica has had its first download from the account's peers.
     public var hasSynced = false
+    /// The DER certificates of devices that signed entries, by signer (device ID bytes).
+    ///
+    /// Kept with the entries so that this replica can prove them to a peer after a restart,
+    /// even while their signer is away: a relayed entry travels with its signer's certificate.
+    /// Opaque here; the sync engine checks each one against the account CA when it loads them.
+    public private(set) var certificates: [Data: Data]
 
     /// An empty replica.
     public init(id: ReplicaID = .random()) {
-        self.init(id: id, clock: HybridLogicalClock(), sequence: 0, vector: VersionVector(), entries: [:], peerVectors: [:])
+        self.init(id: id, clock: HybridLogicalClock(), sequence: 0, vector: VersionVector(), entries: [:],
+                  peerVectors: [:], certificates: [:])
     }
 
     /// A replica restored from saved state. The clock and the local sequence are raised
     /// to at least what the entries show, so a damaged header can never make the
     /// replica reuse a timestamp or a sequence number it has already given out.
     public init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
-                entries: [String: Entry], peerVectors: [String: VersionVector] = [:]) {
+                entries: [String: Entry], peerVectors: [String: VersionVector] = [:],
+                certificates: [Data: Data] = [:]) {
         self.id = id
         var clock = clock
         var sequence = max(sequence, vector[id])
@@ -71,6 +79,7 @@ public struct Replica: Sendable, Equatable {
         self.entries = entries
         self.usage = usage
         self.peerVectors = peerVectors
+        self.certificates = certificates
     }
 
     // MARK: Reading
@@ -194,9 +203,22 @@ public struct Replica: Sendable, Equatable {
         let origins = Set(entries.values.map(\.origin))
         var copy = Replica(id: id, clock: clock, sequence: 0,
                            vector: VersionVector(vector.counters.filter { origins.contains($0.key) }),
-                           entries: entries, peerVectors: peerVectors)
+                           entries: entries, peerVectors: peerVectors, certificates: certificates)
         copy.hasSynced = hasSynced
         return copy
+    }
+
+    // MARK: Signers' certificates
+
+    /// Remembers `der` as the certificate of `signer` (whose entries this replica may hold).
+    public mutating func keepCertificate(_ der: Data, signer: Data) {
+        if certificates[signer] != der { certificates[signer] = der }
+    }
+
+    /// The certificates of the devices that signed a current entry: what is worth saving.
+    public var certificatesInUse: [Data: Data] {
+        let signers = Set(entries.values.compactMap { $0.signature?.signer })
+        return certificates.filter { signers.contains($0.key) }
     }
 
     // MARK: Peers and tombstones

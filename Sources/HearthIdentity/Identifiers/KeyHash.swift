@@ -1,4 +1,5 @@
 import Foundation
+import HearthCore
 
 /// The SHA-256 of an Ed25519 public key, used to name accounts and devices.
 ///

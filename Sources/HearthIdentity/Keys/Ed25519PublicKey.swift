@@ -1,5 +1,6 @@
 import CHearthOpenSSL
 import Foundation
+import HearthCore
 
 /// An Ed25519 public key, held as an OpenSSL `EVP_PKEY`.
 ///

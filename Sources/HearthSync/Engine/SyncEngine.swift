@@ -109,7 +109,11 @@ public final class SyncEngine: Sendable {
         /// cheap bounds of every entry, and the signature of every entry in `winners` (the
         /// ones that would be applied), in parallel when there are many.
         func verify(_ delta: SyncMessage.Delta, applying winners: [Entry]) async throws {
-            for der in delta.certificates { try certificates.admit(derEncoded: der) }
+            for der in delta.certificates {
+                let signer = try certificates.admit(derEncoded: der)
+                // Saved with the entries: we may have to vouch for them when their signer is away.
+                replica.keepCertificate(der, signer: signer.data)
+            }
             let wall = replica.wallMilliseconds()
             for entry in delta.entries {
                 guard entry.key.utf8.count <= 64 else { throw SyncProtocolError("entry key longer than 64 bytes") }
@@ -172,6 +176,15 @@ public final class SyncEngine: Sendable {
         transport = try PeerTransport(identity: identity, logger: logger)
         certificates = DeviceCertificateCache(trust: identity.account.trust)
         _ = try? certificates.admit(identity.certificate)
+        // The certificates saved with the replica: this run can relay entries of devices it
+        // has not met (yet), as the run that received them could. Each is checked again.
+        for (signer, der) in replica.signerCertificates {
+            do {
+                try certificates.admit(derEncoded: der)
+            } catch {
+                logger.warning("ignoring the saved certificate of device \(Hex.encode(signer.prefix(4))): \(error)")
+            }
+        }
     }
 
     private var context: Context {

@@ -106,7 +106,9 @@ final class SyncSession: Sendable {
                         if !greeted {
                             let hello = try receiveHello(message)
                             // The peer's certificate came with TLS; its deltas need not carry it.
-                            _ = try? context.certificates.admit(peer.certificate)
+                            if (try? context.certificates.admit(peer.certificate)) != nil {
+                                context.replica.keepCertificate(Data(peer.certificate.derEncoded), signer: peer.deviceID.data)
+                            }
                             guard context.engine?.register(self) == true else {
                                 logger.debug("another connection to this peer is kept; closing this one")
                                 return .duplicate
