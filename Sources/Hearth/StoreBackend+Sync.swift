@@ -91,7 +91,8 @@ extension StoreBackend: SyncReplica {
 
     // MARK: Starting and stopping
 
-    /// Starts syncing this replica as `identity`, finding peers as `settings` says.
+    /// Starts syncing this replica as `identity`, finding peers as `settings` says; does
+    /// nothing if an engine already runs (two of them would fight over the port).
     func startSync(identity: DeviceIdentity, settings: SyncSettings) {
         let logger = self.logger
         let storeIdentifier = self.storeIdentifier
@@ -105,17 +106,19 @@ extension StoreBackend: SyncReplica {
             logger.error("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
             return
         }
-        let started = Task { () throws -> Int in
-            do {
-                return try await Self.run(engine, identity: identity, settings: settings, storeIdentifier: storeIdentifier, logger: logger)
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                logger.error("sync could not start: \(error)", metadata: ["store": "\(storeIdentifier)"])
-                throw error
-            }
-        }
+        // Checked and recorded in one step, so two concurrent starts cannot both run an engine.
         state.withLock { s in
+            guard s.sync == nil else { return }
+            let started = Task { () throws -> Int in
+                do {
+                    return try await Self.run(engine, identity: identity, settings: settings, storeIdentifier: storeIdentifier, logger: logger)
+                } catch is CancellationError {
+                    throw CancellationError()
+                } catch {
+                    logger.error("sync could not start: \(error)", metadata: ["store": "\(storeIdentifier)"])
+                    throw error
+                }
+            }
             s.refuseWritesBeforeInitialSync = settings.discardWritesBeforeInitialSync
             s.sync = SyncRun(engine: engine, started: started)
             s.syncParameters = SyncParameters(identity: identity, settings: settings)

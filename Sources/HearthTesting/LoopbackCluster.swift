@@ -291,14 +291,18 @@ public final class LoopbackCluster: Sendable {
         return store
     }
 
-    /// A port that was free a moment ago on 127.0.0.1 (bound, then released).
-    /// A TCP port on 127.0.0.1 that is free now and stays out of the kernel's ephemeral range
-    /// (32768–60999 on Linux): a port from that range can be taken, between this call and the
-    /// replica's bind, by any outgoing connection on the machine — and, for a stopped replica
-    /// that restarts, for as long as that connection lives.
+    /// A TCP port on 127.0.0.1 that is free now, was never handed out before in this process,
+    /// and stays out of the kernel's ephemeral range (32768–60999 on Linux).
+    ///
+    /// Why each rule: a port from the ephemeral range can be taken, between this call and the
+    /// replica's bind, by any outgoing connection on the machine, and, for a stopped replica
+    /// that restarts, for as long as that connection lives. A port handed out before belongs
+    /// to a replica that may just be between a stop and a restart: the bind test would find
+    /// it free, and two clusters of tests running side by side would then fight over it.
     public static func freePort() throws -> Int {
         for _ in 0..<200 {
             let port = Int.random(in: 20_000..<32_000)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { throw LoopbackClusterError("cannot create a socket (errno \(errno))") }
             defer { close(fd) }
@@ -315,6 +319,9 @@ public final class LoopbackCluster: Sendable {
         }
         throw LoopbackClusterError("cannot find a free port on 127.0.0.1 below the ephemeral range")
     }
+
+    /// Every port ``freePort()`` has returned (or found taken) in this process.
+    private static let handedOut = Mutex(Set<Int>())
 }
 
 /// Why a ``LoopbackCluster`` operation failed, for people (the message is the description).
