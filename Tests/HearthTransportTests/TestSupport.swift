@@ -200,9 +200,17 @@ struct PEMFiles {
 /// Runs `openssl` with `arguments`, stdin held open for `holdStdin`, and returns its
 /// combined output and exit status. Killed after `timeout`.
 func runOpenSSL(_ arguments: [String], holdStdin: Duration = .seconds(2), timeout: Duration = .seconds(15)) async throws -> (output: String, status: Int32) {
+    try await runProcess("/usr/bin/openssl", arguments, holdStdin: holdStdin, timeout: timeout)
+}
+
+/// Runs `executable` with `arguments` (and `environment` added to ours), stdin held open for
+/// `holdStdin`, and returns its combined output and exit status. Killed after `timeout`.
+func runProcess(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                holdStdin: Duration = .zero, timeout: Duration) async throws -> (output: String, status: Int32) {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
     let stdin = Pipe(), stdout = Pipe()
     process.standardInput = stdin
     process.standardOutput = stdout
@@ -216,8 +224,8 @@ func runOpenSSL(_ arguments: [String], holdStdin: Duration = .seconds(2), timeou
             DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
         }
     }
-    // Keep stdin open a while: s_client exits at EOF on stdin, and it must stay long
-    // enough for the server's verdict to arrive.
+    // Keep stdin open a while: `openssl s_client` exits at EOF on stdin, and it must stay
+    // long enough for the server's verdict to arrive.
     let deadline = ContinuousClock.now + holdStdin
     while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
     try? stdin.fileHandleForWriting.close()
