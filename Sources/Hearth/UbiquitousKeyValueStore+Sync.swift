@@ -41,12 +41,17 @@ extension UbiquitousKeyValueStore {
     /// let delivered = await store.waitUntilSynced(peers: 1, timeout: .seconds(5))
     /// ```
     public func waitUntilSynced(peers: Int = 1, timeout: Duration) async -> Bool {
+        func settled() -> Bool {
+            guard let engine = backend.syncEngine else { return false }
+            return engine.connectedPeers.count >= peers && engine.isSettled
+        }
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let engine = backend.syncEngine, engine.connectedPeers.count >= peers, engine.isSettled { return true }
+            if settled() { return true }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        return false
+        // Once more: on a busy machine the deadline may pass while this task waits to run.
+        return settled()
     }
 
     /// Frame and entry counters of the sync engine.

@@ -84,7 +84,7 @@ final class ChildProcess {
             if (inErrors ? errorOutput : output).contains(text) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return false
+        return (inErrors ? errorOutput : output).contains(text)   // the deadline may pass while we wait
     }
 
     /// SIGTERM, then SIGKILL after two seconds; always reaps.

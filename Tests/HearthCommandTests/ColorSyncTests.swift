@@ -28,6 +28,8 @@ import Testing
             if last.contains(text) { return last }
             try await Task.sleep(for: .milliseconds(100))
         }
+        last = try await screen(session)   // the deadline may pass while we wait
+        if last.contains(text) { return last }
         Issue.record("\(session) never showed \(String(reflecting: text)); screen:\n\(last)")
         return last
     }

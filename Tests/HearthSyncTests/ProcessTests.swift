@@ -64,6 +64,8 @@ final class ProcessCluster {
             if !snapshots[0].isEmpty, snapshots.allSatisfy({ $0 == snapshots[0] }) { return snapshots }
             try await Task.sleep(for: .milliseconds(100))
         }
+        snapshots = processes.map { $0?.snapshot ?? [:] }   // the deadline may pass while we wait
+        if !snapshots[0].isEmpty, snapshots.allSatisfy({ $0 == snapshots[0] }) { return snapshots }
         let states = processes.map { p -> String in
             guard let p else { return "none" }
             let stat = (try? String(contentsOfFile: "/proc/\(p.pid)/stat", encoding: .utf8)) ?? "gone"

@@ -145,6 +145,7 @@ final class EventLog: Sendable {
             if let event = box.take(reason) { return event }
             try? await Task.sleep(for: .milliseconds(10))
         }
+        if let event = box.take(reason) { return event }   // the deadline may pass while we wait
         Issue.record("no \(reason) event within \(timeout)")
         return nil
     }

@@ -50,10 +50,21 @@ extension TransportTests {
                     for try await _ in inbound {}  // until the server closes
                 }
             }
-            try await Task.sleep(for: .milliseconds(1500))
-            let whilePaused = written.value.load(ordering: .relaxed)
+            // Wait until the writer has stopped advancing (for half a second): how far it got
+            // is what the buffers between it and the paused reader hold. Unbounded buffering
+            // would let it write all 100 MiB. (How far it gets depends on when the event loop
+            // reports the channel unwritable: on a busy machine, later.)
+            var whilePaused = 0, suspended = false
+            let giveUp = ContinuousClock.now + .seconds(20)
+            while !suspended, ContinuousClock.now < giveUp {
+                let before = written.value.load(ordering: .relaxed)
+                try await Task.sleep(for: .milliseconds(500))
+                whilePaused = written.value.load(ordering: .relaxed)
+                suspended = whilePaused == before
+            }
             print("frames written while the reader was paused: \(whilePaused) of \(frameCount)")
-            #expect(whilePaused < frameCount / 2, "the writer should wait for the reader, it wrote \(whilePaused) MiB")
+            #expect(suspended, "the writer kept going for 20 s")
+            #expect(whilePaused < frameCount, "the writer should wait for the reader, it wrote \(whilePaused) MiB")
             paused.withLock { $0 = false }
             #expect(await reader.value == frameCount)
             _ = try? await writer.value

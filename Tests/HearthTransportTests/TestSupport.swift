@@ -38,7 +38,7 @@ final class LogCapture: Sendable {
             if let record = all.first(where: { $0.text.contains(text) }) { return record }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        return nil
+        return all.first(where: { $0.text.contains(text) })   // the deadline may pass while we wait
     }
 
     struct Handler: LogHandler {
@@ -216,12 +216,13 @@ func runProcess(_ executable: String, _ arguments: [String], environment: [Strin
     process.standardOutput = stdout
     process.standardError = stdout
     try process.run()
-    // Read on a Dispatch thread: a blocking read on one of the cooperative pool's threads
-    // (two on this machine) starves every other test's tasks, including the server's.
+    // Read on a thread of its own: a blocking read on one of the cooperative pool's threads
+    // (two on this machine) starves every other test's tasks, including the server's, and one
+    // on Dispatch's global queue (as wide as the cores) holds half of it for the child's life.
     let handle = stdout.fileHandleForReading
     let reader = Task {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
+            Thread { continuation.resume(returning: handle.readDataToEndOfFile()) }.start()
         }
     }
     // Keep stdin open a while: `openssl s_client` exits at EOF on stdin, and it must stay
