@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import HearthIdentity
 import Logging
 import NIOCore
@@ -62,10 +65,30 @@ public struct PeerTransport: Sendable {
                     }
                 }
             }
-            .bind(host: host, port: port)
+            .withBoundSocket(try Self.listeningSocket(SocketAddress.makeAddressResolvingHost(host, port: port)))
             .get()
         continuation.onTermination = { _ in channel.close(promise: nil) }
         return PeerListener(channel: channel, connections: connections, continuation: continuation)
+    }
+
+    /// A TCP socket bound to `address`, with SO_REUSEADDR, non-blocking and close-on-exec.
+    ///
+    /// NIO's own `bind` makes sockets without close-on-exec: every process the app spawns
+    /// meanwhile (with posix_spawn or fork/exec, unless it closes what it inherits) would keep
+    /// the listening socket open after the store stops syncing, holding the port (the next
+    /// start cannot bind it) and accepting connections nobody answers.
+    static func listeningSocket(_ address: SocketAddress) throws -> NIOBSDSocket.Handle {
+        let fd = socket(address.protocol.rawValue, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw IOError(errnoCode: errno, reason: "socket") }
+        var one: CInt = 1
+        let bound = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size)) == 0
+            && address.withSockAddr { bind(fd, $0, socklen_t($1)) } == 0
+        guard bound else {
+            let code = errno
+            close(fd)
+            throw IOError(errnoCode: code, reason: "bind(descriptor:ptr:bytes:)")
+        }
+        return fd
     }
 
     /// Dials a peer and completes the handshake.

@@ -1,0 +1,43 @@
+import Foundation
+import HearthIdentity
+@testable import HearthTransport
+import NIOCore
+import Testing
+
+extension TransportTests {
+    @Suite("Listening sockets")
+    struct ListenerTests {
+        @Test("The listening socket is close-on-exec")
+        func closeOnExec() throws {
+            let fd = try PeerTransport.listeningSocket(SocketAddress(ipAddress: "127.0.0.1", port: 0))
+            defer { close(fd) }
+            #expect(fcntl(fd, F_GETFD) & FD_CLOEXEC != 0)
+        }
+
+        @Test("A child process started meanwhile does not keep the port: the next listener binds it at once")
+        func childDoesNotInheritPort() async throws {
+            let home = try Household()
+            let transport = try clientTransport(home.server)
+            let first = try await transport.listen(host: "127.0.0.1", port: 0)
+            let port = try #require(first.port)
+            // posix_spawn keeps every descriptor without close-on-exec, as fork/exec does.
+            let child = try spawnSleeper()
+            defer { kill(child, SIGKILL); var status: Int32 = 0; waitpid(child, &status, 0) }
+            await first.close()
+            let second = try await transport.listen(host: "127.0.0.1", port: port)
+            #expect(second.port == port)
+            await second.close()
+        }
+
+        /// `sleep 30`, started with posix_spawn and no file actions.
+        func spawnSleeper() throws -> pid_t {
+            var pid: pid_t = 0
+            let words: [String] = ["/bin/sleep", "30"]
+            let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+            defer { for pointer in argv { free(pointer) } }
+            let result = posix_spawn(&pid, "/bin/sleep", nil, nil, argv, environ)
+            guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EINVAL) }
+            return pid
+        }
+    }
+}
