@@ -90,11 +90,14 @@ let package = Package(
 
         // A sync peer process for the multi-process tests (kill -9, Avahi end to end).
         .executableTarget(name: "hearth-sync-peer", dependencies: ["Hearth", "HearthCore"], path: "Tests/HearthSyncPeer", swiftSettings: strict),
-        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer", "HearthTesting",
+        // Helpers shared by the test targets (child processes, a seeded generator). Foundation
+        // only, so that the lightest test targets can use it too.
+        .target(name: "HearthTestSupport", dependencies: [], path: "Tests/HearthTestSupport", swiftSettings: strict),
+        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer", "HearthTesting", "HearthTestSupport",
                                                             .product(name: "NIOCore", package: "swift-nio"),
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
-        .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore"], swiftSettings: strict),
+        .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport"], swiftSettings: strict),
         .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "hearth-test-writer"], swiftSettings: strict),
         // Examples.
         .executableTarget(name: "hearth-local-demo", dependencies: ["Hearth"], path: "Examples/LocalDemo", swiftSettings: strict),
@@ -104,7 +107,7 @@ let package = Package(
         .testTarget(
             name: "HearthTransportTests",
             dependencies: [
-                "HearthTransport", "HearthIdentity",
+                "HearthTransport", "HearthIdentity", "HearthTesting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -113,7 +116,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthDiscoveryTests",
-            dependencies: ["HearthDiscovery", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HearthDiscovery", "HearthTesting", "HearthTestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -130,7 +133,7 @@ let package = Package(
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
-        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "Hearth", "HearthTesting"], swiftSettings: strict),
+        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "Hearth", "HearthTesting", "HearthTestSupport"], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth"], swiftSettings: strict),
 
         // The benchmark suite (docs/benchmarks.md, scripts/bench.sh); not run by the tests.

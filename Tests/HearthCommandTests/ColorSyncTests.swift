@@ -1,4 +1,6 @@
 import Foundation
+import HearthTestSupport
+import HearthTesting
 import Testing
 
 /// Two ColorSync instances (two devices of one household) in tmux, driven with send-keys and
@@ -38,7 +40,7 @@ import Testing
           .enabled(if: app != nil && HearthCLI.binary != nil, "hearth-color-sync or hearth is not built next to the tests"))
     func pressingTwoInOneTurnsTheOtherGreen() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let portA = ChildProcess.freePort(), portB = ChildProcess.freePort()
+        let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
         let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
         let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
         _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)

@@ -1,5 +1,7 @@
 import Foundation
 import Hearth
+import HearthTestSupport
+import HearthTesting
 import Testing
 
 /// Two devices, each a config and a data directory, driven through the hearth command as a
@@ -39,7 +41,7 @@ enum HearthCLI {
     @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
     func twoDevicesJoinSetAndWatch() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let portA = ChildProcess.freePort(), portB = ChildProcess.freePort()
+        let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
         let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
         let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
         let bundle = "\(root)/home.bundle"
@@ -131,7 +133,7 @@ enum HearthCLI {
     @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
     func serveKeepsTwoDevicesConnectedAndStopsCleanly() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let portA = ChildProcess.freePort(), portB = ChildProcess.freePort()
+        let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
         let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
         let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
         _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
@@ -173,7 +175,7 @@ enum HearthCLI {
     @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
     func mistakesGetOneClearLineAndTheirStatus() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let device = Device(name: "solo", root: root, port: ChildProcess.freePort(), peerPort: ChildProcess.freePort())
+        let device = Device(name: "solo", root: root, port: try LoopbackCluster.freePort(), peerPort: try LoopbackCluster.freePort())
         _ = try await HearthCLI.run(["account", "create", "--device", "solo"] + device.directories)
         let quick = ["--wait", "0", "--store", "com.example.notes"] + device.directories
 

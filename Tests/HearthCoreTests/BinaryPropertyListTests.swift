@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthTestSupport
 import Testing
 
 @Suite("Binary property lists")
@@ -129,19 +130,6 @@ struct BinaryPropertyListTests {
         out += [0, 0, 0, 0, 0, 0, 2, refSize]
         for v in [UInt64(objects.count), 0, UInt64(table)] { out += withUnsafeBytes(of: v.bigEndian, Array.init) }
         return Data(out)
-    }
-}
-
-/// A small deterministic generator for reproducible randomised tests.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthTestSupport
 import Testing
 
 @Suite("Replica: entries, version vectors, last-writer-wins")

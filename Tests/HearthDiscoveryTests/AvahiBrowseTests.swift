@@ -1,5 +1,6 @@
 import Foundation
 import HearthDiscovery
+import HearthTestSupport
 import Testing
 
 extension AvahiTestNet {

@@ -1,5 +1,7 @@
 import Foundation
 import HearthDiscovery
+import HearthTestSupport
+import HearthTesting
 import Testing
 
 extension AvahiTestNet {
@@ -23,7 +25,8 @@ extension AvahiTestNet {
             ]
             let logs = LogCapture()
             let discovery = AvahiDiscovery(service: makeService("Victim-\(tag)", port: 7301, account: account, store: store),
-                                           logger: logs.logger())
+                                           logger: logs.logger("test"))
+            func logged(_ fragment: String) -> Bool { logs.all.contains { $0.message.contains(fragment) } }
             let recorder = EventRecorder(discovery)
             try await discovery.start()
 
@@ -39,23 +42,23 @@ extension AvahiTestNet {
             defer { for publisher in publishers { publisher.terminate() } }
 
             let allLogged = await eventually(upTo: .seconds(8)) {
-                hostile.allSatisfy { entry in logs.contains("ignoring _hearth._tcp service \"\(entry.name)\"") }
+                hostile.allSatisfy { entry in logged("ignoring _hearth._tcp service \"\(entry.name)\"") }
             }
-            let warnings = logs.messages.filter { $0.contains("hostile-") && $0.contains(tag) }
+            let warnings = logs.all.map(\.message).filter { $0.contains("hostile-") && $0.contains(tag) }
             print("log lines for hostile services:\n" + warnings.joined(separator: "\n"))
-            #expect(allLogged, "missing log lines; got:\n\(logs.messages.joined(separator: "\n"))")
+            #expect(allLogged, "missing log lines; got:\n\(logs.all.map(\.message).joined(separator: "\n"))")
             #expect(await recorder.wait(upTo: .seconds(5)) { _ in recorder.peer(named: "fine-\(tag)") != nil } != nil)
             #expect(!recorder.all.contains { $0.peer.name.hasPrefix("hostile-") })
-            #expect(logs.contains("too large"))
-            #expect(logs.contains("binary"))
-            #expect(logs.contains("lacks the \"s\" key"))
-            #expect(logs.contains("repeats the \"a\" key"))
-            #expect(logs.contains("malformed \"v\""))
-            #expect(logs.contains("malformed \"d\""))
-            #expect(await eventually { logs.contains("service \"evil\\nwarning forged-\(tag)\\u{1B}[31m\"") },
+            #expect(logged("too large"))
+            #expect(logged("binary"))
+            #expect(logged("lacks the \"s\" key"))
+            #expect(logged("repeats the \"a\" key"))
+            #expect(logged("malformed \"v\""))
+            #expect(logged("malformed \"d\""))
+            #expect(await eventually { logged("service \"evil\\nwarning forged-\(tag)\\u{1B}[31m\"") },
                     "the hostile name was not escaped in the log")
-            print(logs.messages.filter { $0.contains("evil") }.joined(separator: "\n"))
-            #expect(!logs.messages.contains { $0.contains("\n") })
+            print(logs.all.map(\.message).filter { $0.contains("evil") }.joined(separator: "\n"))
+            #expect(!logged("\n"))
             #expect(discovery.isConnected)
             await discovery.stop()
         }

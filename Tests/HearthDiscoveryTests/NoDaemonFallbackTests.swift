@@ -1,5 +1,6 @@
 import Foundation
 import HearthDiscovery
+import HearthTestSupport
 import Testing
 
 /// Without any Avahi daemon: a clear error, and static peers still connect. These run a probe

@@ -1,5 +1,6 @@
 import Foundation
 import Hearth
+import HearthTestSupport
 import Testing
 
 @Suite("Randomized convergence")
@@ -7,7 +8,7 @@ struct RandomizedTests {
     @Test("6 replicas, thousands of random writes, deletes, disconnects and reconnects: all end equal")
     func sixReplicas() async throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["HEARTH_TEST_SEED"] ?? "") ?? UInt64.random(in: 0..<1_000_000)
-        var rng = SeededGenerator(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let cluster = try await SyncCluster(count: 6)
         defer { Task { await cluster.shutdown() } }
         try await cluster.waitUntilConnected(Array(repeating: 5, count: 6))
@@ -36,18 +37,5 @@ struct RandomizedTests {
         #expect(representations.allSatisfy { $0 == representations[0] }, "diverged; rerun with HEARTH_TEST_SEED=\(seed)")
         #expect(!representations[0].isEmpty)
         print("randomized convergence: seed \(seed), \(representations[0].count) keys on 6 replicas")
-    }
-}
-
-/// SplitMix64: small, fast and reproducible from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HearthIdentity
 @testable import HearthTransport
+import HearthTesting
 import NIOCore
 import Testing
 

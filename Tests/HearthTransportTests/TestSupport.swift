@@ -1,6 +1,7 @@
 import Foundation
 import HearthIdentity
 @testable import HearthTransport
+import HearthTesting
 import Logging
 import NIOCore
 import Synchronization
@@ -10,55 +11,6 @@ import Testing
 /// descriptors, which concurrent connection tests would disturb.
 @Suite("Transport", .serialized)
 struct TransportTests {}
-
-/// Collects log events so tests can check that refusals are logged with their reason.
-final class LogCapture: Sendable {
-    struct Record: Sendable {
-        var label: String
-        var level: Logger.Level
-        var message: String
-        var metadata: [String: String]
-        var text: String { "\(message) " + metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ") }
-    }
-
-    private let records = Mutex<[Record]>([])
-
-    func logger(_ label: String) -> Logger {
-        Logger(label: label) { label in Handler(label: label, capture: self) }
-    }
-
-    var all: [Record] { records.withLock { $0 } }
-
-    func append(_ record: Record) { records.withLock { $0.append(record) } }
-
-    /// Waits (up to `timeout`) for a record whose text contains `text`.
-    func waitFor(_ text: String, timeout: Duration = .seconds(5)) async -> Record? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let record = all.first(where: { $0.text.contains(text) }) { return record }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return all.first(where: { $0.text.contains(text) })   // the deadline may pass while we wait
-    }
-
-    struct Handler: LogHandler {
-        let label: String
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .debug
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            capture.append(Record(label: label, level: event.level, message: "\(event.message)",
-                                  metadata: merged.mapValues { "\($0)" }))
-        }
-    }
-}
 
 /// One household (account A) with a few devices, and a stranger household (B).
 struct Household {
