@@ -8,6 +8,10 @@ import Synchronization
 /// dispatch sources and tasks call them from other threads.
 enum Peer {
     static func run() -> Never {
+        // First of all: until these are ignored, a SIGUSR1 (stop writing) or SIGTERM would
+        // kill the peer outright, and the test may send one as soon as it sees sync start.
+        signal(SIGUSR1, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
         var dataArgument = "", config = "", nameArgument = "peer", port = 0, peers: [String] = [], avahi = false, writeArgument = false
         var timeout: Duration = .seconds(15)
         var arguments = CommandLine.arguments.dropFirst().makeIterator()
@@ -43,8 +47,6 @@ enum Peer {
         let writing = Writing()
 
 
-        signal(SIGUSR1, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
         let stopWriting = DispatchSource.makeSignalSource(signal: SIGUSR1)
         stopWriting.setEventHandler { writing.stop() }
         stopWriting.resume()

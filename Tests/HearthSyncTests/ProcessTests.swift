@@ -48,8 +48,11 @@ final class ProcessCluster {
     func stopWriting() async throws {
         for (i, process) in processes.enumerated() {
             guard let process else { continue }
-            // SIGUSR1 kills a process that has not installed its handler yet.
-            try await eventually("\(names[i]) to start") { process.output.contains("listening") }
+            // SIGUSR1 kills a process that has not set up its handler yet: wait for the peer's own
+            // "listening N" line, printed after that (the engine's "sync listening" log may come first).
+            try await eventually("\(names[i]) to start") {
+                process.output.split(separator: "\n").contains { $0.hasPrefix("listening ") }
+            }
             process.stopWriting()
             confirmed[names[i]] = max(confirmed[names[i]] ?? 0, process.confirmed)
         }

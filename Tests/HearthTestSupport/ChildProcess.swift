@@ -24,6 +24,15 @@ public final class ChildProcess {
     private let errorPath: String?
     private let removesFiles: Bool
 
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc
+    /// module does not import (it sits behind _GNU_SOURCE).
+    private static let addCloseFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32 = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np") else {
+            fatalError("this C library lacks posix_spawn_file_actions_addclosefrom_np (glibc 2.34+)")
+        }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+    }()
+
     /// The signals reset to their default disposition in the child.
     private static let defaultSignals = [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1]
 
@@ -59,6 +68,9 @@ public final class ChildProcess {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        // Nothing else of ours goes with it: NIO's sockets are not close-on-exec, and a child
+        // holding another test's connection or listener keeps it open after that test closes it.
+        guard Self.addCloseFrom(&actions, 3) == 0 else { throw POSIXError(.ENOSYS) }
         if let errorPath {
             posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
