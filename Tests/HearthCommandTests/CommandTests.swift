@@ -113,6 +113,10 @@ enum HearthCLI {
           .enabled(if: ProcessInfo.processInfo.environment["HEARTH_TESTNET"] == "1",
                    "needs the test network's avahi-daemon: scripts/test.sh runs it there"))
     func devicesFindEachOtherThroughAvahi() async throws {
+        try await AvahiDaemonGate.sharing { try await devicesFindEachOtherThroughAvahiBody() }
+    }
+
+    private func devicesFindEachOtherThroughAvahiBody() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let laptop = Device(name: "laptop", root: root, port: 0, peerPort: 0)
         let kitchen = Device(name: "kitchen", root: root, port: 0, peerPort: 0)

@@ -10,6 +10,10 @@ extension AvahiTestNet {
         @Test("after a daemon restart the service re-appears and browsing resumes, without restarting the app",
               .enabled(if: TestNet.isRoot, "restarting the namespace's avahi-daemon needs root"))
         func reconnectsAndRepublishes() async throws {
+            try await AvahiDaemonGate.exclusively { try await reconnectsAndRepublishesBody() }
+        }
+
+        private func reconnectsAndRepublishesBody() async throws {
             let account = randomHash(), store = randomHash(), tag = String(account.prefix(6))
             let logs = LogCapture()
             let a = AvahiDiscovery(service: makeService("Survivor-\(tag)", port: 7501, account: account, store: store),
@@ -56,6 +60,10 @@ extension AvahiTestNet {
         @Test("while no avahi-daemon runs: start() fails with a clear error, or waits and publishes once it is back",
               .enabled(if: TestNet.isRoot, "restarting the namespace's avahi-daemon needs root"))
         func startWhileDaemonIsDown() async throws {
+            try await AvahiDaemonGate.exclusively { try await startWhileDaemonIsDownBody() }
+        }
+
+        private func startWhileDaemonIsDownBody() async throws {
             let account = randomHash(), store = randomHash(), tag = String(account.prefix(6))
             let witness = AvahiDiscovery(service: makeService("Witness-\(tag)", port: 7511, account: account, store: store))
             try await witness.start()

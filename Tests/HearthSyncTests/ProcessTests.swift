@@ -1,4 +1,5 @@
 import Foundation
+import HearthTestSupport
 import HearthCore
 import HearthIdentity
 import Testing
@@ -117,6 +118,10 @@ struct ProcessTests {
           .enabled(if: ProcessInfo.processInfo.environment["HEARTH_TESTNET"] == "1",
                    "needs the test network: scripts/testnet/up.sh && scripts/testnet/run.sh swift test --skip-build"))
     func avahiEndToEnd() async throws {
+        try await AvahiDaemonGate.sharing { try await avahiEndToEndBody() }
+    }
+
+    private func avahiEndToEndBody() async throws {
         let cluster = try ProcessCluster(avahi: true)
         defer { cluster.shutdown() }
         for i in 0..<3 { try cluster.start(i) }
