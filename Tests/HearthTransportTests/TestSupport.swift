@@ -215,9 +215,20 @@ func plainTCPExchange(port: Int, send bytes: [UInt8], timeout: TimeInterval = 5)
     }
 }
 
-/// Open file descriptors of this process.
-func openFileDescriptors() -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+/// Open sockets of this process: what a leaked connection would leave behind. (Counting every
+/// descriptor would also count the timer and event descriptors the runtimes open lazily.)
+func openSockets() -> Int {
+    fileDescriptorTargets().values.filter { $0.hasPrefix("socket:") }.count
+}
+
+/// What each open file descriptor of this process refers to ("socket:[123]", a path, …).
+func fileDescriptorTargets() -> [String: String] {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    var targets: [String: String] = [:]
+    for name in names {
+        targets[name] = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) ?? "?"
+    }
+    return targets
 }
 
 /// Resident set size in KiB.
