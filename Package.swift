@@ -32,7 +32,8 @@ let package = Package(
         .target(
             name: "Hearth",
             dependencies: ["HearthCore", "HearthSync", "HearthIdentity", "HearthDiscovery",
-                           .product(name: "Logging", package: "swift-log")],
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strict
         ),
 

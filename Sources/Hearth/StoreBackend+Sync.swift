@@ -69,6 +69,15 @@ extension StoreBackend: SyncReplica {
         state.withLock { $0.replica.keepCertificate(der, signer: signer) }
     }
 
+    var knownDevices: [String] { state.withLock { Array($0.replica.peerVectors.keys) } }
+
+    func learnOfDevices(_ devices: [String]) {
+        guard !devices.isEmpty else { return }
+        state.withLock { s in
+            for device in devices { s.replica.learnOf(device: device) }
+        }
+    }
+
     func notePeer(_ device: String, acknowledged vector: VersionVector) {
         state.withLock { s in
             s.replica.notePeer(device, acknowledged: vector)

@@ -2,12 +2,11 @@ import Dispatch
 import Foundation
 import HearthCore
 import Logging
-import Synchronization
 
 /// The shared state behind every ``UbiquitousKeyValueStore`` instance of one store file
 /// in this process: the replica, write-behind persistence and change fan-out.
 ///
-/// All mutable state sits in one `Mutex`; no user code and no I/O ever runs while it is
+/// All mutable state sits in one lock (`Locked`); no user code and no I/O ever runs while it is
 /// held, so any thread may call in, and observers may call the store back.
 final class StoreBackend: Sendable {
     struct State: ~Copyable {
@@ -46,9 +45,9 @@ final class StoreBackend: Sendable {
     let writeBehindDelay: Duration
     /// Added to the system clock: tests stand in for devices whose clocks are wrong.
     let clockSkewMilliseconds: Int64
-    let state: Mutex<State>
+    let state: Locked<State>
     /// Serialises saves; holds the generation known to be on disk.
-    private let savedGeneration = Mutex<UInt64>(0)
+    private let savedGeneration = Locked<UInt64>(0)
     private let ioQueue: DispatchQueue
     /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does).
     private let notifyQueue: DispatchQueue
@@ -63,7 +62,7 @@ final class StoreBackend: Sendable {
         self.writeBehindDelay = writeBehindDelay
         var initial = State(replica: replica, storage: storage)
         initial.unsignedKeys = Set(replica.entries.values.filter { $0.signature == nil }.map(\.key))
-        state = Mutex(initial)
+        state = Locked(initial)
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
         notifyQueue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
     }

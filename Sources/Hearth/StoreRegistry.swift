@@ -1,7 +1,6 @@
 import Foundation
 import HearthCore
 import HearthIdentity
-import Synchronization
 
 /// One ``StoreBackend`` per store file per process, so that every instance opened on the
 /// same identifier sees the same data (the file lock would refuse a second one anyway).
@@ -10,7 +9,7 @@ enum StoreRegistry {
         weak var backend: StoreBackend?
     }
 
-    private static let backends = Mutex<[String: WeakBackend]>([:])
+    private static let backends = Locked<[String: WeakBackend]>([:])
 
     /// Saves every open store when the process exits normally, as Apple's system does when
     /// an app quits: write-behind must not lose what the app wrote in its last second.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Copies external changes of a store into a `UserDefaults` suite: the pattern of Apple's
 /// "Storing Preferences in iCloud" (seed 002), where the defaults database stays the app's
@@ -17,7 +16,7 @@ public final class UserDefaultsMirror: Sendable {
     private let store: UbiquitousKeyValueStore
     private let suiteName: String?
     private let keys: Set<String>?
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let task = Locked<Task<Void, Never>?>(nil)
 
     /// Mirrors `keys` (all keys when `nil`) of `store` into the defaults suite `suiteName`
     /// (`nil`: the standard defaults).

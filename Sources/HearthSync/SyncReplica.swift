@@ -41,6 +41,14 @@ public protocol SyncReplica: AnyObject, Sendable {
     /// Saves `der` with the replica as the certificate of `signer` (already verified).
     func keepCertificate(_ der: Data, signer: Data)
 
+    /// The devices (hex IDs) this replica has heard of: those that said hello to it, and those
+    /// its peers said they know.
+    var knownDevices: [String] { get }
+
+    /// Adds devices a peer knows of (hex IDs) as known, with nothing acknowledged yet, so that
+    /// no tombstone is collected before they have it (or it is older than the horizon).
+    func learnOfDevices(_ devices: [String])
+
     /// Records what a peer acknowledged and collects the tombstones every known peer has.
     func notePeer(_ device: String, acknowledged vector: VersionVector)
 

@@ -34,6 +34,42 @@ struct PartitionTests {
         #expect(cluster.stores.allSatisfy { $0.replica.entries["y"] != nil })
     }
 
+    @Test("A device that returns to a newcomer that never met it does not bring back a deleted key")
+    func returningDeviceMeetsNewcomer() async throws {
+        // B meets D and, later, S; S and D never meet until D comes back, and then only each other.
+        let (b, d, s) = (0, 1, 2)
+        let cluster = try await SyncCluster(count: 3, links: [(b, d), (b, s)], storeIdentifier: "com.example.returning")
+        defer { Task { await cluster.shutdown() } }
+        let stores = cluster.stores
+        await stores[s].stopSync()                           // S has not joined yet
+        try await cluster.waitUntilConnected([1, 1, 0])
+        stores[d].set("first", forKey: "k")
+        try await eventually("B to have D's value") { stores[b].string(forKey: "k") == "first" }
+
+        await stores[d].stopSync()                           // D goes away…
+        stores[d].set("D's stale edit", forKey: "k")         // …and edits k, which nobody sees
+        try await Task.sleep(for: .milliseconds(5))
+        stores[b].removeObject(forKey: "k")                  // a later delete, which wins
+
+        stores[s].resumeSync()                               // S joins and gets the tombstone from B
+        try await cluster.waitUntilConnected([1, 0, 1])
+        try await eventually("S to have the delete") { stores[s].replica.entries["k"]?.isTombstone == true }
+        // B knows D, so S learns of D from B's hello and keeps the tombstone for D: without that,
+        // S would collect it at B's next heartbeat, and D's stale edit would come back through S.
+        try await Task.sleep(for: .seconds(1))               // heartbeats every 300 ms
+        #expect(stores[s].replica.entries["k"]?.isTombstone == true, "S collected the tombstone D lacks")
+
+        await stores[b].stopSync()                           // D comes back and meets only S
+        stores[d].resumeSync()
+        stores[d].addSyncPeer(host: "127.0.0.1", port: cluster.ports[s])
+        try await eventually("D and S to connect") { stores[s].connectedPeerCount == 1 && stores[d].connectedPeerCount == 1 }
+        try await cluster.waitUntilConverged([d, s], expected: [:])
+        stores[b].resumeSync()
+        try await cluster.waitUntilConverged(expected: [:])
+        // Now that D has it too, S may drop the tombstone.
+        try await eventually("S to collect the tombstone once D has it") { stores[s].replica.entries["k"] == nil }
+    }
+
     @Test("Reconnecting after 1 key of 1,000 changed sends one entry, not the store")
     func reconnectDelta() async throws {
         let cluster = try await SyncCluster(count: 2)

@@ -228,6 +228,11 @@ public struct Replica: Sendable, Equatable {
         peerVectors[device, default: VersionVector()].formUnion(peerVector)
     }
 
+    /// Records `device` as known, with nothing acknowledged yet, unless it is known already.
+    public mutating func learnOf(device: String) {
+        if peerVectors[device] == nil { peerVectors[device] = VersionVector() }
+    }
+
     /// What every known peer and this replica have all seen; `nil` with no known peer.
     public var stableVector: VersionVector? {
         guard !peerVectors.isEmpty else { return nil }

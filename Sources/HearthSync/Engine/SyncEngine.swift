@@ -70,7 +70,10 @@ public final class SyncEngine: Sendable {
         func makeHello() throws -> SyncMessage.Hello {
             var hello = SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: identity.account.id.hex,
                                           store: replica.storeIdentifier, device: identity.deviceID.data,
-                                          vector: replica.syncVector, signature: Data())
+                                          vector: replica.syncVector, signature: Data(),
+                                          peers: replica.knownDevices.prefix(SyncMessage.Hello.maximumPeers).compactMap { hex in
+                                              Hex.decode(hex).map { Data($0) }
+                                          })
             hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
             return hello
         }

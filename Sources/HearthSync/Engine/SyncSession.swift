@@ -122,8 +122,12 @@ final class SyncSession: Sendable {
                             if context.replica.awaitingInitialSync, context.replica.syncVector.dominates(hello.vector) {
                                 context.replica.initialSyncCompleted()
                             }
-                            // Known from now on: tombstones it lacks are kept until it has them.
+                            // Known from now on: tombstones it lacks are kept until it has them. So are
+                            // the devices it knows of, which may hold values older than a delete we have
+                            // seen and they have not (a device away since before this one joined).
                             context.replica.notePeer(peer.deviceID.hex, acknowledged: hello.vector)
+                            let ours = context.identity.deviceID.data
+                            context.replica.learnOfDevices(hello.peers.filter { $0 != ours }.map { Hex.encode($0) })
                             outgoing.yield(.delta)
                             logger.info("connected")
                             continue

@@ -25,15 +25,25 @@ public enum SyncMessage: Sendable, Equatable {
         public var vector: VersionVector
         /// The device's signature over ``signingBytes``.
         public var signature: Data
+        /// The other devices of the account the sender knows of (32-byte device IDs): the
+        /// receiver keeps tombstones until each of them has acknowledged them. Not signed (the
+        /// TLS peer vouches for it, as for everything it sends); absent in older hellos.
+        public var peers: [Data]
 
-        public init(protocolVersion: Int, account: String, store: String, device: Data, vector: VersionVector, signature: Data) {
+        public init(protocolVersion: Int, account: String, store: String, device: Data, vector: VersionVector,
+                    signature: Data, peers: [Data] = []) {
             self.protocolVersion = protocolVersion
             self.account = account
             self.store = store
             self.device = device
             self.vector = vector
             self.signature = signature
+            self.peers = peers
         }
+
+        /// At most this many `peers` are read from a hello: a household is a few devices, and a
+        /// misbehaving peer must not grow our list of devices without bound.
+        public static let maximumPeers = 64
 
         /// `"hearth-hello-v1" 00 · u32 version · account · store · device · vector signing bytes`
         /// (strings and the device ID as u32 length + bytes).
@@ -80,7 +90,7 @@ extension SyncMessage {
         case .hello(let h):
             return ["type": "hello", "protocol": .integer(Int64(h.protocolVersion)), "account": .string(h.account),
                     "store": .string(h.store), "device": .data(h.device), "vector": h.vector.propertyList,
-                    "signature": .data(h.signature)]
+                    "signature": .data(h.signature), "peers": .array(h.peers.map(PropertyListValue.data))]
         case .delta(let d):
             return ["type": "delta",
                     "entries": .array(d.entries.map { entry in
@@ -123,8 +133,11 @@ extension SyncMessage {
                   let signature = fields["signature"]?.dataValue else {
                 throw SyncProtocolError("hello: a field is missing or of the wrong type")
             }
+            // Optional (hellos of earlier builds lack it); items that are not device IDs are dropped.
+            let peers = (fields["peers"]?.arrayValue ?? []).prefix(Hello.maximumPeers).compactMap(\.dataValue)
             self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, store: store,
-                                device: device, vector: try vector("vector"), signature: signature))
+                                device: device, vector: try vector("vector"), signature: signature,
+                                peers: peers.filter { $0.count == 32 }))
         case "delta":
             guard let list = fields["entries"]?.arrayValue, let certificates = fields["certificates"]?.arrayValue else {
                 throw SyncProtocolError("delta: entries or certificates missing")
