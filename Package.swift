@@ -32,8 +32,7 @@ let package = Package(
         .target(
             name: "Hearth",
             dependencies: ["HearthCore", "HearthSync", "HearthIdentity", "HearthDiscovery",
-                           .product(name: "Logging", package: "swift-log"),
-                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 

@@ -1,4 +1,5 @@
 import Foundation
+import HearthCore
 
 /// Copies external changes of a store into a `UserDefaults` suite: the pattern of Apple's
 /// "Storing Preferences in iCloud" (seed 002), where the defaults database stays the app's

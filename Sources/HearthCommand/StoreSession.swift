@@ -1,7 +1,6 @@
 import Foundation
 import Hearth
 import HearthCore
-import Synchronization
 
 /// A store kept open and syncing until SIGINT or SIGTERM (`watch` and `serve`), printing
 /// each external change as it happens and publishing its state in a status file for
@@ -87,7 +86,7 @@ struct StoreSession {
 
 /// When entries last moved between this store and a peer.
 final class LastExchange: Sendable {
-    private let value = Mutex<Date?>(nil)
+    private let value = Locked<Date?>(nil)
     var date: Date? {
         get { value.withLock { $0 } }
         set { value.withLock { $0 = newValue } }

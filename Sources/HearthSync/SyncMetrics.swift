@@ -1,4 +1,4 @@
-import Synchronization
+import HearthCore
 
 /// Counters of what the engine sent and received, for tests, `hearth status` and benchmarks.
 public final class SyncMetrics: Sendable {
@@ -13,7 +13,7 @@ public final class SyncMetrics: Sendable {
         public var sessions = 0
     }
 
-    private let counters = Mutex(Snapshot())
+    private let counters = Locked(Snapshot())
 
     public init() {}
 

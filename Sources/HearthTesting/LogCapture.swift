@@ -1,5 +1,5 @@
+import HearthCore
 import Logging
-import Synchronization
 
 /// Keeps what Hearth logs, so a test can check that a refusal or a recovery was reported
 /// and why.
@@ -25,7 +25,7 @@ public final class LogCapture: Sendable {
         }
     }
 
-    private let records = Mutex<[Record]>([])
+    private let records = Locked<[Record]>([])
 
     public init() {}
 

@@ -1,8 +1,8 @@
 import Foundation
 import Hearth
+import HearthCore
 import HearthIdentity
 import Logging
-import Synchronization
 
 /// Several replicas of one store, each a separate "device" of one throwaway account, syncing
 /// over 127.0.0.1: for integration tests of an app's sync behaviour, with no network, no
@@ -50,7 +50,7 @@ public final class LoopbackCluster: Sendable {
     public let accountID: AccountID
 
     private let configurations: [UbiquitousKeyValueStore.Configuration]
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var stores: [UbiquitousKeyValueStore]
@@ -103,7 +103,7 @@ public final class LoopbackCluster: Sendable {
             return UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/device\(i)/data",
                                                          writeBehindDelay: writeBehindDelay, sync: sync, logger: logger)
         }
-        state = Mutex(State(stores: [], recorders: [], events: Array(repeating: [], count: replicas),
+        state = Locked(State(stores: [], recorders: [], events: Array(repeating: [], count: replicas),
                             consumed: Array(repeating: 0, count: replicas)))
         for i in 0..<replicas {
             let store = try open(i)
@@ -321,7 +321,7 @@ public final class LoopbackCluster: Sendable {
     }
 
     /// Every port ``freePort()`` has returned (or found taken) in this process.
-    private static let handedOut = Mutex(Set<Int>())
+    private static let handedOut = Locked(Set<Int>())
 }
 
 /// Why a ``LoopbackCluster`` operation failed, for people (the message is the description).

@@ -1,6 +1,5 @@
 import Foundation
 import HearthCore
-import Synchronization
 
 /// The device certificates of one account that this replica has verified, by device ID.
 ///
@@ -12,7 +11,7 @@ import Synchronization
 public final class DeviceCertificateCache: Sendable {
     public let trust: AccountTrust
     /// Admitted certificates with their public keys, parsed once.
-    private let certificates = Mutex<[DeviceID: (certificate: Certificate, key: Ed25519PublicKey)]>([:])
+    private let certificates = Locked<[DeviceID: (certificate: Certificate, key: Ed25519PublicKey)]>([:])
 
     public init(trust: AccountTrust) {
         self.trust = trust

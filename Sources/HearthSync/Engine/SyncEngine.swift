@@ -6,7 +6,6 @@ import HearthIdentity
 import HearthTransport
 import Logging
 import NIOCore
-import Synchronization
 
 /// Keeps one store's replica in sync with the other devices of the account: listens for
 /// peers, dials the ones discovery finds, and runs the sync protocol on each connection.
@@ -53,7 +52,7 @@ public final class SyncEngine: Sendable {
         let options: Options
         let logger: Logger
         let metrics: SyncMetrics
-        private let signing = Mutex(())
+        private let signing = Locked(())
         weak let engine: SyncEngine?
 
         init(identity: DeviceIdentity, replica: any SyncReplica, certificates: DeviceCertificateCache,
@@ -165,7 +164,7 @@ public final class SyncEngine: Sendable {
     private let options: Options
     private let logger: Logger
     private let certificates: DeviceCertificateCache
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(identity: DeviceIdentity, replica: any SyncReplica,
                 options: Options = Options(), logger: Logger = Logger(label: "hearth.sync")) throws {

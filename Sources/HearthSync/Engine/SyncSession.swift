@@ -4,7 +4,6 @@ import HearthIdentity
 import HearthTransport
 import Logging
 import NIOCore
-import Synchronization
 
 /// One authenticated connection running the sync protocol (docs/protocol.md):
 /// hello both ways, then each side's delta of what the other lacks, then pushes as changes
@@ -37,17 +36,17 @@ final class SyncSession: Sendable {
     private let outgoing: AsyncStream<Outgoing>.Continuation
     private let outgoingStream: AsyncStream<Outgoing>
     /// What the peer is known to have: its hello vector, what we sent, what it acknowledged.
-    private let peerKnown = Mutex(VersionVector())
+    private let peerKnown = Locked(VersionVector())
     /// Certificates this connection has carried: the peer keeps them, so each goes once.
-    private let sentCertificates = Mutex(Set<Data>())
+    private let sentCertificates = Locked(Set<Data>())
     /// What the peer has confirmed having (its hello, acks and pings).
-    private let acknowledged = Mutex(VersionVector())
-    private let lastHeard = Mutex(ContinuousClock.now)
-    private let closed = Mutex(false)
+    private let acknowledged = Locked(VersionVector())
+    private let lastHeard = Locked(ContinuousClock.now)
+    private let closed = Locked(false)
     /// Set once the peer's hello is verified; before that no ping may be sent.
-    private let greeted = Mutex(false)
+    private let greeted = Locked(false)
     /// Closes the channel: the way to stop the reader, which waits on the socket.
-    private let closeChannel = Mutex<(@Sendable () -> Void)?>(nil)
+    private let closeChannel = Locked<(@Sendable () -> Void)?>(nil)
     private let logger: Logger
 
     init(peer: TLSPeer, initiatedLocally: Bool, context: SyncEngine.Context) {
@@ -199,7 +198,7 @@ final class SyncSession: Sendable {
         }
     }
 
-    private let deltasReceived = Mutex(0)
+    private let deltasReceived = Locked(0)
 
     private func handle(_ message: SyncMessage) async throws {
         switch message {

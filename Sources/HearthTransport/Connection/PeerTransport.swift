@@ -1,11 +1,11 @@
 #if canImport(Glibc)
 import Glibc
+import HearthCore
 #endif
 import HearthIdentity
 import Logging
 import NIOCore
 import NIOPosix
-import Synchronization
 
 /// Listens for and dials TLS connections between devices of one account, and hands the
 /// sync engine authenticated frame streams.
@@ -148,7 +148,7 @@ public struct PeerTransport: Sendable {
 
 /// Hands the establishment future from the channel initializer to `connect`.
 private final class EstablishmentBox: Sendable {
-    private let future = Mutex<EventLoopFuture<PeerConnection>?>(nil)
+    private let future = Locked<EventLoopFuture<PeerConnection>?>(nil)
     func set(_ value: EventLoopFuture<PeerConnection>) { future.withLock { $0 = value } }
     func get() -> EventLoopFuture<PeerConnection> { future.withLock { $0! } }
 }
