@@ -66,7 +66,7 @@ let package = Package(
         ),
         .target(
             name: "HearthDiscovery",
-            dependencies: ["CHearthAvahi", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CHearthAvahi", "HearthCore", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         // A tiny publisher/browser process for the discovery tests (multi-host, no-daemon fallback).

@@ -1,5 +1,5 @@
+import HearthCore
 import Logging
-import Synchronization
 
 /// Publishes this device as `_hearth._tcp` through the system's Avahi daemon and browses for
 /// the peers of the same account and store.
@@ -41,7 +41,7 @@ public final class AvahiDiscovery: PeerDiscovery {
     private let options: Options
     private let logger: Logger
     private let registry = PeerRegistry()
-    private let phase = Mutex(Phase.idle)
+    private let phase = Locked(Phase.idle)
 
     /// A discovery for `service`; nothing happens until ``start()``.
     public init(service: ServiceDescription, options: Options = Options(),

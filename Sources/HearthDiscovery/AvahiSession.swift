@@ -1,5 +1,6 @@
 import CHearthAvahi
 import Glibc
+import HearthCore
 import Logging
 import Synchronization
 
@@ -44,7 +45,7 @@ final class AvahiSession: Sendable {
     let registry: PeerRegistry
     let staleGraceMilliseconds: UInt32
     private let poll: AvahiHandle
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(service: ServiceDescription, logger: Logger, registry: PeerRegistry, staleGraceMilliseconds: UInt32) throws(DiscoveryError) {
         guard let poll = avahi_threaded_poll_new() else {
@@ -55,7 +56,7 @@ final class AvahiSession: Sendable {
         self.registry = registry
         self.staleGraceMilliseconds = staleGraceMilliseconds
         self.poll = AvahiHandle(pointer: poll)
-        self.state = Mutex(State(name: service.instanceName))
+        self.state = Locked(State(name: service.instanceName))
     }
 
     private var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }

@@ -1,4 +1,4 @@
-import Synchronization
+import HearthCore
 
 /// Several discoveries seen as one, e.g. Avahi plus the static peers of `HEARTH_PEERS` that
 /// mDNS cannot reach (another subnet, a VPN). Events of every member are forwarded as they
@@ -7,7 +7,7 @@ public final class MergedDiscovery: PeerDiscovery {
     /// The discoveries merged, in start order.
     public let members: [any PeerDiscovery]
     private let registry = PeerRegistry()
-    private let forwarders = Mutex<[Task<Void, Never>]>([])
+    private let forwarders = Locked<[Task<Void, Never>]>([])
 
     /// Merges `members`; nothing starts until ``start()``.
     public init(_ members: [any PeerDiscovery]) {

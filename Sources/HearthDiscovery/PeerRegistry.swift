@@ -1,4 +1,4 @@
-import Synchronization
+import HearthCore
 
 /// The peers a discovery knows and the streams that follow them, behind one lock so a new
 /// subscriber's replay and later events can never interleave wrongly.
@@ -10,7 +10,7 @@ final class PeerRegistry: Sendable {
         var finished = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     var peers: [DiscoveredPeer] {
         state.withLock { Array($0.peers.values) }.sorted { $0.id < $1.id }

@@ -139,7 +139,7 @@ struct ProcessTests {
         defer { cluster.shutdown() }
         for i in 0..<2 { try cluster.start(i, writing: false, extra: ["--timeout", "1500"]) }
         let (alpha, beta) = (cluster.processes[0]!, cluster.processes[1]!)
-        try await eventually("alpha and beta to connect") { alpha.output.contains("connected") && beta.output.contains("connected") }
+        try await eventually(timeout: .seconds(20), "alpha and beta to connect") { alpha.output.contains("connected") && beta.output.contains("connected") }
         kill(beta.pid, SIGSTOP)
         try await eventually(timeout: .seconds(10), "alpha to declare the link dead") { alpha.output.contains("the link is dead") }
         kill(beta.pid, SIGCONT)

@@ -52,7 +52,9 @@ public final class SyncEngine: Sendable {
         let options: Options
         let logger: Logger
         let metrics: SyncMetrics
-        private let signing = Locked(())
+        /// Serialises signing; counts the rounds (a lock around nothing would be a zero-sized
+        /// value, on which ThreadSanitizer reports false races).
+        private let signing = Locked(0)
         weak let engine: SyncEngine?
 
         init(identity: DeviceIdentity, replica: any SyncReplica, certificates: DeviceCertificateCache,
@@ -79,7 +81,8 @@ public final class SyncEngine: Sendable {
 
         /// Signs local writes that are not signed yet, once, off the writer's path.
         func signPending() throws {
-            try signing.withLock { _ in
+            try signing.withLock { rounds in
+                rounds &+= 1
                 let pending = replica.unsignedEntries()
                 guard !pending.isEmpty else { return }
                 let signed = try pending.map { try identity.signed($0, storeIdentifier: replica.storeIdentifier) }
