@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README.md, .ci/run): installs what the tests need, builds, starts the
 # test network (a private network namespace with its own dbus and avahi-daemon), runs every
-# test inside it, and stops the network again, whatever happens.
+# test inside it, and stops the network again, whatever happens; then runs the in-process
+# tests again under ThreadSanitizer (scripts/tsan.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
@@ -11,7 +12,15 @@ swift build --build-tests
 if [ "$(id -u)" -eq 0 ] && scripts/testnet/up.sh; then
   trap 'scripts/testnet/down.sh' EXIT
   scripts/testnet/run.sh swift test --skip-build "$@"
+  scripts/testnet/down.sh
+  trap - EXIT
 else
   echo "test: no test network (needs root and iproute2); the Avahi tests are skipped" >&2
   swift test --skip-build "$@"
+fi
+
+# Then the same code under ThreadSanitizer (docs/architecture.md, "Checking with
+# ThreadSanitizer"); HEARTH_SKIP_TSAN=1 leaves it out of a quick local run.
+if [ "${HEARTH_SKIP_TSAN:-0}" != 1 ] && [ $# -eq 0 ]; then
+  scripts/tsan.sh
 fi
