@@ -71,10 +71,23 @@ extension StoreBackend: SyncReplica {
 
     var knownDevices: [String] { state.withLock { Array($0.replica.peerVectors.keys) } }
 
+    /// A household is a few devices; past this many known, devices heard of are not added
+    /// (a misbehaving peer could otherwise grow the list, and the file, without bound).
+    static let maximumKnownDevices = 256
+
     func learnOfDevices(_ devices: [String]) {
         guard !devices.isEmpty else { return }
-        state.withLock { s in
-            for device in devices { s.replica.learnOf(device: device) }
+        let ignored = state.withLock { s -> Int in
+            var ignored = 0
+            for device in devices where s.replica.peerVectors[device] == nil {
+                guard s.replica.peerVectors.count < Self.maximumKnownDevices else { ignored += 1; continue }
+                s.replica.learnOf(device: device)
+            }
+            return ignored
+        }
+        if ignored > 0 {
+            logger.warning("ignoring \(ignored) more devices a peer says it knows of: \(Self.maximumKnownDevices) are known already",
+                           metadata: ["store": "\(storeIdentifier)"])
         }
     }
 

@@ -16,9 +16,10 @@ import Darwin
 /// counter.withLock { $0 += 1 }
 /// ```
 public final class Locked<Value: ~Copyable & Sendable>: @unchecked Sendable {
-    // @unchecked: `value` is touched only inside `withLock`, with `mutex` held.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // @unchecked: `value` is touched only inside `withLock`, with `mutex` held. Inlinable, so
+    // callers in other modules get a specialised, closure-free critical section, as with Mutex.
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
     public init(_ value: consuming Value) {
         mutex = .allocate(capacity: 1)
@@ -35,6 +36,7 @@ public final class Locked<Value: ~Copyable & Sendable>: @unchecked Sendable {
 
     /// Runs `body` with the value, exclusively. Never call user code, block, or take the
     /// same lock again in `body`.
+    @inlinable
     public func withLock<Result: ~Copyable, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {

@@ -72,11 +72,14 @@ public final class SyncEngine: Sendable {
             var hello = SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: identity.account.id.hex,
                                           store: replica.storeIdentifier, device: identity.deviceID.data,
                                           vector: replica.syncVector, signature: Data(),
-                                          peers: replica.knownDevices.prefix(SyncMessage.Hello.maximumPeers).compactMap { hex in
-                                              Hex.decode(hex).map { Data($0) }
-                                          })
+                                          peersDigest: SyncMessage.peersDigest(knownDevices + [identity.deviceID.data]))
             hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
             return hello
+        }
+
+        /// The other devices this replica knows of, as 32-byte IDs.
+        var knownDevices: [Data] {
+            replica.knownDevices.compactMap { Hex.decode($0).map { Data($0) } }.filter { $0 != identity.deviceID.data }
         }
 
         /// Signs local writes that are not signed yet, once, off the writer's path.

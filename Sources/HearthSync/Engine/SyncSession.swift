@@ -20,6 +20,8 @@ final class SyncSession: Sendable {
         case delta
         case ack(VersionVector)
         case ping, pong
+        /// The devices we know of (the hellos showed the peer knows others).
+        case peers
     }
 
     enum Outcome: Sendable {
@@ -124,9 +126,11 @@ final class SyncSession: Sendable {
                             // Known from now on: tombstones it lacks are kept until it has them. So are
                             // the devices it knows of, which may hold values older than a delete we have
                             // seen and they have not (a device away since before this one joined).
+                            // Compared with what we know now, the peer included: a difference costs one
+                            // `peers` message each way, agreement costs nothing more.
+                            let ours = SyncMessage.peersDigest(context.knownDevices + [context.identity.deviceID.data])
                             context.replica.notePeer(peer.deviceID.hex, acknowledged: hello.vector)
-                            let ours = context.identity.deviceID.data
-                            context.replica.learnOfDevices(hello.peers.filter { $0 != ours }.map { Hex.encode($0) })
+                            if hello.peersDigest != ours { outgoing.yield(.peers) }
                             outgoing.yield(.delta)
                             logger.info("connected")
                             continue
@@ -194,6 +198,7 @@ final class SyncSession: Sendable {
             case .ack(let vector): try await send(.ack(vector), to: outbound)
             case .ping: try await send(.ping(context.replica.syncVector), to: outbound)
             case .pong: try await send(.pong, to: outbound)
+            case .peers: try await send(.peers(Array(context.knownDevices.prefix(SyncMessage.maximumPeers))), to: outbound)
             }
         }
     }
@@ -214,6 +219,9 @@ final class SyncSession: Sendable {
             context.replica.notePeer(peer.deviceID.hex, acknowledged: vector)
             outgoing.yield(.pong)
         case .pong: break
+        case .peers(let devices):
+            let ours = context.identity.deviceID.data
+            context.replica.learnOfDevices(devices.filter { $0 != ours }.map { Hex.encode($0) })
         case .hello: throw SyncProtocolError("a second hello")
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthIdentity
 
 /// The messages of the sync protocol, each one frame: a binary property list dictionary
 /// with a `type` field. docs/protocol.md documents every field.
@@ -14,6 +15,20 @@ public enum SyncMessage: Sendable, Equatable {
     /// can collect tombstones); answered by `pong`.
     case ping(VersionVector)
     case pong
+    /// The devices of the account the sender knows of (32-byte device IDs), sent after the
+    /// hello when the two hellos' ``Hello/peersDigest`` differ: the receiver keeps tombstones
+    /// until each of them has acknowledged them.
+    case peers([Data])
+
+    /// At most this many device IDs are read from a `peers` message: a household is a few
+    /// devices, and a misbehaving peer must not grow our list of devices without bound.
+    public static let maximumPeers = 64
+
+    /// The digest of a set of known devices that a hello carries: the first 8 bytes of the
+    /// SHA-256 of the 32-byte IDs, sorted and concatenated. Equal digests: nothing to tell.
+    public static func peersDigest(_ devices: some Sequence<Data>) -> Data {
+        Data(SHA256.hash(devices.sorted { $0.lexicographicallyPrecedes($1) }.reduce(into: Data()) { $0.append($1) }).prefix(8))
+    }
 
     public struct Hello: Sendable, Equatable {
         public var protocolVersion: Int
@@ -25,25 +40,22 @@ public enum SyncMessage: Sendable, Equatable {
         public var vector: VersionVector
         /// The device's signature over ``signingBytes``.
         public var signature: Data
-        /// The other devices of the account the sender knows of (32-byte device IDs): the
-        /// receiver keeps tombstones until each of them has acknowledged them. Not signed (the
-        /// TLS peer vouches for it, as for everything it sends); absent in older hellos.
-        public var peers: [Data]
+        /// ``SyncMessage/peersDigest(_:)`` of the devices the sender knows of, itself included;
+        /// when it differs from the receiver's own, each side sends a ``SyncMessage/peers(_:)``
+        /// message. Not signed (the TLS peer vouches for it, as for everything it sends); empty
+        /// in hellos of earlier builds.
+        public var peersDigest: Data
 
         public init(protocolVersion: Int, account: String, store: String, device: Data, vector: VersionVector,
-                    signature: Data, peers: [Data] = []) {
+                    signature: Data, peersDigest: Data = Data()) {
             self.protocolVersion = protocolVersion
             self.account = account
             self.store = store
             self.device = device
             self.vector = vector
             self.signature = signature
-            self.peers = peers
+            self.peersDigest = peersDigest
         }
-
-        /// At most this many `peers` are read from a hello: a household is a few devices, and a
-        /// misbehaving peer must not grow our list of devices without bound.
-        public static let maximumPeers = 64
 
         /// `"hearth-hello-v1" 00 · u32 version · account · store · device · vector signing bytes`
         /// (strings and the device ID as u32 length + bytes).
@@ -90,7 +102,7 @@ extension SyncMessage {
         case .hello(let h):
             return ["type": "hello", "protocol": .integer(Int64(h.protocolVersion)), "account": .string(h.account),
                     "store": .string(h.store), "device": .data(h.device), "vector": h.vector.propertyList,
-                    "signature": .data(h.signature), "peers": .array(h.peers.map(PropertyListValue.data))]
+                    "signature": .data(h.signature), "peersDigest": .data(h.peersDigest)]
         case .delta(let d):
             return ["type": "delta",
                     "entries": .array(d.entries.map { entry in
@@ -103,6 +115,7 @@ extension SyncMessage {
         case .ack(let vector): return ["type": "ack", "vector": vector.propertyList]
         case .ping(let vector): return ["type": "ping", "vector": vector.propertyList]
         case .pong: return ["type": "pong"]
+        case .peers(let devices): return ["type": "peers", "devices": .array(devices.map(PropertyListValue.data))]
         }
     }
 
@@ -133,11 +146,9 @@ extension SyncMessage {
                   let signature = fields["signature"]?.dataValue else {
                 throw SyncProtocolError("hello: a field is missing or of the wrong type")
             }
-            // Optional (hellos of earlier builds lack it); items that are not device IDs are dropped.
-            let peers = (fields["peers"]?.arrayValue ?? []).prefix(Hello.maximumPeers).compactMap(\.dataValue)
             self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, store: store,
                                 device: device, vector: try vector("vector"), signature: signature,
-                                peers: peers.filter { $0.count == 32 }))
+                                peersDigest: fields["peersDigest"]?.dataValue ?? Data()))
         case "delta":
             guard let list = fields["entries"]?.arrayValue, let certificates = fields["certificates"]?.arrayValue else {
                 throw SyncProtocolError("delta: entries or certificates missing")
@@ -156,6 +167,10 @@ extension SyncMessage {
         case "ack": self = .ack(try vector("vector"))
         case "ping": self = .ping(try vector("vector"))
         case "pong": self = .pong
+        case "peers":
+            guard let list = fields["devices"]?.arrayValue else { throw SyncProtocolError("peers: devices missing") }
+            // Items that are not device IDs are dropped; past the cap, the rest is not read.
+            self = .peers(list.prefix(Self.maximumPeers).compactMap(\.dataValue).filter { $0.count == 32 })
         default: throw SyncProtocolError("unknown message type \(String(reflecting: type))")
         }
     }
