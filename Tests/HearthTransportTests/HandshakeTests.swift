@@ -167,17 +167,25 @@ extension TransportTests {
             await listener.close()
         }
 
-        @Test("A TLS 1.2-only client (openssl s_client -tls1_2, with a valid device certificate) is refused")
-        func tls12() async throws {
+        /// Runs `openssl s_client` against a fresh echo server of the household, as the laptop
+        /// (presenting its certificate unless `presentingCertificate` is false), trusting the
+        /// account CA; `options` come after `-connect`. The caller stops the server.
+        func sClient(_ options: [String], presentingCertificate: Bool = true,
+                     holdStdin: Duration = .seconds(2)) async throws -> (output: String, status: Int32, server: EchoServer) {
             let home = try Household()
             let server = try await EchoServer(identity: home.server)
             let files = try PEMFiles(home.laptop)
             defer { files.remove() }
-            let (output, status) = try await runOpenSSL([
-                "s_client", "-connect", "127.0.0.1:\(server.port)", "-tls1_2",
-                "-cert", files.certificate.path, "-key", files.key.path, "-CAfile", files.ca.path,
-                "-alpn", "hearth/1",
-            ])
+            let credentials = presentingCertificate ? ["-cert", files.certificate.path, "-key", files.key.path] : []
+            let (output, status) = try await runOpenSSL(
+                ["s_client", "-connect", "127.0.0.1:\(server.port)"] + options + credentials + ["-CAfile", files.ca.path],
+                holdStdin: holdStdin)
+            return (output, status, server)
+        }
+
+        @Test("A TLS 1.2-only client (openssl s_client -tls1_2, with a valid device certificate) is refused")
+        func tls12() async throws {
+            let (output, status, server) = try await sClient(["-tls1_2", "-alpn", "hearth/1"])
             #expect(status != 0)
             #expect(!output.contains(greeting))
             #expect(await server.logs.waitFor("unsupported protocol") != nil, "\(server.logs.all.map(\.text))")
@@ -187,14 +195,7 @@ extension TransportTests {
 
         @Test("openssl s_client without a client certificate gets no application data")
         func sClientWithoutCertificate() async throws {
-            let home = try Household()
-            let server = try await EchoServer(identity: home.server)
-            let files = try PEMFiles(home.laptop)
-            defer { files.remove() }
-            let (output, _) = try await runOpenSSL([
-                "s_client", "-connect", "127.0.0.1:\(server.port)", "-tls1_3",
-                "-CAfile", files.ca.path, "-alpn", "hearth/1",
-            ])
+            let (output, _, server) = try await sClient(["-tls1_3", "-alpn", "hearth/1"], presentingCertificate: false)
             // s_client got as far as seeing the server's certificate…
             #expect(output.contains("server"), "\(output)")
             // …but not a byte of application data.
@@ -206,28 +207,15 @@ extension TransportTests {
 
         @Test("Control: openssl s_client WITH a device certificate of the account does get the greeting")
         func sClientWithCertificate() async throws {
-            let home = try Household()
-            let server = try await EchoServer(identity: home.server)
-            let files = try PEMFiles(home.laptop)
-            defer { files.remove() }
-            let (output, _) = try await runOpenSSL([
-                "s_client", "-connect", "127.0.0.1:\(server.port)", "-tls1_3",
-                "-cert", files.certificate.path, "-key", files.key.path, "-CAfile", files.ca.path, "-alpn", "hearth/1",
-            ], holdStdin: .seconds(3))   // s_client leaves when stdin closes: give a loaded machine time
+            // s_client leaves when stdin closes: give a loaded machine time.
+            let (output, _, server) = try await sClient(["-tls1_3", "-alpn", "hearth/1"], holdStdin: .seconds(3))
             #expect(output.contains(greeting), "\(output)")
             await server.stop()
         }
 
         @Test("A client offering another ALPN protocol is refused")
         func wrongALPN() async throws {
-            let home = try Household()
-            let server = try await EchoServer(identity: home.server)
-            let files = try PEMFiles(home.laptop)
-            defer { files.remove() }
-            let (output, _) = try await runOpenSSL([
-                "s_client", "-connect", "127.0.0.1:\(server.port)", "-tls1_3",
-                "-cert", files.certificate.path, "-key", files.key.path, "-CAfile", files.ca.path, "-alpn", "http/1.1",
-            ], holdStdin: .seconds(1))
+            let (output, _, server) = try await sClient(["-tls1_3", "-alpn", "http/1.1"], holdStdin: .seconds(1))
             #expect(!output.contains(greeting))
             #expect(await server.logs.waitFor("TLS connection refused") != nil)
             #expect(server.state.outcomes.withLock { $0.isEmpty })
