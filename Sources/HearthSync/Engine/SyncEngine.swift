@@ -72,7 +72,7 @@ public final class SyncEngine: Sendable {
             var hello = SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: identity.account.id.hex,
                                           store: replica.storeIdentifier, device: identity.deviceID.data,
                                           vector: replica.syncVector, signature: Data(),
-                                          peersDigest: SyncMessage.peersDigest(knownDevices + [identity.deviceID.data]))
+                                          peersDigest: peersDigest)
             hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
             return hello
         }
@@ -80,6 +80,12 @@ public final class SyncEngine: Sendable {
         /// The other devices this replica knows of, as 32-byte IDs.
         var knownDevices: [Data] {
             replica.knownDevices.compactMap { Hex.decode($0).map { Data($0) } }.filter { $0 != identity.deviceID.data }
+        }
+
+        /// The digest of what this replica knows of the household, itself included: what a
+        /// hello carries, and what a peer's hello is compared with.
+        var peersDigest: Data {
+            SyncMessage.peersDigest(knownDevices + [identity.deviceID.data])
         }
 
         /// Signs local writes that are not signed yet, once, off the writer's path.

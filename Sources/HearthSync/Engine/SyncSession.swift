@@ -128,7 +128,7 @@ final class SyncSession: Sendable {
                             // seen and they have not (a device away since before this one joined).
                             // Compared with what we know now, the peer included: a difference costs one
                             // `peers` message each way, agreement costs nothing more.
-                            let ours = SyncMessage.peersDigest(context.knownDevices + [context.identity.deviceID.data])
+                            let ours = context.peersDigest
                             context.replica.notePeer(peer.deviceID.hex, acknowledged: hello.vector)
                             if hello.peersDigest != ours { outgoing.yield(.peers) }
                             outgoing.yield(.delta)
