@@ -212,7 +212,7 @@ public struct Replica: Sendable, Equatable {
 
     /// Remembers `der` as the certificate of `signer` (whose entries this replica may hold).
     public mutating func keepCertificate(_ der: Data, signer: Data) {
-        if certificates[signer] != der { certificates[signer] = der }
+        certificates[signer] = der
     }
 
     /// The certificates of the devices that signed a current entry: what is worth saving.

@@ -34,9 +34,8 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
 
     /// Parses 32 hexadecimal digits.
     public init?(hex: String) {
-        guard hex.utf8.count == 32, let high = UInt64(hex.prefix(16), radix: 16),
-              let low = UInt64(hex.suffix(16), radix: 16) else { return nil }
-        self.init(high: high, low: low)
+        guard let bytes = Hex.decode(hex) else { return nil }
+        self.init(bytes: bytes)
     }
 
     /// The 16 bytes, big-endian.
@@ -48,10 +47,7 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
         return out
     }
 
-    public var hex: String {
-        let h = String(high, radix: 16), l = String(low, radix: 16)
-        return String(repeating: "0", count: 16 - h.count) + h + String(repeating: "0", count: 16 - l.count) + l
-    }
+    public var hex: String { Hex.encode(bytes) }
 
     public static func < (a: ReplicaID, b: ReplicaID) -> Bool {
         (a.high, a.low) < (b.high, b.low)
