@@ -23,8 +23,8 @@ struct RemoveCommand: AsyncParsableCommand {
             emit("{\"key\":\(PropertyListJSON.quote(key)),\"removed\":true,\(outcome.jsonFields)}")
         } else {
             emit("removed \(key)")
-            note(outcome.sentence + (forwarded ? " (applied by the hearth process that holds the store)" : ""))
+            note(outcome.sentence(forwarded: forwarded))
         }
-        if case .failed(let reason) = outcome { throw CommandError(.general, "removed on this device, but sync failed: \(reason)") }
+        try outcome.requireNoFailure(done: "removed")
     }
 }

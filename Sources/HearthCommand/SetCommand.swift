@@ -32,9 +32,9 @@ struct SetCommand: AsyncParsableCommand {
             emit("{\"key\":\(PropertyListJSON.quote(key)),\"value\":\(PropertyListJSON.string(newValue)),\(outcome.jsonFields)}")
         } else {
             emit("\(key) = \(PropertyListJSON.human(newValue))")
-            note(outcome.sentence + (forwarded ? " (applied by the hearth process that holds the store)" : ""))
+            note(outcome.sentence(forwarded: forwarded))
         }
-        if case .failed(let reason) = outcome { throw CommandError(.general, "saved on this device, but sync failed: \(reason)") }
+        try outcome.requireNoFailure(done: "saved")
     }
 }
 
@@ -59,6 +59,16 @@ struct DeliveryOptions: ParsableArguments {
             case .unconfirmed: "saved on this device; no peer confirmed it in time (it syncs when this store next runs with a peer reachable, e.g. hearth serve)"
             case .failed(let reason): "saved on this device; sync failed: \(reason)"
             }
+        }
+
+        /// ``sentence``, naming the `hearth` process that applied a forwarded write.
+        func sentence(forwarded: Bool) -> String {
+            sentence + (forwarded ? " (applied by the hearth process that holds the store)" : "")
+        }
+
+        /// Throws the command's error if sync failed; `done` says what happened on this device.
+        func requireNoFailure(done: String) throws {
+            if case .failed(let reason) = self { throw CommandError(.general, "\(done) on this device, but sync failed: \(reason)") }
         }
 
         var jsonFields: String {
