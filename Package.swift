@@ -98,7 +98,8 @@ let package = Package(
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport"], swiftSettings: strict),
-        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "hearth-test-writer"], swiftSettings: strict),
+        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthTesting", "HearthTestSupport", "hearth-test-writer"],
+                    swiftSettings: strict),
         // Examples.
         .executableTarget(name: "hearth-local-demo", dependencies: ["Hearth"], path: "Examples/LocalDemo", swiftSettings: strict),
         // A child process for the crash and lock tests: writes in a loop until killed.

@@ -9,6 +9,9 @@ public struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertib
         case io
         /// The file is not a replica file Hearth can read.
         case damaged
+        /// The replica holds something the file format cannot hold (never expected: every
+        /// value is checked against ``StoreLimits`` before it is stored).
+        case unencodable
     }
 
     public let code: Code
@@ -26,6 +29,7 @@ public struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertib
         case .locked: return "store file \(path) is in use by another process (\(reason))"
         case .io: return "cannot access \(path): \(reason)"
         case .damaged: return "store file \(path) is damaged: \(reason)"
+        case .unencodable: return "cannot write \(path): \(reason)"
         }
     }
 

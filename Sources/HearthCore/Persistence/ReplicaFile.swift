@@ -4,23 +4,28 @@ import Foundation
 ///
 /// ```text
 /// {
-///   format: "hearth-replica", version: 1,
+///   format: "hearth-replica", version: 2,
 ///   storeIdentifier: String, account: String ("" when signed out),
 ///   replica: Data(16), clock: Int, sequence: Int,
 ///   vector: { <origin hex>: Int },
 ///   peers: { <device ID hex>: { <origin hex>: Int } },   // what each peer last acknowledged
 ///   synced: Bool,                                        // the initial sync has happened
 ///   certificates: { <device ID hex>: Data },             // DER certificates of the entries' signers
-///   entries: { <key>: { value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
-///                       signer: Data, signature: Data } }   // no `value`: a tombstone
+///   entries: [ { key: String, value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
+///                signer: Data, signature: Data } ]       // no `value`: a tombstone
 /// }
 /// ```
+///
+/// Version 2 keeps the entries in an array, each with its `key`, where version 1 kept them in
+/// a dictionary by key: a property-list dictionary read into Swift merges keys that differ only
+/// in Unicode normalisation, and store keys are exact (see ``StoreKey``). Version 1 files are
+/// still read (their keys read exactly too), and written back as version 2.
 ///
 /// `python3 -c 'import plistlib,sys; print(plistlib.load(open(sys.argv[1],"rb")))' FILE`
 /// prints it.
 public enum ReplicaFile {
     public static let format = "hearth-replica"
-    public static let version: Int64 = 1
+    public static let version: Int64 = 2
 
     /// What a file holds besides the replica.
     public struct Header: Sendable, Equatable {
@@ -34,10 +39,15 @@ public enum ReplicaFile {
         }
     }
 
-    public static func encode(_ replica: Replica, header: Header) -> Data {
-        var entries: [String: PropertyListValue] = [:]
-        entries.reserveCapacity(replica.entries.count)
-        for (key, entry) in replica.entries { entries[key] = entry.propertyList }
+    /// A file read back.
+    public struct Contents: Sendable {
+        public var replica: Replica
+        public var header: Header
+        /// Entries that could not be loaded, each with why; the rest of the file loaded.
+        public var setAside: [RefusedEntry]
+    }
+
+    public static func encode(_ replica: Replica, header: Header) throws(PropertyListEncodingError) -> Data {
         let document: PropertyListValue = .dictionary([
             "format": .string(format),
             "version": .integer(version),
@@ -50,59 +60,106 @@ public enum ReplicaFile {
             "peers": .dictionary(replica.peerVectors.mapValues(\.propertyList)),
             "synced": .bool(replica.hasSynced),
             "certificates": .dictionary(Dictionary(uniqueKeysWithValues: replica.certificatesInUse.map { (Hex.encode($0.key), .data($0.value)) })),
-            "entries": .dictionary(entries),
+            "entries": .array(replica.entries.keys.sorted().map { replica.entries[$0]!.propertyList }),
         ])
-        return BinaryPropertyList.encode(document)
+        return try BinaryPropertyList.encode(document)
     }
 
-    /// Reads a file's bytes back. Throws ``PersistenceError/Code/damaged`` with the reason
-    /// for anything that is not exactly a replica file of this version.
-    public static func decode(_ data: Data, path: String) throws(PersistenceError) -> (Replica, Header) {
+    /// Reads a file's bytes back.
+    ///
+    /// The header is all or nothing: anything that is not exactly a replica file of a known
+    /// version throws ``PersistenceError/Code/damaged`` with the reason. Entries are read one by
+    /// one: one that is malformed or breaks ``StoreLimits`` is left out and listed in
+    /// ``Contents/setAside``, and the others load. Counters of the vector are then what the
+    /// loaded entries justify, so peers that hold a set-aside entry send it again.
+    public static func decode(_ data: Data, path: String) throws(PersistenceError) -> Contents {
         func damaged(_ reason: String) -> PersistenceError { PersistenceError(.damaged, path: path, reason: reason) }
-        let document: PropertyListValue
-        do { document = try BinaryPropertyList.decode(data) } catch { throw damaged(error.description) }
-        guard let root = document.dictionaryValue else { throw damaged("the top level is not a dictionary") }
-        guard root["format"]?.stringValue == format else { throw damaged("not a Hearth replica file") }
-        guard root["version"]?.integerValue == version else {
-            throw damaged("unsupported version \(root["version"]?.description ?? "none")")
+        /// Runs one step of reading the envelope; a decoding failure makes the file damaged.
+        func reading<T>(_ what: String, _ step: () throws(PropertyListDecodingError) -> T) throws(PersistenceError) -> T {
+            do { return try step() } catch { throw damaged("\(what): \(error)") }
         }
-        guard let storeIdentifier = root["storeIdentifier"]?.stringValue,
-              let account = root["account"]?.stringValue,
-              let idData = root["replica"]?.dataValue, let id = ReplicaID(bytes: idData),
-              let clock = root["clock"]?.integerValue,
-              let sequence = root["sequence"]?.integerValue,
-              let vectorFields = root["vector"]?.dictionaryValue,
-              let entryFields = root["entries"]?.dictionaryValue else {
+        var document = try reading("the file") { () throws(PropertyListDecodingError) in try BinaryPropertyList.Document(data) }
+        guard let fields = try reading("the top level", { () throws(PropertyListDecodingError) in try document.dictionary(document.root) }) else {
+            throw damaged("the top level is not a dictionary")
+        }
+        var root: [String: BinaryPropertyList.Document.Object] = [:]
+        for (name, object) in fields where root.updateValue(object, forKey: name) != nil {
+            throw damaged("the header field \(name) appears twice")
+        }
+        /// A header field: at most `depth` levels of nesting.
+        func field(_ name: String, depth: Int = 0) throws(PersistenceError) -> PropertyListValue? {
+            guard let object = root[name] else { return nil }
+            return try reading(name) { () throws(PropertyListDecodingError) in try document.value(object, maximumDepth: depth) }
+        }
+        guard try field("format")?.stringValue == format else { throw damaged("not a Hearth replica file") }
+        let fileVersion = try field("version")?.integerValue
+        guard fileVersion == 1 || fileVersion == version else {
+            throw damaged("unsupported version \(fileVersion.map(String.init) ?? "none")")
+        }
+        guard let storeIdentifier = try field("storeIdentifier")?.stringValue,
+              let account = try field("account")?.stringValue,
+              let idData = try field("replica")?.dataValue, let id = ReplicaID(bytes: idData),
+              let clock = try field("clock")?.integerValue,
+              let sequence = try field("sequence")?.integerValue,
+              let vectorField = try field("vector", depth: 1),
+              let entriesObject = root["entries"] else {
             throw damaged("a header field is missing or of the wrong type")
         }
-        guard let vector = VersionVector(propertyList: .dictionary(vectorFields)) else {
+        guard var vector = VersionVector(propertyList: vectorField) else {
             throw damaged("the version vector is malformed")
         }
         var peers: [String: VersionVector] = [:]
-        for (device, fields) in root["peers"]?.dictionaryValue ?? [:] {
+        for (device, fields) in try field("peers", depth: 2)?.dictionaryValue ?? [:] {
             guard let peerVector = VersionVector(propertyList: fields) else { throw damaged("peer \(device)'s vector is malformed") }
             peers[device] = peerVector
         }
         // Absent in files of earlier builds: then relays learn the certificates again from peers.
         var certificates: [Data: Data] = [:]
-        for (signer, der) in root["certificates"]?.dictionaryValue ?? [:] {
+        for (signer, der) in try field("certificates", depth: 1)?.dictionaryValue ?? [:] {
             guard let signerBytes = Hex.decode(signer), let der = der.dataValue else {
                 throw damaged("the certificate of \(String(reflecting: signer)) is malformed")
             }
             certificates[Data(signerBytes)] = der
         }
-        var entries: [String: Entry] = [:]
-        entries.reserveCapacity(entryFields.count)
-        for (key, fields) in entryFields {
-            guard let entry = Entry(key: key, propertyList: fields) else {
-                throw damaged("entry \(String(reflecting: key)) is malformed")
+
+        // The entries: an array (version 2) or a dictionary by key (version 1).
+        var items: [(object: BinaryPropertyList.Document.Object, key: StoreKey?)] = []
+        if fileVersion == 1 {
+            guard let pairs = try reading("entries", { () throws(PropertyListDecodingError) in try document.dictionary(entriesObject) }) else {
+                throw damaged("entries is not a dictionary")
             }
-            entries[key] = entry
+            items = pairs.map { ($0.value, StoreKey($0.key)) }
+        } else {
+            guard let list = try reading("entries", { () throws(PropertyListDecodingError) in try document.array(entriesObject) }) else {
+                throw damaged("entries is not an array")
+            }
+            items = list.map { ($0, nil) }
+        }
+        var entries: [StoreKey: Entry] = [:]
+        entries.reserveCapacity(items.count)
+        var setAside: [RefusedEntry] = []
+        for (object, key) in items {
+            switch Entry.decode(object, in: &document, key: key) {
+            case .success(let entry):
+                if let other = entries[entry.key] {
+                    let (kept, dropped) = entry.wins(over: other) ? (entry, other) : (other, entry)
+                    entries[entry.key] = kept
+                    setAside.append(RefusedEntry(dropped, reason: .malformed, detail: "the key appears twice; the later write is kept"))
+                } else {
+                    entries[entry.key] = entry
+                }
+            case .failure(let refused):
+                setAside.append(refused)
+            }
+        }
+        // A set-aside entry must not stay covered: peers that hold a good copy send it again.
+        for origin in Set(setAside.compactMap(\.origin)) {
+            vector = VersionVector(vector.counters.filter { $0.key != origin })
         }
         var replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
                               sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers,
                               certificates: certificates)
-        replica.hasSynced = root["synced"]?.boolValue ?? false
-        return (replica, Header(storeIdentifier: storeIdentifier, account: account))
+        replica.hasSynced = try field("synced")?.boolValue ?? false
+        return Contents(replica: replica, header: Header(storeIdentifier: storeIdentifier, account: account), setAside: setAside)
     }
 }

@@ -6,13 +6,17 @@ import Logging
 /// Opening takes the store's lock (a second process gets ``PersistenceError/Code/locked``
 /// at once, never a half-written file) and removes temporary files left by a write that
 /// was interrupted. Loading a damaged file moves it aside under a new name, logs the name,
-/// and starts empty: the damaged bytes are kept for inspection, never overwritten.
+/// and starts empty: the damaged bytes are kept for inspection, never overwritten. A file
+/// whose header is sound but some of whose entries are not loads every other entry, and a
+/// copy of it is kept beside it with the entries that were set aside.
 public final class ReplicaStorage: Sendable {
     /// What ``load()`` found.
     public enum LoadResult: Sendable {
         /// No file yet.
         case fresh
         case loaded(Replica)
+        /// The file loaded but for `setAside`; the file as it was is copied to `copy`.
+        case loadedSettingAside(Replica, setAside: [RefusedEntry], copy: String)
         /// The file was damaged; it now lives at `movedTo`.
         case recovered(error: PersistenceError, movedTo: String)
     }
@@ -37,12 +41,12 @@ public final class ReplicaStorage: Sendable {
     public func load() throws(PersistenceError) -> LoadResult {
         let path = location.filePath
         guard let data = try AtomicFile.read(path) else { return .fresh }
+        let contents: ReplicaFile.Contents
         do throws(PersistenceError) {
-            let (replica, header) = try ReplicaFile.decode(data, path: path)
-            guard header == self.header else {
-                throw PersistenceError(.damaged, path: path, reason: "it belongs to store \(String(reflecting: header.storeIdentifier)) of account \(String(reflecting: header.account))")
+            contents = try ReplicaFile.decode(data, path: path)
+            guard contents.header == self.header else {
+                throw PersistenceError(.damaged, path: path, reason: "it belongs to store \(String(reflecting: contents.header.storeIdentifier)) of account \(String(reflecting: contents.header.account))")
             }
-            return .loaded(replica)
         } catch {
             let aside = try moveAside(path)
             logger.error("store file is damaged; moved it aside and starting empty", metadata: [
@@ -50,21 +54,40 @@ public final class ReplicaStorage: Sendable {
             ])
             return .recovered(error: error, movedTo: aside)
         }
+        guard !contents.setAside.isEmpty else { return .loaded(contents.replica) }
+        // The next save rewrites the file without them: keep its bytes as they are first.
+        let copy = uniqueName("\(path).set-aside")
+        try AtomicFile.write(data, to: copy)
+        logger.error("some entries of the store file could not be loaded; loaded the others and kept a copy of the file", metadata: [
+            "file": "\(path)", "copy": "\(copy)", "setAside": "\(contents.setAside.count)",
+            "entries": "\(contents.setAside.map(\.description).joined(separator: "; "))",
+        ])
+        return .loadedSettingAside(contents.replica, setAside: contents.setAside, copy: copy)
     }
 
     /// Writes the replica atomically and durably.
     public func save(_ replica: Replica) throws(PersistenceError) {
-        try AtomicFile.write(ReplicaFile.encode(replica, header: header), to: location.filePath)
+        let data: Data
+        do { data = try ReplicaFile.encode(replica, header: header) } catch {
+            throw PersistenceError(.unencodable, path: location.filePath, reason: error.reason)
+        }
+        try AtomicFile.write(data, to: location.filePath)
     }
 
-    private func moveAside(_ path: String) throws(PersistenceError) -> String {
+    /// `<base>-<time>`, or `<base>-<time>-<n>` if that exists.
+    private func uniqueName(_ base: String) -> String {
         let stamp = Int(Date().timeIntervalSince1970)
-        var target = "\(path).damaged-\(stamp)"
+        var target = "\(base)-\(stamp)"
         var n = 1
         while FileManager.default.fileExists(atPath: target) {
             n += 1
-            target = "\(path).damaged-\(stamp)-\(n)"
+            target = "\(base)-\(stamp)-\(n)"
         }
+        return target
+    }
+
+    private func moveAside(_ path: String) throws(PersistenceError) -> String {
+        let target = uniqueName("\(path).damaged")
         guard rename(path, target) == 0 else { throw .io("rename damaged file", path: path) }
         try AtomicFile.syncDirectory(of: path)
         return target

@@ -4,9 +4,10 @@ import Foundation
 // deltas, so a relayed entry is stored exactly as it travelled.
 
 extension Entry {
-    /// `{value?, timestamp, origin, sequence, signer?, signature?}`; no `value` is a tombstone.
+    /// `{key, value?, timestamp, origin, sequence, signer?, signature?}`; no `value` is a tombstone.
     public var propertyList: PropertyListValue {
         var fields: [String: PropertyListValue] = [
+            "key": .string(key.string),
             "timestamp": .integer(Int64(bitPattern: timestamp.rawValue)),
             "origin": .data(Data(origin.bytes)),
             "sequence": .integer(Int64(bitPattern: sequence)),
@@ -19,18 +20,78 @@ extension Entry {
         return .dictionary(fields)
     }
 
-    /// Reads ``propertyList`` back; `nil` if a field is missing or of the wrong type.
-    public init?(key: String, propertyList: PropertyListValue) {
-        guard let fields = propertyList.dictionaryValue,
-              let timestamp = fields["timestamp"]?.integerValue,
-              let originData = fields["origin"]?.dataValue, let origin = ReplicaID(bytes: originData),
-              let sequence = fields["sequence"]?.integerValue else { return nil }
-        var signature: EntrySignature?
-        if let signer = fields["signer"]?.dataValue, let bytes = fields["signature"]?.dataValue {
-            signature = EntrySignature(signer: signer, bytes: bytes)
+    /// Reads one entry of a document (a replica file or a delta): its fields one by one, then
+    /// its value within ``StoreLimits/maximumNestingDepth``, then ``StoreLimits/check(key:value:)``.
+    ///
+    /// A problem gives a ``RefusedEntry`` naming as much of the entry as could be read (its key,
+    /// origin and sequence), so the caller can set it aside or refuse it alone. `key` is for
+    /// files of format version 1, which kept the key outside the entry's dictionary.
+    public static func decode(_ object: BinaryPropertyList.Document.Object, in document: inout BinaryPropertyList.Document,
+                              key outerKey: StoreKey? = nil) -> Result<Entry, RefusedEntry> {
+        var refusal = RefusedEntry(key: outerKey, origin: nil, sequence: nil, reason: .malformed, detail: "")
+        func refuse(_ reason: RefusedEntry.Reason, _ detail: String) -> Result<Entry, RefusedEntry> {
+            refusal.reason = reason
+            refusal.detail = detail
+            return .failure(refusal)
         }
-        self.init(key: key, value: fields["value"], timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: timestamp)),
-                  origin: origin, sequence: UInt64(bitPattern: sequence), signature: signature)
+        let pairs: [(key: String, value: BinaryPropertyList.Document.Object)]
+        do {
+            guard let fields = try document.dictionary(object) else { return refuse(.malformed, "the entry is not a dictionary") }
+            pairs = fields
+        } catch {
+            return refuse(.malformed, error.description)
+        }
+        var scalars: [String: PropertyListValue] = [:]
+        var valueObject: BinaryPropertyList.Document.Object?
+        for (name, field) in pairs {
+            if name == "value" {
+                guard valueObject == nil else { return refuse(.malformed, "the field value appears twice") }
+                valueObject = field
+                continue
+            }
+            guard ["key", "timestamp", "origin", "sequence", "signer", "signature"].contains(name) else { continue }
+            do {
+                // Depth 0: these fields are scalars, and nothing larger is decoded for them.
+                guard scalars.updateValue(try document.value(field, maximumDepth: 0), forKey: name) == nil else {
+                    return refuse(.malformed, "the field \(name) appears twice")
+                }
+            } catch {
+                return refuse(.malformed, "field \(name): \(error.reason)")
+            }
+        }
+        if let key = scalars["key"]?.stringValue { refusal.key = StoreKey(key) }
+        if let origin = scalars["origin"]?.dataValue { refusal.origin = ReplicaID(bytes: origin) }
+        if let sequence = scalars["sequence"]?.integerValue { refusal.sequence = UInt64(bitPattern: sequence) }
+        guard let key = refusal.key, let origin = refusal.origin, let sequence = refusal.sequence,
+              let timestamp = scalars["timestamp"]?.integerValue else {
+            return refuse(.malformed, "a field of key, timestamp, origin or sequence is missing or of the wrong type")
+        }
+        var signature: EntrySignature?
+        switch (scalars["signer"]?.dataValue, scalars["signature"]?.dataValue) {
+        case let (signer?, bytes?): signature = EntrySignature(signer: signer, bytes: bytes)
+        case (nil, nil): break
+        default: return refuse(.malformed, "signer and signature must come together")
+        }
+        var value: PropertyListValue?
+        if let valueObject {
+            do {
+                value = try document.value(valueObject, maximumDepth: StoreLimits.maximumNestingDepth)
+            } catch where error.code == .tooDeep {
+                return refuse(.tooDeep, error.reason)
+            } catch where error.code == .tooLarge {
+                // The whole document's expansion bound is spent: nothing after this entry can be read either.
+                return refuse(.tooLarge, error.reason)
+            } catch {
+                return refuse(.malformed, "value: \(error.reason)")
+            }
+        }
+        do {
+            try StoreLimits.check(key: key, value: value)
+        } catch {
+            return refuse(RefusedEntry.Reason(error.code), error.reason)
+        }
+        return .success(Entry(key: key, value: value, timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: timestamp)),
+                              origin: origin, sequence: sequence, signature: signature))
     }
 }
 

@@ -17,7 +17,8 @@ public struct EntrySignature: Hashable, Sendable {
 /// One key's current state in a replica: a value or a tombstone, and the metadata that
 /// orders it against every other write of the same key.
 public struct Entry: Hashable, Sendable {
-    public var key: String
+    /// The key, compared by its exact Unicode scalars (see ``StoreKey``).
+    public var key: StoreKey
     /// The value, or `nil` for a tombstone (a delete).
     public var value: PropertyListValue?
     /// When it was written, on the origin's hybrid logical clock.
@@ -29,7 +30,7 @@ public struct Entry: Hashable, Sendable {
     /// The origin device's signature, once signed.
     public var signature: EntrySignature?
 
-    public init(key: String, value: PropertyListValue?, timestamp: HLCTimestamp, origin: ReplicaID,
+    public init(key: StoreKey, value: PropertyListValue?, timestamp: HLCTimestamp, origin: ReplicaID,
                 sequence: UInt64, signature: EntrySignature? = nil) {
         self.key = key
         self.value = value
@@ -65,7 +66,7 @@ public struct Entry: Hashable, Sendable {
         var w = CanonicalWriter(capacity: 64 + key.utf8.count + (value?.canonicalSize ?? 0))
         w.writeBytes(Self.signingDomain)
         w.writeString(storeIdentifier)
-        w.writeString(key)
+        w.writeString(key.string)
         if let value {
             w.writeByte(1)
             w.write(value)

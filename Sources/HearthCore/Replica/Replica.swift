@@ -32,8 +32,14 @@ public struct Replica: Sendable, Equatable {
     public private(set) var sequence: UInt64
     public private(set) var vector: VersionVector
     /// Every key's current entry, tombstones included.
-    public private(set) var entries: [String: Entry]
+    public private(set) var entries: [StoreKey: Entry]
     public private(set) var usage: Usage
+    /// How many current entries (tombstones included) each origin owns: the origins worth a
+    /// counter in the vector.
+    public private(set) var originEntries: [ReplicaID: Int] = [:]
+    /// What each signing device's current entries take, for the bounds on what one device may
+    /// put in a store (see `SyncReplica.applyRemote`).
+    public private(set) var signerUsage: [Data: SignerUsage] = [:]
     /// The vector each peer device (by device ID hex) last acknowledged: what it is known
     /// to have. Tombstones that all of them cover can go.
     public private(set) var peerVectors: [String: VersionVector]
@@ -46,6 +52,22 @@ public struct Replica: Sendable, Equatable {
     /// Opaque here; the sync engine checks each one against the account CA when it loads them.
     public private(set) var certificates: [Data: Data]
 
+    /// What one signing device's current entries take.
+    public struct SignerUsage: Sendable, Equatable {
+        /// ``Entry/quotaSize`` of its live entries.
+        public var bytes = 0
+        /// Its live keys.
+        public var keys = 0
+        /// Its tombstones.
+        public var tombstones = 0
+
+        public init(bytes: Int = 0, keys: Int = 0, tombstones: Int = 0) {
+            self.bytes = bytes
+            self.keys = keys
+            self.tombstones = tombstones
+        }
+    }
+
     /// An empty replica.
     public init(id: ReplicaID = .random()) {
         self.init(id: id, clock: HybridLogicalClock(), sequence: 0, vector: VersionVector(), entries: [:],
@@ -56,7 +78,7 @@ public struct Replica: Sendable, Equatable {
     /// to at least what the entries show, so a damaged header can never make the
     /// replica reuse a timestamp or a sequence number it has already given out.
     public init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
-                entries: [String: Entry], peerVectors: [String: VersionVector] = [:],
+                entries: [StoreKey: Entry], peerVectors: [String: VersionVector] = [:],
                 certificates: [Data: Data] = [:]) {
         self.id = id
         var clock = clock
@@ -80,25 +102,26 @@ public struct Replica: Sendable, Equatable {
         self.usage = usage
         self.peerVectors = peerVectors
         self.certificates = certificates
+        for entry in entries.values { count(entry, +1) }
     }
 
     // MARK: Reading
 
     /// The visible value of `key`: `nil` when absent or deleted.
-    public func value(forKey key: String) -> PropertyListValue? {
+    public func value(forKey key: StoreKey) -> PropertyListValue? {
         entries[key]?.value
     }
 
     /// Every visible key and value.
-    public var visibleValues: [String: PropertyListValue] {
-        var result: [String: PropertyListValue] = [:]
+    public var visibleValues: [StoreKey: PropertyListValue] {
+        var result: [StoreKey: PropertyListValue] = [:]
         result.reserveCapacity(usage.keys)
         for (key, entry) in entries { if let value = entry.value { result[key] = value } }
         return result
     }
 
     /// The usage after replacing `key`'s value with `value` (`nil`: deleting it).
-    public func usage(afterWriting value: PropertyListValue?, forKey key: String) -> Usage {
+    public func usage(afterWriting value: PropertyListValue?, forKey key: StoreKey) -> Usage {
         var u = usage
         if let old = entries[key], !old.isTombstone {
             u.bytes -= old.quotaSize
@@ -118,7 +141,7 @@ public struct Replica: Sendable, Equatable {
     /// Returns `nil` and changes nothing when deleting a key that has no visible value,
     /// as Apple's `removeObject(forKey:)` does nothing for an absent key.
     @discardableResult
-    public mutating func write(_ value: PropertyListValue?, forKey key: String,
+    public mutating func write(_ value: PropertyListValue?, forKey key: StoreKey,
                                wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Entry? {
         if value == nil, entries[key]?.value == nil { return nil }
         sequence += 1
@@ -154,9 +177,9 @@ public struct Replica: Sendable, Equatable {
     /// Returns the keys whose visible value changed, in the order of the delta.
     @discardableResult
     public mutating func apply(_ delta: [Entry], coveredBy senderVector: VersionVector? = nil,
-                               wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> [String] {
-        var before: [String: PropertyListValue?] = [:]
-        var order: [String] = []
+                               wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> [StoreKey] {
+        var before: [StoreKey: PropertyListValue?] = [:]
+        var order: [StoreKey] = []
         for entry in delta {
             if before.index(forKey: entry.key) == nil {
                 before[entry.key] = .some(value(forKey: entry.key))
@@ -166,6 +189,7 @@ public struct Replica: Sendable, Equatable {
             vector.advance(origin: entry.origin, to: entry.sequence)
         }
         if let senderVector { vector.formUnion(senderVector) }
+        compactVector()
         // Compare with the start, not per entry: a key changed twice may be back where it was.
         return order.filter { before[$0]! != value(forKey: $0) }
     }
@@ -178,16 +202,78 @@ public struct Replica: Sendable, Equatable {
             .sorted { ($0.origin, $0.sequence) < ($1.origin, $1.sequence) }
     }
 
+    /// Lowers the vector below `entry`, so that peers send it again: the receiver refused it
+    /// for now (see `SyncReplica.applyRemote(_:heldBack:reason:)`), and a later entry of the
+    /// same origin must not make it look received.
+    public mutating func uncover(_ entry: Entry) {
+        vector.lower(origin: entry.origin, to: entry.sequence &- 1)
+    }
+
     // MARK: Signatures
 
     /// Attaches a signature to `key`'s entry, if that entry is still the one signed.
     @discardableResult
-    public mutating func attach(_ signature: EntrySignature, forKey key: String, origin: ReplicaID,
+    public mutating func attach(_ signature: EntrySignature, forKey key: StoreKey, origin: ReplicaID,
                                 sequence: UInt64) -> Bool {
         guard var entry = entries[key], entry.origin == origin, entry.sequence == sequence else { return false }
+        count(entry, -1)
         entry.signature = signature
         entries[key] = entry
+        count(entry, +1)
         return true
+    }
+
+    // MARK: A clock that was ahead
+
+    /// Writes again, with the current time, every entry stamped more than
+    /// ``HybridLogicalClock/maximumDrift`` ahead of `wall`, once this replica's clock shows that
+    /// its wall clock was ahead and has been set right. Returns the keys written again.
+    ///
+    /// While a device's clock is days ahead, its writes carry timestamps that every peer
+    /// refuses (no peer lets one clock drag the household into the future), and its hybrid
+    /// logical clock, which never runs backwards, would go on stamping every later write in
+    /// the same future after the clock is fixed. So once the wall clock is back behind the
+    /// logical one by more than the drift bound, the clock restarts from the wall clock and
+    /// the entries written in that future are re-stamped: the same values (or deletes) as new
+    /// local writes, which sync like any other. Their old versions lose nothing: no peer took
+    /// them. Values are unchanged, so nothing is posted.
+    @discardableResult
+    public mutating func restampFutureEntries(wall: UInt64) -> [StoreKey] {
+        let bound = wall &+ HybridLogicalClock.maximumDrift
+        guard clock.last.milliseconds > bound else { return [] }
+        let future = entries.values.filter { $0.timestamp.milliseconds > bound }.sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
+        let present = entries.values.map(\.timestamp).filter { $0.milliseconds <= bound }.max() ?? .zero
+        clock = HybridLogicalClock(last: present)
+        for old in future {
+            sequence += 1
+            store(Entry(key: old.key, value: old.value, timestamp: clock.tick(wall: wall), origin: id, sequence: sequence))
+        }
+        vector.advance(origin: id, to: sequence)
+        return future.map(\.key)
+    }
+
+    // MARK: Origins bound to devices
+
+    /// Moves this replica's own entries that are not under an origin bound to `device` (written
+    /// by a build before origins were bound, or while signed out) to its own origin, keeping
+    /// their keys, values and timestamps: new sequence numbers under ``id``, unsigned (the sync
+    /// engine signs them). Entries signed by other devices stay as they are. Returns the keys
+    /// moved.
+    ///
+    /// Keeping the timestamp keeps last-writer-wins as it was: a later write elsewhere still
+    /// wins over the moved entry, and the moved entry ties its old self on value.
+    @discardableResult
+    public mutating func adoptUnboundEntries(of device: Data) -> [StoreKey] {
+        let unbound = entries.values.filter { entry in
+            (entry.signature == nil || entry.signature?.signer == device) && !entry.origin.isBound(to: device)
+        }.sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
+        for old in unbound {
+            sequence += 1
+            store(Entry(key: old.key, value: old.value, timestamp: old.timestamp, origin: id, sequence: sequence))
+        }
+        vector.advance(origin: id, to: sequence)
+        if !unbound.isEmpty { compactVector() }
+        return unbound.map(\.key)
     }
 
     // MARK: Reopening
@@ -250,21 +336,67 @@ public struct Replica: Sendable, Equatable {
             if let horizon, entry.timestamp < horizon { return true }
             return false
         }
-        for entry in doomed { entries[entry.key] = nil }
+        for entry in doomed {
+            entries[entry.key] = nil
+            count(entry, -1)
+        }
+        if !doomed.isEmpty { compactVector() }
         return doomed.count
+    }
+
+    // MARK: Compact vectors
+
+    /// At most this many origins have a counter in a vector, so that a hello stays small
+    /// (a few hundred kilobytes at most) whatever peers send.
+    public static let maximumVectorOrigins = 4096
+
+    /// Keeps counters only for origins that own a current entry (and this replica's own), at
+    /// most ``maximumVectorOrigins`` of them (those owning the most entries).
+    ///
+    /// Dropping a counter is always safe: a peer then sends that origin's entries again, and
+    /// each loses to (or equals) what this replica holds. It bounds what a hello carries and
+    /// what a peer can make a replica remember: a made-up origin lasts only as long as one of
+    /// its entries is current here.
+    public mutating func compactVector() {
+        var kept = vector.counters.filter { $0.key == id || originEntries[$0.key] != nil }
+        if kept.count > Self.maximumVectorOrigins {
+            let ranked = kept.keys.filter { $0 != id }.sorted { (originEntries[$0] ?? 0, $0) > (originEntries[$1] ?? 0, $1) }
+            let allowed = Set(ranked.prefix(Self.maximumVectorOrigins - 1)).union([id])
+            kept = kept.filter { allowed.contains($0.key) }
+        }
+        if kept.count != vector.counters.count { vector = VersionVector(kept) }
     }
 
     // MARK: Private
 
     private mutating func store(_ entry: Entry) {
-        if let old = entries[entry.key], !old.isTombstone {
-            usage.bytes -= old.quotaSize
-            usage.keys -= 1
+        if let old = entries[entry.key] {
+            if !old.isTombstone {
+                usage.bytes -= old.quotaSize
+                usage.keys -= 1
+            }
+            count(old, -1)
         }
         if !entry.isTombstone {
             usage.bytes += entry.quotaSize
             usage.keys += 1
         }
         entries[entry.key] = entry
+        count(entry, +1)
+    }
+
+    /// Adds (`+1`) or removes (`-1`) `entry` in the per-origin and per-signer tallies.
+    private mutating func count(_ entry: Entry, _ sign: Int) {
+        let owned = (originEntries[entry.origin] ?? 0) + sign
+        originEntries[entry.origin] = owned > 0 ? owned : nil
+        guard let signer = entry.signature?.signer else { return }
+        var tally = signerUsage[signer] ?? SignerUsage()
+        if entry.isTombstone {
+            tally.tombstones += sign
+        } else {
+            tally.bytes += sign * entry.quotaSize
+            tally.keys += sign
+        }
+        signerUsage[signer] = tally == SignerUsage() ? nil : tally
     }
 }

@@ -22,6 +22,28 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
         return ReplicaID(high: rng.next(), low: rng.next())
     }
 
+    /// A new ID of a replica on the device `device` (its 32-byte ID): the first 8 bytes are
+    /// the device ID's, the other 8 random.
+    ///
+    /// Binding origins to devices is what stops one device from writing under another's origin:
+    /// a receiver refuses an entry whose origin is not bound to the device that signed it
+    /// (``isBound(to:)``). Otherwise a device could sign an entry under another device's origin
+    /// with a huge sequence number, and every receiver's vector would then cover, and never ask
+    /// for, that device's real writes. 64 random bits per run keep the runs of one device apart.
+    public static func random(boundTo device: Data) -> ReplicaID {
+        var rng = SystemRandomNumberGenerator()
+        return ReplicaID(high: prefix(of: device), low: rng.next())
+    }
+
+    /// Whether this origin belongs to the device whose 32-byte ID is `device`.
+    public func isBound(to device: Data) -> Bool {
+        device.count >= 8 && high == Self.prefix(of: device)
+    }
+
+    private static func prefix(of device: Data) -> UInt64 {
+        device.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
     /// Reads 16 bytes; `nil` for any other length.
     public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }

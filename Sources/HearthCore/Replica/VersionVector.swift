@@ -34,6 +34,20 @@ public struct VersionVector: Hashable, Sendable {
         if sequence > self[origin] { counters[origin] = sequence }
     }
 
+    /// Lowers `origin`'s counter to `sequence` (never raises it).
+    public mutating func lower(origin: ReplicaID, to sequence: UInt64) {
+        guard sequence < self[origin] else { return }
+        counters[origin] = sequence > 0 ? sequence : nil
+    }
+
+    /// This vector with only the origins `other` names: what a peer says it has, cut to what
+    /// is worth remembering (a peer's counters for origins this replica does not know would
+    /// never decide what it sends, and a peer could make up any number of them).
+    public func restricted(to other: VersionVector) -> VersionVector {
+        guard counters.contains(where: { other.counters[$0.key] == nil }) else { return self }
+        return VersionVector(counters.filter { other.counters[$0.key] != nil })
+    }
+
     /// The pointwise maximum.
     public mutating func formUnion(_ other: VersionVector) {
         for (origin, sequence) in other.counters { advance(origin: origin, to: sequence) }

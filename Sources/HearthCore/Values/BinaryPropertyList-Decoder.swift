@@ -5,7 +5,7 @@ public struct PropertyListDecodingError: Error, Hashable, Sendable, CustomString
     /// What kind of problem, for code; ``reason`` says it for people.
     public enum Code: String, Sendable {
         case notBinaryPropertyList, truncated, badTrailer, badReference, badObject
-        case unsupportedType, tooDeep, tooLarge, cycle, nonStringKey, integerOutOfRange
+        case unsupportedType, tooDeep, tooLarge, cycle, nonStringKey, integerOutOfRange, duplicateKey
     }
 
     public let code: Code
@@ -20,50 +20,127 @@ public struct PropertyListDecodingError: Error, Hashable, Sendable, CustomString
 }
 
 extension BinaryPropertyList {
-    /// How deeply arrays and dictionaries may nest in input.
-    public static let maximumDepth = 256
+    /// How deeply a whole document may nest: a value at ``StoreLimits/maximumNestingDepth``
+    /// plus the few levels of the file or message around it. The encoder refuses to write
+    /// deeper documents, so it never writes what this decoder refuses.
+    public static let maximumDocumentDepth = StoreLimits.maximumNestingDepth + 8
 
-    /// Decodes a `bplist00` document.
+    /// Decodes a whole `bplist00` document.
     ///
     /// Every offset, reference and length is checked against the input before use, so a
-    /// truncated, garbage or hostile document throws rather than crashing; a document
-    /// whose shared objects would expand beyond a bound (a "billion laughs") is refused.
+    /// truncated, garbage or hostile document throws rather than crashing; see ``Document``
+    /// for the bounds on nesting and on what shared objects may expand to.
     public static func decode(_ data: Data) throws(PropertyListDecodingError) -> PropertyListValue {
-        let result: Result<PropertyListValue, PropertyListDecodingError> = data.withUnsafeBytes { raw in
-            do {
-                var decoder = try Decoder(bytes: raw)
-                return .success(try decoder.decodeRoot())
-            } catch let error as PropertyListDecodingError {
-                return .failure(error)
-            } catch {
-                return .failure(PropertyListDecodingError(.badObject, "\(error)"))
-            }
-        }
-        return try result.get()
+        var document = try Document(data)
+        return try document.value(document.root, maximumDepth: maximumDocumentDepth)
     }
 
-    struct Decoder {
-        let bytes: UnsafeRawBufferPointer
+    /// A `bplist00` document whose objects are decoded on demand.
+    ///
+    /// Replica files and sync messages are read through it: their envelope (the header, the
+    /// list of entries, each entry's fields) is walked object by object, and each entry's value
+    /// is decoded on its own, so one bad entry (too deep, malformed, over a limit) is set aside
+    /// or refused by itself instead of taking the whole document with it.
+    ///
+    /// Bounds, shared by every decode from one document:
+    /// - **Nesting**: each ``value(_:maximumDepth:)`` call takes its depth limit.
+    /// - **Objects**: at most a million plus the input's size objects are decoded in all,
+    ///   counting a shared object each time it is used.
+    /// - **Expanded bytes**: what the decoded values would take canonically (their
+    ///   ``PropertyListValue/canonicalSize``) is at most four times the input plus 8 MiB. A
+    ///   document whose array references one 2 MB data object a million times (2 TB expanded)
+    ///   is refused after a few MB, not decoded. Honest documents expand little: Hearth's
+    ///   writer shares only equal scalars, and a store holds at most 1 MB of values.
+    public struct Document: Sendable {
+        /// A reference to one object of the document.
+        public struct Object: Hashable, Sendable {
+            let index: Int
+        }
+
+        /// What remains of the bounds above.
+        struct Budget: Sendable {
+            var objects: Int
+            var bytes: Int
+        }
+
+        private let data: Data
+        private let layout: Layout
+        private var budget: Budget
+
+        /// Reads the trailer and checks the offset table fits the document.
+        public init(_ data: Data) throws(PropertyListDecodingError) {
+            self.data = data
+            let parsed: Result<Layout, PropertyListDecodingError> = data.withUnsafeBytes { raw in
+                do throws(PropertyListDecodingError) { return .success(try Layout(bytes: raw)) } catch { return .failure(error) }
+            }
+            layout = try parsed.get()
+            budget = Budget(objects: 1_000_000 + data.count, bytes: 8 << 20 + 4 * data.count)
+        }
+
+        /// The top-level object.
+        public var root: Object { Object(index: layout.root) }
+
+        /// The object as a whole value, nesting at most `maximumDepth` levels below it.
+        public mutating func value(_ object: Object, maximumDepth: Int = StoreLimits.maximumNestingDepth) throws(PropertyListDecodingError) -> PropertyListValue {
+            try withDecoder { (decoder) throws(PropertyListDecodingError) in try decoder.decodeObject(object.index, depth: 0, limit: maximumDepth) }
+        }
+
+        /// The object's keys and value references, in document order, if it is a dictionary;
+        /// `nil` if it is another kind of object. Keys keep their exact spelling, and two keys
+        /// that Swift's `String` would call equal are both returned.
+        public mutating func dictionary(_ object: Object) throws(PropertyListDecodingError) -> [(key: String, value: Object)]? {
+            try withDecoder { (decoder) throws(PropertyListDecodingError) in
+                guard let (keys, values) = try decoder.dictionaryReferences(object.index) else { return nil }
+                var pairs: [(key: String, value: Object)] = []
+                pairs.reserveCapacity(keys.count)
+                for (key, value) in zip(keys, values) {
+                    pairs.append((try decoder.decodeKey(key, in: object.index), Object(index: value)))
+                }
+                return pairs
+            }
+        }
+
+        /// The object's element references, if it is an array; `nil` if it is another kind.
+        public mutating func array(_ object: Object) throws(PropertyListDecodingError) -> [Object]? {
+            try withDecoder { (decoder) throws(PropertyListDecodingError) in
+                try decoder.arrayReferences(object.index)?.map { Object(index: $0) }
+            }
+        }
+
+        private mutating func withDecoder<T>(_ body: (inout Decoder) throws(PropertyListDecodingError) -> T) throws(PropertyListDecodingError) -> T {
+            let layout = self.layout
+            let start = budget
+            let (result, left): (Result<T, PropertyListDecodingError>, Budget) = data.withUnsafeBytes { raw in
+                var decoder = Decoder(bytes: raw, layout: layout, budget: start)
+                do throws(PropertyListDecodingError) {
+                    return (.success(try body(&decoder)), decoder.budget)
+                } catch {
+                    return (.failure(error), decoder.budget)
+                }
+            }
+            budget = left
+            return try result.get()
+        }
+    }
+
+    /// Where the parts of a document are, from its trailer.
+    struct Layout: Sendable {
         let offsetSize: Int
         let refSize: Int
         let objectCount: Int
         let root: Int
         let tableOffset: Int
-        /// Objects decoded so far, counting shared ones each time they are used.
-        var budget: Int
-        var onPath: Set<Int> = []
 
         init(bytes: UnsafeRawBufferPointer) throws(PropertyListDecodingError) {
-            self.bytes = bytes
             guard bytes.count >= 40, bytes.starts(with: "bplist0".utf8) else {
                 throw PropertyListDecodingError(.notBinaryPropertyList, "missing the bplist00 header")
             }
             let t = bytes.count - 32
             offsetSize = Int(bytes[t + 6])
             refSize = Int(bytes[t + 7])
-            let count = Self.readUInt(bytes, at: t + 8, width: 8)
-            let root = Self.readUInt(bytes, at: t + 16, width: 8)
-            let table = Self.readUInt(bytes, at: t + 24, width: 8)
+            let count = Decoder.readUInt(bytes, at: t + 8, width: 8)
+            let root = Decoder.readUInt(bytes, at: t + 16, width: 8)
+            let table = Decoder.readUInt(bytes, at: t + 24, width: 8)
             guard [1, 2, 4, 8].contains(offsetSize), [1, 2, 4, 8].contains(refSize) else {
                 throw PropertyListDecodingError(.badTrailer, "offset size \(offsetSize) or reference size \(refSize) is not 1, 2, 4 or 8")
             }
@@ -75,7 +152,19 @@ extension BinaryPropertyList {
             objectCount = Int(count)
             self.root = Int(root)
             tableOffset = Int(table)
-            budget = 1_000_000 + bytes.count
+        }
+    }
+
+    struct Decoder {
+        let bytes: UnsafeRawBufferPointer
+        let layout: Layout
+        var budget: Document.Budget
+        var onPath: Set<Int> = []
+
+        init(bytes: UnsafeRawBufferPointer, layout: Layout, budget: Document.Budget) {
+            self.bytes = bytes
+            self.layout = layout
+            self.budget = budget
         }
 
         static func readUInt(_ bytes: UnsafeRawBufferPointer, at offset: Int, width: Int) -> UInt64 {
@@ -84,21 +173,26 @@ extension BinaryPropertyList {
             return value
         }
 
-        mutating func decodeRoot() throws(PropertyListDecodingError) -> PropertyListValue {
-            try decodeObject(root, depth: 0)
-        }
-
         func offset(of object: Int) throws(PropertyListDecodingError) -> Int {
-            let offset = Self.readUInt(bytes, at: tableOffset + object * offsetSize, width: offsetSize)
-            guard offset >= 8, offset < UInt64(tableOffset) else {
+            let offset = Self.readUInt(bytes, at: layout.tableOffset + object * layout.offsetSize, width: layout.offsetSize)
+            guard offset >= 8, offset < UInt64(layout.tableOffset) else {
                 throw PropertyListDecodingError(.badReference, "object \(object) has offset \(offset) outside the object area")
             }
             return Int(offset)
         }
 
         func need(_ count: Int, at offset: Int) throws(PropertyListDecodingError) {
-            guard count >= 0, offset <= tableOffset, count <= tableOffset - offset else {
+            guard count >= 0, offset <= layout.tableOffset, count <= layout.tableOffset - offset else {
                 throw PropertyListDecodingError(.truncated, "\(count) bytes at \(offset) run past the object area")
+            }
+        }
+
+        /// Charges one object and `bytes` expanded bytes to the document's budget.
+        mutating func spend(bytes: Int) throws(PropertyListDecodingError) {
+            budget.objects -= 1
+            budget.bytes -= bytes
+            guard budget.objects >= 0, budget.bytes >= 0 else {
+                throw PropertyListDecodingError(.tooLarge, "shared objects expand beyond the decoding bound")
             }
         }
 
@@ -114,46 +208,69 @@ extension BinaryPropertyList {
             let width = 1 << Int(intMarker & 0x0F)
             try need(2 + width, at: offset)
             let value = Self.readUInt(bytes, at: offset + 2, width: width)
-            guard value <= UInt64(tableOffset) else {
+            guard value <= UInt64(layout.tableOffset) else {
                 throw PropertyListDecodingError(.truncated, "length \(value) at \(offset) exceeds the document")
             }
             return (Int(value), offset + 2 + width)
         }
 
         func references(count: Int, at start: Int) throws(PropertyListDecodingError) -> [Int] {
-            let (total, overflow) = count.multipliedReportingOverflow(by: refSize)
+            let (total, overflow) = count.multipliedReportingOverflow(by: layout.refSize)
             guard !overflow else { throw PropertyListDecodingError(.truncated, "\(count) references overflow") }
             try need(total, at: start)
             var refs: [Int] = []
             refs.reserveCapacity(count)
             for i in 0..<count {
-                let ref = Self.readUInt(bytes, at: start + i * refSize, width: refSize)
-                guard ref < UInt64(objectCount) else {
-                    throw PropertyListDecodingError(.badReference, "reference \(ref) beyond \(objectCount) objects")
+                let ref = Self.readUInt(bytes, at: start + i * layout.refSize, width: layout.refSize)
+                guard ref < UInt64(layout.objectCount) else {
+                    throw PropertyListDecodingError(.badReference, "reference \(ref) beyond \(layout.objectCount) objects")
                 }
                 refs.append(Int(ref))
             }
             return refs
         }
 
-        mutating func decodeObject(_ index: Int, depth: Int) throws(PropertyListDecodingError) -> PropertyListValue {
-            guard depth <= BinaryPropertyList.maximumDepth else {
-                throw PropertyListDecodingError(.tooDeep, "nesting deeper than \(BinaryPropertyList.maximumDepth)")
+        /// The element references of array `index`, or `nil` if it is not an array.
+        mutating func arrayReferences(_ index: Int) throws(PropertyListDecodingError) -> [Int]? {
+            let offset = try offset(of: index)
+            guard bytes[offset] >> 4 == 0xA else { return nil }
+            let (count, start) = try count(marker: bytes[offset], at: offset)
+            try spend(bytes: 5)
+            return try references(count: count, at: start)
+        }
+
+        /// The key and value references of dictionary `index`, or `nil` if it is not one.
+        mutating func dictionaryReferences(_ index: Int) throws(PropertyListDecodingError) -> (keys: [Int], values: [Int])? {
+            let offset = try offset(of: index)
+            guard bytes[offset] >> 4 == 0xD else { return nil }
+            let (count, start) = try count(marker: bytes[offset], at: offset)
+            try spend(bytes: 5)
+            let keys = try references(count: count, at: start)
+            return (keys, try references(count: count, at: start + count * layout.refSize))
+        }
+
+        mutating func decodeKey(_ index: Int, in dictionary: Int) throws(PropertyListDecodingError) -> String {
+            guard case .string(let key) = try decodeObject(index, depth: 0, limit: 0) else {
+                throw PropertyListDecodingError(.nonStringKey, "dictionary \(dictionary) has a key that is not a string")
             }
-            budget -= 1
-            guard budget >= 0 else {
-                throw PropertyListDecodingError(.tooLarge, "shared objects expand beyond the decoding bound")
-            }
+            return key
+        }
+
+        /// Decodes object `index`, found `depth` levels below where decoding started; arrays
+        /// and dictionaries may nest `limit` levels in all.
+        mutating func decodeObject(_ index: Int, depth: Int, limit: Int) throws(PropertyListDecodingError) -> PropertyListValue {
             let offset = try offset(of: index)
             let marker = bytes[offset]
             switch marker >> 4 {
             case 0x0:
+                try spend(bytes: 1)
                 switch marker {
                 case 0x08: return .bool(false)
                 case 0x09: return .bool(true)
                 default: throw PropertyListDecodingError(.unsupportedType, "marker 0x\(String(marker, radix: 16)) (null or fill) at \(offset)")
                 }
             case 0x1:
+                try spend(bytes: 9)
                 let width = 1 << Int(marker & 0x0F)
                 try need(1 + width, at: offset)
                 switch width {
@@ -172,6 +289,7 @@ extension BinaryPropertyList {
                     throw PropertyListDecodingError(.badObject, "integer of \(width) bytes at \(offset)")
                 }
             case 0x2:
+                try spend(bytes: 9)
                 switch marker & 0x0F {
                 case 2:
                     try need(5, at: offset)
@@ -183,16 +301,19 @@ extension BinaryPropertyList {
                     throw PropertyListDecodingError(.badObject, "real of unsupported size at \(offset)")
                 }
             case 0x3:
+                try spend(bytes: 9)
                 guard marker == 0x33 else { throw PropertyListDecodingError(.badObject, "date marker 0x\(String(marker, radix: 16)) at \(offset)") }
                 try need(9, at: offset)
                 return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: Self.readUInt(bytes, at: offset + 1, width: 8))))
             case 0x4:
                 let (count, start) = try count(marker: marker, at: offset)
                 try need(count, at: start)
+                try spend(bytes: 5 + count)
                 return .data(Data(bytes[start..<(start + count)]))
             case 0x5:
                 let (count, start) = try count(marker: marker, at: offset)
                 try need(count, at: start)
+                try spend(bytes: 5 + count)
                 // ASCII by the format; bytes over 0x7F are read as Latin-1 rather than refused.
                 let slice = bytes[start..<(start + count)]
                 if slice.allSatisfy({ $0 < 0x80 }) { return .string(String(decoding: slice, as: UTF8.self)) }
@@ -202,6 +323,7 @@ extension BinaryPropertyList {
                 let (size, overflow) = count.multipliedReportingOverflow(by: 2)
                 guard !overflow else { throw PropertyListDecodingError(.truncated, "string length overflows") }
                 try need(size, at: start)
+                try spend(bytes: 5 + 3 * count)
                 var units: [UInt16] = []
                 units.reserveCapacity(count)
                 for i in 0..<count { units.append(UInt16(bytes[start + 2 * i]) << 8 | UInt16(bytes[start + 2 * i + 1])) }
@@ -210,38 +332,46 @@ extension BinaryPropertyList {
                 // UTF-8 strings: written by some newer writers.
                 let (count, start) = try count(marker: marker, at: offset)
                 try need(count, at: start)
+                try spend(bytes: 5 + count)
                 return .string(String(decoding: bytes[start..<(start + count)], as: UTF8.self))
             case 0xA:
-                let (count, start) = try count(marker: marker, at: offset)
-                let refs = try references(count: count, at: start)
+                guard depth < limit else { throw Self.tooDeep(limit) }
+                guard let refs = try arrayReferences(index) else { preconditionFailure("marker 0xA is an array") }
                 guard onPath.insert(index).inserted else {
                     throw PropertyListDecodingError(.cycle, "array \(index) contains itself")
                 }
                 defer { onPath.remove(index) }
                 var elements: [PropertyListValue] = []
-                elements.reserveCapacity(count)
-                for ref in refs { elements.append(try decodeObject(ref, depth: depth + 1)) }
+                elements.reserveCapacity(refs.count)
+                for ref in refs { elements.append(try decodeObject(ref, depth: depth + 1, limit: limit)) }
                 return .array(elements)
             case 0xD:
-                let (count, start) = try count(marker: marker, at: offset)
-                let keyRefs = try references(count: count, at: start)
-                let valueRefs = try references(count: count, at: start + count * refSize)
+                guard depth < limit else { throw Self.tooDeep(limit) }
+                guard let (keyRefs, valueRefs) = try dictionaryReferences(index) else { preconditionFailure("marker 0xD is a dictionary") }
                 guard onPath.insert(index).inserted else {
                     throw PropertyListDecodingError(.cycle, "dictionary \(index) contains itself")
                 }
                 defer { onPath.remove(index) }
                 var dictionary: [String: PropertyListValue] = [:]
-                dictionary.reserveCapacity(count)
-                for i in 0..<count {
-                    guard case .string(let key) = try decodeObject(keyRefs[i], depth: depth + 1) else {
-                        throw PropertyListDecodingError(.nonStringKey, "dictionary \(index) has a key that is not a string")
+                dictionary.reserveCapacity(keyRefs.count)
+                for (keyRef, valueRef) in zip(keyRefs, valueRefs) {
+                    let key = try decodeKey(keyRef, in: index)
+                    try spend(bytes: 4 + key.utf8.count)
+                    // Two keys Swift's String calls equal (the same text in two Unicode
+                    // normalisations) cannot both live in a Swift dictionary; keeping either
+                    // would silently drop the other, so the value is refused instead.
+                    guard dictionary.updateValue(try decodeObject(valueRef, depth: depth + 1, limit: limit), forKey: key) == nil else {
+                        throw PropertyListDecodingError(.duplicateKey, "dictionary \(index) has the key \(String(reflecting: key)) twice (or in two Unicode normalisations)")
                     }
-                    dictionary[key] = try decodeObject(valueRefs[i], depth: depth + 1)
                 }
                 return .dictionary(dictionary)
             default:
                 throw PropertyListDecodingError(.unsupportedType, "marker 0x\(String(marker, radix: 16)) (UID, set or unknown) at \(offset)")
             }
+        }
+
+        static func tooDeep(_ limit: Int) -> PropertyListDecodingError {
+            PropertyListDecodingError(.tooDeep, "arrays and dictionaries nest more than \(limit) levels deep")
         }
     }
 }

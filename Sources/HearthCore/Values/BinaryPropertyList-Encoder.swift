@@ -10,11 +10,21 @@ import Foundation
 /// (dictionary keys sorted, scalars shared), and refuse hostile input without crashing.
 public enum BinaryPropertyList {
     /// Encodes `value` as a `bplist00` document.
-    public static func encode(_ value: PropertyListValue) -> Data {
+    ///
+    /// - Throws: ``PropertyListEncodingError`` when arrays and dictionaries nest deeper than
+    ///   ``maximumDocumentDepth``: the decoder would refuse the document, so it is not written.
+    public static func encode(_ value: PropertyListValue) throws(PropertyListEncodingError) -> Data {
         var encoder = Encoder()
-        encoder.flatten(value)
+        try encoder.flatten(value, depth: 0)
         return encoder.write()
     }
+}
+
+/// Why a value cannot be written as a binary property list.
+public struct PropertyListEncodingError: Error, Hashable, Sendable, CustomStringConvertible {
+    public let reason: String
+
+    public var description: String { "cannot encode a binary property list: \(reason)" }
 }
 
 extension BinaryPropertyList {
@@ -30,14 +40,22 @@ extension BinaryPropertyList {
         var objects: [Object] = []
         var scalarIndex: [PropertyListValue: Int] = [:]
 
+        /// Adds `value`, found `depth` levels below the root, to the table; returns its index.
         @discardableResult
-        mutating func flatten(_ value: PropertyListValue) -> Int {
+        mutating func flatten(_ value: PropertyListValue, depth: Int) throws(PropertyListEncodingError) -> Int {
+            switch value {
+            case .array, .dictionary:
+                guard depth < BinaryPropertyList.maximumDocumentDepth else {
+                    throw PropertyListEncodingError(reason: "arrays and dictionaries nest more than \(BinaryPropertyList.maximumDocumentDepth) levels deep")
+                }
+            default: break
+            }
             switch value {
             case .array(let elements):
                 let index = reserve()
                 var refs: [Int] = []
                 refs.reserveCapacity(elements.count)
-                for element in elements { refs.append(flatten(element)) }
+                for element in elements { refs.append(try flatten(element, depth: depth + 1)) }
                 objects[index] = .array(refs)
                 return index
             case .dictionary(let dictionary):
@@ -46,8 +64,8 @@ extension BinaryPropertyList {
                 var keyRefs: [Int] = [], valueRefs: [Int] = []
                 keyRefs.reserveCapacity(keys.count)
                 valueRefs.reserveCapacity(keys.count)
-                for key in keys { keyRefs.append(flatten(.string(key))) }
-                for key in keys { valueRefs.append(flatten(dictionary[key]!)) }
+                for key in keys { keyRefs.append(try flatten(.string(key), depth: depth + 1)) }
+                for key in keys { valueRefs.append(try flatten(dictionary[key]!, depth: depth + 1)) }
                 objects[index] = .dictionary(keys: keyRefs, values: valueRefs)
                 return index
             default:

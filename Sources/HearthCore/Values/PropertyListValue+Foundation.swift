@@ -6,6 +6,9 @@ public struct NotAPropertyListError: Error, Hashable, Sendable, CustomStringConv
     public let path: String
     /// What was found there.
     public let found: String
+    /// Whether the problem is nesting deeper than ``StoreLimits/maximumNestingDepth`` (the
+    /// store reports that as `tooDeep`, not as a value that is not a property list).
+    public var isTooDeep = false
 
     public var description: String { "\(path) is not a property-list value (found \(found))" }
 }
@@ -15,8 +18,11 @@ extension PropertyListValue {
     ///
     /// Accepts `String`/`NSString`, `Bool`, every fixed-width integer, `Float`, `Double`,
     /// `NSNumber` (a Boolean `NSNumber` stays a Boolean, an integer one an integer),
+    /// `CGFloat` (as a double, as it bridges to `NSNumber` on Apple's platforms),
     /// `Date`/`NSDate`, `Data`/`NSData`, arrays and dictionaries with `String` keys of
-    /// these, and `PropertyListValue` itself. Anything else throws, naming where it is.
+    /// these, and `PropertyListValue` itself. Anything else throws, naming where it is, and
+    /// so do arrays and dictionaries nested deeper than ``StoreLimits/maximumNestingDepth``
+    /// (conversion stops there, so an absurdly deep object cannot exhaust the stack).
     ///
     /// ```swift
     /// let value = try PropertyListValue(foundation: ["size": 3, "bold": true])
@@ -24,9 +30,9 @@ extension PropertyListValue {
     /// ```
     public init(foundation object: Any) throws(NotAPropertyListError) {
         do {
-            self = try Self.convert(object, path: "")
+            self = try Self.convert(object, path: "", depth: 0)
         } catch {
-            throw NotAPropertyListError(path: "root" + error.path, found: error.found)
+            throw NotAPropertyListError(path: "root" + error.path, found: error.found, isTooDeep: error.isTooDeep)
         }
     }
 
@@ -35,15 +41,18 @@ extension PropertyListValue {
 
     /// `path` is the position below the value being converted; containers add their part
     /// only when an error passes through them, so the happy path builds no strings.
-    private static func convert(_ object: Any, path: String) throws(NotAPropertyListError) -> PropertyListValue {
+    /// `depth` counts the arrays and dictionaries around `object`.
+    private static func convert(_ object: Any, path: String, depth: Int) throws(NotAPropertyListError) -> PropertyListValue {
         // Exact Swift types first: a dynamic cast per type tried is what conversion costs.
         let type = Swift.type(of: object)
         if type == String.self { return .string(object as! String) }
         if type == Int.self { return .integer(Int64(object as! Int)) }
         if type == Bool.self { return .bool(object as! Bool) }
         if type == Double.self { return .double(object as! Double) }
-        if type == [String: Any].self { return try convert(dictionary: object as! [String: Any]) }
-        if type == [Any].self { return try convert(array: object as! [Any]) }
+        if type == [String: Any].self { return try convert(dictionary: object as! [String: Any], path: path, depth: depth) }
+        if type == [Any].self { return try convert(array: object as! [Any], path: path, depth: depth) }
+        // Not bridged to NSNumber by Foundation on Linux, as it is on Apple's platforms.
+        if type == CGFloat.self { return .double(Double(object as! CGFloat)) }
         // NSNumber before the casts below: casting one to Bool or Int succeeds for 0 and 1 and would lose its kind.
         if type is NSNumber.Type, let number = object as? NSNumber { return try convert(number, path: path) }
         switch object {
@@ -68,30 +77,41 @@ extension PropertyListValue {
             guard let i = Int64(exactly: v) else { throw NotAPropertyListError(path: path, found: "unsigned integer \(v) beyond Int64") }
             return .integer(i)
         case let v as Float: return .double(Double(v))
-        case let v as [Any]: return try convert(array: v)
-        case let v as [String: Any]: return try convert(dictionary: v)
+        case let v as CGFloat: return .double(Double(v))
+        case let v as [Any]: return try convert(array: v, path: path, depth: depth)
+        case let v as [String: Any]: return try convert(dictionary: v, path: path, depth: depth)
         default:
-            return try convertObject(object, path: path)
+            return try convertObject(object, path: path, depth: depth)
         }
     }
 
-    private static func convert(array: [Any]) throws(NotAPropertyListError) -> PropertyListValue {
+    /// Refuses a container that would nest deeper than the store allows.
+    private static func enter(path: String, depth: Int) throws(NotAPropertyListError) {
+        guard depth < StoreLimits.maximumNestingDepth else {
+            throw NotAPropertyListError(path: path, found: "arrays and dictionaries nested more than \(StoreLimits.maximumNestingDepth) levels deep",
+                                        isTooDeep: true)
+        }
+    }
+
+    private static func convert(array: [Any], path: String, depth: Int) throws(NotAPropertyListError) -> PropertyListValue {
+        try enter(path: path, depth: depth)
         var out: [PropertyListValue] = []
         out.reserveCapacity(array.count)
         for (i, element) in array.enumerated() {
-            do { out.append(try convert(element, path: "")) } catch {
-                throw NotAPropertyListError(path: "[\(i)]" + error.path, found: error.found)
+            do { out.append(try convert(element, path: "", depth: depth + 1)) } catch {
+                throw NotAPropertyListError(path: "[\(i)]" + error.path, found: error.found, isTooDeep: error.isTooDeep)
             }
         }
         return .array(out)
     }
 
-    private static func convert(dictionary: [String: Any]) throws(NotAPropertyListError) -> PropertyListValue {
+    private static func convert(dictionary: [String: Any], path: String, depth: Int) throws(NotAPropertyListError) -> PropertyListValue {
+        try enter(path: path, depth: depth)
         var out: [String: PropertyListValue] = [:]
         out.reserveCapacity(dictionary.count)
         for (key, element) in dictionary {
-            do { out[key] = try convert(element, path: "") } catch {
-                throw NotAPropertyListError(path: "[\(String(reflecting: key))]" + error.path, found: error.found)
+            do { out[key] = try convert(element, path: "", depth: depth + 1) } catch {
+                throw NotAPropertyListError(path: "[\(String(reflecting: key))]" + error.path, found: error.found, isTooDeep: error.isTooDeep)
             }
         }
         return .dictionary(out)
@@ -111,31 +131,32 @@ extension PropertyListValue {
     }
 
     /// Foundation class instances and loosely typed collections.
-    private static func convertObject(_ object: Any, path: String) throws(NotAPropertyListError) -> PropertyListValue {
+    private static func convertObject(_ object: Any, path: String, depth: Int) throws(NotAPropertyListError) -> PropertyListValue {
         if let number = object as? NSNumber { return try convert(number, path: path) }
         if let v = object as? NSString { return .string(v as String) }
         if let v = object as? NSDate { return .date(v as Date) }
         if let v = object as? NSData { return .data(v as Data) }
-        if let v = object as? NSArray { return try convert(v.map { $0 }, path: path) }
+        if let v = object as? NSArray { return try convert(array: v.map { $0 }, path: path, depth: depth) }
         if let v = object as? [AnyHashable: Any] ?? (object as? NSDictionary).map({ dict in
             var out: [AnyHashable: Any] = [:]
             for (key, value) in dict { out[key as! AnyHashable] = value }
             return out
         }) {
+            try enter(path: path, depth: depth)
             var out: [String: PropertyListValue] = [:]
             for (key, element) in v {
                 guard let key = key.base as? String ?? (key.base as? NSString).map({ $0 as String }) else {
                     throw NotAPropertyListError(path: path, found: "a dictionary key of type \(type(of: key.base))")
                 }
-                do { out[key] = try convert(element, path: "") } catch {
-                    throw NotAPropertyListError(path: "[\(String(reflecting: key))]" + error.path, found: error.found)
+                do { out[key] = try convert(element, path: "", depth: depth + 1) } catch {
+                    throw NotAPropertyListError(path: "[\(String(reflecting: key))]" + error.path, found: error.found, isTooDeep: error.isTooDeep)
                 }
             }
             return .dictionary(out)
         }
         let mirror = Mirror(reflecting: object)
         if mirror.displayStyle == .optional {
-            if let wrapped = mirror.children.first?.value { return try convert(wrapped, path: path) }
+            if let wrapped = mirror.children.first?.value { return try convert(wrapped, path: path, depth: depth) }
             throw NotAPropertyListError(path: path, found: "nil")
         }
         throw NotAPropertyListError(path: path, found: "a value of type \(type(of: object))")

@@ -11,8 +11,10 @@ import Foundation
 /// let profile: PropertyListValue = ["name": "Ada", "age": 36, "admin": true]
 /// ```
 ///
-/// Equality is structural; doubles compare by bit pattern so that `NaN == NaN` and
-/// `0.0 != -0.0`, which is what "the same value on every replica" needs.
+/// Equality is structural and exact: doubles compare by bit pattern so that `NaN == NaN` and
+/// `0.0 != -0.0`, and strings (dictionary keys included) by their Unicode scalars, so that
+/// `"caf\u{E9}"` and `"cafe\u{301}"` differ, as `NSString`s do. That is what "the same value
+/// on every replica" needs.
 public enum PropertyListValue: Sendable {
     case string(String)
     case integer(Int64)
@@ -27,7 +29,7 @@ public enum PropertyListValue: Sendable {
 extension PropertyListValue: Equatable {
     public static func == (lhs: PropertyListValue, rhs: PropertyListValue) -> Bool {
         switch (lhs, rhs) {
-        case let (.string(a), .string(b)): return a == b
+        case let (.string(a), .string(b)): return a.utf8.elementsEqual(b.utf8)
         case let (.integer(a), .integer(b)): return a == b
         case let (.double(a), .double(b)): return a.bitPattern == b.bitPattern
         case let (.bool(a), .bool(b)): return a == b
@@ -35,7 +37,15 @@ extension PropertyListValue: Equatable {
             return a.timeIntervalSinceReferenceDate.bitPattern == b.timeIntervalSinceReferenceDate.bitPattern
         case let (.data(a), .data(b)): return a == b
         case let (.array(a), .array(b)): return a == b
-        case let (.dictionary(a), .dictionary(b)): return a == b
+        case let (.dictionary(a), .dictionary(b)):
+            // A Swift dictionary holds no two canonically equivalent keys, so finding each key of
+            // `a` in `b` and comparing its spelling there is an exact comparison.
+            guard a.count == b.count else { return false }
+            for (key, value) in a {
+                guard let index = b.index(forKey: key), b[index].key.utf8.elementsEqual(key.utf8),
+                      b[index].value == value else { return false }
+            }
+            return true
         default: return false
         }
     }
@@ -44,7 +54,10 @@ extension PropertyListValue: Equatable {
 extension PropertyListValue: Hashable {
     public func hash(into hasher: inout Hasher) {
         switch self {
-        case .string(let v): hasher.combine(0); hasher.combine(v)
+        case .string(let v):
+            hasher.combine(0)
+            var v = v
+            v.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         case .integer(let v): hasher.combine(1); hasher.combine(v)
         case .double(let v): hasher.combine(2); hasher.combine(v.bitPattern)
         case .bool(let v): hasher.combine(3); hasher.combine(v)
@@ -82,6 +95,34 @@ extension PropertyListValue: ExpressibleByDictionaryLiteral {
     /// Builds a dictionary; a repeated key keeps its last value.
     public init(dictionaryLiteral elements: (String, PropertyListValue)...) {
         self = .dictionary(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+// MARK: - Nesting
+
+extension PropertyListValue {
+    /// How deeply arrays and dictionaries nest in this value: 0 for a scalar, 1 for `[1]` or
+    /// `[:]`, 2 for `[[1]]`, and so on; counted only up to `limit + 1`, so that checking a value
+    /// against a limit costs no deeper recursion than the limit itself.
+    public func nestingDepth(upTo limit: Int = StoreLimits.maximumNestingDepth) -> Int {
+        switch self {
+        case .array(let elements):
+            guard limit >= 0 else { return 1 }
+            var deepest = 0
+            for element in elements where deepest < limit + 1 {
+                deepest = max(deepest, element.nestingDepth(upTo: limit - 1))
+            }
+            return 1 + deepest
+        case .dictionary(let entries):
+            guard limit >= 0 else { return 1 }
+            var deepest = 0
+            for value in entries.values where deepest < limit + 1 {
+                deepest = max(deepest, value.nestingDepth(upTo: limit - 1))
+            }
+            return 1 + deepest
+        default:
+            return 0
+        }
     }
 }
 
