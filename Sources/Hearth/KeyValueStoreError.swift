@@ -1,4 +1,5 @@
 import Foundation
+import HearthCore
 
 /// Why the store refused a write or could not open its file.
 ///
@@ -20,6 +21,9 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
 
         /// The key is longer than 64 bytes of UTF-8.
         public static let keyTooLong = Code(rawValue: "keyTooLong")
+        /// The value nests arrays and dictionaries deeper than
+        /// ``StoreLimits/maximumNestingDepth`` (256) levels.
+        public static let tooDeep = Code(rawValue: "tooDeep")
         /// The key and value together exceed the 1 MB per-value quota.
         public static let valueTooLarge = Code(rawValue: "valueTooLarge")
         /// The write would take the store beyond its 1 MB total.
@@ -56,12 +60,14 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
     /// Whether Apple's setters report this with a quota-violation notification.
     public var isQuotaViolation: Bool { code == .valueTooLarge || code == .storeFull || code == .tooManyKeys }
 
-    static func keyTooLong(_ key: String) -> Self {
-        Self(code: .keyTooLong, key: key, reason: "key is \(key.utf8.count) bytes of UTF-8; the limit is \(StoreLimits.maximumKeyLength)")
-    }
-
-    static func valueTooLarge(_ key: String, size: Int) -> Self {
-        Self(code: .valueTooLarge, key: key, reason: "key and value take \(size) bytes; the per-value limit is \(StoreLimits.maximumValueSize)")
+    /// The error for a write that breaks one of ``StoreLimits``' per-entry rules.
+    init(violation: EntryRuleViolation, key: String) {
+        let code: Code = switch violation.code {
+        case .keyTooLong: .keyTooLong
+        case .tooDeep: .tooDeep
+        case .valueTooLarge: .valueTooLarge
+        }
+        self.init(code: code, key: key, reason: violation.reason)
     }
 
     static func storeFull(_ key: String, total: Int) -> Self {
@@ -76,23 +82,16 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         Self(code: .initialSyncPending, key: key, reason: "the first sync with the account's devices has not happened yet (strict mode)")
     }
 
+    /// The error for an object that could not be converted to a ``PropertyListValue``.
+    init(converting error: NotAPropertyListError, key: String) {
+        self.init(code: error.isTooDeep ? .tooDeep : .notAPropertyList, key: key, reason: error.description)
+    }
+
     static func notAPropertyList(_ key: String, _ detail: String) -> Self {
         Self(code: .notAPropertyList, key: key, reason: detail)
     }
 }
 
-/// The limits of Apple's key-value store, which Hearth keeps exactly.
-///
-/// Sizes count an entry as the UTF-8 bytes of its key plus the canonical size of its value
-/// (``PropertyListValue/canonicalSize``: a short string costs 5 bytes plus its text, a
-/// number 9, a Boolean 1). Deleted keys cost nothing.
-public enum StoreLimits {
-    /// Keys may be at most 64 bytes of UTF-8.
-    public static let maximumKeyLength = 64
-    /// One entry (key + value) may be at most 1 MB (1,048,576 bytes).
-    public static let maximumValueSize = 1_048_576
-    /// All entries together may be at most 1 MB (1,048,576 bytes).
-    public static let maximumTotalSize = 1_048_576
-    /// At most 1,024 keys.
-    public static let maximumKeyCount = 1024
-}
+/// The limits of Apple's key-value store, which Hearth keeps exactly (see
+/// ``HearthCore/StoreLimits``).
+public typealias StoreLimits = HearthCore.StoreLimits

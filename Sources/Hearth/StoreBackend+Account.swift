@@ -9,12 +9,26 @@ import Logging
 extension StoreBackend {
     /// Opens (locking) and loads the replica file at `location`; a fresh replica if none.
     /// Each run writes under a new replica ID (see `Replica.reopened(as:)`).
-    static func openReplica(_ location: StoreLocation, logger: Logger) throws(PersistenceError) -> (ReplicaStorage, Replica) {
+    ///
+    /// `device` is the signed-in device's ID (nil when signed out): an account's replica writes
+    /// under an origin bound to it (see `ReplicaID.random(boundTo:)`), and its own entries under
+    /// an origin that is not (an earlier build's, or signed-out writes) move to that origin.
+    static func openReplica(_ location: StoreLocation, device: Data?, logger: Logger) throws(PersistenceError) -> (ReplicaStorage, Replica) {
         let storage = try ReplicaStorage(location: location, logger: logger)
+        let id = device.map(ReplicaID.random(boundTo:)) ?? .random()
+        var replica: Replica
         switch try storage.load() {
-        case .fresh, .recovered: return (storage, Replica())
-        case .loaded(let replica): return (storage, replica.reopened())
+        case .fresh, .recovered: replica = Replica(id: id)
+        case .loaded(let loaded), .loadedSettingAside(let loaded, _, _): replica = loaded.reopened(as: id)
         }
+        if let device {
+            let moved = replica.adoptUnboundEntries(of: device)
+            if !moved.isEmpty {
+                logger.notice("moved \(moved.count) entries of this device to an origin bound to it (written by an earlier build)",
+                              metadata: ["store": "\(location.storeIdentifier)"])
+            }
+        }
+        return (storage, replica)
     }
 
     /// Follows the account directory's `current` pointer (changed by `hearth account …` or
@@ -62,19 +76,26 @@ extension StoreBackend {
     func switchAccount(to identity: DeviceIdentity?, settings: SyncSettings) async throws {
         let target = identity?.account.id.hex
         guard isPersistent, let current = location, current.account != target else { return }
+        let started = ContinuousClock.now
         await stopSync()
-        _ = flush()
+        let stopped = ContinuousClock.now
+        await flushOffPool()
         let location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: target)
-        let (storage, opened) = try Self.openReplica(location, logger: logger)
+        let logger = self.logger
+        let device = identity?.deviceID.data
+        let (storage, opened) = try await onIOQueue { try Self.openReplica(location, device: device, logger: logger) }
+        let loaded = ContinuousClock.now
         var next = opened
         let signingIn = current.account == nil
-        let (changed, previousStorage) = state.withLock { s -> ([String], ReplicaStorage?) in
+        let (changed, previousStorage) = state.withLock { s -> ([StoreKey], ReplicaStorage?) in
             let before = s.replica.visibleValues
             if signingIn {
                 if settings.discardWritesBeforeInitialSync {
                     if !s.replica.entries.isEmpty { logger.notice("discarding \(s.replica.usage.keys) keys written while signed out") }
                 } else {
                     for entry in s.replica.entries.values { next.merge(entry, wall: wallMilliseconds()) }
+                    // The signed-out writes become this device's writes in the account.
+                    if let device { next.adoptUnboundEntries(of: device) }
                 }
             }
             let after = next.visibleValues
@@ -82,16 +103,18 @@ extension StoreBackend {
             let previous = s.storage
             s.replica = next
             s.unsignedKeys = Set(next.entries.values.filter { $0.signature == nil }.map(\.key))
+            s.heldBack = [:]
             s.storage = storage
             s.generation &+= 1        // the new file holds the merge only once saved
             return (keys, previous)
         }
         // The signed-out writes now live in the account; the signed-out replica starts over.
-        if signingIn { try previousStorage?.save(Replica()) }
-        _ = flush()
+        if signingIn, let previousStorage { try await onIOQueue { try previousStorage.save(Replica()) } }
+        await flushOffPool()
         logger.info("account changed", metadata: ["store": "\(storeIdentifier)", "account": "\(target?.prefix(8) ?? "signed out")",
-                                                  "changedKeys": "\(changed.count)"])
-        if !changed.isEmpty { post(ChangeEvent(reason: .accountChange, keys: changed)) }
+                                                  "changedKeys": "\(changed.count)",
+                                                  "took": "\(ContinuousClock.now - started) (sync stopped in \(stopped - started), file opened in \(loaded - stopped))"])
+        if !changed.isEmpty { post(ChangeEvent(reason: .accountChange, keys: changed.map(\.string))) }
         if let identity { startSync(identity: identity, settings: settings) }
     }
 }

@@ -45,9 +45,7 @@ extension StoreBackend: SyncReplica {
                     s.unsignedKeys.remove(entry.key)
                 }
             }
-            s.generation &+= 1
-            defer { s.flushScheduled = true }
-            return !s.flushScheduled
+            return scheduleSave(&s)
         }
         if schedule { scheduleWriteBehind() }
     }
@@ -58,8 +56,79 @@ extension StoreBackend: SyncReplica {
         }
     }
 
-    func applyRemote(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String] {
-        applyExternal(entries, coveredBy: vector, reason: reason)
+    func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
+        let wall = wallMilliseconds()
+        let (changed, refused, scheduleFlush) = state.withLock { s -> ([StoreKey], [RefusedEntry], Bool) in
+            let (accepted, overQuota) = Self.withinSignerShares(entries, of: s.replica)
+            // Held back only if not received already (then there is nothing to ask for again), and
+            // kept without its value: what a hold needs is the entry's key, origin, sequence and time.
+            for entry in heldBack + overQuota where !s.replica.vector.covers(entry) {
+                if let held = s.heldBack[entry.origin], held.sequence <= entry.sequence { continue }
+                guard s.heldBack[entry.origin] != nil || s.heldBack.count < Self.maximumHeldOrigins else { continue }
+                var held = entry
+                held.value = nil
+                s.heldBack[entry.origin] = held
+            }
+            let changed = s.replica.apply(accepted, coveredBy: nil, wall: wall)
+            if !s.heldBack.isEmpty {
+                // A hold ends when the entry arrives or this replica has a later write of its key.
+                s.heldBack = s.heldBack.filter { _, held in
+                    guard let current = s.replica.entries[held.key] else { return true }
+                    return !(current.origin == held.origin && current.sequence == held.sequence) && !current.wins(over: held)
+                }
+                for held in s.heldBack.values { s.replica.uncover(held) }
+            }
+            let refused = overQuota.map { entry in
+                RefusedEntry(entry, reason: .signerQuota, detail: "the entries its signer wrote would take more of this store than one device may "
+                             + "(\(StoreLimits.maximumSignerBytes) bytes, \(StoreLimits.maximumSignerKeys) keys, \(StoreLimits.maximumSignerTombstones) deletes)")
+            }
+            return (changed, refused, scheduleSave(&s))
+        }
+        if scheduleFlush { scheduleWriteBehind() }
+        if !changed.isEmpty { post(ChangeEvent(reason: reason, keys: changed.map(\.string))) }
+        return (changed, refused)
+    }
+
+    /// Splits `entries` (in order) into those that keep every signer within its share of the
+    /// store (`StoreLimits.maximumSigner…`) and those that would take it beyond. An entry that
+    /// shrinks its signer's share, or replaces nothing, is always within.
+    static func withinSignerShares(_ entries: [Entry], of replica: Replica) -> (accepted: [Entry], overQuota: [Entry]) {
+        var shares: [Data: Replica.SignerUsage] = [:]
+        var current: [StoreKey: Entry] = [:]
+        var accepted: [Entry] = [], overQuota: [Entry] = []
+        accepted.reserveCapacity(entries.count)
+        func add(_ entry: Entry, _ sign: Int) {
+            guard let signer = entry.signature?.signer else { return }
+            var share = shares[signer] ?? replica.signerUsage[signer] ?? Replica.SignerUsage()
+            if entry.isTombstone { share.tombstones += sign } else { share.bytes += sign * entry.quotaSize; share.keys += sign }
+            shares[signer] = share
+        }
+        for entry in entries {
+            let previous = current[entry.key] ?? replica.entries[entry.key]
+            if let previous, !entry.wins(over: previous) {
+                accepted.append(entry)      // loses: changes nothing
+                continue
+            }
+            let before = entry.signature.map { shares[$0.signer] ?? replica.signerUsage[$0.signer] ?? Replica.SignerUsage() }
+            if let previous { add(previous, -1) }
+            add(entry, +1)
+            if let signer = entry.signature?.signer, let before, let after = shares[signer],
+               (after.bytes > StoreLimits.maximumSignerBytes && after.bytes > before.bytes)
+                || (after.keys > StoreLimits.maximumSignerKeys && after.keys > before.keys)
+                || (after.tombstones > StoreLimits.maximumSignerTombstones && after.tombstones > before.tombstones) {
+                add(entry, -1)
+                if let previous { add(previous, +1) }
+                overQuota.append(entry)
+                continue
+            }
+            current[entry.key] = entry
+            accepted.append(entry)
+        }
+        return (accepted, overQuota)
+    }
+
+    func entry(forKey key: StoreKey) -> Entry? {
+        state.withLock { $0.replica.entries[key] }
     }
 
     var signerCertificates: [Data: Data] { state.withLock { $0.replica.certificates } }
@@ -70,6 +139,10 @@ extension StoreBackend: SyncReplica {
     }
 
     var knownDevices: [String] { state.withLock { Array($0.replica.peerVectors.keys) } }
+
+    /// At most this many origins have an entry held back: past them, a refused entry is simply
+    /// covered by later ones (a peer making up origins cannot grow the list).
+    static let maximumHeldOrigins = 1024
 
     /// A household is a few devices; past this many known, devices heard of are not added
     /// (a misbehaving peer could otherwise grow the list, and the file, without bound).
@@ -92,12 +165,18 @@ extension StoreBackend: SyncReplica {
     }
 
     func notePeer(_ device: String, acknowledged vector: VersionVector) {
-        state.withLock { s in
+        let horizon = wallMilliseconds() &- Self.tombstoneHorizon
+        let schedule = state.withLock { s -> Bool in
+            let before = s.replica.peerVectors[device]
             s.replica.notePeer(device, acknowledged: vector)
-            let horizon = wallMilliseconds() &- Self.tombstoneHorizon
-            s.replica.collectTombstones(coveredBy: s.replica.stableVector,
-                                        olderThan: HLCTimestamp(milliseconds: horizon, counter: 0))
+            let collected = s.replica.collectTombstones(coveredBy: s.replica.stableVector,
+                                                        olderThan: HLCTimestamp(milliseconds: horizon, counter: 0))
+            // What a peer is known to have is saved too (hearth status reads it), but only when
+            // it changed: an idle link's pings repeat the same vector and must not touch the disk.
+            guard collected > 0 || s.replica.peerVectors[device] != before else { return false }
+            return scheduleSave(&s)
         }
+        if schedule { scheduleWriteBehind() }
     }
 
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) {

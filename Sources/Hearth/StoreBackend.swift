@@ -21,7 +21,7 @@ final class StoreBackend: Sendable {
         var nextStreamID: UInt64 = 0
         /// Keys whose entry may still lack a signature (local writes): the signer looks only
         /// at these instead of scanning the store on every push.
-        var unsignedKeys: Set<String> = []
+        var unsignedKeys: Set<StoreKey> = []
         /// Called after each local change (the running sync engine's push).
         var localChangeHandler: (@Sendable () -> Void)?
         var sync: SyncRun?
@@ -30,6 +30,9 @@ final class StoreBackend: Sendable {
         var accountWatcher: Task<Void, Never>?
         /// Apple's strict mode: refuse writes until the first download from peers.
         var refuseWritesBeforeInitialSync = false
+        /// Per origin, the earliest entry refused for now (stamped too far ahead of our clock):
+        /// the vector stays below it so that peers send it again (see `applyRemote`).
+        var heldBack: [ReplicaID: Entry] = [:]
     }
 
     struct WeakStore {
@@ -48,7 +51,9 @@ final class StoreBackend: Sendable {
     let state: Locked<State>
     /// Serialises saves; holds the generation known to be on disk.
     private let savedGeneration = Locked<UInt64>(0)
-    private let ioQueue: DispatchQueue
+    /// Where the store's blocking file work runs (saves with fsync, opening another file):
+    /// never on the cooperative thread pool, where it would stall every task of the app.
+    let ioQueue: DispatchQueue
     /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does).
     private let notifyQueue: DispatchQueue
 
@@ -79,10 +84,12 @@ final class StoreBackend: Sendable {
     // MARK: Reading
 
     func value(forKey key: String) -> PropertyListValue? {
-        state.withLock { $0.replica.value(forKey: key) }
+        let key = StoreKey(key)
+        return state.withLock { $0.replica.value(forKey: key) }
     }
 
-    var visibleValues: [String: PropertyListValue] {
+    /// Every visible key (exactly as written) and value.
+    var visibleValues: [StoreKey: PropertyListValue] {
         state.withLock { $0.replica.visibleValues }
     }
 
@@ -101,54 +108,105 @@ final class StoreBackend: Sendable {
 
     // MARK: Writing
 
-    /// Validates and applies one local write (`nil` deletes). The per-value checks run
-    /// before the lock; the store-wide quotas inside it, against the current usage.
-    func write(_ value: PropertyListValue?, forKey key: String) throws(KeyValueStoreError) {
-        guard key.utf8.count <= StoreLimits.maximumKeyLength else { throw .keyTooLong(key) }
-        if let value {
-            let size = key.utf8.count + value.canonicalSize
-            guard size <= StoreLimits.maximumValueSize else { throw .valueTooLarge(key, size: size) }
+    /// Validates and applies one local write (`nil` deletes). The per-entry rules
+    /// (``StoreLimits/check(key:value:)``) run before the lock; the store-wide quotas inside
+    /// it, against the current usage.
+    func write(_ value: PropertyListValue?, forKey name: String) throws(KeyValueStoreError) {
+        let key = StoreKey(name)
+        do {
+            try StoreLimits.check(key: key, value: value)
+        } catch {
+            throw KeyValueStoreError(violation: error, key: name)
         }
-        let (scheduleFlush, handler) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?) in
+        let wall = wallMilliseconds()
+        let (scheduleFlush, handler, restamped) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?, [StoreKey]) in
             if s.refuseWritesBeforeInitialSync, !s.replica.hasSynced, s.storage?.location.account != nil {
-                throw .initialSyncPending(key)
+                throw .initialSyncPending(name)
             }
             if let value {
                 let after = s.replica.usage(afterWriting: value, forKey: key)
                 // A write that shrinks or keeps usage is always allowed, so a full store can be edited down.
-                if after.keys > StoreLimits.maximumKeyCount && after.keys > s.replica.usage.keys { throw .tooManyKeys(key) }
+                if after.keys > StoreLimits.maximumKeyCount && after.keys > s.replica.usage.keys { throw .tooManyKeys(name) }
                 if after.bytes > StoreLimits.maximumTotalSize && after.bytes > s.replica.usage.bytes {
-                    throw .storeFull(key, total: after.bytes)
+                    throw .storeFull(name, total: after.bytes)
                 }
             }
-            guard s.replica.write(value, forKey: key, wall: wallMilliseconds()) != nil else { return (false, nil) }
+            let restamped = restampIfClockWasAhead(&s, wall: wall)
+            guard s.replica.write(value, forKey: key, wall: wall) != nil else {
+                // Deleting an absent key changes nothing, but a re-stamp still needs saving and pushing.
+                return restamped.isEmpty ? (false, nil, []) : (scheduleSave(&s), s.localChangeHandler, restamped)
+            }
             s.unsignedKeys.insert(key)
-            s.generation &+= 1
-            guard !s.flushScheduled else { return (false, s.localChangeHandler) }
-            s.flushScheduled = true
-            return (true, s.localChangeHandler)
+            return (scheduleSave(&s), s.localChangeHandler, restamped)
         }
+        if !restamped.isEmpty { logRestamp(restamped) }
         if scheduleFlush { scheduleWriteBehind() }
         handler?()
+    }
+
+    /// Marks the state changed; returns whether a save must be scheduled (none is yet).
+    func scheduleSave(_ s: inout State) -> Bool {
+        s.generation &+= 1
+        defer { s.flushScheduled = true }
+        return !s.flushScheduled
+    }
+
+    /// Re-stamps the entries written while this device's clock was ahead, once it is back
+    /// (see `Replica.restampFutureEntries(wall:)`); they are local writes to sign and push.
+    func restampIfClockWasAhead(_ s: inout State, wall: UInt64) -> [StoreKey] {
+        let restamped = s.replica.restampFutureEntries(wall: wall)
+        s.unsignedKeys.formUnion(restamped)
+        return restamped
+    }
+
+    func logRestamp(_ keys: [StoreKey]) {
+        logger.warning("this device's clock was more than \(HybridLogicalClock.maximumDrift / 3_600_000) h ahead when \(keys.count) entries were written; peers refused them, so they are written again with the current time",
+                       metadata: ["store": "\(storeIdentifier)", "keys": "\(keys.map(\.string))"])
+    }
+
+    /// Re-stamps what was written under a clock that was ahead (see ``restampIfClockWasAhead(_:wall:)``),
+    /// outside a write: at open, and on the sync engine's heartbeat. Returns whether any was.
+    @discardableResult
+    func restampIfNeeded() -> Bool {
+        let wall = wallMilliseconds()
+        let (restamped, schedule, handler) = state.withLock { s -> ([StoreKey], Bool, (@Sendable () -> Void)?) in
+            let restamped = restampIfClockWasAhead(&s, wall: wall)
+            return restamped.isEmpty ? ([], false, nil) : (restamped, scheduleSave(&s), s.localChangeHandler)
+        }
+        guard !restamped.isEmpty else { return false }
+        logRestamp(restamped)
+        if schedule { scheduleWriteBehind() }
+        handler?()
+        return true
     }
 
     /// Merges a batch that came from elsewhere (peers) atomically, schedules it for disk,
     /// and posts one notification with exactly the keys whose visible value changed.
     @discardableResult
-    func applyExternal(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String] {
-        let (changed, scheduleFlush) = state.withLock { s -> ([String], Bool) in
+    func applyExternal(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [StoreKey] {
+        let (changed, scheduleFlush) = state.withLock { s -> ([StoreKey], Bool) in
             let changed = s.replica.apply(entries, coveredBy: vector, wall: wallMilliseconds())
-            s.generation &+= 1
-            let schedule = !s.flushScheduled
-            s.flushScheduled = true
-            return (changed, schedule)
+            return (changed, scheduleSave(&s))
         }
         if scheduleFlush { scheduleWriteBehind() }
-        if !changed.isEmpty { post(ChangeEvent(reason: reason, keys: changed)) }
+        if !changed.isEmpty { post(ChangeEvent(reason: reason, keys: changed.map(\.string))) }
         return changed
     }
 
     // MARK: Persistence
+
+    /// Runs blocking file work on ``ioQueue`` and waits for it without blocking a thread.
+    func onIOQueue<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            ioQueue.async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    /// ``flush()`` from an async context: the same, off the cooperative pool.
+    @discardableResult
+    func flushOffPool() async -> Bool {
+        (try? await onIOQueue { [self] in flush() }) ?? false
+    }
 
     /// Saves within `writeBehindDelay` of the first unsaved change.
     func scheduleWriteBehind() {

@@ -5,11 +5,18 @@ import HearthIdentity
 /// One ``StoreBackend`` per store file per process, so that every instance opened on the
 /// same identifier sees the same data (the file lock would refuse a second one anyway).
 enum StoreRegistry {
+    /// One store's place in the table. Opening a store reads and decodes its file, so it
+    /// happens under this slot's own lock: two opens of the same store wait for each other (the
+    /// second must get the first's backend), opens of different stores do not.
+    private final class Slot: Sendable {
+        let backend = Locked<WeakBackend>(WeakBackend())
+    }
+
     private struct WeakBackend {
         weak var backend: StoreBackend?
     }
 
-    private static let backends = Locked<[String: WeakBackend]>([:])
+    private static let slots = Locked<[String: Slot]>([:])
 
     /// Saves every open store when the process exits normally, as Apple's system does when
     /// an app quits: write-behind must not lose what the app wrote in its last second.
@@ -25,10 +32,18 @@ enum StoreRegistry {
                                      account: identity?.account.id.hex)
         // Keyed by store, not by file: the file changes when the account does.
         let key = "\(configuration.dataDirectory)\u{0}\(storeIdentifier)"
-        return try backends.withLock { (table) throws(KeyValueStoreError) -> StoreBackend in
-            if let existing = table[key]?.backend { return existing }
-            let backend = try open(location, configuration: configuration)
-            table[key] = WeakBackend(backend: backend)
+        let slot = slots.withLock { table in
+            if let slot = table[key] { return slot }
+            let slot = Slot()
+            table[key] = slot
+            return slot
+        }
+        return try slot.backend.withLock { (entry) throws(KeyValueStoreError) -> StoreBackend in
+            if let existing = entry.backend { return existing }
+            let backend = try open(location, device: identity?.deviceID.data, configuration: configuration)
+            // Written while this device's clock was ahead, and it is right now: re-stamp before syncing.
+            backend.restampIfNeeded()
+            entry.backend = backend
             if configuration.sync.isEnabled {
                 if let identity { backend.startSync(identity: identity, settings: configuration.sync) }
                 backend.watchAccount(settings: configuration.sync)
@@ -55,9 +70,9 @@ enum StoreRegistry {
                      logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay)
     }
 
-    private static func open(_ location: StoreLocation, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+    private static func open(_ location: StoreLocation, device: Data?, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
         do {
-            let (storage, replica) = try StoreBackend.openReplica(location, logger: configuration.logger)
+            let (storage, replica) = try StoreBackend.openReplica(location, device: device, logger: configuration.logger)
             return StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
                                 logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay,
                                 clockSkew: configuration.clockSkew, dataDirectory: configuration.dataDirectory)
@@ -69,13 +84,15 @@ enum StoreRegistry {
 
     /// Drops `backend` from the table (after ``StoreBackend/close()``).
     static func forget(_ backend: StoreBackend) {
-        backends.withLock { table in
-            table = table.filter { $0.value.backend != nil && $0.value.backend !== backend }
+        for slot in slots.withLock({ Array($0.values) }) {
+            slot.backend.withLock { entry in
+                if entry.backend === backend { entry.backend = nil }
+            }
         }
     }
 
     static func flushAll() {
-        let open = backends.withLock { $0.values.compactMap(\.backend) }
+        let open = slots.withLock { Array($0.values) }.compactMap { $0.backend.withLock { $0.backend } }
         for backend in open { _ = backend.flush() }
     }
 }

@@ -72,8 +72,12 @@ extension UbiquitousKeyValueStore {
     }
 
     /// Every key and value, as Foundation objects.
+    ///
+    /// Keys are exact in the store (see ``StoreKey``), but a Swift `[String: Any]` cannot hold
+    /// two keys that differ only in Unicode normalisation: of such a pair it holds the value of
+    /// the one that sorts last by UTF-8 bytes. ``keys`` lists every key exactly.
     public var dictionaryRepresentation: [String: Any] {
-        backend.visibleValues.mapValues(\.foundationObject)
+        UbiquitousKeyValueStore.swiftDictionary(backend.visibleValues).mapValues(\.foundationObject)
     }
 
     // MARK: Setters
@@ -84,7 +88,7 @@ extension UbiquitousKeyValueStore {
         do {
             try write(PropertyListValue(foundation: anObject), forKey: aKey)
         } catch {
-            report(KeyValueStoreError.notAPropertyList(aKey, error.description))
+            report(KeyValueStoreError(converting: error, key: aKey))
         }
     }
 

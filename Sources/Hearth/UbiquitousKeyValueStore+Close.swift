@@ -20,7 +20,7 @@ extension StoreBackend {
     func close() async {
         stopWatchingAccount()
         await stopSync()
-        _ = flush()
+        await flushOffPool()
         // The sync engine may hold this backend a little longer; dropping the storage here
         // releases the flock now rather than when the last reference goes.
         let storage = state.withLock { s -> ReplicaStorage? in

@@ -2,6 +2,7 @@ import Foundation
 import HearthCore
 
 public typealias StoreUsage = HearthCore.Replica.Usage
+public typealias StoreKey = HearthCore.StoreKey
 
 // The Swift-native API: typed values, throwing setters, and an AsyncSequence of changes.
 
@@ -22,7 +23,7 @@ extension UbiquitousKeyValueStore {
     /// ```
     ///
     /// - Throws: ``KeyValueStoreError`` with code ``KeyValueStoreError/Code/keyTooLong``,
-    ///   ``KeyValueStoreError/Code/valueTooLarge``, ``KeyValueStoreError/Code/storeFull`` or
+    ///   ``KeyValueStoreError/Code/tooDeep``, ``KeyValueStoreError/Code/valueTooLarge``, ``KeyValueStoreError/Code/storeFull`` or
     ///   ``KeyValueStoreError/Code/tooManyKeys``. Unlike Apple's setters, no quota-violation
     ///   notification is posted: the error says it.
     public func setValue(_ value: PropertyListValue?, forKey key: String) throws(KeyValueStoreError) {
@@ -36,7 +37,7 @@ extension UbiquitousKeyValueStore {
     public func setObject(_ object: Any, forKey key: String) throws(KeyValueStoreError) {
         let value: PropertyListValue
         do { value = try PropertyListValue(foundation: object) } catch {
-            throw .notAPropertyList(key, error.description)
+            throw KeyValueStoreError(converting: error, key: key)
         }
         try backend.write(value, forKey: key)
     }
@@ -47,8 +48,32 @@ extension UbiquitousKeyValueStore {
     }
 
     /// Every key and its value.
+    ///
+    /// Of two keys that differ only in Unicode normalisation (two keys in the store, one in a
+    /// Swift dictionary), it holds the one that sorts last by UTF-8 bytes; ``keys`` lists both.
     public var values: [String: PropertyListValue] {
-        backend.visibleValues
+        Self.swiftDictionary(backend.visibleValues)
+    }
+
+    /// Every key that has a value, exactly as written, in ascending order of UTF-8 bytes.
+    ///
+    /// Keys are compared by their Unicode scalars, as `NSString` compares them:
+    /// `"caf\u{E9}"` and `"cafe\u{301}"` are two keys, both listed here.
+    public var keys: [String] {
+        backend.visibleValues.keys.sorted().map(\.string)
+    }
+
+    /// A Swift dictionary of `values`, deterministic where two keys collide in it.
+    static func swiftDictionary(_ values: [StoreKey: PropertyListValue]) -> [String: PropertyListValue] {
+        var result: [String: PropertyListValue] = [:]
+        result.reserveCapacity(values.count)
+        for (key, value) in values {
+            // A collision is two keys in two Unicode normalisations: the one last in UTF-8 order wins.
+            if let index = result.index(forKey: key.string), StoreKey(result[index].key) > key { continue }
+            result.removeValue(forKey: key.string)
+            result[key.string] = value
+        }
+        return result
     }
 
     /// How much of the quotas the store uses: bytes (of ``StoreLimits/maximumTotalSize``)
@@ -78,7 +103,7 @@ extension UbiquitousKeyValueStore {
     @discardableResult
     package func applyExternal(_ entries: [Entry], coveredBy vector: VersionVector? = nil,
                                reason: ChangeReason = .serverChange) -> [String] {
-        backend.applyExternal(entries, coveredBy: vector, reason: reason)
+        backend.applyExternal(entries, coveredBy: vector, reason: reason).map(\.string)
     }
 
     /// A copy of the replica behind the store.

@@ -1,5 +1,9 @@
 import Foundation
+import HearthCore
 import HearthSync
+
+public typealias SyncRefusal = HearthSync.SyncRefusal
+public typealias RefusedEntry = HearthCore.RefusedEntry
 
 // Sync status and control, beyond Apple's API (where iCloud hides all of this).
 
@@ -29,6 +33,10 @@ extension UbiquitousKeyValueStore {
         }
     }
 
+    /// How many connected peer devices have confirmed having every change of this store (or
+    /// refused one, see ``syncRefusals``): what a command-line tool reports before exiting.
+    public var confirmingPeerCount: Int { backend.syncEngine?.settledPeers.count ?? 0 }
+
     /// The number of peer devices connected right now.
     public var connectedPeerCount: Int { backend.syncEngine?.connectedPeers.count ?? 0 }
 
@@ -53,6 +61,22 @@ extension UbiquitousKeyValueStore {
         // Once more: on a busy machine the deadline may pass while this task waits to run.
         return settled()
     }
+
+    /// What peer devices refused of this device's writes, each with why, for as long as the
+    /// refused write is the key's current value here.
+    ///
+    /// A refused entry does not hold up the rest: every other change still syncs, and
+    /// ``waitUntilSynced(peers:timeout:)`` counts a refused entry as delivered (the peer has
+    /// answered for it). The usual cause is this device's clock being hours ahead
+    /// (``RefusedEntry/Reason/clockAhead``); once the clock is right, such writes are written
+    /// again with the current time and sync.
+    ///
+    /// ```swift
+    /// store.set(2, forKey: "backgroundColor")
+    /// _ = await store.waitUntilSynced(timeout: .seconds(5))
+    /// for refusal in store.syncRefusals where refusal.entry.key == "backgroundColor" { print(refusal) }
+    /// ```
+    public var syncRefusals: [SyncRefusal] { backend.syncEngine?.refusals ?? [] }
 
     /// Frame and entry counters of the sync engine.
     public var syncMetrics: SyncMetrics.Snapshot? { backend.syncEngine?.metrics.snapshot }

@@ -30,9 +30,25 @@ public protocol SyncReplica: AnyObject, Sendable {
     /// last-writer-wins over the current entry).
     func winningEntries(_ entries: [Entry]) -> [Entry]
 
-    /// Applies a verified delta atomically, advances the vector, posts `reason` with the
-    /// keys whose visible value changed, and returns them.
-    func applyRemote(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [String]
+    /// Applies verified entries atomically, advances the vector by exactly those entries, posts
+    /// `reason` with the keys whose visible value changed, and returns them.
+    ///
+    /// `heldBack` are entries refused for now (stamped too far ahead of this replica's clock)
+    /// that may be acceptable later: the vector is kept below each of them, so peers send them
+    /// again, until one is applied or this replica holds a later write of its key.
+    ///
+    /// Entries that would take their signer's share of the store beyond
+    /// `StoreLimits.maximumSignerBytes`, `maximumSignerKeys` or `maximumSignerTombstones` are not
+    /// applied: they are returned as refused (`signerQuota`) and held back like `heldBack`.
+    func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry])
+
+    /// The current entry of `key`, tombstone included, if any.
+    func entry(forKey key: StoreKey) -> Entry?
+
+    /// Writes again, with the current time, entries stamped while this device's clock was
+    /// ahead, once it is back (``Replica/restampFutureEntries(wall:)``). Returns whether any was.
+    @discardableResult
+    func restampIfNeeded() -> Bool
 
     /// The DER certificates saved with the replica, by signer: the engine admits them at start,
     /// so it can vouch for entries whose signer it has not met since.

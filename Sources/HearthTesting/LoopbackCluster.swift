@@ -49,10 +49,10 @@ public final class LoopbackCluster: Sendable {
     /// The throwaway account's ID.
     public let accountID: AccountID
 
-    private let configurations: [UbiquitousKeyValueStore.Configuration]
     private let state: Locked<State>
 
     private struct State {
+        var configurations: [UbiquitousKeyValueStore.Configuration]
         var stores: [UbiquitousKeyValueStore]
         var recorders: [Task<Void, Never>]
         var events: [[ChangeEvent]]
@@ -70,10 +70,15 @@ public final class LoopbackCluster: Sendable {
     ///   - heartbeat: how often idle links are pinged; short, so a lost link is noticed fast.
     ///   - writeBehindDelay: how soon writes reach each replica's file.
     ///   - connectTimeout: how long to wait for the full mesh before throwing.
+    ///   - clockSkews: how far each replica's clock is off (default: none), to play devices
+    ///     whose clocks are wrong; ``restart(_:clockSkew:timeout:whileClosed:)`` can set it right.
+    ///   - logger: where every replica logs (default: warnings and errors to stderr, or the
+    ///     level in `HEARTH_LOG_LEVEL`); a ``LogCapture``'s logger lets a test read them.
     /// - Throws: ``LoopbackClusterError`` if the replicas cannot start or connect.
     public init(replicas: Int = 3, storeIdentifier: String = "com.example.app",
                 heartbeat: Duration = .milliseconds(300), writeBehindDelay: Duration = .milliseconds(100),
-                connectTimeout: Duration = .seconds(15)) async throws {
+                connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil) async throws {
+        precondition(clockSkews == nil || clockSkews?.count == replicas, "one clock skew per replica")
         precondition(replicas >= 1, "a cluster needs at least one replica")
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-loopback-\(UUID().uuidString)").path
         rootDirectory = root
@@ -93,17 +98,22 @@ public final class LoopbackCluster: Sendable {
         deviceIDs = devices
         accountID = owner.account.id
 
-        var logger = Logger(label: "hearth.loopback")
-        logger.logLevel = ProcessInfo.processInfo.environment["HEARTH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
-        configurations = (0..<replicas).map { i in
+        let logger = logger ?? {
+            var logger = Logger(label: "hearth.loopback")
+            logger.logLevel = ProcessInfo.processInfo.environment["HEARTH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+            return logger
+        }()
+        let configurations = (0..<replicas).map { i in
             let peers = ports.indices.filter { $0 != i }.map { "127.0.0.1:\(ports[$0])" }
             let sync = SyncSettings(accountDirectory: "\(root)/device\(i)/config", discovery: .staticPeers(peers),
                                     listenHost: "127.0.0.1", port: ports[i], heartbeatInterval: heartbeat,
                                     timeout: heartbeat * 5)
-            return UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/device\(i)/data",
-                                                         writeBehindDelay: writeBehindDelay, sync: sync, logger: logger)
+            var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/device\(i)/data",
+                                                                      writeBehindDelay: writeBehindDelay, sync: sync, logger: logger)
+            configuration.clockSkew = clockSkews?[i] ?? .zero
+            return configuration
         }
-        state = Locked(State(stores: [], recorders: [], events: Array(repeating: [], count: replicas),
+        state = Locked(State(configurations: configurations, stores: [], recorders: [], events: Array(repeating: [], count: replicas),
                             consumed: Array(repeating: 0, count: replicas)))
         for i in 0..<replicas {
             let store = try open(i)
@@ -135,7 +145,7 @@ public final class LoopbackCluster: Sendable {
     /// The configuration replica `index` was opened with: open a store with it (and
     /// ``storeIdentifier``) to run app code on that replica.
     public func configuration(for index: Int) -> UbiquitousKeyValueStore.Configuration {
-        configurations[index]
+        state.withLock { $0.configurations[index] }
     }
 
     // MARK: Writing and waiting
@@ -212,13 +222,21 @@ public final class LoopbackCluster: Sendable {
     /// Closes replica `index` as a quit app would (saving what it has, releasing its file) and
     /// opens it again from its file; waits until it is connected again. Its recorded
     /// notifications are kept, and new ones are added to them.
-    public func restart(_ index: Int, timeout: Duration = .seconds(10)) async throws {
+    ///
+    /// - Parameters:
+    ///   - clockSkew: the replica's clock from now on (a clock set right, or set wrong).
+    ///   - whileClosed: runs while the replica is down, with its data directory: to do to its
+    ///     files what a tool, an older build or a damaged disk might.
+    public func restart(_ index: Int, clockSkew: Duration? = nil, timeout: Duration = .seconds(10),
+                        whileClosed: (_ dataDirectory: String) async throws -> Void = { _ in }) async throws {
         let (old, recorder) = state.withLock { s in
             s.isolated.remove(index)
+            if let clockSkew { s.configurations[index].clockSkew = clockSkew }
             return (s.stores[index], s.recorders[index])
         }
         recorder.cancel()
         await old.close()
+        try await whileClosed(configuration(for: index).dataDirectory)
         let store = try open(index)
         _ = try await store.syncPort()
         try await waitUntilConnected(timeout: timeout)
@@ -271,7 +289,7 @@ public final class LoopbackCluster: Sendable {
     /// Opens replica `index` and starts recording its events.
     @discardableResult
     private func open(_ index: Int) throws -> UbiquitousKeyValueStore {
-        let store = try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configurations[index])
+        let store = try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration(for: index))
         let changes = store.changes
         let recorder = Task { [weak self] in
             for await event in changes {

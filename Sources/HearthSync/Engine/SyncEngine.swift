@@ -47,17 +47,18 @@ public final class SyncEngine: Sendable {
     /// What sessions share: who we are, what we sync, how we verify.
     final class Context: Sendable {
         let identity: DeviceIdentity
-        let replica: any SyncReplica
+        /// The store's replica behind the engine's gate (see ``ReplicaGate``).
+        let replica: ReplicaGate
         let certificates: DeviceCertificateCache
         let options: Options
         let logger: Logger
         let metrics: SyncMetrics
-        /// Serialises signing; counts the rounds (a lock around nothing would be a zero-sized
-        /// value, on which ThreadSanitizer reports false races).
-        private let signing = Locked(0)
+        /// Whether a session is signing the pending local writes; the others then leave them to
+        /// it (or sign what they send themselves), rather than wait on a lock.
+        private let signing = Locked(false)
         weak let engine: SyncEngine?
 
-        init(identity: DeviceIdentity, replica: any SyncReplica, certificates: DeviceCertificateCache,
+        init(identity: DeviceIdentity, replica: ReplicaGate, certificates: DeviceCertificateCache,
              options: Options, logger: Logger, metrics: SyncMetrics, engine: SyncEngine) {
             self.identity = identity
             self.replica = replica
@@ -88,15 +89,16 @@ public final class SyncEngine: Sendable {
             SyncMessage.peersDigest(knownDevices + [identity.deviceID.data])
         }
 
-        /// Signs local writes that are not signed yet, once, off the writer's path.
+        /// Signs local writes that are not signed yet, off the writer's path. Signing happens
+        /// outside any lock: a session that finds another signing goes on without waiting (what
+        /// it sends is signed by ``signed(_:)`` in any case).
         func signPending() throws {
-            try signing.withLock { rounds in
-                rounds &+= 1
-                let pending = replica.unsignedEntries()
-                guard !pending.isEmpty else { return }
-                let signed = try pending.map { try identity.signed($0, storeIdentifier: replica.storeIdentifier) }
-                replica.attachSignatures(signed)
-            }
+            guard signing.withLock({ busy in defer { busy = true }; return !busy }) else { return }
+            defer { signing.withLock { $0 = false } }
+            let pending = replica.unsignedEntries()
+            guard !pending.isEmpty else { return }
+            let signed = try pending.map { try identity.signed($0, storeIdentifier: replica.storeIdentifier) }
+            replica.attachSignatures(signed)
         }
 
         /// `entries` with any unsigned ones signed (and their signatures kept in the replica).
@@ -119,41 +121,91 @@ public final class SyncEngine: Sendable {
             }
         }
 
-        /// Checks a delta before anything of it is applied: the certificates it carries, the
-        /// cheap bounds of every entry, and the signature of every entry in `winners` (the
-        /// ones that would be applied), in parallel when there are many.
-        func verify(_ delta: SyncMessage.Delta, applying winners: [Entry]) async throws {
+        /// What a received delta comes to once checked.
+        struct Checked {
+            /// Verified entries that would change the replica: to apply.
+            var accepted: [Entry] = []
+            /// Entries not applied, each with why: the sender is told.
+            var refused: [RefusedEntry] = []
+            /// The refused entries that may be acceptable later (stamped too far ahead of our
+            /// clock): the vector is kept below them, so they come again.
+            var heldBack: [Entry] = []
+        }
+
+        /// Checks a delta entry by entry; nothing is applied here. The certificates it carries
+        /// are admitted (one that fails is logged, and the entries it would vouch for fail as
+        /// unknown signers). Entries that lose to what the replica holds change nothing and are
+        /// dropped unchecked (in a mesh most relayed entries are such duplicates); every other
+        /// entry is verified (in parallel when there are many), and one stamped beyond the
+        /// drift bound is held back. An entry that fails is refused alone.
+        func check(_ delta: SyncMessage.Delta) async -> Checked {
             for der in delta.certificates {
-                let signer = try certificates.admit(derEncoded: der)
-                // Saved with the entries: we may have to vouch for them when their signer is away.
-                replica.keepCertificate(der, signer: signer.data)
-            }
-            let wall = replica.wallMilliseconds()
-            for entry in delta.entries {
-                guard entry.key.utf8.count <= 64 else { throw SyncProtocolError("entry key longer than 64 bytes") }
-                guard entry.quotaSize <= 1_048_576 else { throw SyncProtocolError("entry \(entry.key) exceeds the per-value quota") }
-                guard HybridLogicalClock.isAcceptable(entry.timestamp, wall: wall) else {
-                    throw SyncProtocolError("entry \(entry.key) is stamped \(entry.timestamp.date), more than \(HybridLogicalClock.maximumDrift / 3_600_000) h ahead of our clock")
+                do {
+                    let signer = try certificates.admit(derEncoded: der)
+                    // Saved with the entries: we may have to vouch for them when their signer is away.
+                    replica.keepCertificate(der, signer: signer.data)
+                } catch {
+                    logger.warning("a delta carried a device certificate that the account CA does not vouch for; the entries it signed are refused: \(error)")
                 }
             }
-            let store = replica.storeIdentifier
-            guard winners.count >= 64 else {
-                for entry in winners { try certificates.verify(entry: entry, storeIdentifier: store) }
-                return
+            var checked = Checked(refused: delta.undecodable)
+            // Each distinct entry is checked once: a delta that names one entry thousands of
+            // times (shared objects cost the sender nothing) costs one verification.
+            struct Identity: Hashable { let key: StoreKey, origin: ReplicaID, sequence: UInt64 }
+            var seen = Set<Identity>()
+            let distinct = delta.entries.filter { seen.insert(Identity(key: $0.key, origin: $0.origin, sequence: $0.sequence)).inserted }
+            var winners: [Entry] = []
+            for entry in replica.winningEntries(distinct) {
+                // Only its own device may write under an origin (see ReplicaID.isBound(to:)).
+                if let signer = entry.signature?.signer, !entry.origin.isBound(to: signer) {
+                    checked.refused.append(RefusedEntry(entry, reason: .originMismatch, detail: "origin \(entry.origin) is not one of device \(Hex.encode(signer.prefix(4)))'s"))
+                } else {
+                    winners.append(entry)
+                }
             }
+            let failures = await verify(winners)
+            let wall = replica.wallMilliseconds()
+            for (entry, failure) in zip(winners, failures) {
+                if let failure {
+                    checked.refused.append(failure)
+                } else if !HybridLogicalClock.isAcceptable(entry.timestamp, wall: wall) {
+                    checked.refused.append(RefusedEntry(entry, reason: .clockAhead, detail:
+                        "stamped \(entry.timestamp.date), more than \(HybridLogicalClock.maximumDrift / 3_600_000) h ahead of the receiver's clock (\(Date(timeIntervalSince1970: Double(wall) / 1000)))"))
+                    checked.heldBack.append(entry)
+                } else {
+                    checked.accepted.append(entry)
+                }
+            }
+            return checked
+        }
+
+        /// Verifies each entry's signature; `nil` where it verifies.
+        private func verify(_ entries: [Entry]) async -> [RefusedEntry?] {
+            let store = replica.storeIdentifier
+            let certificates = self.certificates
+            @Sendable func failure(_ entry: Entry) -> RefusedEntry? {
+                do {
+                    try certificates.verify(entry: entry, storeIdentifier: store)
+                    return nil
+                } catch let error as IdentityError where error.code == .unknownSigner {
+                    return RefusedEntry(entry, reason: .unknownSigner, detail: error.description)
+                } catch {
+                    return RefusedEntry(entry, reason: .badSignature, detail: "\(error)")
+                }
+            }
+            guard entries.count >= 64 else { return entries.map(failure) }
             // A full initial sync carries a thousand signatures: spread them over the cores, as
             // child tasks (never blocking the cooperative pool's threads).
             let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
-            let certificates = self.certificates
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            return await withTaskGroup(of: [(Int, RefusedEntry)].self) { group in
                 for lane in 0..<lanes {
                     group.addTask {
-                        for index in stride(from: lane, to: winners.count, by: lanes) {
-                            try certificates.verify(entry: winners[index], storeIdentifier: store)
-                        }
+                        stride(from: lane, to: entries.count, by: lanes).compactMap { index in failure(entries[index]).map { (index, $0) } }
                     }
                 }
-                try await group.waitForAll()
+                var results = [RefusedEntry?](repeating: nil, count: entries.count)
+                for await lane in group { for (index, refused) in lane { results[index] = refused } }
+                return results
             }
         }
     }
@@ -171,7 +223,10 @@ public final class SyncEngine: Sendable {
 
     public let identity: DeviceIdentity
     public let metrics = SyncMetrics()
-    private let replica: any SyncReplica
+    private let replica: ReplicaGate
+    /// What peers refused of what we sent, by refusing device; pruned of entries that are
+    /// no longer current.
+    private let refused = Locked<[DeviceID: [SyncRefusal]]>([:])
     private let transport: PeerTransport
     private let options: Options
     private let logger: Logger
@@ -181,7 +236,7 @@ public final class SyncEngine: Sendable {
     public init(identity: DeviceIdentity, replica: any SyncReplica,
                 options: Options = Options(), logger: Logger = Logger(label: "hearth.sync")) throws {
         self.identity = identity
-        self.replica = replica
+        self.replica = ReplicaGate(replica)
         self.options = options
         var logger = logger
         logger[metadataKey: "store"] = "\(replica.storeIdentifier)"
@@ -298,12 +353,66 @@ public final class SyncEngine: Sendable {
     public var connectedPeers: [DeviceID] { state.withLock { Array($0.sessions.keys) } }
 
     /// Whether at least one peer is connected and every connected peer has confirmed having
-    /// everything this replica has (so a process may exit without its writes being lost to
-    /// the others).
+    /// every current entry of this replica, but those it refused (so a process may exit without
+    /// its writes being lost to the others).
     public var isSettled: Bool {
-        let vector = replica.syncVector
+        let sessions = state.withLock { $0.sessions.count }
+        return sessions > 0 && settledPeers.count == sessions
+    }
+
+    /// The connected devices that have confirmed having every current entry of this replica,
+    /// but those they refused.
+    public var settledPeers: [DeviceID] {
         let sessions = state.withLock { Array($0.sessions.values) }
-        return !sessions.isEmpty && sessions.allSatisfy { $0.hasAcknowledged(vector) }
+        return sessions.filter { session in
+            let refusals = self.refusals(by: session.peer.deviceID)
+            return replica.syncDelta(for: session.acknowledgedVector).entries.allSatisfy { entry in
+                refusals.contains { $0.entry.refers(to: entry) }
+            }
+        }.map(\.peer.deviceID)
+    }
+
+    // MARK: Refusals
+
+    /// What connected or past peers refused of what this device sent, while the refused entry
+    /// is still this replica's current entry of its key (a later write, or a re-stamp, ends it).
+    public var refusals: [SyncRefusal] {
+        prunedRefusals().values.flatMap { $0 }
+    }
+
+    func refusals(by device: DeviceID) -> [SyncRefusal] {
+        prunedRefusals()[device] ?? []
+    }
+
+    private func prunedRefusals() -> [DeviceID: [SyncRefusal]] {
+        let all = refused.withLock { $0 }
+        guard !all.isEmpty else { return [:] }
+        var current: [StoreKey: Entry?] = [:]
+        let kept = all.mapValues { list in
+            list.filter { refusal in
+                guard let key = refusal.entry.key else { return false }
+                if current[key] == nil { current[key] = .some(replica.entry(forKey: key)) }
+                return current[key]!.map { refusal.entry.refers(to: $0) } ?? false
+            }
+        }.filter { !$0.value.isEmpty }
+        refused.withLock { $0 = kept }
+        return kept
+    }
+
+    /// At most this many refusals are kept per device (a peer cannot grow the list without bound).
+    static let maximumRefusalsPerDevice = 1024
+
+    /// Records what `device` refused; returns the refusals not recorded before (worth a log line).
+    func note(_ refusal: SyncMessage.Refusal, from device: DeviceID) -> [SyncRefusal] {
+        let now = replica.wallMilliseconds()
+        let incoming = refusal.entries.map { SyncRefusal(device: device, entry: $0, peerClock: refusal.clock, localClock: now) }
+        return refused.withLock { table in
+            var list = table[device] ?? []
+            let fresh = incoming.filter { new in !list.contains { $0.entry == new.entry } }
+            list.append(contentsOf: fresh)
+            table[device] = Array(list.suffix(Self.maximumRefusalsPerDevice))
+            return fresh
+        }
     }
 
     /// Dials `host:port` and keeps the connection up (reconnecting with back-off) until
@@ -316,7 +425,11 @@ public final class SyncEngine: Sendable {
     }
 
     /// Stops dialling, closes every connection and the listener.
+    ///
+    /// A barrier: once it returns, no session of this engine changes the replica any more
+    /// (see ``ReplicaGate``), even one that was still verifying a delta.
     public func stop() async {
+        replica.close()
         let (listener, tasks, sessions, discoveries) = state.withLock { s in
             s.stopped = true
             defer { s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = [] }
