@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HearthCore
 import HearthIdentity
 
 /// `hearth account …`: the household account this device is signed in to.
@@ -82,12 +83,15 @@ struct AccountCommand: AsyncParsableCommand {
             let passphrase = try secret.passphrase(confirm: true)
             let bundle = try identityCall { try global.accounts.exportJoinBundle(id, passphrase: passphrase) }
             if let output {
-                guard FileManager.default.createFile(atPath: output, contents: bundle, attributes: [.posixPermissions: 0o600]) else {
-                    throw CommandError(.general, "cannot write \(output)")
+                // 0600 whatever the umask, and never visible half-written or with wider permissions.
+                do {
+                    try AtomicFile.write(bundle, to: output, mode: 0o600)
+                } catch {
+                    throw CommandError(.general, "cannot write \(output): \(error)")
                 }
                 note("wrote the join bundle of \(id.short) to \(output); join with: hearth account join \(output)")
             } else {
-                FileHandle.standardOutput.write(bundle)
+                StandardStreams.write(bundle, to: STDOUT_FILENO)
             }
         }
     }

@@ -12,6 +12,7 @@ struct CommandError: Error, CustomStringConvertible {
         case storeLocked = 6
         case notFound = 7
         case notSignedIn = 8
+        case outcomeUnknown = 9
 
         var meaning: String {
             switch self {
@@ -20,9 +21,10 @@ struct CommandError: Error, CustomStringConvertible {
             case .badBundle: "wrong passphrase, or a damaged join bundle"
             case .unknownStore: "unknown store (no file for it under the data directory)"
             case .invalidValue: "invalid value: bad JSON, not a property list, key over 64 bytes, quota exceeded"
-            case .storeLocked: "the store is open in another process that takes no writes from hearth (an app)"
+            case .storeLocked: "the store is open in another process that takes no writes from hearth (an app); nothing was written"
             case .notFound: "no such key or account"
             case .notSignedIn: "not signed in to an account"
+            case .outcomeUnknown: "outcome unknown: the write may or may not have been applied (its hearth process stopped answering)"
             }
         }
     }

@@ -2,13 +2,20 @@ import Foundation
 import Hearth
 import HearthCore
 
-/// Lets `hearth set` and `hearth rm` work while `hearth serve` or `hearth watch` holds the
-/// store: the holder listens on a Unix socket, and a command that finds the store locked
-/// sends it the write instead. One JSON request line, one JSON reply line.
+/// The Unix socket of the `hearth` process that holds a store (`serve`, `watch`): other
+/// `hearth` commands that find the store locked send it their requests (``ControlRequest``)
+/// instead. One JSON request line, one JSON reply line, one request per connection.
 ///
 /// The socket lives in `$TMPDIR/hearth-<uid>/` (mode 0700; socket 0600), named by a hash of
 /// the store's lock file: a socket path must fit in 108 bytes, which store paths may not.
+/// This type is only the transport; what is said over it is ``ControlRequest``.
 enum ControlSocket {
+    /// The longest line either side accepts. A value is at most 1 MB of canonical encoding,
+    /// and JSON can make that up to six times longer (a Boolean costs 1 byte and prints as
+    /// `false,`; a control character in a string prints as `\u0001`), so 8 MB holds any
+    /// request the store would accept, with room for its other fields.
+    static let maximumLineBytes = 8 << 20
+
     /// The socket path for the store at `location`.
     static func path(for location: StoreLocation) -> String {
         let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
@@ -21,20 +28,49 @@ enum ControlSocket {
         return "\(base)/hearth-\(getuid())/\(String(hash, radix: 16)).sock"
     }
 
-    /// Sends one request line and returns the reply line, or nil when no process listens.
-    static func request(_ line: String, to path: String, timeout: Duration) -> String? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
+    /// How one request went.
+    enum Exchange: Sendable, Equatable {
+        /// Nobody listens on the socket: nothing was sent.
+        case noListener
+        /// The request went out (perhaps partly), but no reply came before the connection
+        /// closed or `timeout` passed: the holder may or may not have acted on it.
+        case noReply
+        case reply(String)
+    }
+
+    /// Sends one request line and waits up to `timeout` for the reply, on a thread of its own
+    /// (the calls block; the cooperative pool must not).
+    static func exchange(_ line: String, with path: String, timeout: Duration) async -> Exchange {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(returning: exchangeBlocking(line, with: path, timeout: timeout))
+            }
+        }
+    }
+
+    private static func exchangeBlocking(_ line: String, with path: String, timeout: Duration) -> Exchange {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0, var address = unixAddress(path) else {
+            if fd >= 0 { close(fd) }
+            return .noListener
+        }
         defer { close(fd) }
-        guard var address = unixAddress(path) else { return nil }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard connected == 0 else { return nil }
-        var limit = timeval(tv_sec: Int(timeout.components.seconds) + 5, tv_usec: 0)
+        guard connected == 0 else { return .noListener }
+        // From here on the holder may have read some or all of the request.
+        setTimeouts(fd, timeout)
+        guard writeAll(fd, Array((line + "\n").utf8)), let reply = readLine(fd) else { return .noReply }
+        return .reply(reply)
+    }
+
+    static func setTimeouts(_ fd: Int32, _ timeout: Duration) {
+        let (seconds, attoseconds) = timeout.components
+        var limit = timeval(tv_sec: Int(max(seconds, 0)), tv_usec: Int(max(attoseconds, 0) / 1_000_000_000_000))
+        if limit.tv_sec == 0, limit.tv_usec == 0 { limit.tv_usec = 1000 }   // zero would mean "no limit"
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        guard writeAll(fd, Array((line + "\n").utf8)) else { return nil }
-        return readLine(fd)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
     }
 
     static func unixAddress(_ path: String) -> sockaddr_un? {
@@ -51,31 +87,42 @@ enum ControlSocket {
     static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0, errno == EINTR { continue }
             guard n > 0 else { return false }
             offset += n
         }
         return true
     }
 
-    /// Reads up to a newline (at most 4 MB: a value is at most 1 MB, even as base64 JSON).
+    /// Reads up to a newline, at most ``maximumLineBytes``; nil on end of file, error or timeout.
     static func readLine(_ fd: Int32) -> String? {
         var data: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while data.count < 4 << 20 {
+        while data.count <= maximumLineBytes {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
             guard n > 0 else { return nil }
+            // Only the new bytes can hold the newline: a long line is read in linear time.
+            if let end = buffer[0..<n].firstIndex(of: UInt8(ascii: "\n")) {
+                data += buffer[0..<end]
+                return String(decoding: data, as: UTF8.self)
+            }
             data += buffer[0..<n]
-            if let end = data.firstIndex(of: UInt8(ascii: "\n")) { return String(decoding: data[..<end], as: UTF8.self) }
         }
         return nil
     }
 }
 
-/// The holder's side: accepts requests on a thread of its own and answers each with `handler`.
+/// The holder's side of ``ControlSocket``: accepts connections on a thread of its own, reads
+/// each request on a thread per connection (a slow client must not hold up others, nor block
+/// the cooperative pool), and answers with `handler`.
 final class ControlServer: Sendable {
     let path: String
     private let fd: Int32
+    private let connections = Locked(0)
+    /// Clients are this user's own `hearth` commands; more at once than this is a runaway script.
+    static let maximumConnections = 64
 
     init?(path: String) {
         let directory = (path as NSString).deletingLastPathComponent
@@ -84,7 +131,7 @@ final class ControlServer: Sendable {
         // Only a folder of ours that nobody else can enter: anyone who can connect can write.
         guard stat(directory, &info) == 0, info.st_uid == getuid(), info.st_mode & 0o077 == 0,
               var address = ControlSocket.unixAddress(path) else { return nil }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         unlink(path)    // a socket left by a holder that was killed; we hold the store's lock now
         let bound = withUnsafePointer(to: &address) {
@@ -99,21 +146,46 @@ final class ControlServer: Sendable {
     }
 
     func start(_ handler: @escaping @Sendable (String) async -> String) {
-        let fd = self.fd
-        Thread.detachNewThread {
+        Thread.detachNewThread { [self] in
             while true {
                 let client = accept(fd, nil, nil)
                 guard client >= 0 else {
-                    if errno == EINTR { continue }
+                    if errno == EINTR || errno == ECONNABORTED { continue }
                     return      // stop() shut the socket down
                 }
-                Task {
-                    defer { close(client) }
-                    guard let line = ControlSocket.readLine(client) else { return }
-                    let reply = await handler(line)
-                    _ = ControlSocket.writeAll(client, Array((reply + "\n").utf8))
+                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                let admitted = connections.withLock { count -> Bool in
+                    guard count < Self.maximumConnections else { return false }
+                    count += 1
+                    return true
+                }
+                guard admitted else {
+                    close(client)
+                    continue
+                }
+                Thread.detachNewThread { [self] in
+                    answer(client, handler)
+                    connections.withLock { $0 -= 1 }
                 }
             }
+        }
+    }
+
+    private func answer(_ client: Int32, _ handler: @escaping @Sendable (String) async -> String) {
+        defer { close(client) }
+        // A client sends its line at once; one that stalls is dropped rather than waited for.
+        ControlSocket.setTimeouts(client, .seconds(10))
+        guard let line = ControlSocket.readLine(client) else { return }
+        let reply = Locked<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let answer = await handler(line)
+            reply.withLock { $0 = answer }
+            done.signal()
+        }
+        done.wait()     // this thread is ours, not the pool's
+        if let reply = reply.withLock({ $0 }) {
+            _ = ControlSocket.writeAll(client, Array((reply + "\n").utf8))
         }
     }
 

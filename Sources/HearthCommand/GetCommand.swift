@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hearth
+import HearthCore
 
 /// `hearth get`: one value, as this device has it.
 struct GetCommand: AsyncParsableCommand {
@@ -15,7 +16,7 @@ struct GetCommand: AsyncParsableCommand {
 
     func run() async throws {
         let access = try StoreAccess(global: global, options: store)
-        guard let value = try access.readReplica().value(forKey: key) else {
+        guard let value = try access.readReplica().value(forKey: StoreKey(key)) else {
             throw CommandError(.notFound, "no value for \(key) in store \(access.storeIdentifier)")
         }
         emit(json ? PropertyListJSON.string(value) : PropertyListJSON.human(value))

@@ -16,7 +16,7 @@ struct GlobalOptions: ParsableArguments {
     var dataDirectory: String?
 
     @Option(name: .customLong("log-level"), help: ArgumentHelp(
-        "Library log level on stderr: trace, debug, info, notice, warning, error (default error, or $HEARTH_LOG_LEVEL).",
+        "Library log level on stderr: trace, debug, info, notice, warning, error (default error, warning for serve and watch; or $HEARTH_LOG_LEVEL).",
         valueName: "level"))
     var logLevel: String?
 
@@ -36,9 +36,13 @@ struct GlobalOptions: ParsableArguments {
 
     var accounts: AccountStore { AccountStore(directory: accountDirectory, logger: logger) }
 
-    var logger: Logger {
+    var logger: Logger { logger(defaultLevel: .error) }
+
+    /// The library's logger: `--log-level`, else `$HEARTH_LOG_LEVEL`, else `defaultLevel` (a
+    /// long-running `serve` or `watch` shows warnings, such as a peer refusing this device's writes).
+    func logger(defaultLevel: Logger.Level) -> Logger {
         var logger = Logger(label: "hearth")
-        logger.logLevel = (logLevel ?? environment["HEARTH_LOG_LEVEL"]).flatMap(Logger.Level.init(rawValue:)) ?? .error
+        logger.logLevel = (logLevel ?? environment["HEARTH_LOG_LEVEL"]).flatMap(Logger.Level.init(rawValue:)) ?? defaultLevel
         return logger
     }
 

@@ -30,6 +30,8 @@ struct HearthCommand: AsyncParsableCommand {
     /// Parses, runs, and turns every failure into one line on stderr and a documented status.
     static func main() async {
         SignalWaiter.unblockTerminationSignals()
+        // A closed output is an EPIPE to handle (StandardStreams), never a silent death by SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
         // Library logs go to stderr, never into output meant for scripts.
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         do {
@@ -59,7 +61,7 @@ struct HearthCommand: AsyncParsableCommand {
     }
 
     private static func fail(_ status: Int32, _ message: String) -> Never {
-        FileHandle.standardError.write(Data("hearth: \(message)\n".utf8))
+        note("hearth: \(message)")
         finish(status)
     }
 
@@ -71,14 +73,4 @@ struct HearthCommand: AsyncParsableCommand {
         fflush(nil)
         _exit(status)
     }
-}
-
-/// Writes a line to stdout at once: output read by a pipe must not wait in a buffer.
-func emit(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
-}
-
-/// Writes a line to stderr: notes for people that scripts reading stdout should not see.
-func note(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
 }

@@ -15,11 +15,13 @@ struct ListCommand: AsyncParsableCommand {
     func run() async throws {
         let access = try StoreAccess(global: global, options: store)
         let values = try access.readReplica().visibleValues
+        // Keys are exact (two may differ only in Unicode normalisation), so no Swift dictionary here.
+        let keys = values.keys.sorted()
         if json {
-            emit(PropertyListJSON.string(.dictionary(values)))
+            emit("{" + keys.map { "\(PropertyListJSON.quote($0.string)):\(PropertyListJSON.string(values[$0]!))" }.joined(separator: ",") + "}")
             return
         }
         if values.isEmpty { note("store \(access.storeIdentifier) is empty") }
-        for key in values.keys.sorted() { emit("\(key) = \(PropertyListJSON.human(values[key]!))") }
+        for key in keys { emit("\(key) = \(PropertyListJSON.human(values[key]!))") }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hearth
+import HearthIdentity
 
 /// `hearth peers`: which devices this store is connected to.
 struct PeersCommand: AsyncParsableCommand {
@@ -23,46 +24,58 @@ struct PeersCommand: AsyncParsableCommand {
         guard let identity = access.identity else {
             throw CommandError(.notSignedIn, "not signed in: stores sync only in an account (hearth account create / join)")
         }
-        let live = StatusFile(location: access.location).read()
-        let report: StatusFile.Contents
-        let source: String
-        if let live {
-            report = live
-            source = "from process \(live.pid), which holds the store"
-        } else {
-            let opened = try access.open()
-            let port = try? await opened.syncPort()
-            let deadline = ContinuousClock.now + .milliseconds(Int(max(0, wait) * 1000))
-            while ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-            let metrics = opened.syncMetrics
-            report = StatusFile.Contents(pid: getpid(), port: port ?? nil, device: identity.deviceID.hex,
-                                         connectedPeers: opened.connectedPeerDeviceIDs,
-                                         lastExchange: (metrics?.entriesSent ?? 0) + (metrics?.entriesReceived ?? 0) > 0 ? Date() : nil,
-                                         entries: metrics.map { ($0.entriesSent, $0.entriesReceived) },
-                                         discovery: store.discoveryDescription,
-                                         discoveredPeers: opened.discoveredPeers)
-            await opened.close()
-            source = "seen in \(wait) s from this process"
-        }
+        let (report, source, heldBy) = try await observe(access, identity: identity)
         if json {
             let peers = report.connectedPeers.map { "\"\($0)\"" }.joined(separator: ",")
             emit("{\"store\":\(PropertyListJSON.quote(access.storeIdentifier)),\"device\":\"\(identity.deviceID.hex)\","
                  + "\"port\":\(report.port.map(String.init) ?? "null"),\"connectedPeers\":[\(peers)],"
                  + "\"lastExchange\":\(report.lastExchange.map { "\"\(PropertyListJSON.dateString($0))\"" } ?? "null"),"
                  + "\"entriesSent\":\(report.entriesSent),\"entriesReceived\":\(report.entriesReceived),"
-                 + "\"discovery\":\(PropertyListJSON.quote(report.discovery ?? store.discoveryDescription)),"
-                 + "\"discoveredPeers\":[\((report.discoveredPeers ?? []).map(PropertyListJSON.quote).joined(separator: ","))],"
-                 + "\"heldBy\":\(live.map { String($0.pid) } ?? "null")}")
+                 + "\"discovery\":\(PropertyListJSON.quote(report.discovery)),"
+                 + "\"discoveredPeers\":[\(report.discoveredPeers.map(PropertyListJSON.quote).joined(separator: ","))],"
+                 + "\"heldBy\":\(heldBy.map(String.init) ?? "null")}")
             return
         }
         emit("store \(access.storeIdentifier) on \(access.whoAmI)")
-        emit("  listening on port \(report.port.map(String.init) ?? "-"), discovery \(report.discovery ?? store.discoveryDescription)")
+        emit("  listening on port \(report.port.map(String.init) ?? "-"), discovery \(report.discovery)")
         emit("  \(report.connectedPeers.count) connected peer device\(report.connectedPeers.count == 1 ? "" : "s") (\(source)):")
         for peer in report.connectedPeers { emit("    \(peer.prefix(8))  \(peer)") }
-        let discovered = report.discoveredPeers ?? []
+        let discovered = report.discoveredPeers
         emit("  \(discovered.count) discovered peer\(discovered.count == 1 ? "" : "s") (connected or not):")
         for peer in discovered { emit("    \(peer)") }
         let last = report.lastExchange.map { "\(PropertyListJSON.dateString($0)) (\(Int(-$0.timeIntervalSinceNow)) s ago)" } ?? "never"
         emit("  last entries exchanged: \(last); sent \(report.entriesSent), received \(report.entriesReceived)")
+    }
+
+    /// The live state from the process that holds the store, or what this process sees in
+    /// --wait seconds with the store open here. A `hearth` process that holds the store but
+    /// does not answer yet (a `serve` starting, a one-shot `set`) is waited for, a little.
+    private func observe(_ access: StoreAccess, identity: DeviceIdentity) async throws -> (LiveStatus, String, Int32?) {
+        let deadline = ContinuousClock.now + .milliseconds(Int(max(0, wait) * 1000)) + WriteRequest.grace
+        while true {
+            switch try await access.reach(asking: ControlRequest.status(store: access.storeIdentifier).line, timeout: .seconds(5)) {
+            case .answered(let reply):
+                let live = try LiveStatus(ControlRequest.fields(ofReply: reply))
+                return (live, "from process \(live.pid), which holds the store", live.pid)
+            case .opened(let opened):
+                let port = try? await opened.syncPort()
+                try? await Task.sleep(for: .milliseconds(Int(max(0, wait) * 1000)))
+                let entries = opened.syncMetrics.map { (sent: $0.entriesSent, received: $0.entriesReceived) }
+                let report = LiveStatus(pid: getpid(), store: access.storeIdentifier, port: port ?? nil, device: identity.deviceID.hex,
+                                        connectedPeers: opened.connectedPeerDeviceIDs, discoveredPeers: opened.discoveredPeers,
+                                        discovery: store.discoveryDescription,
+                                        lastExchange: (entries.map { $0.sent + $0.received } ?? 0) > 0 ? Date() : nil,
+                                        entries: entries, figures: StoreFigures(opened.replica, refusals: opened.syncRefusals))
+                await opened.close()
+                return (report, "seen in \(wait) s from this process", nil)
+            case .noReply:
+                guard ContinuousClock.now < deadline else {
+                    throw CommandError(.general, "the hearth process that holds store \(access.storeIdentifier) does not answer")
+                }
+            case .held(let holder, let error):
+                guard holder.mayLetGoSoon, ContinuousClock.now < deadline else { throw error }
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 }

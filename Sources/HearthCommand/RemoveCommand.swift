@@ -17,13 +17,13 @@ struct RemoveCommand: AsyncParsableCommand {
     func run() async throws {
         let access = try StoreAccess(global: global, options: store)
         try access.requireExisting(hint: "nothing to remove")
-        let (outcome, forwarded) = try await WriteRequest(key: key, value: nil, wait: delivery.wait,
-                                             minimumPeers: delivery.minimumPeers).perform(access)
+        let (outcome, route) = try await WriteRequest(store: access.storeIdentifier, key: key, value: nil, wait: delivery.wait,
+                                                      minimumPeers: delivery.minimumPeers).perform(access)
         if json {
             emit("{\"key\":\(PropertyListJSON.quote(key)),\"removed\":true,\(outcome.jsonFields)}")
         } else {
             emit("removed \(key)")
-            note(outcome.sentence(forwarded: forwarded))
+            note(outcome.sentence(route: route))
         }
         try outcome.requireNoFailure(done: "removed")
     }

@@ -8,8 +8,10 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Keep a store synced with the account's other devices until SIGINT or SIGTERM (a daemon for systemd and friends).",
         discussion: """
         Creates the store on this device if needed, follows account switches, and saves before exiting. \
-        While it runs, hearth get/list read the store, hearth peers/status show its connections, and \
-        hearth set/rm send their writes to it (through a Unix socket only this user can open).
+        If another process holds the store, waits (saying so) until it is free. \
+        While it runs, hearth get/list read the store, hearth peers/status ask it for its connections, and \
+        hearth set/rm send their writes to it (through a Unix socket only this user can open). \
+        Idle, it writes nothing to disk.
         """)
 
     @OptionGroup var global: GlobalOptions

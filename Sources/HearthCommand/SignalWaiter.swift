@@ -1,30 +1,61 @@
 import Dispatch
 import Foundation
+import HearthCore
 
-/// Waits for SIGINT or SIGTERM through DispatchSourceSignal, so long-running commands can
-/// shut down cleanly (flush, close connections) instead of dying mid-write.
+/// Why a long-running command (`watch`, `serve`) stops.
+enum StopReason: Sendable, Equatable {
+    /// SIGINT or SIGTERM.
+    case signal(Int32)
+    /// Standard output or standard error was closed by its reader (EPIPE): nobody is
+    /// listening any more, so stop as on SIGTERM, quietly.
+    case outputClosed
+}
+
+/// Waits for SIGINT or SIGTERM through DispatchSourceSignal, or for the output to be closed,
+/// so long-running commands can shut down cleanly (flush, close connections) instead of dying
+/// mid-write.
 final class SignalWaiter {
     private let sources: [any DispatchSourceSignal]
-    private let stream: AsyncStream<Int32>
+    private let stream: AsyncStream<StopReason>
+    let stopper: Stopper
+
+    /// Records the first stop reason and hands it to ``wait()``; usable from any thread.
+    final class Stopper: Sendable {
+        private let continuation: AsyncStream<StopReason>.Continuation
+        private let first = Locked<StopReason?>(nil)
+
+        init(_ continuation: AsyncStream<StopReason>.Continuation) { self.continuation = continuation }
+
+        func stop(_ reason: StopReason) {
+            first.withLock { if $0 == nil { $0 = reason } }
+            continuation.yield(reason)
+        }
+
+        /// The first reason received, if any (for loops that poll while they wait for something else).
+        var reason: StopReason? { first.withLock { $0 } }
+    }
 
     init(_ signals: [Int32] = [SIGINT, SIGTERM]) {
-        let (stream, continuation) = AsyncStream<Int32>.makeStream()
+        let (stream, continuation) = AsyncStream<StopReason>.makeStream()
         self.stream = stream
+        let stopper = Stopper(continuation)
+        self.stopper = stopper
         let queue = DispatchQueue(label: "hearth.signals")
         sources = signals.map { number in
             // The default action would kill the process before the source sees the signal.
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { continuation.yield(number) }
+            source.setEventHandler { stopper.stop(.signal(number)) }
             source.resume()
             return source
         }
+        StandardStreams.whenClosed { stopper.stop(.outputClosed) }
     }
 
-    /// Returns the first signal received.
-    func wait() async -> Int32 {
-        for await number in stream { return number }
-        return SIGTERM
+    /// Returns the first stop reason.
+    func wait() async -> StopReason {
+        for await reason in stream { return reason }
+        return .signal(SIGTERM)
     }
 
     /// Unblocks SIGINT and SIGTERM: a parent (a test runner, say) may have passed on a mask

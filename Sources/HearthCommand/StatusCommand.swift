@@ -16,10 +16,7 @@ struct StatusCommand: AsyncParsableCommand {
         var identifier: String
         var path: String
         var fileBytes: Int
-        var keys: Int
-        var usageBytes: Int
-        var pending: Int
-        var knownPeers: Int
+        var figures: StoreFigures
         var modified: Date?
         var heldBy: Int32?
     }
@@ -31,26 +28,26 @@ struct StatusCommand: AsyncParsableCommand {
         var reports: [StoreReport] = []
         for name in names {
             let path = (folder as NSString).appendingPathComponent(name)
-            guard let data = try? AtomicFile.read(path), let (replica, header) = try? ReplicaFile.decode(data, path: path) else {
+            guard let data = try? AtomicFile.read(path), let contents = try? ReplicaFile.decode(data, path: path) else {
                 note("skipping \(path): not a readable store file")
                 continue
             }
+            let (replica, header) = (contents.replica, contents.header)
             let attributes = try? FileManager.default.attributesOfItem(atPath: path)
-            // Pending: entries some known peer has not acknowledged (all of them when no peer is known yet).
-            let stable = replica.stableVector
-            let pending = replica.entries.values.filter { entry in stable.map { !$0.covers(entry) } ?? true }.count
             let location = StoreLocation(dataDirectory: global.storeDataDirectory, storeIdentifier: header.storeIdentifier,
                                          account: identity?.account.id.hex)
+            // The file can lag behind the process that holds the store (it saves changes, not
+            // every acknowledgement at once): that process's own figures come first.
+            let live = await LiveStatus.ask(location)
             reports.append(StoreReport(identifier: header.storeIdentifier, path: path, fileBytes: data.count,
-                                       keys: replica.usage.keys, usageBytes: replica.usage.bytes, pending: pending,
-                                       knownPeers: replica.peerVectors.count,
-                                       modified: attributes?[.modificationDate] as? Date,
-                                       heldBy: StatusFile(location: location).read()?.pid))
+                                       figures: live?.figures ?? StoreFigures(replica),
+                                       modified: attributes?[.modificationDate] as? Date, heldBy: live?.pid))
         }
         if json {
             let stores = reports.map { r in
                 "{\"store\":\(PropertyListJSON.quote(r.identifier)),\"file\":\(PropertyListJSON.quote(r.path)),\"fileBytes\":\(r.fileBytes),"
-                    + "\"keys\":\(r.keys),\"usageBytes\":\(r.usageBytes),\"pending\":\(r.pending),\"knownPeers\":\(r.knownPeers),"
+                    + "\"keys\":\(r.figures.keys),\"usageBytes\":\(r.figures.usageBytes),\"pending\":\(r.figures.pending),"
+                    + "\"knownPeers\":\(r.figures.knownPeers),\"refused\":[\(r.figures.refused.map(PropertyListJSON.quote).joined(separator: ","))],"
                     + "\"heldBy\":\(r.heldBy.map(String.init) ?? "null")}"
             }
             emit("{\"signedIn\":\(identity.map(AccountCommand.json) ?? "null"),\"configDirectory\":\(PropertyListJSON.quote(global.accountDirectory.path)),"
@@ -67,9 +64,13 @@ struct StatusCommand: AsyncParsableCommand {
         if reports.isEmpty { emit("stores    none yet on this device for this account") }
         for r in reports {
             let held = r.heldBy.map { ", open in process \($0)" } ?? ""
-            emit("store     \(r.identifier): \(r.keys) keys, \(r.usageBytes) of \(StoreLimits.maximumTotalSize) bytes used\(held)")
+            emit("store     \(r.identifier): \(r.figures.keys) keys, \(r.figures.usageBytes) of \(StoreLimits.maximumTotalSize) bytes used\(held)")
             emit("          file \(r.path) (\(r.fileBytes) bytes\(r.modified.map { ", saved \(PropertyListJSON.dateString($0))" } ?? ""))")
-            emit("          pending: \(r.pending) entr\(r.pending == 1 ? "y" : "ies") not yet confirmed by every known peer (\(r.knownPeers) known)")
+            let pending = r.figures.pending
+            emit("          pending: \(pending) entr\(pending == 1 ? "y" : "ies") not yet confirmed by every known peer (\(r.figures.knownPeers) known)"
+                 + (r.heldBy == nil ? "" : ", as the process holding it says"))
+            // Entries a peer would not take (most often: this device's clock is hours ahead).
+            for refusal in r.figures.refused { emit("          refused: \(refusal)") }
         }
     }
 }

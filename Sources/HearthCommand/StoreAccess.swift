@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Hearth
 import HearthCore
 import HearthIdentity
@@ -40,7 +41,7 @@ struct StoreAccess {
         try requireExisting(hint: "it appears once written on this device (hearth set) or synced here (hearth serve)")
         do {
             guard let data = try AtomicFile.read(location.filePath) else { throw CommandError(.unknownStore, "unknown store \(storeIdentifier)") }
-            return try ReplicaFile.decode(data, path: location.filePath).0
+            return try ReplicaFile.decode(data, path: location.filePath).replica
         } catch let error as CommandError {
             throw error
         } catch {
@@ -48,11 +49,16 @@ struct StoreAccess {
         }
     }
 
-    /// Opens the store, syncing if signed in.
-    func open() throws -> UbiquitousKeyValueStore {
-        let configuration = UbiquitousKeyValueStore.Configuration(
+    /// Opens the store, syncing if signed in; the library logs at `logLevel` unless told otherwise.
+    func open(logLevel: Logger.Level = .error) throws -> UbiquitousKeyValueStore {
+        var configuration = UbiquitousKeyValueStore.Configuration(
             dataDirectory: global.storeDataDirectory, writeBehindDelay: .milliseconds(100),
-            sync: options.syncSettings(global), logger: global.logger)
+            sync: options.syncSettings(global), logger: global.logger(defaultLevel: logLevel))
+        // For tests of a device whose clock is wrong (docs/command.md): libfaketime cannot stand
+        // in, as it stops Swift's Task.sleep from ever waking.
+        if let skew = ProcessInfo.processInfo.environment["HEARTH_TEST_CLOCK_SKEW_SECONDS"].flatMap(Int64.init) {
+            configuration.clockSkew = .seconds(skew)
+        }
         do {
             return try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration)
         } catch where error.code == .storeLocked {
@@ -60,6 +66,34 @@ struct StoreAccess {
                                + "quit that app first, or let it make the change")
         } catch {
             throw CommandError(.general, "cannot open store \(storeIdentifier): \(error)")
+        }
+    }
+
+    /// One try at reaching the store: what ``reach(asking:timeout:)`` found.
+    enum Reach {
+        /// Opened here (this process holds it now; close it when done).
+        case opened(UbiquitousKeyValueStore)
+        /// Another `hearth` process holds it and answered the request with this line.
+        case answered(String)
+        /// The request went to the holder, which closed the connection or did not answer
+        /// in time: it may or may not have acted on it.
+        case noReply
+        /// Another process holds it and takes no request now: nothing was sent. `error`
+        /// is the one to report if the caller gives up.
+        case held(StoreHolder, CommandError)
+    }
+
+    /// Opens the store here, or, if another process holds it, sends `request` to that
+    /// process's control socket (if it has one) and waits up to `timeout` for the reply.
+    func reach(asking request: @autoclosure () -> String, timeout: Duration) async throws -> Reach {
+        do {
+            return .opened(try open())
+        } catch let error as CommandError where error.status == .storeLocked {
+            switch await ControlSocket.exchange(request(), with: ControlSocket.path(for: location), timeout: timeout) {
+            case .reply(let line): return .answered(line)
+            case .noReply: return .noReply
+            case .noListener: return .held(StoreHolder(lockPath: location.lockPath), error)
+            }
         }
     }
 
@@ -77,5 +111,31 @@ func commandError(_ error: KeyValueStoreError, key: String) -> CommandError {
     case .persistenceFailed: CommandError(.general, error.description)
     case .initialSyncPending: CommandError(.general, error.description)
     default: CommandError(.invalidValue, error.description)
+    }
+}
+
+/// The process that holds a store's lock, as the lock file names it (the library writes the
+/// holder's pid there) and /proc describes it.
+struct StoreHolder: CustomStringConvertible {
+    let pid: Int32?
+    /// Its command name (`/proc/PID/comm`); nil if it has exited, or cannot be seen.
+    let command: String?
+
+    init(lockPath: String) {
+        let text = (try? String(contentsOfFile: lockPath, encoding: .utf8)) ?? ""
+        pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        command = pid.flatMap { try? String(contentsOfFile: "/proc/\($0)/comm", encoding: .utf8) }?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Whether the holder may soon let go of the store or start answering requests, so that
+    /// trying again is worth it: a `hearth` command (a one-shot `set`, `rm` or `peers` ends
+    /// within its --wait; a `serve` or `watch` that is starting opens its control socket in
+    /// a moment), or a holder already gone. An app holds a store for as long as it runs.
+    var mayLetGoSoon: Bool { command == nil || command == "hearth" }
+
+    var description: String {
+        guard let pid else { return "another process" }
+        return "process \(pid)" + (command.map { " (\($0))" } ?? "")
     }
 }

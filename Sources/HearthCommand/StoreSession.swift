@@ -2,9 +2,12 @@ import Foundation
 import Hearth
 import HearthCore
 
-/// A store kept open and syncing until SIGINT or SIGTERM (`watch` and `serve`), printing
-/// each external change as it happens and publishing its state in a status file for
-/// `hearth peers` and `hearth status`.
+/// A store kept open and syncing until SIGINT, SIGTERM or a closed output (`watch` and
+/// `serve`), printing each external change as it happens and answering other `hearth`
+/// commands over the store's control socket (writes, and `status` for `hearth peers` and
+/// `hearth status`).
+///
+/// While idle it writes nothing to disk: its state is in memory and given out on request.
 struct StoreSession {
     let access: StoreAccess
     let printChanges: Bool
@@ -12,40 +15,53 @@ struct StoreSession {
     let label: String
 
     func run() async throws {
-        let store = try access.open()
         let signals = SignalWaiter()
-        let port: Int?
+        guard let store = try await openWaiting(signals.stopper) else {
+            note("\(label): \(signals.stopper.reason.map(Self.describe) ?? "stopped") while waiting for the store; nothing was opened")
+            return
+        }
+        // Help says serve creates the store; a fresh store with nothing in it would otherwise
+        // have no file until its first change, and `hearth list` would call it unknown.
+        if !access.exists, !(await store.saveCreatingFile()) {
+            note("\(label): could not create the file of store \(access.storeIdentifier) yet; it is written at the first change")
+        }
+        let exchanges = ExchangeClock()
+        let device = access.identity?.deviceID.hex
+        let discovery = access.options.discoveryDescription
+        let port = Locked<Int?>(nil)
+        let liveStatus: @Sendable () -> LiveStatus = {
+            let entries = store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) }
+            exchanges.observe(entries)
+            return LiveStatus(pid: getpid(), store: store.storeIdentifier, port: port.withLock { $0 }, device: device,
+                              connectedPeers: store.connectedPeerDeviceIDs, discoveredPeers: store.discoveredPeers,
+                              discovery: discovery, lastExchange: exchanges.date, entries: entries,
+                              figures: StoreFigures(store.replica, refusals: store.syncRefusals))
+        }
+        // Up before sync starts, so that hearth set/rm/peers find us as soon as we hold the store.
+        let handler = ControlHandler(store: store, status: liveStatus,
+                                     onWrite: { exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) }) })
+        let control = ControlServer(path: ControlSocket.path(for: access.location))
+        control?.start { line in await handler.answer(line) }
+        if control == nil { note("\(label): no control socket; hearth set/rm on this store will report it locked") }
+
         do {
-            port = store.isSyncing ? try await store.syncPort() : nil
+            let syncPort = store.isSyncing ? try await store.syncPort() : nil
+            port.withLock { $0 = syncPort }
+            note("\(label) \(access.storeIdentifier) as \(access.whoAmI)"
+                 + (syncPort.map { "; listening on port \($0)" } ?? "; not syncing (signed out)")
+                 + "; peers: \(discovery). Ctrl-C to stop.")
         } catch {
+            control?.stop()
             await store.close()
             throw CommandError(.general, "cannot sync store \(access.storeIdentifier): \(error)")
         }
-        let status = StatusFile(location: access.location)
-        let lastExchange = LastExchange()
-        let device = access.identity?.deviceID.hex
-        note("\(label) \(access.storeIdentifier) as \(access.whoAmI)"
-             + (port.map { "; listening on port \($0)" } ?? "; not syncing (signed out)")
-             + "; peers: \(access.options.discoveryDescription). Ctrl-C to stop.")
 
-        let discovery = access.options.discoveryDescription
-        let publish: @Sendable () -> Void = {
-            let metrics = store.syncMetrics
-            status.write(.init(pid: getpid(), port: port, device: device,
-                               connectedPeers: store.connectedPeerDeviceIDs,
-                               lastExchange: lastExchange.date,
-                               entries: metrics.map { ($0.entriesSent, $0.entriesReceived) }, discovery: discovery,
-                               discoveredPeers: store.discoveredPeers))
-        }
         let changes = store.changes
         let printer = Task {
             for await change in changes {
                 // What is printed is on disk too, so a `hearth get` right after sees it.
-                store.synchronize()
-                if change.reason != .quotaViolationChange {
-                    lastExchange.date = Date()
-                    publish()
-                }
+                await store.synchronizeOffPool()
+                exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) })
                 guard printChanges else { continue }
                 let values = change.keys.map { ($0, store.value(forKey: $0)) }
                 if json {
@@ -58,93 +74,47 @@ struct StoreSession {
                 }
             }
         }
-        let publisher = Task {
-            var previous = store.syncMetrics
+        // Entries also move with no change here (a peer that reconnects and lacks some):
+        // the counters are looked at once a second, in memory only.
+        let sampler = Task {
             while !Task.isCancelled {
-                let metrics = store.syncMetrics
-                if let metrics, metrics.entriesSent != previous?.entriesSent || metrics.entriesReceived != previous?.entriesReceived {
-                    lastExchange.date = Date()
-                }
-                previous = metrics
-                publish()
-                try? await Task.sleep(for: .milliseconds(500))
+                exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) })
+                try? await Task.sleep(for: .seconds(1))
             }
         }
-        // hearth set/rm find the store locked by us and send their writes here.
-        let control = ControlServer(path: ControlSocket.path(for: access.location))
-        control?.start { line in await WriteRequest.answer(line, store: store) }
-        if control == nil { note("\(label): no control socket; hearth set/rm on this store will report it locked") }
-        let received = await signals.wait()
+        let reason = await signals.wait()
         control?.stop()
-        note("\(label): \(received == SIGINT ? "interrupted" : "terminated"); saving and closing")
-        publisher.cancel()
+        // Whoever closed our output does not want to read more, notes included.
+        if reason != .outputClosed { note("\(label): \(Self.describe(reason)); saving and closing") }
+        sampler.cancel()
         printer.cancel()
         await store.close()
-        status.remove()
     }
-}
 
-/// When entries last moved between this store and a peer.
-final class LastExchange: Sendable {
-    private let value = Locked<Date?>(nil)
-    var date: Date? {
-        get { value.withLock { $0 } }
-        set { value.withLock { $0 = newValue } }
+    /// Opens the store, waiting while another process holds it (a one-shot `hearth set`, say):
+    /// a `serve` that gave up would leave the device with no process serving the store.
+    /// Nil if stopped before the store was free.
+    private func openWaiting(_ stopper: SignalWaiter.Stopper) async throws -> UbiquitousKeyValueStore? {
+        var noted = false
+        while stopper.reason == nil {
+            do {
+                return try access.open(logLevel: .warning)
+            } catch let error as CommandError where error.status == .storeLocked {
+                if !noted {
+                    let holder = StoreHolder(lockPath: access.location.lockPath)
+                    note("\(label): store \(access.storeIdentifier) is open in \(holder); waiting for it to be free (Ctrl-C to stop)")
+                    noted = true
+                }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        return nil
     }
-}
 
-/// `<store>.status.json` beside the store's file while `watch` or `serve` holds it open.
-struct StatusFile {
-    struct Contents: Codable {
-        var pid: Int32
-        var port: Int?
-        var device: String?
-        var connectedPeers: [String]
-        var lastExchange: Date?
-        var entriesSent = 0
-        var entriesReceived = 0
-        var updated = Date()
-        var discovery: String?
-        /// Peers discovery reports, connected or not (absent in files of older versions).
-        var discoveredPeers: [String]?
-
-        init(pid: Int32, port: Int?, device: String?, connectedPeers: [String], lastExchange: Date?, entries: (sent: Int, received: Int)?,
-             discovery: String?, discoveredPeers: [String]? = nil) {
-            self.discovery = discovery
-            self.discoveredPeers = discoveredPeers
-            self.pid = pid
-            self.port = port
-            self.device = device
-            self.connectedPeers = connectedPeers
-            self.lastExchange = lastExchange
-            entriesSent = entries?.sent ?? 0
-            entriesReceived = entries?.received ?? 0
+    private static func describe(_ reason: StopReason) -> String {
+        switch reason {
+        case .signal(let number): number == SIGINT ? "interrupted" : "terminated"
+        case .outputClosed: "output closed"
         }
     }
-
-    let path: String
-
-    init(location: StoreLocation) {
-        path = (location.directory as NSString).appendingPathComponent(StoreLocation.escape(location.storeIdentifier) + ".status.json")
-    }
-
-    func write(_ contents: Contents) {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        guard let data = try? encoder.encode(contents) else { return }
-        // Rewritten twice a second: atomic (rename) but not fsynced, it is only a hint.
-        try? data.write(to: URL(fileURLWithPath: path), options: .atomic)
-    }
-
-    /// The contents, if a live process wrote them.
-    func read() -> Contents? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        guard let contents = try? decoder.decode(Contents.self, from: data), kill(contents.pid, 0) == 0 || errno == EPERM else { return nil }
-        return contents
-    }
-
-    func remove() { unlink(path) }
 }
-

@@ -9,7 +9,7 @@ struct WatchCommand: AsyncParsableCommand {
         discussion: """
         One line per changed key: "serverChange (0): backgroundColor = 2" (reasons: serverChange 0, \
         initialSyncChange 1, quotaViolationChange 2, accountChange 3). With --json, one JSON object per change. \
-        Stops cleanly (saving) on Ctrl-C or SIGTERM.
+        Stops cleanly (saving) on Ctrl-C, SIGTERM, or when its output is closed (hearth watch | head -n 1).
         """)
 
     @OptionGroup var global: GlobalOptions

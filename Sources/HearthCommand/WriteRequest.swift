@@ -3,115 +3,181 @@ import Hearth
 
 /// One `set` or `rm`: applied to the store directly, or, when `serve` or `watch` holds the
 /// store, sent to that process through its control socket and applied there.
-struct WriteRequest {
+///
+/// A forwarded write carries a random ID; the holder remembers recent IDs and their outcome
+/// (``RecentRequests``), so asking again never applies a write twice in one holder. If the
+/// holder goes away without answering, the write may or may not have landed: the client then
+/// resolves it itself (``perform(_:)``) and only says so if it cannot.
+struct WriteRequest: Sendable {
+    var id = UUID()
+    var store: String
     var key: String
     /// The new value; nil removes the key.
     var value: PropertyListValue?
     var wait: Double
     var minimumPeers: Int
+    /// This write may already have been handed to a holder that stopped answering: the value
+    /// already in place (or the key already gone, for a removal) counts as done, not as
+    /// "no such key", and is not written again.
+    var isRetry = false
 
-    /// Applies the write and waits for peers as asked; throws the command's errors.
-    /// `forwarded` says whether the process holding the store applied it.
-    func perform(_ access: StoreAccess) async throws -> (outcome: DeliveryOptions.Outcome, forwarded: Bool) {
-        let store: UbiquitousKeyValueStore
-        do {
-            store = try access.open()
-        } catch let error as CommandError where error.status == .storeLocked {
-            let socket = ControlSocket.path(for: access.location)
-            let waitFor = Duration.milliseconds(Int(wait * 1000))
-            guard let reply = ControlSocket.request(line, to: socket, timeout: waitFor) else { throw error }
-            return (try Self.outcome(fromReply: reply), true)
+    /// How long a client keeps trying past its --wait to resolve a write, or to get a store
+    /// that another hearth command holds for a moment.
+    static let grace = Duration.seconds(5)
+
+    /// Which process applied the write.
+    enum Route: Sendable, Equatable {
+        /// This one.
+        case here
+        /// The hearth process that holds the store.
+        case holder
+        /// This one, after the holder it was first sent to stopped without answering.
+        case resolvedHere
+        /// The process that holds the store now, after the first one stopped without answering.
+        case resolvedByNewHolder
+
+        /// Appended to the outcome's sentence.
+        var remark: String {
+            switch self {
+            case .here: ""
+            case .holder: " (applied by the hearth process that holds the store)"
+            case .resolvedHere: " (the hearth process it was sent to stopped before answering; applied here)"
+            case .resolvedByNewHolder: " (the hearth process it was sent to stopped before answering; applied by the one holding the store now)"
+            }
         }
-        let outcome: DeliveryOptions.Outcome
-        do {
-            outcome = try await apply(to: store)
-        } catch {
-            await store.close()
-            throw error
-        }
-        await store.close()
-        return (outcome, false)
     }
 
-    /// Writes to an open store and waits for peers (in this process, or in the holder for a
-    /// forwarded request).
-    func apply(to store: UbiquitousKeyValueStore) async throws -> DeliveryOptions.Outcome {
-        if value == nil, store.value(forKey: key) == nil {
-            throw CommandError(.notFound, "no value for \(key) in store \(store.storeIdentifier)")
-        }
-        do {
-            try store.setValue(value, forKey: key)
-        } catch {
-            throw commandError(error, key: key)
-        }
-        return await DeliveryOptions.deliver(store, wait: wait, minimumPeers: minimumPeers)
-    }
-
-    // MARK: The wire form
-
-    /// `{"key": …, "value": …, "wait": …, "minPeers": …}`; no "value" for a removal.
-    var line: String {
-        var fields: [String: PropertyListValue] = ["key": .string(key), "wait": .double(wait), "minPeers": .integer(Int64(minimumPeers))]
-        if let value { fields["value"] = value }
-        return PropertyListJSON.string(.dictionary(fields))
-    }
-
-    init(key: String, value: PropertyListValue?, wait: Double, minimumPeers: Int) {
+    init(store: String, key: String, value: PropertyListValue?, wait: Double, minimumPeers: Int) {
+        self.store = store
         self.key = key
         self.value = value
         self.wait = wait
         self.minimumPeers = minimumPeers
     }
 
-    init?(line: String) {
-        guard case .dictionary(let fields)? = try? PropertyListJSON.parse(line), let key = fields["key"]?.stringValue else { return nil }
-        self.key = key
-        value = fields["value"]
-        wait = min(max(fields["wait"]?.doubleValue ?? 5, 0), 3600)
-        minimumPeers = max(Int(fields["minPeers"]?.integerValue ?? 1), 1)
-    }
-
-    /// The holder's answer to a request line.
-    static func answer(_ line: String, store: UbiquitousKeyValueStore) async -> String {
-        guard let request = WriteRequest(line: line) else {
-            return reply(status: CommandError.Status.usage.rawValue, message: "malformed request")
-        }
-        do {
-            let outcome = try await request.apply(to: store)
-            note("\(request.value == nil ? "removed" : "set") \(request.key) for another hearth process; \(outcome.sentence)")
-            switch outcome {
-            case .local: return reply(status: 0, outcome: "local", peers: 0)
-            case .confirmed(let peers): return reply(status: 0, outcome: "confirmed", peers: peers)
-            case .unconfirmed: return reply(status: 0, outcome: "unconfirmed", peers: 0)
-            case .failed(let reason): return reply(status: 0, outcome: "failed", peers: 0, message: reason)
+    /// Applies the write here or through the holder, and waits for peers as asked; throws the
+    /// command's errors. Status 6 (storeLocked) only when nothing was sent to any holder;
+    /// ``CommandError/Status/outcomeUnknown`` when something was and the outcome could not be
+    /// found out within --wait plus ``grace``.
+    func perform(_ access: StoreAccess) async throws -> (outcome: DeliveryOptions.Outcome, route: Route) {
+        try checkSize()
+        let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000)) + Self.grace
+        var request = self
+        var handedOver = false
+        var lastHolder: StoreHolder?
+        while true {
+            let timeout = max(deadline - ContinuousClock.now, .seconds(1))
+            switch try await access.reach(asking: ControlRequest.write(request).line, timeout: timeout) {
+            case .opened(let store):
+                let outcome: DeliveryOptions.Outcome
+                do {
+                    outcome = try await request.apply(to: store)
+                } catch {
+                    await store.close()
+                    throw error
+                }
+                await store.close()
+                return (outcome, handedOver ? .resolvedHere : .here)
+            case .answered(let reply):
+                return (try Self.outcome(fromReply: reply), handedOver ? .resolvedByNewHolder : .holder)
+            case .noReply:
+                // Ask again (the same ID: a holder that has it answers with its outcome), or
+                // apply it here once the store is free.
+                handedOver = true
+                request.isRetry = true
+            case .held(let holder, let error):
+                if !handedOver && !holder.mayLetGoSoon { throw error }
+                lastHolder = holder
             }
-        } catch let error as CommandError {
-            return reply(status: error.status.rawValue, message: error.message)
-        } catch {
-            return reply(status: CommandError.Status.general.rawValue, message: "\(error)")
+            guard ContinuousClock.now < deadline else {
+                if handedOver {
+                    throw CommandError(.outcomeUnknown, "outcome unknown: the write may or may not have been applied (the hearth process it "
+                                       + "was sent to stopped before answering, and store \(store) did not become free in time); "
+                                       + "check with hearth get")
+                }
+                throw CommandError(.storeLocked, "store \(store) is open in \(lastHolder?.description ?? "another process"), "
+                                   + "which took no writes within \(Self.seconds(.milliseconds(Int(wait * 1000)) + Self.grace)) s; nothing was written")
+            }
+            try? await Task.sleep(for: .milliseconds(50))
         }
     }
 
-    private static func reply(status: Int32, outcome: String? = nil, peers: Int = 0, message: String? = nil) -> String {
-        var fields: [String: PropertyListValue] = ["status": .integer(Int64(status)), "peers": .integer(Int64(peers))]
-        if let outcome { fields["outcome"] = .string(outcome) }
-        if let message { fields["message"] = .string(message) }
-        return PropertyListJSON.string(.dictionary(fields))
+    private static func seconds(_ duration: Duration) -> String {
+        String(format: "%.0f", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+    }
+
+    /// Refuses here what the store would refuse for its size, before anything is sent (and so
+    /// every request line stays within ``ControlSocket/maximumLineBytes``).
+    func checkSize() throws {
+        guard let value else { return }
+        let size = key.utf8.count + value.canonicalSize
+        guard size <= StoreLimits.maximumValueSize else {
+            throw CommandError(.invalidValue, "key and value take \(size) bytes; the per-value limit is \(StoreLimits.maximumValueSize) (key \(key))")
+        }
+    }
+
+    /// Writes to an open store and waits for peers (in this process, or in the holder for a
+    /// forwarded request).
+    func apply(to store: UbiquitousKeyValueStore) async throws -> DeliveryOptions.Outcome {
+        let current = store.value(forKey: key)
+        if value == nil, current == nil {
+            guard isRetry else { throw CommandError(.notFound, "no value for \(key) in store \(store.storeIdentifier)") }
+        } else if !(isRetry && current == value) {
+            do {
+                try store.setValue(value, forKey: key)
+            } catch {
+                throw commandError(error, key: key)
+            }
+        }
+        return await DeliveryOptions.deliver(store, key: key, wait: wait, minimumPeers: minimumPeers)
+    }
+
+    // MARK: The wire form (see ControlRequest)
+
+    var fields: JSONObject {
+        var object = JSONObject(["op": .string(value == nil ? "rm" : "set"), "id": .string(id.uuidString), "store": .string(store),
+                                 "key": .string(key), "wait": .double(wait), "minPeers": .integer(Int64(minimumPeers))])
+        if let value { object["value"] = value }
+        if isRetry { object["retry"] = .bool(true) }
+        return object
+    }
+
+    init(_ object: JSONObject) throws(CommandError) {
+        guard let store = object.string("store"), let key = object.string("key") else {
+            throw CommandError(.usage, "malformed request: no store or key")
+        }
+        guard let idText = object.string("id"), let id = UUID(uuidString: idText) else {
+            throw CommandError(.usage, "malformed request: no request id")
+        }
+        let value = object["value"]
+        guard (object.string("op") == "rm") == (value == nil) else {
+            throw CommandError(.usage, "malformed request: set needs a value, rm takes none")
+        }
+        self.id = id
+        self.store = store
+        self.key = key
+        self.value = value
+        wait = min(max(object.double("wait") ?? 5, 0), 3600)
+        minimumPeers = Int(min(max(object.integer("minPeers") ?? 1, 1), 1024))
+        isRetry = object.bool("retry") ?? false
+    }
+
+    /// The holder's answer to this request.
+    func answer(store: UbiquitousKeyValueStore) async -> String {
+        do {
+            let outcome = try await apply(to: store)
+            note("\(value == nil ? "removed" : "set") \(key) for another hearth process; \(outcome.sentence)")
+            var object = outcome.replyFields
+            object["status"] = .integer(0)
+            return object.line
+        } catch let error as CommandError {
+            return ControlRequest.reply(error)
+        } catch {
+            return ControlRequest.reply(CommandError(.general, "\(error)"))
+        }
     }
 
     static func outcome(fromReply reply: String) throws -> DeliveryOptions.Outcome {
-        guard case .dictionary(let fields)? = try? PropertyListJSON.parse(reply), let status = fields["status"]?.integerValue else {
-            throw CommandError(.general, "the hearth process that holds the store sent a malformed reply")
-        }
-        let message = fields["message"]?.stringValue ?? ""
-        guard status == 0 else {
-            throw CommandError(CommandError.Status(rawValue: Int32(status)) ?? .general, message)
-        }
-        switch fields["outcome"]?.stringValue {
-        case "local": return .local
-        case "confirmed": return .confirmed(peers: Int(fields["peers"]?.integerValue ?? 0))
-        case "failed": return .failed(message)
-        default: return .unconfirmed
-        }
+        try DeliveryOptions.Outcome(replyFields: ControlRequest.fields(ofReply: reply))
     }
 }

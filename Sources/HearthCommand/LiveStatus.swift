@@ -1,0 +1,135 @@
+import Foundation
+import Hearth
+import HearthCore
+
+/// How much of a store is used and how much is not yet confirmed, from its replica (the live
+/// one in the holder, or the saved file).
+struct StoreFigures: Sendable, Equatable {
+    var keys: Int
+    var usageBytes: Int
+    /// Entries some known peer has not acknowledged (all of them when no peer is known yet).
+    var pending: Int
+    var knownPeers: Int
+    /// What peers refused of this device's writes (each for people): known only to the
+    /// process that syncs the store.
+    var refused: [String] = []
+
+    init(_ replica: Replica, refusals: [SyncRefusal] = []) {
+        refused = refusals.map(\.description)
+        keys = replica.usage.keys
+        usageBytes = replica.usage.bytes
+        let stable = replica.stableVector
+        pending = replica.entries.values.filter { entry in stable.map { !$0.covers(entry) } ?? true }.count
+        knownPeers = replica.peerVectors.count
+    }
+
+    init(keys: Int, usageBytes: Int, pending: Int, knownPeers: Int, refused: [String] = []) {
+        self.refused = refused
+        self.keys = keys
+        self.usageBytes = usageBytes
+        self.pending = pending
+        self.knownPeers = knownPeers
+    }
+}
+
+/// What the process holding a store (`serve`, `watch`) says about it, for `hearth peers` and
+/// `hearth status`: the answer to a `status` request (``ControlRequest``).
+struct LiveStatus: Sendable {
+    var pid: Int32
+    var store: String
+    var port: Int?
+    var device: String?
+    var connectedPeers: [String]
+    var discoveredPeers: [String]
+    var discovery: String
+    /// When entries last moved between this store and a peer.
+    var lastExchange: Date?
+    var entriesSent: Int
+    var entriesReceived: Int
+    var figures: StoreFigures
+
+    var fields: JSONObject {
+        var object = JSONObject([
+            "pid": .integer(Int64(pid)), "store": .string(store),
+            "connectedPeers": .array(connectedPeers.map(PropertyListValue.string)),
+            "discoveredPeers": .array(discoveredPeers.map(PropertyListValue.string)),
+            "discovery": .string(discovery),
+            "entriesSent": .integer(Int64(entriesSent)), "entriesReceived": .integer(Int64(entriesReceived)),
+            "keys": .integer(Int64(figures.keys)), "usageBytes": .integer(Int64(figures.usageBytes)),
+            "pending": .integer(Int64(figures.pending)), "knownPeers": .integer(Int64(figures.knownPeers)),
+            "refused": .array(figures.refused.map(PropertyListValue.string)),
+        ])
+        if let port { object["port"] = .integer(Int64(port)) }
+        if let device { object["device"] = .string(device) }
+        if let lastExchange { object["lastExchange"] = .string(PropertyListJSON.dateString(lastExchange)) }
+        return object
+    }
+
+    init(pid: Int32, store: String, port: Int?, device: String?, connectedPeers: [String], discoveredPeers: [String],
+         discovery: String, lastExchange: Date?, entries: (sent: Int, received: Int)?, figures: StoreFigures) {
+        self.pid = pid
+        self.store = store
+        self.port = port
+        self.device = device
+        self.connectedPeers = connectedPeers
+        self.discoveredPeers = discoveredPeers
+        self.discovery = discovery
+        self.lastExchange = lastExchange
+        entriesSent = entries?.sent ?? 0
+        entriesReceived = entries?.received ?? 0
+        self.figures = figures
+    }
+
+    init(_ object: JSONObject) throws(CommandError) {
+        guard let pid = object.integer("pid"), let store = object.string("store"), let connected = object.strings("connectedPeers") else {
+            throw CommandError(.general, "the hearth process that holds the store sent a malformed status")
+        }
+        self.pid = Int32(clamping: pid)
+        self.store = store
+        port = object.integer("port").map { Int($0) }
+        device = object.string("device")
+        connectedPeers = connected
+        discoveredPeers = object.strings("discoveredPeers") ?? []
+        discovery = object.string("discovery") ?? ""
+        lastExchange = object.date("lastExchange")
+        entriesSent = Int(object.integer("entriesSent") ?? 0)
+        entriesReceived = Int(object.integer("entriesReceived") ?? 0)
+        figures = StoreFigures(keys: Int(object.integer("keys") ?? 0), usageBytes: Int(object.integer("usageBytes") ?? 0),
+                               pending: Int(object.integer("pending") ?? 0), knownPeers: Int(object.integer("knownPeers") ?? 0),
+                               refused: object.strings("refused") ?? [])
+    }
+
+    /// Asks the process holding the store at `location` (nil when none answers).
+    static func ask(_ location: StoreLocation, timeout: Duration = .seconds(5)) async -> LiveStatus? {
+        let line = ControlRequest.status(store: location.storeIdentifier).line
+        guard case .reply(let reply) = await ControlSocket.exchange(line, with: ControlSocket.path(for: location), timeout: timeout) else {
+            return nil
+        }
+        return try? LiveStatus(ControlRequest.fields(ofReply: reply))
+    }
+}
+
+/// When entries last moved between this store and a peer, from the sync counters: sampled
+/// in memory (never on disk), at each change and each status request.
+final class ExchangeClock: Sendable {
+    private struct State: Sendable {
+        var counters: (sent: Int, received: Int)?
+        var date: Date?
+    }
+
+    private let state = Locked(State())
+
+    /// Notes the counters now; if entries moved since the last look, they moved about now.
+    func observe(_ entries: (sent: Int, received: Int)?) {
+        guard let entries else { return }
+        let now = Date()
+        state.withLock { s in
+            let counters = entries
+            if let previous = s.counters, previous != counters { s.date = now }
+            if s.counters == nil, counters.0 + counters.1 > 0 { s.date = now }
+            s.counters = counters
+        }
+    }
+
+    var date: Date? { state.withLock { $0.date } }
+}
