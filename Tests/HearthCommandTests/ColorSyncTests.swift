@@ -40,13 +40,7 @@ import Testing
           .enabled(if: app != nil && HearthCLI.binary != nil, "hearth-color-sync or hearth is not built next to the tests"))
     func pressingTwoInOneTurnsTheOtherGreen() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
-        let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
-        let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
-        _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
-        _ = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/home.bundle"] + laptop.directories)
-        let joined = try await HearthCLI.run(["account", "join", "\(root)/home.bundle", "--passphrase", "pw", "--device", "kitchen"] + kitchen.directories)
-        try #require(joined.status == 0, "\(joined.error)")
+        let (laptop, kitchen) = try await Device.household(root: root)
 
         let app = try #require(Self.app)
         for (session, device) in [("laptop", laptop), ("kitchen", kitchen)] {

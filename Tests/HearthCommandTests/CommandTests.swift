@@ -22,14 +22,77 @@ struct Device {
 enum HearthCLI {
     static let binary = ChildProcess.builtProduct("hearth")
 
-    /// Runs `hearth ARGS` to completion.
-    static func run(_ arguments: [String]) async throws -> (status: Int32?, output: String, error: String) {
-        // HEARTH_PEERS and friends from the outside must not leak into the devices.
+    /// This process's environment without HEARTH_PEERS and friends: settings from the outside
+    /// must not leak into the devices.
+    static var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         for name in ["HEARTH_PEERS", "HEARTH_STORE_IDENTIFIER", "HEARTH_PASSPHRASE", "HEARTH_CONFIG_DIR", "HEARTH_DATA_DIR"] {
             environment[name] = nil
         }
-        return try await ChildProcess.run(try #require(binary), arguments, environment: environment)
+        return environment
+    }
+
+    /// Runs `hearth ARGS` to completion.
+    static func run(_ arguments: [String]) async throws -> (status: Int32?, output: String, error: String) {
+        try await ChildProcess.run(try #require(binary), arguments, environment: environment)
+    }
+
+    /// Starts `hearth ARGS` and returns at once.
+    static func start(_ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess(try #require(binary), arguments, environment: environment)
+    }
+}
+
+extension Device {
+    /// Two devices of one new household ("laptop" creates it, "kitchen" joins) under `root`,
+    /// on free loopback ports, each the other's only peer.
+    static func household(root: String) async throws -> (laptop: Device, kitchen: Device) {
+        let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
+        let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
+        let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
+        let created = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
+        try #require(created.status == 0, "\(created.error)")
+        let exported = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/home.bundle"] + laptop.directories)
+        try #require(exported.status == 0, "\(exported.error)")
+        let joined = try await HearthCLI.run(["account", "join", "\(root)/home.bundle", "--passphrase", "pw", "--device", "kitchen"]
+                                             + kitchen.directories)
+        try #require(joined.status == 0, "\(joined.error)")
+        return (laptop, kitchen)
+    }
+
+    /// One device signed in to a new household, whose only peer has nobody behind its port.
+    static func alone(root: String) async throws -> Device {
+        let solo = Device(name: "solo", root: root, port: try LoopbackCluster.freePort(), peerPort: try LoopbackCluster.freePort())
+        let created = try await HearthCLI.run(["account", "create", "--device", "solo"] + solo.directories)
+        try #require(created.status == 0, "\(created.error)")
+        return solo
+    }
+
+    /// This device's ID (hex), as `hearth account show --json` says.
+    func deviceID() async throws -> String {
+        let shown = try await HearthCLI.run(["account", "show", "--json"] + directories).output
+        return String(try #require(shown.split(separator: "\"device\":\"").dropFirst().first?.prefix(64)))
+    }
+}
+
+extension HearthCLI {
+    /// Starts `hearth serve` (or another long-running subcommand) for `device` and waits until it
+    /// listens for peers, so that it holds the store before the caller goes on.
+    static func serve(_ device: Device, _ subcommand: [String] = ["serve"], extra: [String] = []) async throws -> ChildProcess {
+        let child = try start(subcommand + device.store + device.directories + extra)
+        let listening = await child.waitForOutput("listening on port \(device.port)", inErrors: true, upTo: .seconds(30))
+        try #require(listening, "\(subcommand) did not start: \(child.errorOutput)")
+        return child
+    }
+
+    /// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+    static func eventually(upTo timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async rethrows -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return try await condition()     // the deadline may pass while we sleep
     }
 }
 
@@ -137,13 +200,9 @@ enum HearthCLI {
     @Test(.enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
     func serveKeepsTwoDevicesConnectedAndStopsCleanly() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
-        let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
-        let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
-        _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
-        _ = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/b"] + laptop.directories)
-        _ = try await HearthCLI.run(["account", "join", "\(root)/b", "--passphrase", "pw", "--device", "kitchen"] + kitchen.directories)
-        let kitchenID = try await HearthCLI.run(["account", "show", "--json"] + kitchen.directories).output
+        let (laptop, kitchen) = try await Device.household(root: root)
+        let portA = laptop.port, portB = kitchen.port
+        let kitchenDevice = try await kitchen.deviceID()
         _ = try await HearthCLI.run(["set", "backgroundColor", "1", "--wait", "0"] + laptop.store + laptop.directories)
 
         let binary = try #require(HearthCLI.binary)
@@ -154,7 +213,7 @@ enum HearthCLI {
         #expect(await serveA.waitForOutput("listening on port \(portA)", inErrors: true), "\(serveA.errorOutput)")
         #expect(await serveB.waitForOutput("listening on port \(portB)", inErrors: true), "\(serveB.errorOutput)")
 
-        // peers reads the live state that serve publishes while it holds the store.
+        // peers asks serve for its live state while it holds the store.
         var peers = ""
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
@@ -162,13 +221,12 @@ enum HearthCLI {
             if peers.contains("\"connectedPeers\":[\"") { break }
             try await Task.sleep(for: .milliseconds(200))
         }
-        let kitchenDevice = try #require(kitchenID.split(separator: "\"device\":\"").dropFirst().first?.prefix(64))
         #expect(peers.contains("\"connectedPeers\":[\"\(kitchenDevice)\"]"), "peers said: \(peers)")
         #expect(peers.contains("\"heldBy\":\(serveA.pid)"))
         let status = try await HearthCLI.run(["status", "--json"] + laptop.directories)
         #expect(status.output.contains("\"heldBy\":\(serveA.pid)"), "status said: \(status.output)")
 
-        // SIGINT, as Ctrl-C: serve saves, says so, exits 0 and withdraws its status file.
+        // SIGINT, as Ctrl-C: serve saves, says so, exits 0 and stops answering on its control socket.
         kill(serveA.pid, SIGINT)
         #expect(await serveA.wait(upTo: .seconds(10)) == 0, "\(serveA.errorOutput)")
         #expect(serveA.errorOutput.contains("serving: interrupted; saving and closing"))

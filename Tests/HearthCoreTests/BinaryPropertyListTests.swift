@@ -19,14 +19,14 @@ struct BinaryPropertyListTests {
 
     @Test("Values round-trip through our codec", arguments: samples)
     func roundTrip(_ value: PropertyListValue) throws {
-        let data = BinaryPropertyList.encode(value)
+        let data = try BinaryPropertyList.encode(value)
         #expect(data.starts(with: Array("bplist00".utf8)))
         #expect(try BinaryPropertyList.decode(data) == value)
     }
 
     @Test("Foundation's PropertyListSerialization reads what we write, with the same types", arguments: samples)
     func foundationReadsOurs(_ value: PropertyListValue) throws {
-        let data = BinaryPropertyList.encode(["v": value])
+        let data = try BinaryPropertyList.encode(["v": value])
         let object = try PropertyListSerialization.propertyList(from: data, format: nil)
         let back = try PropertyListValue(foundation: object)
         #expect(back == ["v": value])
@@ -41,20 +41,20 @@ struct BinaryPropertyListTests {
     }
 
     @Test("Encoding is deterministic: equal values give equal bytes")
-    func deterministic() {
+    func deterministic() throws {
         var a: [String: PropertyListValue] = [:], b: [String: PropertyListValue] = [:]
         for i in 0..<100 { a["k\(i)"] = .integer(Int64(i)) }
         for i in (0..<100).reversed() { b["k\(i)"] = .integer(Int64(i)) }
-        #expect(BinaryPropertyList.encode(.dictionary(a)) == BinaryPropertyList.encode(.dictionary(b)))
+        #expect(try BinaryPropertyList.encode(.dictionary(a)) == BinaryPropertyList.encode(.dictionary(b)))
     }
 
     @Test("Python's plistlib reads what we write")
-    func pythonReadsOurs() throws {
+    func pythonReadsOurs() async throws {
         let value: PropertyListValue = ["s": "é", "i": -3, "big": .integer(.max), "b": true, "d": .data(Data([255])), "f": 0.25]
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-\(UUID()).plist")
         defer { try? FileManager.default.removeItem(at: url) }
         try BinaryPropertyList.encode(value).write(to: url)
-        let output = try TestProcess.run("/usr/bin/env", ["python3", "-c",
+        let output = try await TestProcess.run("/usr/bin/env", ["python3", "-c",
             "import plistlib,sys,json; d=plistlib.load(open(sys.argv[1],'rb')); print(json.dumps({k:(v.hex() if isinstance(v,bytes) else v) for k,v in sorted(d.items())}))",
             url.path])
         #expect(output.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -62,18 +62,18 @@ struct BinaryPropertyListTests {
     }
 
     @Test("Truncated documents are refused, never crash")
-    func truncated() {
-        let data = BinaryPropertyList.encode(["a": [1, 2, 3], "b": "text"])
+    func truncated() throws {
+        let data = try BinaryPropertyList.encode(["a": [1, 2, 3], "b": "text"])
         for length in 0..<data.count {
             #expect(throws: PropertyListDecodingError.self) { try BinaryPropertyList.decode(data.prefix(length)) }
         }
     }
 
     @Test("Random corruption never crashes the decoder")
-    func fuzz() {
+    func fuzz() throws {
         var rng = SplitMix64(seed: 0xC0FFEE)
-        let base = BinaryPropertyList.encode(Self.samples.last!)
-        let small = BinaryPropertyList.encode(["a": [1, "x", ["y": .data(Data([1, 2]))]], "b": 2.5])
+        let base = try BinaryPropertyList.encode(Self.samples.last!)
+        let small = try BinaryPropertyList.encode(["a": [1, "x", ["y": .data(Data([1, 2]))]], "b": 2.5])
         for round in 0..<3000 {
             var bytes = [UInt8](round.isMultiple(of: 2) ? small : base)
             for _ in 0..<(1 + Int(rng.next() % 4)) {
@@ -135,18 +135,12 @@ struct BinaryPropertyListTests {
 
 enum TestProcess {
     /// Runs a program to completion and returns its standard output; throws on failure.
-    static func run(_ path: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(path) exited \(process.terminationStatus)"])
+    /// A `ChildProcess`: waited for without blocking a thread of the cooperative pool.
+    static func run(_ path: String, _ arguments: [String]) async throws -> String {
+        let result = try await ChildProcess.run(path, arguments)
+        guard result.status == 0 else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(path) exited \(result.status.map(String.init) ?? "late"): \(result.error)"])
         }
-        return String(decoding: data, as: UTF8.self)
+        return result.output
     }
 }

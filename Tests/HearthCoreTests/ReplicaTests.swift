@@ -67,11 +67,11 @@ struct ReplicaTests {
         var all: [Entry] = []
         for i in 0..<400 {
             let w = Int(rng.next() % 4)
-            let key = "k\(rng.next() % 10)"
+            let key = StoreKey("k\(rng.next() % 10)")
             let value: PropertyListValue? = rng.next() % 5 == 0 ? nil : .integer(Int64(i))
             if let e = writers[w].write(value, forKey: key, wall: 1000 + rng.next() % 50) { all.append(e) }
         }
-        var reference: [String: PropertyListValue]?
+        var reference: [StoreKey: PropertyListValue]?
         for _ in 0..<10 {
             var r = Replica(id: ReplicaID(high: 99, low: 0))
             r.apply(all.shuffled(using: &rng), wall: 2000)
@@ -82,7 +82,7 @@ struct ReplicaTests {
     @Test("A delta holds exactly the entries the peer's vector does not cover")
     func delta() {
         var r = Replica(id: a)
-        for i in 1...1000 { r.write(.integer(Int64(i)), forKey: "k\(i)", wall: 5) }
+        for i in 1...1000 { r.write(.integer(Int64(i)), forKey: StoreKey("k\(i)"), wall: 5) }
         var peer = Replica(id: b)
         let result9 = peer.apply(r.delta(for: peer.vector), coveredBy: r.vector, wall: 5)
         #expect(result9.count == 1000)

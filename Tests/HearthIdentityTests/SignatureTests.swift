@@ -103,7 +103,7 @@ struct SignatureTests {
         case "key":
             var utf8 = Array(e.key.utf8)
             utf8[0] ^= 0x01
-            e.key = String(decoding: utf8, as: UTF8.self)
+            e.key = StoreKey(String(decoding: utf8, as: UTF8.self))
         case "value":
             e.value = .string("blud")  // 'e' 0x65 → 'd' 0x64
         case "tombstone":

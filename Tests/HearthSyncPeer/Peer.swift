@@ -14,6 +14,7 @@ enum Peer {
         signal(SIGTERM, SIG_IGN)
         var dataArgument = "", config = "", nameArgument = "peer", port = 0, peers: [String] = [], avahi = false, writeArgument = false
         var timeout: Duration = .seconds(15)
+        var interval: Duration = .milliseconds(5)
         var arguments = CommandLine.arguments.dropFirst().makeIterator()
         while let argument = arguments.next() {
             switch argument {
@@ -25,6 +26,7 @@ enum Peer {
             case "--avahi": avahi = true
             case "--write": writeArgument = true
             case "--timeout": timeout = .milliseconds(Int(arguments.next() ?? "") ?? 15_000)
+            case "--interval": interval = .milliseconds(Int(arguments.next() ?? "") ?? 5)
             default:
                 say("unknown argument \(argument)")
                 exit(64)
@@ -60,7 +62,7 @@ enum Peer {
         let snapshots = DispatchSource.makeTimerSource()
         snapshots.schedule(deadline: .now(), repeating: .milliseconds(100))
         snapshots.setEventHandler {
-            try? AtomicFile.write(BinaryPropertyList.encode(.dictionary(store.values)), to: "\(data)/snapshot.bplist")
+            try? AtomicFile.write(try BinaryPropertyList.encode(.dictionary(store.values)), to: "\(data)/snapshot.bplist")
         }
         snapshots.resume()
 
@@ -79,7 +81,7 @@ enum Peer {
                 store.set("\(name) wrote \(counter)", forKey: "\(name)-k\(counter % 20)")
                 store.set(counter, forKey: "shared")
                 if counter % 10 == 0, store.synchronize() { say("confirmed \(counter)") }
-                try? await Task.sleep(for: .milliseconds(5))
+                try? await Task.sleep(for: interval)
             }
             store.synchronize()
             say("stopped writing at \(counter)")

@@ -73,12 +73,12 @@ final class SyncCluster: Sendable {
                 let keys = Set(values.flatMap(\.keys)).filter { key in !values.allSatisfy { $0[key] == values[0][key] } }
                 let detail = keys.sorted().map { key in
                     "\(key): " + replicas.map { r in
-                        guard let e = r.entries[key] else { return "none" }
+                        guard let e = r.entries[StoreKey(key)] else { return "none" }
                         return "\(e.isTombstone ? "tomb" : "value") \(e.timestamp) \(e.origin)#\(e.sequence)"
                     }.joined(separator: " | ")
                 }
                 let coverage = keys.sorted().compactMap { key -> String? in
-                    let origins = Set(replicas.compactMap { $0.entries[key]?.origin })
+                    let origins = Set(replicas.compactMap { $0.entries[StoreKey(key)]?.origin })
                     return origins.map { o in "\(key) \(o): " + replicas.map { String($0.vector[o]) }.joined(separator: ",") }.joined(separator: "; ")
                 }
                 Issue.record("not converged after \(timeout): \(values.map { $0.keys.sorted() })\n\(detail.joined(separator: "\n"))\nvectors: \(coverage.joined(separator: "\n"))")

@@ -35,7 +35,7 @@ struct SynchronizeTests {
         a.set("now", forKey: "k")
         #expect(a.synchronize())
         let file = try #require(a.fileURL)
-        let onDisk = try ReplicaFile.decode(try Data(contentsOf: file), path: file.path).0
+        let onDisk = try ReplicaFile.decode(try Data(contentsOf: file), path: file.path).replica
         #expect(onDisk.value(forKey: "k") == "now")
         #expect(await a.waitUntilSynced(peers: 1, timeout: .seconds(5)))
         #expect(b.string(forKey: "k") == "now")

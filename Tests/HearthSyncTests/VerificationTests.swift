@@ -8,73 +8,52 @@ import HearthTransport
 import NIOCore
 import Testing
 
-/// A peer that is a real device of the account but misbehaves: it speaks the protocol by
-/// hand over a real TLS connection.
+/// What a device of the account that misbehaves (``HostilePeer``) can get a store to apply.
 @Suite("Verification of what peers send")
 struct VerificationTests {
-    /// Joins the cluster's account as a new device and connects to store 0.
-    func rogue(_ cluster: SyncCluster) async throws -> (DeviceIdentity, PeerConnection) {
-        let owner = AccountStore(directory: URL(fileURLWithPath: cluster.accountDirectories[0]))
-        let account = try #require(try owner.currentAccountID())
-        let bundle = try owner.exportJoinBundle(account, passphrase: "p")
-        let identity = try AccountStore(directory: URL(fileURLWithPath: "\(cluster.root)/rogue"))
-            .importJoinBundle(bundle, passphrase: "p", deviceName: "rogue")
-        let connection = try await PeerTransport(identity: identity).connect(host: "127.0.0.1", port: cluster.ports[0])
-        return (identity, connection)
+    func rogue(_ cluster: SyncCluster) async throws -> (HostilePeer, HostileLink) {
+        let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
+        let link = try await peer.connect(port: cluster.ports[0])
+        try link.send(try peer.hello())
+        return (peer, link)
     }
 
-    func hello(_ identity: DeviceIdentity, store: String) throws -> SyncMessage {
-        var hello = SyncMessage.Hello(protocolVersion: 1, account: identity.account.id.hex, store: store,
-                                      device: identity.deviceID.data, vector: VersionVector(), signature: Data())
-        hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
-        return .hello(hello)
-    }
-
-    /// Sends `messages` after the hello and returns whether the store closed the connection.
-    func send(_ messages: [SyncMessage], as identity: DeviceIdentity, over connection: PeerConnection,
-              store: String) async throws -> Bool {
-        try await connection.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(bytes: try hello(identity, store: store).encoded()))
-            for message in messages { try await outbound.write(ByteBuffer(bytes: message.encoded())) }
-            do {
-                for try await _ in inbound {}          // read until the store closes
-            } catch {}
-            return true
-        }
-    }
-
-    @Test("An authenticated peer relaying an entry with a forged signature is refused; nothing is applied")
+    @Test("An entry with a forged signature is refused alone: the rest of the delta applies, the sender is told, the link stays up")
     func forgedSignature() async throws {
         let cluster = try await SyncCluster(count: 2)
         defer { Task { await cluster.shutdown() } }
-        let (identity, connection) = try await rogue(cluster)
-        // An entry claiming to come from device 1, but signed with the rogue's key.
-        var entry = Entry(key: "forged", value: "evil", timestamp: HLCTimestamp(milliseconds: HybridLogicalClock.wallMilliseconds(), counter: 0),
-                          origin: ReplicaID.random(), sequence: 1)
-        let genuine = try identity.sign(entry: entry, storeIdentifier: cluster.storeIdentifier)
-        entry.signature = EntrySignature(signer: cluster.deviceIDs[1].data, bytes: genuine.bytes)
-        let honest = try identity.signed(Entry(key: "honest", value: "ok", timestamp: entry.timestamp, origin: entry.origin, sequence: 2),
-                                         storeIdentifier: cluster.storeIdentifier)
-        let delta = SyncMessage.Delta(entries: [honest, entry], certificates: [Data(identity.certificate.derEncoded)],
-                                      vector: VersionVector([entry.origin: 2]))
-        let closed = try await send([.delta(delta)], as: identity, over: connection, store: cluster.storeIdentifier)
-        #expect(closed)
+        let (peer, link) = try await rogue(cluster)
+        // An entry claiming to come from device 1 (its signer, and an origin of device 1's), but
+        // signed with the rogue's key.
+        let stolen = ReplicaID.random(boundTo: cluster.deviceIDs[1].data)
+        var forged = try peer.entry("forged", "evil", origin: stolen, sequence: 1)
+        forged.signature?.signer = cluster.deviceIDs[1].data
+        let honest = try peer.entry("honest", "ok", origin: peer.origin(), sequence: 2)
+        try link.send(peer.delta([honest, forged], vector: VersionVector([stolen: 2])))
+        let refusal = try #require(await link.nextRefusal())
+        #expect(refusal.entries.count == 1)
+        #expect(refusal.entries.first?.key == "forged")
+        // Device 1's certificate does not verify the rogue's signature; if device 1 has not
+        // connected yet, its certificate is not even known here. Either way: refused.
+        #expect([.badSignature, .unknownSigner].contains(refusal.entries.first?.reason))
         #expect(cluster.stores[0].object(forKey: "forged") == nil)
-        #expect(cluster.stores[0].object(forKey: "honest") == nil)      // the whole delta is refused
-        #expect(cluster.stores[0].replica.vector[entry.origin] == 0)
+        #expect(cluster.stores[0].string(forKey: "honest") == "ok")
+        #expect(try await link.isAnswering())
+        await link.close()
     }
 
     @Test("A tampered value under a genuine signature is refused")
     func tamperedValue() async throws {
         let cluster = try await SyncCluster(count: 1)
         defer { Task { await cluster.shutdown() } }
-        let (identity, connection) = try await rogue(cluster)
-        var entry = try identity.signed(Entry(key: "k", value: "signed", timestamp: HLCTimestamp(milliseconds: HybridLogicalClock.wallMilliseconds(), counter: 0),
-                                              origin: ReplicaID.random(), sequence: 1), storeIdentifier: cluster.storeIdentifier)
+        let (peer, link) = try await rogue(cluster)
+        var entry = try peer.entry("k", "signed", origin: peer.origin(), sequence: 1)
         entry.value = "tampered"
-        let delta = SyncMessage.Delta(entries: [entry], certificates: [Data(identity.certificate.derEncoded)], vector: VersionVector())
-        _ = try await send([.delta(delta)], as: identity, over: connection, store: cluster.storeIdentifier)
+        try link.send(peer.delta([entry]))
+        let refusal = try #require(await link.nextRefusal())
+        #expect(refusal.entries.map(\.reason) == [.badSignature])
         #expect(cluster.stores[0].object(forKey: "k") == nil)
+        await link.close()
     }
 
     @Test("A hello for another store exchanges no data")
@@ -82,28 +61,23 @@ struct VerificationTests {
         let cluster = try await SyncCluster(count: 1)
         defer { Task { await cluster.shutdown() } }
         cluster.stores[0].set("secret", forKey: "k")
-        let (identity, connection) = try await rogue(cluster)
-        let received = try await connection.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(bytes: try hello(identity, store: "com.example.other").encoded()))
-            var messages: [SyncMessage] = []
-            do {
-                for try await frame in inbound { messages.append(try SyncMessage(decoding: Data(frame.readableBytesView))) }
-            } catch {}
-            return messages
-        }
-        // The store's own hello may arrive (it is sent first), but never a delta.
-        #expect(!received.contains { if case .delta = $0 { true } else { false } })
+        let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
+        let link = try await peer.connect(port: cluster.ports[0])
+        try link.send(try peer.hello(store: "com.example.other"))
+        // The store closes the connection; its own hello may have arrived (it is sent first), never a delta.
+        #expect(await link.waitUntilClosed())
+        #expect(!link.all.contains { if case .delta = $0 { true } else { false } })
+        await link.close()
     }
 
     @Test("Malformed frames close the connection without harm")
     func garbage() async throws {
         let cluster = try await SyncCluster(count: 1)
         defer { Task { await cluster.shutdown() } }
-        let (_, connection) = try await rogue(cluster)
-        try await connection.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(bytes: Array("not a property list".utf8)))
-            do { for try await _ in inbound {} } catch {}
-        }
+        let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
+        let link = try await peer.connect(port: cluster.ports[0])
+        link.send(raw: Array("not a property list".utf8))
+        await link.close()
         cluster.stores[0].set("still fine", forKey: "k")
         #expect(cluster.stores[0].string(forKey: "k") == "still fine")
     }

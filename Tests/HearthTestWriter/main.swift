@@ -3,7 +3,7 @@
 //   hearth-test-writer loop DIR STORE       write forever; print "confirmed N" after each
 //                                           synchronize() that returned true
 //   hearth-test-writer hold DIR STORE       open the store, print "opened" or "error CODE: …",
-//                                           then hold it until stdin closes
+//                                           then hold it until killed
 //   hearth-test-writer put DIR STORE K=V…   write string values and exit without synchronize()
 import Foundation
 import Hearth
@@ -44,7 +44,7 @@ case "loop":
 case "hold":
     let store = open()
     say("opened \(store.storeIdentifier)")
-    _ = FileHandle.standardInput.readDataToEndOfFile()
+    while true { pause() }
 case "put":
     let store = open()
     for pair in arguments.dropFirst(4) {

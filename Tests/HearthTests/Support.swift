@@ -1,6 +1,7 @@
 import Foundation
 import Hearth
 import HearthCore
+import HearthTestSupport
 import Testing
 
 /// A store in a fresh temporary directory, removed by `cleanUp()`.
@@ -45,32 +46,22 @@ final class ChangeRecorder: Sendable {
     }
 }
 
-/// The `hearth-test-writer` child program, built beside the test bundle.
+/// The `hearth-test-writer` child program, built beside the test bundle. Its runs are
+/// `ChildProcess`es: waited for without blocking a thread of the cooperative pool.
 enum TestWriter {
     static var path: String {
         let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         return exe.deletingLastPathComponent().appendingPathComponent("hearth-test-writer").path
     }
 
-    static func start(_ arguments: [String]) throws -> (Process, Pipe, Pipe) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let output = Pipe(), input = Pipe()
-        process.standardOutput = output
-        process.standardInput = input
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return (process, output, input)
+    static func start(_ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess(path, arguments)
     }
 
     /// Runs to completion; returns standard output and the exit status.
-    static func run(_ arguments: [String]) throws -> (String, Int32) {
-        let (process, output, input) = try start(arguments)
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (String(decoding: data, as: UTF8.self), process.terminationStatus)
+    static func run(_ arguments: [String]) async throws -> (String, Int32?) {
+        let result = try await ChildProcess.run(path, arguments)
+        return (result.output, result.status)
     }
 }
 
@@ -79,6 +70,6 @@ struct FakePeer {
     var replica = Replica(id: ReplicaID(high: 0xFEED, low: 1))
 
     mutating func write(_ value: PropertyListValue?, forKey key: String) -> Entry {
-        replica.write(value, forKey: key, wall: HybridLogicalClock.wallMilliseconds() + 1000)!
+        replica.write(value, forKey: StoreKey(key), wall: HybridLogicalClock.wallMilliseconds() + 1000)!
     }
 }

@@ -1,0 +1,80 @@
+import Foundation
+import HearthTestSupport
+import Testing
+
+/// Issue 11, point 13, as a user meets it: two devices each running `hearth serve`, one of them
+/// with its clock two days ahead, then set right.
+///
+/// The wrong clock is the store's own clock skew (`HEARTH_TEST_CLOCK_SKEW_SECONDS`), which moves
+/// every wall-clock reading the store and its sync engine make. libfaketime, the usual tool, cannot
+/// be used: under it Swift's `Task.sleep` never wakes (tried with Debian's faketime 0.9.10, with
+/// and without faking the monotonic clocks), so any Swift program hangs at its first sleep.
+@Suite struct ClockAheadTests {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-clock-\(UUID().uuidString)").path
+
+    /// `hearth serve` for `device` with its clock `skew` seconds off.
+    static func serve(_ device: Device, skew seconds: Int) async throws -> ChildProcess {
+        var environment = HearthCLI.environment
+        environment["HEARTH_TEST_CLOCK_SKEW_SECONDS"] = String(seconds)
+        let child = try ChildProcess(try #require(HearthCLI.binary), ["serve"] + device.store + device.directories, environment: environment)
+        let listening = await child.waitForOutput("listening on port \(device.port)", inErrors: true, upTo: .seconds(30))
+        try #require(listening, "serve did not start: \(child.errorOutput)")
+        return child
+    }
+
+    static func count(_ text: String, in output: String) -> Int { output.components(separatedBy: text).count - 1 }
+
+    @Test("Point 13: a device 2 days ahead is told its writes are refused, the link does not loop, and once its clock is right its writes sync",
+          .enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
+    func clockTwoDaysAhead() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (laptop, kitchen) = try await Device.household(root: root)
+        let kitchenServe = try await HearthCLI.serve(kitchen)
+        defer { kitchenServe.terminate() }
+        var laptopServe = try await Self.serve(laptop, skew: 2 * 86_400)
+
+        // The kitchen's writes reach the laptop (its stamps are in the laptop's past).
+        let fromKitchen = try await HearthCLI.run(["set", "fromKitchen", "1", "--wait", "30"] + kitchen.store + kitchen.directories)
+        #expect(fromKitchen.status == 0 && fromKitchen.error.contains("confirmed by 1 peer device"), "\(fromKitchen.error)")
+
+        // The laptop's write is refused, and hearth set says so, with the clocks, not "no peer confirmed".
+        let early = try await HearthCLI.run(["set", "early", "\"from the future\"", "--wait", "30"] + laptop.store + laptop.directories)
+        #expect(early.status == 1, "\(early.error)\nlaptop: \(laptopServe.errorOutput)\nkitchen: \(kitchenServe.errorOutput)")
+        #expect(early.error.contains("a peer refused it: device") && early.error.contains("clockAhead"), "\(early.error)")
+        #expect(early.error.contains("this device's clock is 48.0 h ahead"), "\(early.error)")
+        #expect(!early.error.contains("no peer confirmed"))
+        // Its serve says so at warning; hearth status shows it.
+        #expect(await laptopServe.waitForOutput("the peer refused 1 entry", inErrors: true), "\(laptopServe.errorOutput)")
+        let status = try await HearthCLI.run(["status"] + laptop.directories)
+        #expect(status.output.contains("refused: device"), "\(status.output)")
+
+        // No loop (before, the refused delta closed the link about four times a second): once the
+        // kitchen has refused it, two more seconds bring no other refusal and no closed link.
+        #expect(await kitchenServe.waitForOutput("refused 1 of 1 entries", inErrors: true))
+        let refusals = Self.count("refused 1 of", in: kitchenServe.errorOutput)
+        try await Task.sleep(for: .seconds(2))
+        #expect(Self.count("refused 1 of", in: kitchenServe.errorOutput) == refusals, "\(kitchenServe.errorOutput)")
+        #expect(refusals <= 2)     // at most once per connection of the start (both devices dial at once)
+        #expect(Self.count("connection closed", in: kitchenServe.errorOutput) == 0, "\(kitchenServe.errorOutput)")
+        // And the link still carries the kitchen's writes.
+        let again = try await HearthCLI.run(["set", "fromKitchen", "2", "--wait", "30"] + kitchen.store + kitchen.directories)
+        #expect(again.status == 0 && again.error.contains("confirmed by 1 peer device"), "\(again.error)")
+
+        // The clock is set right and serve restarted: the write made in the future is written
+        // again with the right time, and arrives; new writes arrive too.
+        laptopServe.terminate()
+        laptopServe = try await HearthCLI.serve(laptop)
+        defer { laptopServe.terminate() }
+        #expect(await laptopServe.waitForOutput("entries were written", inErrors: true), "\(laptopServe.errorOutput)")
+        let later = try await HearthCLI.run(["set", "later", "3", "--wait", "30"] + laptop.store + laptop.directories)
+        #expect(later.status == 0 && later.error.contains("confirmed by 1 peer device"), "\(later.error)")
+        let arrived = try await HearthCLI.eventually {
+            let early = try await HearthCLI.run(["get", "early"] + kitchen.store + kitchen.directories).output
+            let later = try await HearthCLI.run(["get", "later"] + kitchen.store + kitchen.directories).output
+            return early == "\"from the future\"\n" && later == "3\n"
+        }
+        #expect(arrived)
+        let clear = try await HearthCLI.run(["status"] + laptop.directories)
+        #expect(!clear.output.contains("refused:"), "\(clear.output)")
+    }
+}

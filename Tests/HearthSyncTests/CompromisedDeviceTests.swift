@@ -1,0 +1,299 @@
+import Foundation
+import Hearth
+import HearthCore
+import HearthIdentity
+import HearthSync
+import HearthTestSupport
+import Testing
+
+/// A household of two honest devices, each a process of its own (the victim, and a legitimate
+/// device writing a counter every 200 ms), and a third device of the account that is
+/// compromised: a ``HostilePeer`` speaking the documented frames with its own valid
+/// certificate and key.
+final class Household {
+    static let store = "com.example.processes"
+    let root: String
+    let victim: PeerProcess
+    let legit: PeerProcess
+    let victimPort: Int
+    let hostile: HostilePeer
+
+    init() async throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-household-\(UUID())").path
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/victim-config"))
+        let account = try owner.createAccount(displayName: "Household", deviceName: "victim")
+        let bundle = try owner.exportJoinBundle(account.account.id, passphrase: "p")
+        _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config")).importJoinBundle(bundle, passphrase: "p", deviceName: "legit")
+        let victimPort = try SyncCluster.freePort(), legitPort = try SyncCluster.freePort()
+        self.victimPort = victimPort
+        victim = try PeerProcess(name: "victim", data: "\(root)/victim-data",
+                                 arguments: ["--config", "\(root)/victim-config", "--port", "\(victimPort)", "--peer", "127.0.0.1:\(legitPort)"])
+        legit = try PeerProcess(name: "legit", data: "\(root)/legit-data",
+                                arguments: ["--config", "\(root)/legit-config", "--port", "\(legitPort)", "--peer", "127.0.0.1:\(victimPort)",
+                                            "--write", "--interval", "200"])
+        hostile = try HostilePeer(joining: "\(root)/victim-config", root: root, storeIdentifier: Self.store)
+        try await eventually(timeout: .seconds(30), "the victim to hold the legitimate device's writes") { self.legitCounterAtVictim > 0 }
+    }
+
+    /// The legitimate device's counter as the victim holds it.
+    var legitCounterAtVictim: Int64 { victim.snapshot["legit-counter"]?.integerValue ?? 0 }
+
+    /// Whether the victim gets the legitimate device's next writes (it syncs, whatever else goes on).
+    func legitStillSyncs() async -> Bool {
+        let before = legitCounterAtVictim
+        let deadline = ContinuousClock.now + .seconds(30)
+        while legitCounterAtVictim <= before + 2 {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return true
+    }
+
+    /// A field of /proc/PID/status, in kB.
+    func victimStatus(_ field: String) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(victim.pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+    }
+
+    /// The victim's peak resident memory so far, in MB.
+    var victimPeakMB: Int { victimStatus("VmHWM") / 1024 }
+
+    /// CPU seconds the victim has used.
+    var victimCPUSeconds: Double {
+        let stat = (try? String(contentsOfFile: "/proc/\(victim.pid)/stat", encoding: .utf8)) ?? ""
+        let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+        let ticks = fields.count > 13 ? (Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0) : 0
+        return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    var victimIsUp: Bool { kill(victim.pid, 0) == 0 && !victim.output.contains("Fatal error") }
+
+    /// An origin of the legitimate device as the victim's hello shows it (one that owns entries there).
+    func legitOrigin() async throws -> ReplicaID {
+        let link = try await hostile.connect(port: victimPort)
+        defer { Task { await link.close() } }
+        try link.send(try hostile.hello())
+        guard case .hello(let hello)? = await link.next(where: { if case .hello = $0 { true } else { false } }) else {
+            throw HouseholdError("no hello from the victim")
+        }
+        // Not the victim's own origins: those start with its device ID, the legitimate device's with its.
+        let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config")).loadCurrentIdentity()).deviceID
+        return try #require(hello.vector.counters.keys.first { $0.isBound(to: legitDevice.data) })
+    }
+
+    func shutdown() {
+        victim.kill(.kill)
+        legit.kill(.kill)
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}
+
+struct HouseholdError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Issue 12: what one compromised device of the household can do to the others, each attack
+/// against a live victim process whose memory is measured while a legitimate device keeps
+/// syncing with it.
+@Suite("A compromised device cannot crash, block, cut off or flood the others", .serialized)
+struct CompromisedDeviceTests {
+    /// A message whose one entry's value is an array referencing one 2 MB data object a million
+    /// times: about 3 MB on the wire, 2 TB if expanded. `type` "delta" unless given.
+    static func amplification() -> [UInt8] {
+        var plist = RawPropertyList()
+        let root = plist.add(.string(""))            // replaced below: object 0 must be the root
+        let data = plist.add(.data(count: 2_000_000))
+        let bomb = plist.add(.array(Array(repeating: data, count: 1_000_000)))
+        let keys = ["type", "entries", "certificates", "vector", "key", "value", "timestamp", "origin", "sequence"].map { plist.add(.string($0)) }
+        let delta = plist.add(.string("delta")), name = plist.add(.string("bomb"))
+        let origin = plist.add(.data(count: 16)), number = plist.add(.integer(1))
+        let entry = plist.add(.dictionary([(keys[4], name), (keys[5], bomb), (keys[6], number), (keys[7], origin), (keys[8], number)]))
+        let entries = plist.add(.array([entry])), empty = plist.add(.array([])), vector = plist.add(.dictionary([]))
+        plist.objects[root] = .dictionary([(keys[0], delta), (keys[1], entries), (keys[2], empty), (keys[3], vector)])
+        return plist.bytes()
+    }
+
+    @Test("Point 1: a 3 MB frame that expands to 2 TB neither crashes the victim nor grows it, before or after the hello")
+    func amplification() async throws {
+        let household = try await Household()
+        defer { household.shutdown() }
+        let frame = Self.amplification()
+        #expect(frame.count > 2_900_000 && frame.count < 4_194_304)
+        // Before the hello: not even decoded.
+        let early = try await household.hostile.connect(port: household.victimPort)
+        early.send(raw: frame)
+        #expect(await early.waitUntilClosed())
+        await early.close()
+        // After a valid hello, inside a delta: the entry is refused, the link stays up.
+        let link = try await household.hostile.connect(port: household.victimPort)
+        try link.send(try household.hostile.hello())
+        link.send(raw: frame)
+        let refusal = try #require(await link.nextRefusal(within: .seconds(60)))
+        #expect(refusal.entries.map(\.reason) == [.tooLarge])
+        #expect(await household.legitStillSyncs())           // during
+        await link.close()
+        #expect(household.victimIsUp)
+        #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
+        #expect(await household.legitStillSyncs())           // after
+    }
+
+    @Test("Point 2: a delta whose vector claims another device's writes does not stop them reaching the victim")
+    func vectorClaims() async throws {
+        let household = try await Household()
+        defer { household.shutdown() }
+        let origin = try await household.legitOrigin()
+        let link = try await household.hostile.connect(port: household.victimPort)
+        try link.send(try household.hostile.hello())
+        // No entries, no signature needed: only a claim that the victim has seen 2^62 of them.
+        try link.send(.delta(.init(entries: [], certificates: [], vector: VersionVector([origin: 1 << 62]))))
+        // And an entry of the hostile device's own, signed, under the legitimate device's origin.
+        let squatted = try household.hostile.entry("squat", "x", origin: origin, sequence: 1 << 62)
+        try link.send(household.hostile.delta([squatted]))
+        let refusal = try #require(await link.nextRefusal())
+        #expect(refusal.entries.map(\.reason) == [.originMismatch])
+        await link.close()
+        // The legitimate device reconnects (new hellos both ways) and its writes still arrive.
+        household.legit.kill(.kill)
+        let legit = try PeerProcess(name: "legit", data: "\(household.root)/legit-data",
+                                    arguments: ["--config", "\(household.root)/legit-config", "--port", "0",
+                                                "--peer", "127.0.0.1:\(household.victimPort)", "--write", "--interval", "200"])
+        defer { legit.kill(.kill) }
+        let before = household.legitCounterAtVictim
+        try await eventually(timeout: .seconds(30), "the legitimate device's new writes at the victim") {
+            household.legitCounterAtVictim > before + 2
+        }
+        #expect(household.victim.snapshot["squat"] == nil)
+    }
+
+    @Test("Point 3: made-up origins do not grow the victim's vector; legitimate devices still connect")
+    func madeUpOrigins() async throws {
+        let household = try await Household()
+        defer { household.shutdown() }
+        let link = try await household.hostile.connect(port: household.victimPort)
+        try link.send(try household.hostile.hello())
+        // A vector of 70,000 origins is refused outright (the link closes) …
+        var claims: [ReplicaID: UInt64] = [:]
+        for _ in 0..<70_000 { claims[ReplicaID.random()] = 1 }
+        try link.send(.delta(.init(entries: [], certificates: [], vector: VersionVector(claims))))
+        #expect(await link.waitUntilClosed())
+        await link.close()
+        // … and 6,000 signed entries of one key, each under an origin of its own, leave one.
+        let second = try await household.hostile.connect(port: household.victimPort)
+        try second.send(try household.hostile.hello())
+        let base = HybridLogicalClock.wallMilliseconds()
+        var entries: [Entry] = []
+        for i in 0..<6000 { entries.append(try household.hostile.entry("churn", .integer(Int64(i)), origin: household.hostile.origin(), sequence: 1, at: base + UInt64(i) / 16)) }
+        try second.send(household.hostile.delta(entries))
+        try await eventually(timeout: .seconds(60), "the churn to land") { household.victim.snapshot["churn"] != nil }
+        await second.close()
+        // A new connection's hello shows what the victim's vector holds now: a few origins.
+        let probe = try await household.hostile.connect(port: household.victimPort)
+        try probe.send(try household.hostile.hello())
+        guard case .hello(let hello)? = await probe.next(where: { if case .hello = $0 { true } else { false } }) else {
+            Issue.record("no hello")
+            return
+        }
+        #expect(hello.vector.counters.count < 10, "\(hello.vector.counters.count) origins")
+        await probe.close()
+        #expect(await household.legitStillSyncs())
+        #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
+    }
+
+    @Test("Point 4: one device cannot flood a store past its share: 120 values of 1 MB leave about 2 MB")
+    func flood() async throws {
+        let household = try await Household()
+        defer { household.shutdown() }
+        let link = try await household.hostile.connect(port: household.victimPort)
+        try link.send(try household.hostile.hello())
+        let origin = household.hostile.origin()
+        let blob = PropertyListValue.data(Data(repeating: 7, count: 1_000_000))
+        var refused = 0
+        for i in 0..<120 {
+            try link.send(household.hostile.delta([try household.hostile.entry(StoreKey("flood-\(i)"), blob, origin: origin, sequence: UInt64(i + 1))]))
+        }
+        while let refusal = await link.nextRefusal(within: .seconds(30)) {
+            refused += refusal.entries.filter { $0.reason == .signerQuota }.count
+            if refused >= 118 { break }
+        }
+        #expect(refused >= 118)
+        #expect(await household.legitStillSyncs())
+        await link.close()
+        let file = "\(household.root)/victim-data"
+        let bytes = (FileManager.default.subpaths(atPath: file) ?? []).filter { $0.hasSuffix(".plist") }
+            .compactMap { try? FileManager.default.attributesOfItem(atPath: "\(file)/\($0)")[.size] as? Int }.reduce(0, +)
+        #expect(bytes < 3_000_000, "store file \(bytes) bytes")
+        #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
+        #expect(household.victimIsUp)
+    }
+
+    /// A delta whose `entries` array references one entry object `count` times.
+    static func repeated(_ entry: Entry, count: Int) -> [UInt8] {
+        var plist = RawPropertyList()
+        let root = plist.add(.string(""))            // replaced below: object 0 must be the root
+        func string(_ text: String) -> Int { plist.add(.string(text)) }
+        let signature = entry.signature!
+        let fields = [
+            (string("key"), string(entry.key.string)), (string("value"), string(entry.value!.stringValue!)),
+            (string("timestamp"), plist.add(.integer(Int64(bitPattern: entry.timestamp.rawValue)))),
+            (string("origin"), plist.add(.bytes(entry.origin.bytes))), (string("sequence"), plist.add(.integer(Int64(entry.sequence)))),
+            (string("signer"), plist.add(.bytes(Array(signature.signer)))), (string("signature"), plist.add(.bytes(Array(signature.bytes)))),
+        ]
+        let object = plist.add(.dictionary(fields.map { (key: $0.0, value: $0.1) }))
+        let entries = plist.add(.array(Array(repeating: object, count: count)))
+        let empty = plist.add(.array([])), vector = plist.add(.dictionary([]))
+        plist.objects[root] = .dictionary([(string("type"), string("delta")), (string("entries"), entries),
+                                           (string("certificates"), empty), (string("vector"), vector)])
+        return plist.bytes()
+    }
+
+    @Test("Point 5: a delta naming one signed entry thousands of times costs one verification; 65,000 times, none")
+    func repeatedEntry() async throws {
+        let household = try await Household()
+        defer { household.shutdown() }
+        let entry = try household.hostile.entry("once", "v", origin: household.hostile.origin(), sequence: 1)
+        let cpu = household.victimCPUSeconds
+        // 65,000 references (65 KB on the wire): more entries than a delta may hold; refused whole.
+        let first = try await household.hostile.connect(port: household.victimPort)
+        try first.send(try household.hostile.hello())
+        let flood = Self.repeated(entry, count: 65_000)
+        #expect(flood.count < 200_000)
+        first.send(raw: flood)
+        #expect(await first.waitUntilClosed())
+        await first.close()
+        // 8,192 references, as many as a delta may hold: applied, verified once.
+        let second = try await household.hostile.connect(port: household.victimPort)
+        try second.send(try household.hostile.hello())
+        second.send(raw: Self.repeated(entry, count: SyncMessage.maximumDeltaEntries))
+        try await eventually(timeout: .seconds(30), "the entry to land") { household.victim.snapshot["once"] != nil }
+        let spent = household.victimCPUSeconds - cpu
+        #expect(spent < 3, "the victim spent \(spent) s of CPU")
+        #expect(await household.legitStillSyncs())
+        await second.close()
+    }
+
+    @Test("Point 6: a peer that never reads costs the victim bounded memory, during and after")
+    func neverReads() async throws {
+        let household = try await Household()
+        defer { household.shutdown() }
+        let link = try await household.hostile.connect(port: household.victimPort, reading: false)
+        try link.send(try household.hostile.hello())
+        // 100 deltas the victim answers (an ack each), each also claiming 4,000 made-up origins
+        // (a vector the victim would once have merged and copied into every queued ack), while
+        // the legitimate device writes on and the victim relays to the silent peer.
+        let origin = household.hostile.origin()
+        for i in 1...100 {
+            var claims: [ReplicaID: UInt64] = [:]
+            for _ in 0..<4000 { claims[ReplicaID.random()] = 1 }
+            try link.send(household.hostile.delta([try household.hostile.entry("chatter", .integer(Int64(i)), origin: origin, sequence: UInt64(i))],
+                                                  vector: VersionVector(claims)))
+        }
+        try await eventually(timeout: .seconds(60), "the victim to read the deltas") { household.victim.snapshot["chatter"] == .integer(100) }
+        for _ in 0..<4 { #expect(await household.legitStillSyncs()) }
+        #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
+        await link.close()
+        #expect(await household.legitStillSyncs())
+        #expect(household.victimIsUp)
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import HearthSync
+import HearthTransport
+import NIOCore
+import Testing
+
+/// A device of the household gone bad: a real member of the account (its own certificate,
+/// signed by the account CA, and its own key) that speaks the documented frames and messages
+/// by hand, to say whatever it likes.
+struct HostilePeer: Sendable {
+    let identity: DeviceIdentity
+    let storeIdentifier: String
+
+    /// Joins the account of the device whose account directory is `accountDirectory`, as a
+    /// user handed the join bundle would.
+    init(joining accountDirectory: String, root: String, storeIdentifier: String, name: String = "rogue") throws {
+        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectory))
+        let account = try #require(try owner.currentAccountID())
+        let bundle = try owner.exportJoinBundle(account, passphrase: "p")
+        identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/\(name)-\(UUID())"))
+            .importJoinBundle(bundle, passphrase: "p", deviceName: name)
+        self.storeIdentifier = storeIdentifier
+    }
+
+    /// Connects over mutual TLS to the device listening on `port` (nothing is sent yet). With
+    /// `reading: false` nothing it sends is ever read: a peer that lets the honest end's
+    /// writes pile up.
+    func connect(port: Int, reading: Bool = true) async throws -> HostileLink {
+        HostileLink(try await PeerTransport(identity: identity).connect(host: "127.0.0.1", port: port), reading: reading)
+    }
+
+    /// A correctly signed hello, or one saying whatever `vector` says.
+    func hello(vector: VersionVector = VersionVector(), protocolVersion: Int = SyncMessage.protocolVersion,
+               store: String? = nil) throws -> SyncMessage {
+        var hello = SyncMessage.Hello(protocolVersion: protocolVersion, account: identity.account.id.hex,
+                                      store: store ?? storeIdentifier, device: identity.deviceID.data,
+                                      vector: vector, signature: Data())
+        hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
+        return .hello(hello)
+    }
+
+    /// A new origin of this device (bound to it, as every honest replica's is).
+    func origin() -> ReplicaID { ReplicaID.random(boundTo: identity.deviceID.data) }
+
+    /// An entry written and correctly signed by this device.
+    func entry(_ key: StoreKey, _ value: PropertyListValue?, origin: ReplicaID, sequence: UInt64,
+               at milliseconds: UInt64 = HybridLogicalClock.wallMilliseconds()) throws -> Entry {
+        try identity.signed(Entry(key: key, value: value, timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0),
+                                  origin: origin, sequence: sequence), storeIdentifier: storeIdentifier)
+    }
+
+    /// A delta carrying `entries` and this device's certificate.
+    func delta(_ entries: [Entry], vector: VersionVector = VersionVector()) -> SyncMessage {
+        .delta(.init(entries: entries, certificates: [Data(identity.certificate.derEncoded)], vector: vector))
+    }
+}
+
+/// One connection of a ``HostilePeer``: frames out as the test says, and what the honest end
+/// answers, kept for the test to read.
+final class HostileLink: Sendable {
+    private let outgoing: AsyncStream<[UInt8]>.Continuation
+    private let received = Locked<(messages: [SyncMessage], next: Int, closed: Bool)>(([], 0, false))
+    private let task: Task<Void, Never>
+
+    init(_ connection: PeerConnection, reading: Bool = true) {
+        let (stream, outgoing) = AsyncStream<[UInt8]>.makeStream()
+        self.outgoing = outgoing
+        let received = self.received
+        task = Task {
+            _ = try? await connection.executeThenClose { inbound, outbound in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { for await payload in stream { try await outbound.write(ByteBuffer(bytes: payload)) } }
+                    group.addTask {
+                        guard reading else { try await Task.sleep(for: .seconds(3600)); return }
+                        for try await frame in inbound {
+                            guard let message = try? SyncMessage(decoding: Data(frame.readableBytesView)) else { continue }
+                            // Answer heartbeats, as any peer does, so the link is not dropped as dead.
+                            if case .ping = message, let pong = try? SyncMessage.pong.encoded() { outgoing.yield(Array(pong)) }
+                            received.withLock { $0.messages.append(message) }
+                        }
+                    }
+                    // The first to end (the honest end closed, or close() was called) ends both.
+                    _ = try await group.next()
+                    group.cancelAll()
+                }
+            }
+            received.withLock { $0.closed = true }
+        }
+    }
+
+    func send(_ message: SyncMessage) throws { send(raw: Array(try message.encoded())) }
+
+    /// Sends a payload as one frame, whatever it holds.
+    func send(raw payload: [UInt8]) { outgoing.yield(payload) }
+
+    /// The next message received that `matches`, skipping others; `nil` after `timeout`.
+    func next(within timeout: Duration = .seconds(20), where matches: (SyncMessage) -> Bool = { _ in true }) async -> SyncMessage? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let found = received.withLock { r -> SyncMessage? in
+                while r.next < r.messages.count {
+                    defer { r.next += 1 }
+                    if matches(r.messages[r.next]) { return r.messages[r.next] }
+                }
+                return nil
+            }
+            if let found { return found }
+            guard ContinuousClock.now < deadline else { return nil }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// The next `refused` message.
+    func nextRefusal(within timeout: Duration = .seconds(20)) async -> SyncMessage.Refusal? {
+        guard case .refused(let refusal)? = await next(within: timeout, where: { if case .refused = $0 { true } else { false } }) else {
+            return nil
+        }
+        return refusal
+    }
+
+    /// Whether the honest end is still there: a ping is answered with a pong.
+    func isAnswering(within timeout: Duration = .seconds(20)) async throws -> Bool {
+        try send(.ping(VersionVector()))
+        return await next(within: timeout, where: { $0 == .pong }) != nil
+    }
+
+    var isClosed: Bool { received.withLock { $0.closed } }
+
+    /// Every message received so far.
+    var all: [SyncMessage] { received.withLock { $0.messages } }
+
+    /// Waits until the honest end closes the connection; false if it has not after `timeout`.
+    func waitUntilClosed(within timeout: Duration = .seconds(20)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !isClosed, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        return isClosed
+    }
+
+    func close() async {
+        outgoing.finish()
+        await task.value
+    }
+}
+
+/// A binary property list written object by object, as no honest writer would: shared objects,
+/// references and counts exactly as the test says.
+struct RawPropertyList {
+    enum Object {
+        case string(String), data(count: Int), bytes([UInt8]), integer(Int64), bool(Bool)
+        case array([Int]), dictionary([(key: Int, value: Int)])
+    }
+
+    var objects: [Object] = []
+
+    /// Adds an object; returns its index.
+    @discardableResult
+    mutating func add(_ object: Object) -> Int {
+        objects.append(object)
+        return objects.count - 1
+    }
+
+    /// The document, object 0 the root.
+    func bytes() -> [UInt8] {
+        let refSize = objects.count <= 0xFF ? 1 : objects.count <= 0xFFFF ? 2 : 4
+        var out = Array("bplist00".utf8)
+        var offsets: [Int] = []
+        func uint(_ value: Int, _ width: Int) { for shift in stride(from: (width - 1) * 8, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: value >> shift)) } }
+        func marker(_ type: UInt8, _ count: Int) {
+            if count < 15 { out.append(type | UInt8(count)); return }
+            out.append(type | 0x0F)
+            out.append(0x13)
+            uint(count, 8)
+        }
+        for object in objects {
+            offsets.append(out.count)
+            switch object {
+            case .string(let text): marker(0x50, text.utf8.count); out += Array(text.utf8)
+            case .data(let count): marker(0x40, count); out += [UInt8](repeating: 0xAB, count: count)
+            case .bytes(let bytes): marker(0x40, bytes.count); out += bytes
+            case .integer(let value): out.append(0x13); uint(Int(value), 8)
+            case .bool(let value): out.append(value ? 0x09 : 0x08)
+            case .array(let refs): marker(0xA0, refs.count); for ref in refs { uint(ref, refSize) }
+            case .dictionary(let pairs):
+                marker(0xD0, pairs.count)
+                for pair in pairs { uint(pair.key, refSize) }
+                for pair in pairs { uint(pair.value, refSize) }
+            }
+        }
+        let table = out.count
+        for offset in offsets { uint(offset, 8) }
+        out += [0, 0, 0, 0, 0, 0, 8, UInt8(refSize)]
+        uint(objects.count, 8)
+        uint(0, 8)
+        uint(table, 8)
+        return out
+    }
+}
