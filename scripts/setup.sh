@@ -3,7 +3,7 @@
 # Debian packages via apt-get when missing; Swift is expected at /opt/swift (or on PATH).
 set -euo pipefail
 
-HEARTH_DEBIAN_PACKAGES=(libssl-dev openssl libavahi-client-dev avahi-daemon avahi-utils dbus iproute2 python3 tmux)
+HEARTH_DEBIAN_PACKAGES=(libssl-dev openssl libavahi-client-dev avahi-daemon avahi-utils dbus iproute2 python3 tmux inotify-tools)
 
 if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
   export PATH=/opt/swift/usr/bin:$PATH
@@ -22,3 +22,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   # policy-rc.d keeps the packages from starting a system-wide avahi-daemon on the real network.
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# Swift Testing starts every test at once by default: some 200 tests, many of them clusters of
+# devices doing TLS handshakes, compete for two cores, and on a busy machine (a compile beside
+# the suite) a test's own timeouts then measure the whole suite's CPU demand, not its own. At
+# most this many tests run at once (the same wall time on a quiet machine; see docs/architecture.md,
+# "Testing on a busy machine").
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-8}"
