@@ -13,6 +13,8 @@ struct CommandError: Error, CustomStringConvertible {
         case notFound = 7
         case notSignedIn = 8
         case outcomeUnknown = 9
+        case daemonRunning = 10
+        case daemonNotRunning = 11
 
         var meaning: String {
             switch self {
@@ -25,6 +27,8 @@ struct CommandError: Error, CustomStringConvertible {
             case .notFound: "no such key or account"
             case .notSignedIn: "not signed in to an account"
             case .outcomeUnknown: "outcome unknown: the write may or may not have been applied (its hearth process stopped answering)"
+            case .daemonRunning: "a Hearth daemon already runs for this user (hearth daemon)"
+            case .daemonNotRunning: "no Hearth daemon runs for this user (hearth daemon status)"
             }
         }
     }

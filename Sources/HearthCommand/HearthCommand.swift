@@ -24,7 +24,7 @@ struct HearthCommand: AsyncParsableCommand {
         \(CommandError.helpTable)
         """,
         subcommands: [AccountCommand.self, GetCommand.self, SetCommand.self, RemoveCommand.self, ListCommand.self,
-                      WatchCommand.self, PeersCommand.self, StatusCommand.self, ServeCommand.self]
+                      WatchCommand.self, PeersCommand.self, StatusCommand.self, ServeCommand.self, DaemonCommand.self]
     )
 
     /// Parses, runs, and turns every failure into one line on stderr and a documented status.

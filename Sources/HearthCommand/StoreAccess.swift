@@ -13,10 +13,15 @@ struct StoreAccess {
     let identity: DeviceIdentity?
 
     init(global: GlobalOptions, options: StoreOptions) throws {
+        try self.init(global: global, options: options, storeIdentifier: options.identifier(), identity: global.currentIdentity())
+    }
+
+    /// A given store of the given identity (the daemon's stores, one per file it finds).
+    init(global: GlobalOptions, options: StoreOptions, storeIdentifier: String, identity: DeviceIdentity?) {
         self.global = global
         self.options = options
-        storeIdentifier = try options.identifier()
-        identity = try global.currentIdentity()
+        self.storeIdentifier = storeIdentifier
+        self.identity = identity
     }
 
     /// The file of this store for the signed-in account (or the signed-out replica).

@@ -52,4 +52,29 @@ public struct StoreLocation: Sendable, Hashable {
         }
         return out.isEmpty ? "%" : out
     }
+
+    /// The store identifier a store file is named after (`escape(identifier) + ".plist"`), or
+    /// nil for any other name: how the daemon finds the stores of an account.
+    public static func storeIdentifier(fromFileName name: String) -> String? {
+        guard name.hasSuffix(".plist") else { return nil }
+        let escaped = Array(name.utf8.dropLast(6))
+        guard !escaped.isEmpty else { return nil }
+        var bytes: [UInt8] = []
+        var i = 0
+        while i < escaped.count {
+            if escaped[i] == UInt8(ascii: "%") {
+                guard i + 2 < escaped.count, let byte = UInt8(String(decoding: escaped[i + 1...i + 2], as: UTF8.self), radix: 16) else {
+                    // A lone "%" is the empty identifier's name; anything else is not ours.
+                    return escaped.count == 1 ? "" : nil
+                }
+                bytes.append(byte)
+                i += 3
+            } else {
+                bytes.append(escaped[i])
+                i += 1
+            }
+        }
+        guard let identifier = String(validating: bytes, as: UTF8.self), escape(identifier) == String(decoding: escaped, as: UTF8.self) else { return nil }
+        return identifier
+    }
 }

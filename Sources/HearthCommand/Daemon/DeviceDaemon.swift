@@ -1,0 +1,99 @@
+import Foundation
+import Hearth
+import HearthCore
+import HearthIdentity
+
+/// Hearth's `syncdefaultsd`: one process per user that holds every store of the signed-in
+/// account on this device and keeps it synced, whether or not an app runs. Apps and `hearth`
+/// commands reach a store it holds the way they reach any holder (docs/daemon.md).
+///
+/// It finds the stores in the account's data folder, at start and every `rescanInterval`
+/// (a directory listing; nothing is written), so a store first written by an app, or received
+/// from a peer, is held from then on. A store another process holds (an app running with its
+/// embedded engine) is waited for, and held once that process lets go.
+final class DeviceDaemon: Sendable {
+    let global: GlobalOptions
+    let options: StoreOptions
+    let rescanInterval: Duration
+
+    private struct State: Sendable {
+        var hosted: [String: HostedStore] = [:]
+        /// Stores being opened (perhaps waiting for another process to let go).
+        var opening: [String: Task<Void, Never>] = [:]
+        var stopping = false
+    }
+
+    private let state = Locked(State())
+
+    init(global: GlobalOptions, options: StoreOptions, rescanInterval: Duration) {
+        self.global = global
+        self.options = options
+        self.rescanInterval = rescanInterval
+    }
+
+    /// Holds stores until `stop()`.
+    func run() async {
+        while !state.withLock({ $0.stopping }) {
+            scan()
+            try? await Task.sleep(for: rescanInterval)
+        }
+    }
+
+    /// Opens every store of the current account (or the signed-out ones) not held yet.
+    func scan() {
+        let identity: DeviceIdentity?
+        do {
+            identity = try global.currentIdentity()
+        } catch {
+            note("daemon: \(error); holding the signed-out stores only")
+            identity = nil
+        }
+        let folder = StoreLocation(dataDirectory: global.storeDataDirectory, storeIdentifier: "-", account: identity?.account.id.hex).directory
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        let identifiers = names.compactMap(StoreLocation.storeIdentifier(fromFileName:)).filter { !$0.isEmpty }.sorted()
+        for identifier in identifiers {
+            let access = StoreAccess(global: global, options: options, storeIdentifier: identifier, identity: identity)
+            state.withLock { s in
+                guard !s.stopping, s.hosted[identifier] == nil, s.opening[identifier] == nil else { return }
+                s.opening[identifier] = Task { await self.host(access) }
+            }
+        }
+    }
+
+    private func host(_ access: StoreAccess) async {
+        let identifier = access.storeIdentifier
+        let state = self.state
+        do {
+            let hosted = try await HostedStore.open(access, label: "daemon", shouldStop: { state.withLock { $0.stopping } })
+            let kept = state.withLock { s -> Bool in
+                s.opening[identifier] = nil
+                guard let hosted, !s.stopping else { return false }
+                s.hosted[identifier] = hosted
+                return true
+            }
+            if kept, let hosted {
+                note("daemon: holding store \(identifier)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", not syncing (signed out)"))
+            } else if let hosted {
+                await hosted.close()
+            }
+        } catch {
+            // Tried again at the next scan.
+            state.withLock { $0.opening[identifier] = nil }
+            note("daemon: cannot hold store \(identifier): \(error)")
+        }
+    }
+
+    /// What each held store says about itself, by identifier.
+    var stores: [HostedStore] { state.withLock { $0.hosted.values.sorted { $0.store.storeIdentifier < $1.store.storeIdentifier } } }
+
+    /// Stops opening, saves and closes every held store.
+    func stop() async {
+        let (hosted, opening) = state.withLock { s in
+            s.stopping = true
+            defer { s.hosted = [:]; s.opening = [:] }
+            return (Array(s.hosted.values), Array(s.opening.values))
+        }
+        for task in opening { await task.value }
+        for store in hosted { await store.close() }
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Hearth
+import HearthCore
+
+/// A store this process holds open and syncs on behalf of the device (`serve`, `watch`, and
+/// each store of `hearth daemon`): it answers other `hearth` commands over the store's control
+/// socket (writes, and `status` for `hearth peers` and `hearth status`), optionally prints each
+/// external change, and tracks when entries last moved.
+///
+/// While idle it writes nothing to disk: its state is in memory and given out on request.
+final class HostedStore: Sendable {
+    let store: UbiquitousKeyValueStore
+    let access: StoreAccess
+    private let control: ControlServer?
+    private let tasks: [Task<Void, Never>]
+    private let port: Locked<Int?>
+    private let exchanges: ExchangeClock
+
+    /// Opens the store, waiting while another process holds it (a one-shot `hearth set`, say:
+    /// a serving process that gave up would leave the device with no process serving the
+    /// store), creates its file if it has none, and starts serving it. Nil if `shouldStop`
+    /// said so before the store was free.
+    static func open(_ access: StoreAccess, label: String, printChanges: Bool = false, json: Bool = false,
+                     shouldStop: @Sendable () -> Bool) async throws -> HostedStore? {
+        guard let store = try await openWaiting(access, label: label, shouldStop: shouldStop) else { return nil }
+        // Help says serve creates the store; a fresh store with nothing in it would otherwise
+        // have no file until its first change, and `hearth list` would call it unknown.
+        if !access.exists, !(await store.saveCreatingFile()) {
+            note("\(label): could not create the file of store \(access.storeIdentifier) yet; it is written at the first change")
+        }
+        let hosted = HostedStore(store, access: access, printChanges: printChanges, json: json)
+        do {
+            let syncPort = store.isSyncing ? try await store.syncPort() : nil
+            hosted.port.withLock { $0 = syncPort }
+            return hosted
+        } catch {
+            await hosted.close()
+            throw CommandError(.general, "cannot sync store \(access.storeIdentifier): \(error)")
+        }
+    }
+
+    private init(_ store: UbiquitousKeyValueStore, access: StoreAccess, printChanges: Bool, json: Bool) {
+        self.store = store
+        self.access = access
+        let exchanges = ExchangeClock()
+        let port = Locked<Int?>(nil)
+        self.exchanges = exchanges
+        self.port = port
+        let device = access.identity?.deviceID.hex
+        let discovery = access.options.discoveryDescription
+        let liveStatus: @Sendable () -> LiveStatus = {
+            let entries = store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) }
+            exchanges.observe(entries)
+            return LiveStatus(pid: getpid(), store: store.storeIdentifier, port: port.withLock { $0 }, device: device,
+                              connectedPeers: store.connectedPeerDeviceIDs, discoveredPeers: store.discoveredPeers,
+                              discovery: discovery, lastExchange: exchanges.date, entries: entries,
+                              figures: StoreFigures(store.replica, refusals: store.syncRefusals))
+        }
+        // Up before sync starts, so that hearth set/rm/peers find us as soon as we hold the store.
+        let handler = ControlHandler(store: store, status: liveStatus,
+                                     onWrite: { exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) }) })
+        let control = ControlServer(path: ControlSocket.path(for: access.location))
+        self.control = control
+        control?.start { line in await handler.answer(line) }
+        if control == nil { note("no control socket for store \(access.storeIdentifier); hearth set/rm on it will report it locked") }
+        self.liveStatus = liveStatus
+
+        let changes = store.changes
+        let printer = Task {
+            for await change in changes {
+                // What is printed is on disk too, so a `hearth get` right after sees it.
+                await store.synchronizeOffPool()
+                exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) })
+                guard printChanges else { continue }
+                let values = change.keys.map { ($0, store.value(forKey: $0)) }
+                if json {
+                    let fields = values.map { "\(PropertyListJSON.quote($0.0)):\($0.1.map(PropertyListJSON.string) ?? "null")" }
+                    emit("{\"reason\":\"\(change.reason)\",\"code\":\(change.reason.rawValue),\"values\":{\(fields.joined(separator: ","))}}")
+                } else {
+                    for (key, value) in values {
+                        emit("\(change.reason) (\(change.reason.rawValue)): \(key) " + (value.map { "= \(PropertyListJSON.human($0))" } ?? "removed"))
+                    }
+                }
+            }
+        }
+        // Entries also move with no change here (a peer that reconnects and lacks some):
+        // the counters are looked at once a second, in memory only.
+        let sampler = Task {
+            while !Task.isCancelled {
+                exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) })
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        tasks = [printer, sampler]
+    }
+
+    /// What `hearth status` and `hearth peers` are told about this store.
+    let liveStatus: @Sendable () -> LiveStatus
+
+    /// The sync port, once listening; nil when not syncing (signed out).
+    var syncPort: Int? { port.withLock { $0 } }
+
+    /// Stops answering, saves and closes the store.
+    func close() async {
+        control?.stop()
+        for task in tasks { task.cancel() }
+        await store.close()
+    }
+
+    private static func openWaiting(_ access: StoreAccess, label: String,
+                                    shouldStop: @Sendable () -> Bool) async throws -> UbiquitousKeyValueStore? {
+        var noted = false
+        while !shouldStop() {
+            do {
+                return try access.open(logLevel: .warning)
+            } catch let error as CommandError where error.status == .storeLocked {
+                if !noted {
+                    let holder = StoreHolder(lockPath: access.location.lockPath)
+                    note("\(label): store \(access.storeIdentifier) is open in \(holder); waiting for it to be free (Ctrl-C to stop)")
+                    noted = true
+                }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import HearthTestSupport
+import HearthTesting
+import Testing
+
+/// `hearth daemon` as a user runs it: one per user, holding every store of the data folder,
+/// reached by the other `hearth` commands, installed as a systemd user unit (issue 13).
+@Suite(.serialized, .enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
+struct DaemonTests {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-daemon-\(UUID().uuidString)").path
+
+    /// This test's own runtime folder and home, so that daemons of parallel tests never meet.
+    func environment(_ name: String) throws -> [String: String] {
+        var environment = HearthCLI.environment
+        try FileManager.default.createDirectory(atPath: "\(root)/\(name)/run", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: "\(root)/\(name)/home", withIntermediateDirectories: true)
+        environment["XDG_RUNTIME_DIR"] = "\(root)/\(name)/run"
+        environment["HOME"] = "\(root)/\(name)/home"
+        environment["XDG_CONFIG_HOME"] = nil
+        return environment
+    }
+
+    func run(_ arguments: [String], _ environment: [String: String]) async throws -> (status: Int32?, output: String, error: String) {
+        try await ChildProcess.run(try #require(HearthCLI.binary), arguments, environment: environment)
+    }
+
+    func startDaemon(_ arguments: [String], _ environment: [String: String]) async throws -> ChildProcess {
+        let daemon = try ChildProcess(try #require(HearthCLI.binary), ["daemon"] + arguments, environment: environment)
+        let started = await daemon.waitForOutput("Ctrl-C to stop", inErrors: true, upTo: .seconds(30))
+        try #require(started, "the daemon did not start: \(daemon.errorOutput)")
+        return daemon
+    }
+
+    @Test("One daemon per user: a second one refuses with status 10 and names the first one's pid")
+    func oneDaemonPerUser() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let environment = try environment("solo")
+        let directories = ["--config-dir", "\(root)/solo/config", "--data-dir", "\(root)/solo/data"]
+        let first = try await startDaemon(directories, environment)
+        defer { first.terminate() }
+        let second = try await run(["daemon"] + directories, environment)
+        #expect(second.status == 10)
+        #expect(second.error.contains("a Hearth daemon already runs for this user (pid \(first.pid)"), "\(second.error)")
+        // The first goes on, and stops cleanly on SIGTERM, releasing the lock for the next.
+        first.send(SIGTERM)
+        #expect(await first.wait(upTo: .seconds(30)) == 0, "\(first.errorOutput)")
+        let third = try await startDaemon(directories, environment)
+        third.terminate()
+    }
+
+    @Test("The daemon holds every store of the data folder, answers hearth set/status for them, picks up a new store, and saves at SIGTERM")
+    func holdsEveryStore() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let environment = try environment("solo")
+        let directories = ["--config-dir", "\(root)/solo/config", "--data-dir", "\(root)/solo/data"]
+        // Two stores written on this device before the daemon starts (signed out: local stores).
+        for store in ["com.example.a", "com.example.b"] {
+            let set = try await run(["set", "--store", store, "k", "1"] + directories, environment)
+            try #require(set.status == 0, "\(set.error)")
+        }
+        let daemon = try await startDaemon(directories + ["--rescan-interval", "0.5"], environment)
+        defer { daemon.terminate() }
+        #expect(await HearthCLI.eventually(upTo: .seconds(20)) { daemon.errorOutput.contains("holding store com.example.b") })
+
+        let status = try await run(["daemon", "status", "--json"], environment)
+        #expect(status.status == 0, "\(status.error)")
+        #expect(status.output.contains("\"store\":\"com.example.a\"") && status.output.contains("\"store\":\"com.example.b\""), "\(status.output)")
+        #expect(status.output.contains("\"pid\":\(daemon.pid)"))
+
+        // A write goes to the daemon holding the store (it cannot be opened here), and lands.
+        let set = try await run(["set", "--store", "com.example.a", "k", "2"] + directories, environment)
+        #expect(set.status == 0, "\(set.error)")
+        let held = try await run(["status", "--json"] + directories, environment)
+        #expect(held.output.contains("\"heldBy\":\(daemon.pid)"), "\(held.output)")
+
+        // A store that appears later (here: a file copied in, as a restore would) is held at the next scan.
+        let folder = "\(root)/solo/data/local"
+        try FileManager.default.copyItem(atPath: "\(folder)/com.example.b.plist", toPath: "\(folder)/com.example.c.plist")
+        #expect(await HearthCLI.eventually(upTo: .seconds(20)) { daemon.errorOutput.contains("holding store com.example.c") },
+                "\(daemon.errorOutput)")
+
+        daemon.send(SIGTERM)
+        #expect(await daemon.wait(upTo: .seconds(30)) == 0, "\(daemon.errorOutput)")
+        let value = try await run(["get", "--store", "com.example.a", "k"] + directories, environment)
+        #expect(value.output == "2\n", "\(value.error)")
+        let gone = try await run(["daemon", "status"], environment)
+        #expect(gone.status == 11)
+    }
+
+    @Test("Background: A and B run daemons and no app; a value written on A and the writer gone is read on B at open")
+    func background() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (laptop, kitchen) = try await Device.household(root: root)
+        let store = "com.example.colors"
+        // Each device has the store (the daemon holds the stores found on the device).
+        for device in [laptop, kitchen] {
+            let set = try await run(["set", "--store", store, "created", "--string", device.name] + device.directories, try environment(device.name))
+            try #require(set.status == 0, "\(set.error)")
+        }
+        var daemons: [ChildProcess] = []
+        defer { for daemon in daemons { daemon.terminate() } }
+        for device in [laptop, kitchen] {
+            daemons.append(try await startDaemon(device.directories + ["--port", String(device.port), "--peer", "127.0.0.1:\(device.peerPort)"],
+                                                 try environment(device.name)))
+        }
+        // A one-shot writer on the laptop: handed to the laptop's daemon, which syncs it.
+        let written = try await run(["set", "--store", store, "k", "1", "--wait", "30"] + laptop.directories, try environment(laptop.name))
+        #expect(written.status == 0, "\(written.error)")
+        // A new process on the kitchen reads it at once, with no app ever open there.
+        let read = try await HearthCLI.eventually(upTo: .seconds(30)) {
+            try await run(["get", "--store", store, "k"] + kitchen.directories, try environment(kitchen.name)).output == "1\n"
+        }
+        #expect(read, "kitchen daemon: \(daemons[1].errorOutput)")
+    }
+
+    @Test("install writes a systemd user unit that runs this hearth's daemon with the given folders; where systemd is absent it says what to run; uninstall removes it")
+    func installAndUninstall() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var environment = try environment("solo")
+        // No systemctl on PATH: what a machine without systemd sees.
+        environment["PATH"] = "\(root)/solo/empty"
+        let installed = try await run(["daemon", "install", "--data-dir", "\(root)/solo/data", "--peer", "127.0.0.1:9"], environment)
+        #expect(installed.status == 0, "\(installed.error)")
+        let unitPath = "\(root)/solo/home/.config/systemd/user/hearth.service"
+        let unit = try String(contentsOfFile: unitPath, encoding: .utf8)
+        let binary = try #require(HearthCLI.binary)
+        let resolved = (try? FileManager.default.destinationOfSymbolicLink(atPath: binary)) ?? binary
+        #expect(unit.contains("ExecStart=\"\(URL(fileURLWithPath: resolved).resolvingSymlinksInPath().path)\" \"daemon\" \"run\" \"--data-dir\" \"\(root)/solo/data\" \"--peer\" \"127.0.0.1:9\""), "\(unit)")
+        #expect(unit.contains("WantedBy=default.target"))
+        #expect(installed.output.contains("systemctl is not installed"), "\(installed.output)")
+        #expect(installed.output.contains("daemon run --data-dir \(root)/solo/data --peer 127.0.0.1:9"))
+        var info = stat()
+        #expect(stat(unitPath, &info) == 0 && info.st_mode & 0o777 == 0o600)
+
+        let removed = try await run(["daemon", "uninstall"], environment)
+        #expect(removed.status == 0, "\(removed.error)")
+        #expect(!FileManager.default.fileExists(atPath: unitPath))
+        #expect(removed.output.contains("removed \(unitPath)"))
+    }
+
+    @Test("The runtime folder must be ours and closed to others: an open one is refused")
+    func runtimeFolderChecked() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let environment = try environment("solo")
+        try FileManager.default.createDirectory(atPath: "\(root)/solo/run/hearth", withIntermediateDirectories: true)
+        chmod("\(root)/solo/run/hearth", 0o777)
+        let refused = try await run(["daemon", "--data-dir", "\(root)/solo/data"], environment)
+        #expect(refused.status == 1)
+        #expect(refused.error.contains("is open to other users (mode 777)"), "\(refused.error)")
+    }
+}
