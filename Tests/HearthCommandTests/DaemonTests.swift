@@ -73,11 +73,14 @@ struct DaemonTests {
         let held = try await run(["status", "--json"] + directories, environment)
         #expect(held.output.contains("\"heldBy\":\(daemon.pid)"), "\(held.output)")
 
-        // A store that appears later (here: a file copied in, as a restore would) is held at the next scan.
-        let folder = "\(root)/solo/data/local"
-        try FileManager.default.copyItem(atPath: "\(folder)/com.example.b.plist", toPath: "\(folder)/com.example.c.plist")
+        // A store first written by another process (an app, here a one-shot hearth set that
+        // opens it itself, the daemon not holding it yet) is held from the next scan on.
+        let created = try await run(["set", "--store", "com.example.c", "k", "3"] + directories, environment)
+        #expect(created.status == 0, "\(created.error)")
         #expect(await HearthCLI.eventually(upTo: .seconds(20)) { daemon.errorOutput.contains("holding store com.example.c") },
                 "\(daemon.errorOutput)")
+        let third = try await run(["daemon", "status"], environment)
+        #expect(third.output.contains("store     com.example.c: 1 keys"), "\(third.output)")
 
         daemon.send(SIGTERM)
         #expect(await daemon.wait(upTo: .seconds(30)) == 0, "\(daemon.errorOutput)")
