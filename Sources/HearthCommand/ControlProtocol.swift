@@ -130,13 +130,9 @@ final class ControlHandler: Sendable {
     private let store: UbiquitousKeyValueStore
     private let status: @Sendable () -> LiveStatus
     private let recent = RecentRequests()
-    /// Called after each write applied for another process.
-    private let onWrite: @Sendable () -> Void
-
-    init(store: UbiquitousKeyValueStore, status: @escaping @Sendable () -> LiveStatus, onWrite: @escaping @Sendable () -> Void = {}) {
+    init(store: UbiquitousKeyValueStore, status: @escaping @Sendable () -> LiveStatus) {
         self.store = store
         self.status = status
-        self.onWrite = onWrite
     }
 
     func answer(_ line: String) async -> String {
@@ -155,12 +151,8 @@ final class ControlHandler: Sendable {
             object["status"] = .integer(0)
             return object.line
         case .write(let write):
-            let store = self.store, onWrite = self.onWrite
-            return await recent.answer(write.id) {
-                let reply = await write.answer(store: store)
-                onWrite()
-                return reply
-            }
+            let store = self.store
+            return await recent.answer(write.id) { await write.answer(store: store) }
         }
     }
 }

@@ -12,9 +12,8 @@ final class HostedStore: Sendable {
     let store: UbiquitousKeyValueStore
     let access: StoreAccess
     private let control: ControlServer?
-    private let tasks: [Task<Void, Never>]
+    private let printer: Task<Void, Never>
     private let port: Locked<Int?>
-    private let exchanges: ExchangeClock
 
     /// Opens the store, waiting while another process holds it (a one-shot `hearth set`, say:
     /// a serving process that gave up would leave the device with no process serving the
@@ -42,23 +41,20 @@ final class HostedStore: Sendable {
     private init(_ store: UbiquitousKeyValueStore, access: StoreAccess, printChanges: Bool, json: Bool) {
         self.store = store
         self.access = access
-        let exchanges = ExchangeClock()
         let port = Locked<Int?>(nil)
-        self.exchanges = exchanges
         self.port = port
         let device = access.identity?.deviceID.hex
         let discovery = access.options.discoveryDescription
         let liveStatus: @Sendable () -> LiveStatus = {
-            let entries = store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) }
-            exchanges.observe(entries)
+            let metrics = store.syncMetrics
             return LiveStatus(pid: getpid(), store: store.storeIdentifier, port: port.withLock { $0 }, device: device,
                               connectedPeers: store.connectedPeerDeviceIDs, discoveredPeers: store.discoveredPeers,
-                              discovery: discovery, lastExchange: exchanges.date, entries: entries,
+                              discovery: discovery, lastExchange: metrics?.lastEntriesMoved,
+                              entries: metrics.map { ($0.entriesSent, $0.entriesReceived) },
                               figures: StoreFigures(store.replica, refusals: store.syncRefusals))
         }
         // Up before sync starts, so that hearth set/rm/peers find us as soon as we hold the store.
-        let handler = ControlHandler(store: store, status: liveStatus,
-                                     onWrite: { exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) }) })
+        let handler = ControlHandler(store: store, status: liveStatus)
         let control = ControlServer(path: ControlSocket.path(for: access.location))
         self.control = control
         control?.start { line in await handler.answer(line) }
@@ -66,11 +62,10 @@ final class HostedStore: Sendable {
         self.liveStatus = liveStatus
 
         let changes = store.changes
-        let printer = Task {
+        printer = Task {
             for await change in changes {
                 // What is printed is on disk too, so a `hearth get` right after sees it.
                 await store.synchronizeOffPool()
-                exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) })
                 guard printChanges else { continue }
                 let values = change.keys.map { ($0, store.value(forKey: $0)) }
                 if json {
@@ -83,15 +78,6 @@ final class HostedStore: Sendable {
                 }
             }
         }
-        // Entries also move with no change here (a peer that reconnects and lacks some):
-        // the counters are looked at once a second, in memory only.
-        let sampler = Task {
-            while !Task.isCancelled {
-                exchanges.observe(store.syncMetrics.map { ($0.entriesSent, $0.entriesReceived) })
-                try? await Task.sleep(for: .seconds(1))
-            }
-        }
-        tasks = [printer, sampler]
     }
 
     /// What `hearth status` and `hearth peers` are told about this store.
@@ -103,7 +89,7 @@ final class HostedStore: Sendable {
     /// Stops answering, saves and closes the store.
     func close() async {
         control?.stop()
-        for task in tasks { task.cancel() }
+        printer.cancel()
         await store.close()
     }
 

@@ -108,28 +108,3 @@ struct LiveStatus: Sendable {
         return try? LiveStatus(ControlRequest.fields(ofReply: reply))
     }
 }
-
-/// When entries last moved between this store and a peer, from the sync counters: sampled
-/// in memory (never on disk), at each change and each status request.
-final class ExchangeClock: Sendable {
-    private struct State: Sendable {
-        var counters: (sent: Int, received: Int)?
-        var date: Date?
-    }
-
-    private let state = Locked(State())
-
-    /// Notes the counters now; if entries moved since the last look, they moved about now.
-    func observe(_ entries: (sent: Int, received: Int)?) {
-        guard let entries else { return }
-        let now = Date()
-        state.withLock { s in
-            let counters = entries
-            if let previous = s.counters, previous != counters { s.date = now }
-            if s.counters == nil, counters.0 + counters.1 > 0 { s.date = now }
-            s.counters = counters
-        }
-    }
-
-    var date: Date? { state.withLock { $0.date } }
-}

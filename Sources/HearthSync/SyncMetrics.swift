@@ -1,3 +1,4 @@
+import Foundation
 import HearthCore
 
 /// Counters of what the engine sent and received, for tests, `hearth status` and benchmarks.
@@ -11,6 +12,9 @@ public final class SyncMetrics: Sendable {
         /// Sessions that passed the hello (two devices dialling each other at once may both
         /// get this far before one connection is dropped).
         public var sessions = 0
+        /// When entries last went to or came from a peer (wall clock), nil if they never did.
+        /// Kept here so that "last exchange" needs no one polling the counters.
+        public var lastEntriesMoved: Date?
     }
 
     private let counters = Locked(Snapshot())
@@ -21,7 +25,16 @@ public final class SyncMetrics: Sendable {
 
     func sent(bytes: Int) { counters.withLock { $0.bytesSent += bytes } }
     func received(bytes: Int) { counters.withLock { $0.bytesReceived += bytes } }
-    func sentEntries(_ n: Int) { counters.withLock { $0.entriesSent += n } }
-    func receivedEntries(_ n: Int) { counters.withLock { $0.entriesReceived += n } }
+    func sentEntries(_ n: Int) { moved(n) { $0.entriesSent += n } }
+    func receivedEntries(_ n: Int) { moved(n) { $0.entriesReceived += n } }
+
+    private func moved(_ n: Int, _ count: (inout Snapshot) -> Void) {
+        guard n > 0 else { return }
+        let now = Date()
+        counters.withLock {
+            count(&$0)
+            $0.lastEntriesMoved = now
+        }
+    }
     func sessionStarted() { counters.withLock { $0.sessions += 1 } }
 }
