@@ -44,16 +44,20 @@ port() { case $1 in laptop) echo 47501;; kitchen) echo 47502;; phone) echo 47503
 command_for() {
   local device=$1; shift
   local where=(--config-dir "$work/$device/config" --data-dir "$work/$device/data")
+  # Each device is a user of its own: its own runtime folder, so one daemon each.
+  mkdir -p "$work/$device/run"
+  local user=(env XDG_RUNTIME_DIR="$work/$device/run")
   if [ "$namespace" -eq 1 ]; then
-    cmd=(scripts/testnet/run.sh "$hearth" "$@" "${where[@]}")
+    cmd=(scripts/testnet/run.sh "${user[@]}" "$hearth" "$@" "${where[@]}")
   else
     local sync=()
     case $1 in
-      set|rm|watch|serve|peers)
+      set|rm|watch|serve|peers|daemon)
         sync=(--port "$(port "$device")")
         for other in laptop kitchen phone; do [ "$other" = "$device" ] || sync+=(--peer "127.0.0.1:$(port "$other")"); done;;
     esac
-    cmd=("$hearth" "$@" "${where[@]}" "${sync[@]}")
+    [ "$1 ${2:-}" = "daemon status" ] && sync=()
+    cmd=("${user[@]}" "$hearth" "$@" "${where[@]}" "${sync[@]}")
   fi
 }
 as() { command_for "$@"; "${cmd[@]}" 2>&1 | prefix "$1"; }
@@ -113,7 +117,27 @@ as phone peers --store "$store" --wait 2
 say "every device now reads the same values (hearth list)"
 for device in laptop kitchen phone; do as "$device" list --store "$store"; done
 
-say "done: stopping the watchers (they save and exit on SIGTERM)"
+say "the watchers stop (they save and exit on SIGTERM)"
+for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+pids=()
+sleep 0.3
+
+say "now each device runs the daemon (hearth daemon): it holds every store, whether an app runs or not"
+for device in laptop kitchen phone; do
+  command_for "$device" daemon
+  "${cmd[@]}" > >(prefix "$device") 2>&1 &
+  pids+=($!)
+done
+sleep 3
+as kitchen daemon status
+
+say "phone: a one-shot writer sets backgroundColor to 1 and exits; no app stays open anywhere"
+as phone set --store "$store" backgroundColor 1 --min-peers 2 --wait 15
+say "laptop: a process started afterwards reads the new value at once, from its own disk"
+as laptop get --store "$store" backgroundColor
+
+say "done: stopping the daemons (they save and exit on SIGTERM)"
 for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 pids=()

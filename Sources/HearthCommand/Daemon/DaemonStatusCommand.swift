@@ -9,6 +9,9 @@ struct DaemonStatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Say whether the daemon runs, and list its stores with their peers and connections.")
 
+    /// Accepted so that the same options work with every subcommand; the daemon is found
+    /// by its runtime folder, whichever folders it holds.
+    @OptionGroup var global: GlobalOptions
     @Flag(help: "JSON output: the daemon's status reply as it is.") var json = false
 
     func run() async throws {
