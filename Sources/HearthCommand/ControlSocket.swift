@@ -154,6 +154,13 @@ final class ControlServer: Sendable {
                     return      // stop() shut the socket down
                 }
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                // The folder's mode keeps other users out; the kernel's word on who connected
+                // is checked too, in case the folder was opened up by hand.
+                guard Self.isOwnUser(client) else {
+                    note("refused a connection to \(path) from another user")
+                    close(client)
+                    continue
+                }
                 let admitted = connections.withLock { count -> Bool in
                     guard count < Self.maximumConnections else { return false }
                     count += 1
@@ -187,6 +194,17 @@ final class ControlServer: Sendable {
         if let reply = reply.withLock({ $0 }) {
             _ = ControlSocket.writeAll(client, Array((reply + "\n").utf8))
         }
+    }
+
+    /// Whether the process at the other end of `client` runs as this user (SO_PEERCRED).
+    static func isOwnUser(_ client: Int32) -> Bool {
+        // struct ucred { pid_t pid; uid_t uid; gid_t gid; }: Glibc's module leaves it out (it
+        // needs _GNU_SOURCE), so its layout is spelled here.
+        var credentials: (pid: pid_t, uid: uid_t, gid: gid_t) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout.size(ofValue: credentials))
+        guard getsockopt(client, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
+              length == socklen_t(MemoryLayout.size(ofValue: credentials)) else { return false }
+        return credentials.uid == getuid()
     }
 
     func stop() {

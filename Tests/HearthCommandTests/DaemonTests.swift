@@ -141,6 +141,36 @@ struct DaemonTests {
         #expect(removed.output.contains("removed \(unitPath)"))
     }
 
+    @Test("Another user cannot connect to the daemon's socket: the folder is 0700, the sockets 0600, and a client as uid 65534 is refused",
+          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root and setpriv"))
+    func anotherUserIsRefused() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let environment = try environment("solo")
+        // Everything above our runtime folder is open to all, so only the folder's own mode can refuse.
+        for folder in [root, "\(root)/solo", "\(root)/solo/run"] { chmod(folder, 0o755) }
+        let daemon = try await startDaemon(["--data-dir", "\(root)/solo/data"], environment)
+        defer { daemon.terminate() }
+        let folder = "\(root)/solo/run/hearth", socket = "\(folder)/daemon.sock"
+        var info = stat()
+        #expect(stat(folder, &info) == 0 && info.st_mode & 0o777 == 0o700)
+        #expect(stat(socket, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        // As ourselves the socket answers; as another user the connection is refused.
+        let own = try await run(["daemon", "status", "--json"], environment)
+        #expect(own.status == 0, "\(own.error)")
+        let probe = """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(sys.argv[1]); s.sendall(b'{"op":"daemon-status"}\\n'); print("answered:", s.recv(100))
+            except OSError as e:
+                print("refused:", e.strerror)
+            """
+        let other = try await ChildProcess.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                                                    "/usr/bin/python3", "-c", probe, socket])
+        #expect(other.output.hasPrefix("refused: Permission denied"), "\(other.output) \(other.error)")
+        #expect(!other.output.contains("answered"))
+    }
+
     @Test("The runtime folder must be ours and closed to others: an open one is refused")
     func runtimeFolderChecked() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
