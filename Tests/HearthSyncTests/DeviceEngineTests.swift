@@ -52,7 +52,8 @@ enum Sockets {
 
     static var all: [Socket] {
         ["/proc/net/tcp", "/proc/net/tcp6"].flatMap { path -> [Socket] in
-            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            // Read to the end: a /proc file reports no size, and String(contentsOfFile:) may stop at a page.
+            let text = FileHandle(forReadingAtPath: path).map { String(decoding: $0.readDataToEndOfFile(), as: UTF8.self) } ?? ""
             return text.split(separator: "\n").dropFirst().compactMap { line in
                 let fields = line.split(separator: " ")
                 guard fields.count > 3, let local = fields[1].split(separator: ":").last, let remote = fields[2].split(separator: ":").last,

@@ -127,8 +127,14 @@ extension SyncSession {
         let (changed, overQuota) = replica.applyRemote(checked.accepted, heldBack: checked.heldBack, reason: reason)
         if reason == .initialSyncChange, !delta.more { replica.initialSyncCompleted() }
         context.metrics.receivedEntries(delta.entries.count)
-        let ours = replica.syncVector
-        stores.withLock { $0.shared[store.identifier]?.peerKnown.formUnion(delta.vector.restricted(to: ours)) }
+        // The sender has what it sent and what its vector claims (as an ack or ping would say):
+        // known and acknowledged, for settling and tombstone collection.
+        let claimed = delta.vector.restricted(to: replica.syncVector)
+        stores.withLock { s in
+            s.shared[store.identifier]?.peerKnown.formUnion(claimed)
+            s.shared[store.identifier]?.acknowledged.formUnion(claimed)
+        }
+        replica.notePeer(peer.deviceID.hex, acknowledged: claimed)
         let refused = checked.refused + overQuota
         if !refused.isEmpty {
             let count = delta.entries.count + delta.undecodable.count
