@@ -127,9 +127,12 @@ extension SyncSession {
         let (changed, overQuota) = replica.applyRemote(checked.accepted, heldBack: checked.heldBack, reason: reason)
         if reason == .initialSyncChange, !delta.more { replica.initialSyncCompleted() }
         context.metrics.receivedEntries(delta.entries.count)
+        // What we have now, for the ack: taken before noting the sender's claim below, which may
+        // collect tombstones the sender just sent (and drop their origins from our vector).
+        let applied = replica.syncVector
         // The sender has what it sent and what its vector claims (as an ack or ping would say):
         // known and acknowledged, for settling and tombstone collection.
-        let claimed = delta.vector.restricted(to: replica.syncVector)
+        let claimed = delta.vector.restricted(to: applied)
         stores.withLock { s in
             s.shared[store.identifier]?.peerKnown.formUnion(claimed)
             s.shared[store.identifier]?.acknowledged.formUnion(claimed)
@@ -149,8 +152,7 @@ extension SyncSession {
         }
         // An empty delta teaches the peer nothing new about us: its hello already did.
         if !delta.entries.isEmpty || !delta.undecodable.isEmpty {
-            let vector = replica.syncVector
-            post(store.identifier) { $0.ack = vector }
+            post(store.identifier) { $0.ack = applied }
         }
         if !changed.isEmpty {
             store.logger.debug("applied \(checked.accepted.count) entries; changed \(changed.count) keys")
