@@ -48,8 +48,9 @@ struct SessionMailbox: Sendable {
             var rest = mail
             let item: SessionOutgoing
             if mail.left {
-                stores[store] = nil
-                return .left(store)
+                // What was posted since (the store attached again: its state) goes after.
+                rest.left = false
+                item = .left(store)
             } else if mail.state {
                 rest.state = false
                 rest.peers = false

@@ -10,6 +10,7 @@ extension SyncSession {
         switch item {
         case .hello:
             guard let hello = try context.engine?.makeHello() else { throw CancellationError() }
+            listedInHello.withLock { $0 = Set(hello.stores.map(\.identifier)) }
             try await send(.hello(hello), to: outbound)
         case .state(let name, let withPeers):
             guard let store = stores.withLock({ $0.shared[name]?.store }) else { return }

@@ -81,6 +81,10 @@ final class SyncSession: Sendable {
         self.logger = logger
     }
 
+    /// The stores our hello listed (set when it is sent): a store attached or detached around
+    /// the hellos is told about with a `store` message instead.
+    let listedInHello = Locked<Set<String>?>(nil)
+
     /// Whether the peer serves `store` too and this connection syncs it.
     func shares(_ store: String) -> Bool { stores.withLock { $0.shared[store] != nil } }
 
@@ -123,8 +127,10 @@ final class SyncSession: Sendable {
     func open(_ store: SyncStore, as listed: SyncMessage.Hello.Store) {
         store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
         let (ours, vector) = store.announcement()
-        let same = listed.vectorDigest == ours.vectorDigest
-        let samePeers = listed.peersDigest == ours.peersDigest
+        // Equal digests mean something only if the peer had ours: our hello listed the store.
+        let inOurHello = listedInHello.withLock { $0?.contains(store.identifier) ?? false }
+        let same = inOurHello && listed.vectorDigest == ours.vectorDigest
+        let samePeers = inOurHello && listed.peersDigest == ours.peersDigest
         let opened = stores.withLock { s -> Bool in
             guard s.shared[store.identifier] == nil else { return false }
             var shared = Shared(store: store)
@@ -243,6 +249,9 @@ final class SyncSession: Sendable {
                 logger.debug("the peer serves store \(String(reflecting: listed.identifier)), which this device does not")
             }
         }
+        // Listed in our hello but detached since: the peer must not wait for us to sync it.
+        let gone = (listedInHello.withLock { $0 } ?? []).filter { context.engine?.store($0) == nil }
+        for name in gone { post { $0.stores[name] = SessionMailbox.StoreMail(left: true) } }
     }
 
     private func receiveHello(_ message: SyncMessage) throws -> SyncMessage.Hello {
