@@ -82,7 +82,7 @@ public final class SyncEngine: Sendable {
         _ = try? certificates.admit(identity.certificate)
     }
 
-    /// An engine serving one store, as before engines served several.
+    /// An engine serving `replica`'s store (more can be attached).
     public convenience init(identity: DeviceIdentity, replica: any SyncReplica,
                             options: Options = Options(), logger: Logger = Logger(label: "hearth.sync")) throws {
         try self.init(identity: identity, options: options, logger: logger)
@@ -194,8 +194,8 @@ public final class SyncEngine: Sendable {
 
     /// Stops dialling, closes every connection and the listener.
     ///
-    /// A barrier: once it returns, no session of this engine changes the replica any more
-    /// (see ``ReplicaGate``), even one that was still verifying a delta.
+    /// A barrier: once it returns, no session of this engine changes the replica of any of its
+    /// stores (see ``ReplicaGate``), even one that was still verifying a delta.
     public func stop() async {
         let (listener, tasks, sessions, discoveries, stores) = state.withLock { s in
             s.stopped = true
