@@ -28,17 +28,14 @@ extension SyncSession {
         case .refused(let refusal): try await send(SyncMessage.refused(refusal), to: outbound)
         case .ping:
             // With the vectors of the stores that changed since the peer was last told them.
-            let changed = stores.withLock { s -> [String: VersionVector] in
-                var changed: [String: VersionVector] = [:]
-                for (name, shared) in s.shared where shared.ready {
-                    let vector = shared.store.replica.syncVector
-                    if vector != shared.told {
-                        changed[name] = vector
-                        s.shared[name]?.told = vector
-                    }
-                }
-                return changed
+            // The vectors are read outside the session's lock (each takes its store's).
+            let ready = stores.withLock { $0.shared.filter { $0.value.ready }.mapValues { ($0.store, $0.told) } }
+            var changed: [String: VersionVector] = [:]
+            for (name, (store, told)) in ready {
+                let vector = store.replica.syncVector
+                if vector != told { changed[name] = vector }
             }
+            stores.withLock { s in for (name, vector) in changed { s.shared[name]?.told = vector } }
             try await send(.ping(changed), to: outbound)
         case .pong: try await send(SyncMessage.pong, to: outbound)
         }

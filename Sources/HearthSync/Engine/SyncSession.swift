@@ -305,7 +305,7 @@ final class SyncSession: Sendable {
                 continue
             }
             // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
-            for store in stores.withLock({ $0.shared.values.map(\.store) }) { store.replica.restampIfNeeded() }
+            for store in stores.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
             if silence > context.options.timeout {
                 throw SyncProtocolError("no frame from the peer for \(silence); the link is dead")
             }
