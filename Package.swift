@@ -117,7 +117,8 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthDiscoveryTests",
-            dependencies: ["HearthDiscovery", "HearthTesting", "HearthTestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HearthDiscovery", "Hearth", "HearthIdentity", "HearthTesting", "HearthTestSupport",
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 

@@ -353,15 +353,20 @@ final class Suite {
                 "peer", "data=\(root)/data-joiner-\(j)", "config=\(takeConfig())", "port=\(try Sockets.freePort())",
                 "peers=127.0.0.1:\(proxy.port)", "store=\(store)",
             ])
-            var initLine: [Substring]?
+            // The first download may come as several deltas (each about a megabyte), each posting
+            // initialSyncChange: it is over when every key has arrived.
+            var initKeys = 0, initOpened: UInt64 = 0, initEnd: UInt64 = 0
             var ready = false
-            while initLine == nil || !ready {
+            while initKeys < 1024 || !ready {
                 let f = try c.readLine(timeout: 60).split(separator: " ")
-                if f.first == "READY" { ready = true } else if f.first == "INIT" { initLine = Array(f.dropFirst()) }
-                else { throw BenchError("joiner: \(f.joined(separator: " "))") }
+                if f.first == "READY" { ready = true } else if f.first == "INIT" {
+                    initOpened = UInt64(f[1])!
+                    initEnd = UInt64(f[2])!
+                    initKeys += Int(f[3])!
+                } else { throw BenchError("joiner: \(f.joined(separator: " "))") }
             }
-            initialTimes.append(Double(UInt64(initLine![1])! - UInt64(initLine![0])!) / 1e6)
-            initialKeys = Int(initLine![2])!
+            initialTimes.append(Double(initEnd - initOpened) / 1e6)
+            initialKeys = initKeys
             // Let the acknowledgements cross before counting.
             guard try c.ask("synced 1", expect: "Y", timeout: 30)[0] == "1" else { throw BenchError("joiner not settled") }
             usleep(200_000)

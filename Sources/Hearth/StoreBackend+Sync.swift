@@ -11,10 +11,11 @@ struct SyncParameters: Sendable {
     let settings: SyncSettings
 }
 
-/// A running sync engine and what it needs to be stopped.
+/// This store on a running sync engine (shared with the process's other stores of the same
+/// identity and settings) and what it needs to be stopped.
 struct SyncRun: Sendable {
-    let engine: SyncEngine
-    let started: Task<Int, any Error>
+    let lease: SyncEngineRegistry.Lease
+    let store: SyncStore
 }
 
 /// The store's side of the sync engine: its replica, behind the store's lock.
@@ -192,62 +193,40 @@ extension StoreBackend: SyncReplica {
 
     // MARK: Starting and stopping
 
-    /// Starts syncing this replica as `identity`, finding peers as `settings` says; does
-    /// nothing if an engine already runs (two of them would fight over the port).
+    /// Starts syncing this replica as `identity`, on the process's engine for that identity
+    /// and `settings` (started if this is its first store); does nothing if this store syncs
+    /// already.
     func startSync(identity: DeviceIdentity, settings: SyncSettings) {
-        let logger = self.logger
-        let storeIdentifier = self.storeIdentifier
-        let engine: SyncEngine
+        let registry = SyncEngineRegistry.shared
+        let lease: SyncEngineRegistry.Lease
+        let store: SyncStore
         do {
-            engine = try SyncEngine(identity: identity, replica: self,
-                                    options: .init(host: settings.listenHost, port: settings.port,
-                                                   heartbeatInterval: settings.heartbeatInterval, timeout: settings.timeout),
-                                    logger: logger)
+            lease = try registry.acquire(identity: identity, settings: settings, logger: logger)
         } catch {
             logger.error("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
             return
         }
-        // Checked and recorded in one step, so two concurrent starts cannot both run an engine.
-        state.withLock { s in
-            guard s.sync == nil else { return }
-            let started = Task { () throws -> Int in
-                do {
-                    return try await Self.run(engine, identity: identity, settings: settings, storeIdentifier: storeIdentifier, logger: logger)
-                } catch is CancellationError {
-                    throw CancellationError()
-                } catch {
-                    logger.error("sync could not start: \(error)", metadata: ["store": "\(storeIdentifier)"])
-                    throw error
-                }
-            }
+        do {
+            store = try lease.engine.attach(self)
+        } catch {
+            // Attached already: a store of this identifier in another data directory syncs as
+            // this device already (or a concurrent start of this one won).
+            logger.warning("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
+            Task { await registry.release(lease) }
+            return
+        }
+        // Checked and recorded in one step, so two concurrent starts cannot both sync it.
+        let kept = state.withLock { s -> Bool in
+            guard s.sync == nil else { return false }
             s.refuseWritesBeforeInitialSync = settings.discardWritesBeforeInitialSync
-            s.sync = SyncRun(engine: engine, started: started)
+            s.sync = SyncRun(lease: lease, store: store)
             s.syncParameters = SyncParameters(identity: identity, settings: settings)
+            return true
         }
-    }
-
-    /// Starts the engine's listener, then the discovery the settings ask for.
-    private static func run(_ engine: SyncEngine, identity: DeviceIdentity, settings: SyncSettings,
-                            storeIdentifier: String, logger: Logger) async throws -> Int {
-        let port = try await engine.start()
-        let discovery: (any PeerDiscovery)?
-        switch settings.discovery {
-        case .automatic:
-            let service = ServiceDescription(
-                instanceName: identity.deviceName, port: UInt16(port), protocolVersion: SyncMessage.protocolVersion,
-                accountHash: identity.account.id.shortHash,
-                storeHash: identity.account.id.storeHash(storeIdentifier: storeIdentifier),
-                deviceHash: identity.deviceID.shortHash)
-            discovery = try await DefaultDiscovery.start(service: service, logger: logger)
-        case .staticPeers(let peers):
-            let list = StaticDiscovery(endpoints: try peers.map { try StaticDiscovery.Endpoint(parsing: $0) }, logger: logger)
-            try await list.start()
-            discovery = list
-        case .none:
-            discovery = nil
+        if !kept {
+            lease.engine.detach(storeIdentifier: storeIdentifier)
+            Task { await registry.release(lease) }
         }
-        if let discovery { engine.follow(discovery) }
-        return port
     }
 
     /// Starts sync again with the parameters of the last start; false if never started.
@@ -257,17 +236,19 @@ extension StoreBackend: SyncReplica {
         return true
     }
 
-    var syncEngine: SyncEngine? { state.withLock { $0.sync?.engine } }
+    /// This store on its sync engine, while it syncs.
+    var syncEngine: SyncStore? { state.withLock { $0.sync?.store } }
 
     func waitForSync() async throws -> Int? {
         guard let run = state.withLock({ $0.sync }) else { return nil }
-        return try await run.started.value
+        return try await run.lease.started.value
     }
 
+    /// Stops syncing this store: a barrier (once it returns no session changes the replica);
+    /// the engine stops with the last of its stores.
     func stopSync() async {
         guard let run = state.withLock({ s -> SyncRun? in defer { s.sync = nil }; return s.sync }) else { return }
-        run.started.cancel()
-        await run.engine.stop()
-        _ = try? await run.started.value   // a start still binding sees the stop and gives up
+        run.lease.engine.detach(storeIdentifier: storeIdentifier)
+        await SyncEngineRegistry.shared.release(run.lease)
     }
 }

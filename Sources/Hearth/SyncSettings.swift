@@ -28,9 +28,11 @@ public struct SyncSettings: Sendable {
     /// Where the sync listener binds (default every interface, a free port).
     public var listenHost: String
     public var port: Int
-    /// How often an idle link is pinged (which also tells peers what this device has).
+    /// How long a link may be idle before it is pinged (one ping per connection, whatever the
+    /// number of stores; it also tells peers what this device has). Default 30 s.
     public var heartbeatInterval: Duration
-    /// How long a silent link is kept before it is dropped and redialled.
+    /// How long a silent link is kept before it is dropped and redialled: a dead peer is noticed
+    /// within this plus a third of it (2 minutes by default).
     public var timeout: Duration
     /// Apple's strict behaviour: writes made while signed out are dropped at sign-in, and
     /// writes before the first download from the account's peers are refused (Apple's
@@ -41,7 +43,7 @@ public struct SyncSettings: Sendable {
 
     public init(isEnabled: Bool = true, accountDirectory: String? = nil, discovery: Discovery = .automatic,
                 listenHost: String = "0.0.0.0", port: Int = 0,
-                heartbeatInterval: Duration = .seconds(5), timeout: Duration = .seconds(15)) {
+                heartbeatInterval: Duration = .seconds(30), timeout: Duration = .seconds(90)) {
         self.heartbeatInterval = heartbeatInterval
         self.timeout = timeout
         self.isEnabled = isEnabled

@@ -393,8 +393,10 @@ final class AvahiSession: Sendable {
             logger.debug("ignoring our own service \(where_)")
             return
         }
+        // A device's service (no store hash) speaks to devices' services only; a store's service
+        // (an older build) to those of the same store.
         if record.accountHash != service.accountHash || record.storeHash != service.storeHash {
-            logger.debug("ignoring service \(where_) of another account or store")
+            logger.debug("ignoring service \(where_) of another account, store or protocol")
             remove(key)
             return
         }

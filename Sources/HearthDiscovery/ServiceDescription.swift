@@ -20,8 +20,10 @@ public struct ServiceDescription: Sendable, Hashable {
     public var protocolVersion: Int
     /// Short lowercase hex hash of the account (household) ID (TXT key `a`).
     public var accountHash: String
-    /// Short lowercase hex hash of the store identifier (TXT key `s`).
-    public var storeHash: String
+    /// Short lowercase hex hash of the store identifier (TXT key `s`), for a service of one
+    /// store (protocol 2 and earlier); `nil` for a device's service carrying every store
+    /// (protocol 3), whose TXT has no `s`.
+    public var storeHash: String?
     /// Short lowercase hex hash of this device's ID (TXT key `d`).
     public var deviceHash: String
 
@@ -32,11 +34,11 @@ public struct ServiceDescription: Sendable, Hashable {
     ///   - port: the sync listener's TCP port.
     ///   - protocolVersion: the sync protocol version (1...9999).
     ///   - accountHash: lowercase hex, 8 to 64 characters (Hearth uses 16).
-    ///   - storeHash: lowercase hex, 8 to 64 characters.
+    ///   - storeHash: lowercase hex, 8 to 64 characters, or `nil` for a service of the device.
     ///   - deviceHash: lowercase hex, 8 to 64 characters.
     public init(
         instanceName: String, port: UInt16, protocolVersion: Int,
-        accountHash: String, storeHash: String, deviceHash: String
+        accountHash: String, storeHash: String? = nil, deviceHash: String
     ) {
         self.instanceName = Self.truncatedInstanceName(instanceName)
         self.port = port
@@ -55,9 +57,9 @@ public struct ServiceDescription: Sendable, Hashable {
     /// The TXT strings to publish, `key=value`, in a fixed order.
     public var txtStrings: [String] {
         ["\(ServiceRecord.Key.version)=\(protocolVersion)",
-         "\(ServiceRecord.Key.account)=\(accountHash)",
-         "\(ServiceRecord.Key.store)=\(storeHash)",
-         "\(ServiceRecord.Key.device)=\(deviceHash)"]
+         "\(ServiceRecord.Key.account)=\(accountHash)"]
+            + (storeHash.map { ["\(ServiceRecord.Key.store)=\($0)"] } ?? [])
+            + ["\(ServiceRecord.Key.device)=\(deviceHash)"]
     }
 
     /// Checks what a peer would check, so we never publish something peers reject.

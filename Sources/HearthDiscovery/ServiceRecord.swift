@@ -9,7 +9,7 @@ public struct ServiceRecord: Sendable, Hashable {
         public static let version = "v"
         /// Account hash, lowercase hex.
         public static let account = "a"
-        /// Store hash, lowercase hex.
+        /// Store hash, lowercase hex: only in services of one store (protocol 2 and earlier).
         public static let store = "s"
         /// Device hash, lowercase hex.
         public static let device = "d"
@@ -29,13 +29,14 @@ public struct ServiceRecord: Sendable, Hashable {
     public var protocolVersion: Int
     /// The peer's account hash.
     public var accountHash: String
-    /// The peer's store hash.
-    public var storeHash: String
+    /// The peer's store hash, if its service is of one store (protocol 2 and earlier); `nil`
+    /// for a device's service carrying every store.
+    public var storeHash: String?
     /// The peer's device hash.
     public var deviceHash: String
 
     /// A record from its fields (not validated; see ``parse(txt:)``).
-    public init(protocolVersion: Int, accountHash: String, storeHash: String, deviceHash: String) {
+    public init(protocolVersion: Int, accountHash: String, storeHash: String? = nil, deviceHash: String) {
         self.protocolVersion = protocolVersion
         self.accountHash = accountHash
         self.storeHash = storeHash
@@ -100,13 +101,16 @@ public struct ServiceRecord: Sendable, Hashable {
               let version = Int(versionText), protocolVersions.contains(version)
         else { return .failure(.invalidValue(key: Key.version)) }
         var hashes: [String] = []
-        for key in [Key.account, Key.store, Key.device] {
+        for key in [Key.account, Key.device] {
             guard let value = fields[key] else { return .failure(.missingKey(key)) }
             guard isValidHash(value) else { return .failure(.invalidValue(key: key)) }
             hashes.append(value)
         }
+        // Optional: a device's service (protocol 3) names no store; one that does must be valid.
+        let store = fields[Key.store]
+        if let store, !isValidHash(store) { return .failure(.invalidValue(key: Key.store)) }
         return .success(ServiceRecord(protocolVersion: version, accountHash: hashes[0],
-                                      storeHash: hashes[1], deviceHash: hashes[2]))
+                                      storeHash: store, deviceHash: hashes[1]))
     }
 
     /// Lowercase hex of an accepted length.

@@ -26,7 +26,7 @@ extension AvahiTestNet {
             #expect(mine[7] == "127.0.0.1")
             #expect(mine[8] == "7201")
             let txt = mine[9]
-            for field in ["\"v=1\"", "\"a=\(service.accountHash)\"", "\"s=\(service.storeHash)\"", "\"d=\(service.deviceHash)\""] {
+            for field in ["\"v=1\"", "\"a=\(service.accountHash)\"", "\"s=\(service.storeHash ?? "")\"", "\"d=\(service.deviceHash)\""] {
                 #expect(txt.contains(field), "TXT \(txt) lacks \(field)")
             }
         }

@@ -51,7 +51,8 @@ extension AvahiTestNet {
             #expect(!recorder.all.contains { $0.peer.name.hasPrefix("hostile-") })
             #expect(logged("too large"))
             #expect(logged("binary"))
-            #expect(logged("lacks the \"s\" key"))
+            // Its s is optional since protocol 3 (a device's service has none); its d is not.
+            #expect(logged("lacks the \"d\" key"))
             #expect(logged("repeats the \"a\" key"))
             #expect(logged("malformed \"v\""))
             #expect(logged("malformed \"d\""))

@@ -18,6 +18,19 @@ struct ServiceRecordTests {
         #expect(try parse(service.txtStrings).get() == service.record)
     }
 
+    @Test("a device's service (protocol 3) has no store hash: its TXT has no s, and parses back")
+    func deviceService() throws {
+        let service = ServiceDescription(instanceName: "Kitchen", port: 7420, protocolVersion: 3,
+                                         accountHash: account, deviceHash: device)
+        try service.validate()
+        #expect(service.txtStrings == ["v=3", "a=\(account)", "d=\(device)"])
+        let record = try parse(service.txtStrings).get()
+        #expect(record == service.record)
+        #expect(record.storeHash == nil)
+        // An older store's service still parses, with its store hash.
+        #expect(try parse(["v=2", "a=\(account)", "s=\(store)", "d=\(device)"]).get().storeHash == store)
+    }
+
     @Test("unknown keys and boolean attributes are allowed; keys are case-insensitive")
     func forwardCompatible() throws {
         let record = try parse(["V=1", "a=\(account)", "s=\(store)", "d=\(device)", "future=yes", "flag"]).get()
@@ -27,7 +40,6 @@ struct ServiceRecordTests {
     @Test("rejections", arguments: [
         (["a=0123456789abcdef", "s=00112233aabbccdd", "d=ffeeddccbbaa9988"], ServiceRecord.Rejection.missingKey("v")),
         (["v=1", "s=00112233aabbccdd", "d=ffeeddccbbaa9988"], .missingKey("a")),
-        (["v=1", "a=0123456789abcdef", "d=ffeeddccbbaa9988"], .missingKey("s")),
         (["v=1", "a=0123456789abcdef", "s=00112233aabbccdd"], .missingKey("d")),
         (["v=x", "a=0123456789abcdef", "s=00112233aabbccdd", "d=ffeeddccbbaa9988"], .invalidValue(key: "v")),
         (["v=0", "a=0123456789abcdef", "s=00112233aabbccdd", "d=ffeeddccbbaa9988"], .invalidValue(key: "v")),

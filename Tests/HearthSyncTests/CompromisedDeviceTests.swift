@@ -69,17 +69,17 @@ final class Household {
 
     var victimIsUp: Bool { kill(victim.pid, 0) == 0 && !victim.output.contains("Fatal error") }
 
-    /// An origin of the legitimate device as the victim's hello shows it (one that owns entries there).
+    /// An origin of the legitimate device as the victim's vector shows it (one that owns entries there).
     func legitOrigin() async throws -> ReplicaID {
         let link = try await hostile.connect(port: victimPort)
         defer { Task { await link.close() } }
-        try link.send(try hostile.hello())
-        guard case .hello(let hello)? = await link.next(where: { if case .hello = $0 { true } else { false } }) else {
-            throw HouseholdError("no hello from the victim")
+        try link.send(try hostile.greeting())
+        guard let vector = await link.nextVector(of: hostile.storeIdentifier) else {
+            throw HouseholdError("no vector from the victim")
         }
         // Not the victim's own origins: those start with its device ID, the legitimate device's with its.
         let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config")).loadCurrentIdentity()).deviceID
-        return try #require(hello.vector.counters.keys.first { $0.isBound(to: legitDevice.data) })
+        return try #require(vector.counters.keys.first { $0.isBound(to: legitDevice.data) })
     }
 
     func shutdown() {
@@ -101,7 +101,7 @@ struct HouseholdError: Error, CustomStringConvertible {
 struct CompromisedDeviceTests {
     /// A message whose one entry's value is an array referencing one 2 MB data object a million
     /// times: about 3 MB on the wire, 2 TB if expanded. `type` "delta" unless given.
-    static func amplification() -> [UInt8] {
+    static func amplification(store: String = Household.store) -> [UInt8] {
         var plist = RawPropertyList()
         let root = plist.add(.string(""))            // replaced below: object 0 must be the root
         let data = plist.add(.data(count: 2_000_000))
@@ -111,7 +111,8 @@ struct CompromisedDeviceTests {
         let origin = plist.add(.data(count: 16)), number = plist.add(.integer(1))
         let entry = plist.add(.dictionary([(keys[4], name), (keys[5], bomb), (keys[6], number), (keys[7], origin), (keys[8], number)]))
         let entries = plist.add(.array([entry])), empty = plist.add(.array([])), vector = plist.add(.dictionary([]))
-        plist.objects[root] = .dictionary([(keys[0], delta), (keys[1], entries), (keys[2], empty), (keys[3], vector)])
+        let storeKey = plist.add(.string("store")), storeName = plist.add(.string(store))
+        plist.objects[root] = .dictionary([(keys[0], delta), (storeKey, storeName), (keys[1], entries), (keys[2], empty), (keys[3], vector)])
         return plist.bytes()
     }
 
@@ -128,7 +129,7 @@ struct CompromisedDeviceTests {
         await early.close()
         // After a valid hello, inside a delta: the entry is refused, the link stays up.
         let link = try await household.hostile.connect(port: household.victimPort)
-        try link.send(try household.hostile.hello())
+        try link.send(try household.hostile.greeting())
         link.send(raw: frame)
         let refusal = try #require(await link.nextRefusal(within: .seconds(60)))
         #expect(refusal.entries.map(\.reason) == [.tooLarge])
@@ -145,9 +146,9 @@ struct CompromisedDeviceTests {
         defer { household.shutdown() }
         let origin = try await household.legitOrigin()
         let link = try await household.hostile.connect(port: household.victimPort)
-        try link.send(try household.hostile.hello())
+        try link.send(try household.hostile.greeting())
         // No entries, no signature needed: only a claim that the victim has seen 2^62 of them.
-        try link.send(.delta(.init(entries: [], certificates: [], vector: VersionVector([origin: 1 << 62]))))
+        try link.send(.delta(.init(store: household.hostile.storeIdentifier, entries: [], certificates: [], vector: VersionVector([origin: 1 << 62]))))
         // And an entry of the hostile device's own, signed, under the legitimate device's origin.
         let squatted = try household.hostile.entry("squat", "x", origin: origin, sequence: 1 << 62)
         try link.send(household.hostile.delta([squatted]))
@@ -172,30 +173,30 @@ struct CompromisedDeviceTests {
         let household = try await Household()
         defer { household.shutdown() }
         let link = try await household.hostile.connect(port: household.victimPort)
-        try link.send(try household.hostile.hello())
+        try link.send(try household.hostile.greeting())
         // A vector of 70,000 origins is refused outright (the link closes) …
         var claims: [ReplicaID: UInt64] = [:]
         for _ in 0..<70_000 { claims[ReplicaID.random()] = 1 }
-        try link.send(.delta(.init(entries: [], certificates: [], vector: VersionVector(claims))))
+        try link.send(.delta(.init(store: household.hostile.storeIdentifier, entries: [], certificates: [], vector: VersionVector(claims))))
         #expect(await link.waitUntilClosed())
         await link.close()
         // … and 6,000 signed entries of one key, each under an origin of its own, leave one.
         let second = try await household.hostile.connect(port: household.victimPort)
-        try second.send(try household.hostile.hello())
+        try second.send(try household.hostile.greeting())
         let base = HybridLogicalClock.wallMilliseconds()
         var entries: [Entry] = []
         for i in 0..<6000 { entries.append(try household.hostile.entry("churn", .integer(Int64(i)), origin: household.hostile.origin(), sequence: 1, at: base + UInt64(i) / 16)) }
         try second.send(household.hostile.delta(entries))
         try await eventually(timeout: .seconds(60), "the churn to land") { household.victim.snapshot["churn"] != nil }
         await second.close()
-        // A new connection's hello shows what the victim's vector holds now: a few origins.
+        // A new connection shows what the victim's vector holds now: a few origins.
         let probe = try await household.hostile.connect(port: household.victimPort)
-        try probe.send(try household.hostile.hello())
-        guard case .hello(let hello)? = await probe.next(where: { if case .hello = $0 { true } else { false } }) else {
-            Issue.record("no hello")
+        try probe.send(try household.hostile.greeting())
+        guard let vector = await probe.nextVector(of: household.hostile.storeIdentifier) else {
+            Issue.record("no vector")
             return
         }
-        #expect(hello.vector.counters.count < 10, "\(hello.vector.counters.count) origins")
+        #expect(vector.counters.count < 10, "\(vector.counters.count) origins")
         await probe.close()
         #expect(await household.legitStillSyncs())
         #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
@@ -206,7 +207,7 @@ struct CompromisedDeviceTests {
         let household = try await Household()
         defer { household.shutdown() }
         let link = try await household.hostile.connect(port: household.victimPort)
-        try link.send(try household.hostile.hello())
+        try link.send(try household.hostile.greeting())
         let origin = household.hostile.origin()
         let blob = PropertyListValue.data(Data(repeating: 7, count: 1_000_000))
         var refused = 0
@@ -229,7 +230,7 @@ struct CompromisedDeviceTests {
     }
 
     /// A delta whose `entries` array references one entry object `count` times.
-    static func repeated(_ entry: Entry, count: Int) -> [UInt8] {
+    static func repeated(_ entry: Entry, count: Int, store: String = Household.store) -> [UInt8] {
         var plist = RawPropertyList()
         let root = plist.add(.string(""))            // replaced below: object 0 must be the root
         func string(_ text: String) -> Int { plist.add(.string(text)) }
@@ -243,7 +244,7 @@ struct CompromisedDeviceTests {
         let object = plist.add(.dictionary(fields.map { (key: $0.0, value: $0.1) }))
         let entries = plist.add(.array(Array(repeating: object, count: count)))
         let empty = plist.add(.array([])), vector = plist.add(.dictionary([]))
-        plist.objects[root] = .dictionary([(string("type"), string("delta")), (string("entries"), entries),
+        plist.objects[root] = .dictionary([(string("type"), string("delta")), (string("store"), string(store)), (string("entries"), entries),
                                            (string("certificates"), empty), (string("vector"), vector)])
         return plist.bytes()
     }
@@ -256,7 +257,7 @@ struct CompromisedDeviceTests {
         let cpu = household.victimCPUSeconds
         // 65,000 references (65 KB on the wire): more entries than a delta may hold; refused whole.
         let first = try await household.hostile.connect(port: household.victimPort)
-        try first.send(try household.hostile.hello())
+        try first.send(try household.hostile.greeting())
         let flood = Self.repeated(entry, count: 65_000)
         #expect(flood.count < 200_000)
         first.send(raw: flood)
@@ -264,7 +265,7 @@ struct CompromisedDeviceTests {
         await first.close()
         // 8,192 references, as many as a delta may hold: applied, verified once.
         let second = try await household.hostile.connect(port: household.victimPort)
-        try second.send(try household.hostile.hello())
+        try second.send(try household.hostile.greeting())
         second.send(raw: Self.repeated(entry, count: SyncMessage.maximumDeltaEntries))
         try await eventually(timeout: .seconds(30), "the entry to land") { household.victim.snapshot["once"] != nil }
         let spent = household.victimCPUSeconds - cpu
@@ -278,7 +279,7 @@ struct CompromisedDeviceTests {
         let household = try await Household()
         defer { household.shutdown() }
         let link = try await household.hostile.connect(port: household.victimPort, reading: false)
-        try link.send(try household.hostile.hello())
+        try link.send(try household.hostile.greeting())
         // 100 deltas the victim answers (an ack each), each also claiming 4,000 made-up origins
         // (a vector the victim would once have merged and copied into every queued ack), while
         // the legitimate device writes on and the victim relays to the silent peer.
@@ -295,5 +296,45 @@ struct CompromisedDeviceTests {
         await link.close()
         #expect(await household.legitStillSyncs())
         #expect(household.victimIsUp)
+    }
+
+    @Test("Point 7 (protocol 3): a hello listing more than 1,024 stores closes the link; the victim syncs on")
+    func overlongStoreList() async throws {
+        let household = try await Household()
+        defer { household.shutdown() }
+        let link = try await household.hostile.connect(port: household.victimPort)
+        let stores = [Household.store] + (0..<SyncMessage.maximumStores).map { "com.example.made-up-\($0)" }
+        let hello = try household.hostile.hello(stores: stores)
+        #expect(try hello.encoded().count < SyncMessage.maximumHelloSize)
+        try link.send(hello)
+        #expect(await link.waitUntilClosed())
+        #expect(!link.all.contains { if case .store = $0 { true } else { false } })
+        await link.close()
+        #expect(await household.legitStillSyncs())
+        #expect(household.victimIsUp)
+    }
+
+    @Test("Point 8 (protocol 3): deltas, acks and refusals naming a store the victim does not serve are ignored; the link and the store go on")
+    func unknownStore() async throws {
+        let household = try await Household()
+        defer { household.shutdown() }
+        let link = try await household.hostile.connect(port: household.victimPort)
+        try link.send(try household.hostile.greeting())
+        let origin = household.hostile.origin()
+        let other = "com.example.not-here"
+        // Signed for the other store, and sent as its delta: nothing of it lands, nothing is refused.
+        let stray = try household.hostile.entry("stray", "x", origin: origin, sequence: 1, store: other)
+        try link.send(household.hostile.delta([stray], store: other))
+        try link.send(.ack(.init(store: other, vector: VersionVector([origin: 1]))))
+        try link.send(.refused(.init(store: other, entries: [], clock: 0)))
+        #expect(try await link.isAnswering())
+        // The store the two share still syncs on the same link.
+        try link.send(household.hostile.delta([try household.hostile.entry("here", "y", origin: origin, sequence: 2)]))
+        try await eventually(timeout: .seconds(30), "the entry of the shared store to land") { household.victim.snapshot["here"] != nil }
+        #expect(household.victim.snapshot["stray"] == nil)
+        #expect(link.all.compactMap { if case .refused(let r) = $0 { r } else { nil } }.isEmpty)
+        #expect(!link.isClosed)
+        await link.close()
+        #expect(await household.legitStillSyncs())
     }
 }

@@ -31,14 +31,24 @@ struct HostilePeer: Sendable {
         HostileLink(try await PeerTransport(identity: identity).connect(host: "127.0.0.1", port: port), reading: reading)
     }
 
-    /// A correctly signed hello, or one saying whatever `vector` says.
+    /// A correctly signed hello listing `stores` (by default this peer's store) with the digest
+    /// of `vector`; protocol 3 says the vector itself in a `store` message (see ``greeting(vector:)``).
     func hello(vector: VersionVector = VersionVector(), protocolVersion: Int = SyncMessage.protocolVersion,
-               store: String? = nil) throws -> SyncMessage {
+               stores: [String]? = nil) throws -> SyncMessage {
+        let listed = (stores ?? [storeIdentifier]).map {
+            SyncMessage.Hello.Store(identifier: $0, vectorDigest: SyncMessage.vectorDigest(vector),
+                                    peersDigest: SyncMessage.peersDigest([identity.deviceID.data]))
+        }
         var hello = SyncMessage.Hello(protocolVersion: protocolVersion, account: identity.account.id.hex,
-                                      store: store ?? storeIdentifier, device: identity.deviceID.data,
-                                      vector: vector, signature: Data())
+                                      device: identity.deviceID.data, stores: listed, signature: Data())
         hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
         return .hello(hello)
+    }
+
+    /// What an honest device opens a connection with: the hello, then its vector of the store
+    /// (so the honest end sends what it lacks whatever the digests say).
+    func greeting(vector: VersionVector = VersionVector()) throws -> [SyncMessage] {
+        [try hello(vector: vector), .store(.init(store: storeIdentifier, vector: vector))]
     }
 
     /// A new origin of this device (bound to it, as every honest replica's is).
@@ -46,14 +56,14 @@ struct HostilePeer: Sendable {
 
     /// An entry written and correctly signed by this device.
     func entry(_ key: StoreKey, _ value: PropertyListValue?, origin: ReplicaID, sequence: UInt64,
-               at milliseconds: UInt64 = HybridLogicalClock.wallMilliseconds()) throws -> Entry {
+               at milliseconds: UInt64 = HybridLogicalClock.wallMilliseconds(), store: String? = nil) throws -> Entry {
         try identity.signed(Entry(key: key, value: value, timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0),
-                                  origin: origin, sequence: sequence), storeIdentifier: storeIdentifier)
+                                  origin: origin, sequence: sequence), storeIdentifier: store ?? storeIdentifier)
     }
 
     /// A delta carrying `entries` and this device's certificate.
-    func delta(_ entries: [Entry], vector: VersionVector = VersionVector()) -> SyncMessage {
-        .delta(.init(entries: entries, certificates: [Data(identity.certificate.derEncoded)], vector: vector))
+    func delta(_ entries: [Entry], vector: VersionVector = VersionVector(), store: String? = nil) -> SyncMessage {
+        .delta(.init(store: store ?? storeIdentifier, entries: entries, certificates: [Data(identity.certificate.derEncoded)], vector: vector))
     }
 }
 
@@ -92,6 +102,8 @@ final class HostileLink: Sendable {
 
     func send(_ message: SyncMessage) throws { send(raw: Array(try message.encoded())) }
 
+    func send(_ messages: [SyncMessage]) throws { for message in messages { try send(message) } }
+
     /// Sends a payload as one frame, whatever it holds.
     func send(raw payload: [UInt8]) { outgoing.yield(payload) }
 
@@ -122,8 +134,16 @@ final class HostileLink: Sendable {
 
     /// Whether the honest end is still there: a ping is answered with a pong.
     func isAnswering(within timeout: Duration = .seconds(20)) async throws -> Bool {
-        try send(.ping(VersionVector()))
+        try send(.ping([:]))
         return await next(within: timeout, where: { $0 == .pong }) != nil
+    }
+
+    /// The honest end's vector of `store`, from the next `store` message about it.
+    func nextVector(of store: String, within timeout: Duration = .seconds(20)) async -> VersionVector? {
+        guard case .store(let state)? = await next(within: timeout, where: {
+            if case .store(let state) = $0, state.store == store, state.vector != nil { true } else { false }
+        }) else { return nil }
+        return state.vector
     }
 
     var isClosed: Bool { received.withLock { $0.closed } }

@@ -25,7 +25,7 @@ struct RefusalTests {
         defer { Task { await cluster.shutdown() } }
         let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
         let link = try await peer.connect(port: cluster.ports[0])
-        try link.send(try peer.hello())
+        try link.send(try peer.greeting())
         let origin = peer.origin()
         // 260 deep: within what a frame may nest (the codec allows a few levels of envelope),
         // beyond what a value may. A device of an older build could hold such a value.

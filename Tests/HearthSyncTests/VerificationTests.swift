@@ -14,7 +14,7 @@ struct VerificationTests {
     func rogue(_ cluster: SyncCluster) async throws -> (HostilePeer, HostileLink) {
         let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
         let link = try await peer.connect(port: cluster.ports[0])
-        try link.send(try peer.hello())
+        try link.send(try peer.greeting())
         return (peer, link)
     }
 
@@ -56,17 +56,22 @@ struct VerificationTests {
         await link.close()
     }
 
-    @Test("A hello for another store exchanges no data")
+    @Test("A hello listing only another store exchanges no data of this one, and the link stays up")
     func wrongStore() async throws {
         let cluster = try await SyncCluster(count: 1)
         defer { Task { await cluster.shutdown() } }
         cluster.stores[0].set("secret", forKey: "k")
         let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
         let link = try await peer.connect(port: cluster.ports[0])
-        try link.send(try peer.hello(store: "com.example.other"))
-        // The store closes the connection; its own hello may have arrived (it is sent first), never a delta.
-        #expect(await link.waitUntilClosed())
+        try link.send(try peer.hello(stores: ["com.example.other"]))
+        // A store of its own is no reason to part: the connection stays (answering pings), and
+        // carries nothing of the store the peer does not serve.
+        #expect(try await link.isAnswering())
+        try await Task.sleep(for: .seconds(1))
+        #expect(!link.isClosed)
         #expect(!link.all.contains { if case .delta = $0 { true } else { false } })
+        #expect(!link.all.contains { if case .store = $0 { true } else { false } })
+        #expect(cluster.stores[0].connectedPeerCount == 0)
         await link.close()
     }
 

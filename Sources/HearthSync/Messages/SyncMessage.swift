@@ -4,21 +4,24 @@ import HearthIdentity
 
 /// The messages of the sync protocol, each one frame: a binary property list dictionary
 /// with a `type` field. docs/protocol.md documents every field.
+///
+/// Protocol 3 carries every store two devices share on one connection: the hello is per
+/// device and lists the stores the sender serves; every message about data names its store.
 public enum SyncMessage: Sendable, Equatable {
     /// First message on a connection, both ways.
     case hello(Hello)
-    /// Entries the receiver lacks, with the certificates that verify them.
+    /// What the sender has of one store, when the hello's digests showed the peer may not
+    /// know it (or the store was attached since), or that the sender no longer serves it.
+    case store(StoreState)
+    /// Entries of one store the receiver lacks, with the certificates that verify them.
     case delta(Delta)
-    /// What the sender has after applying a delta.
-    case ack(VersionVector)
-    /// Heartbeat with the sender's vector (so peers learn what it has even when idle, and
-    /// can collect tombstones); answered by `pong`.
-    case ping(VersionVector)
+    /// What the sender has of one store after applying a delta.
+    case ack(Ack)
+    /// Heartbeat, per connection: with the vectors of the stores that changed since the
+    /// sender last told them (so peers learn what it has even when idle, and can collect
+    /// tombstones); answered by `pong`.
+    case ping([String: VersionVector])
     case pong
-    /// The devices of the account the sender knows of (32-byte device IDs), sent after the
-    /// hello when the two hellos' ``Hello/peersDigest`` differ: the receiver keeps tombstones
-    /// until each of them has acknowledged them.
-    case peers([Data])
     /// Entries of a delta the receiver did not apply, each with why, and the receiver's wall
     /// clock (milliseconds since 1970), so that a writer whose clock is ahead can tell. The
     /// rest of the delta was applied; the link stays up.
@@ -28,9 +31,17 @@ public enum SyncMessage: Sendable, Equatable {
     public static let maximumRefusals = 1024
 
     /// The largest frame read before the peer's hello is verified, hello included: nothing
-    /// bigger is even decoded from a peer that has not yet proved who it is. A hello carries a
-    /// vector of at most `Replica.maximumVectorOrigins` counters, about 170 KB.
+    /// bigger is even decoded from a peer that has not yet proved who it is. A hello lists at
+    /// most ``maximumStores`` stores of at most ``maximumStoreIdentifierBytes`` each, about
+    /// 180 KB.
     public static let maximumHelloSize = 256 * 1024
+
+    /// At most this many stores in a hello, and served by one engine: a device with more
+    /// would be a household of a thousand apps; a hello listing more is refused.
+    public static let maximumStores = 1024
+
+    /// A store identifier on the wire is at most this many bytes of UTF-8.
+    public static let maximumStoreIdentifierBytes = 128
 
     /// At most this many entries in one delta. Senders split what a peer lacks into deltas of
     /// at most this many entries (and about a megabyte); a receiver refuses a bigger delta.
@@ -39,59 +50,100 @@ public enum SyncMessage: Sendable, Equatable {
     /// A vector in a message may name at most this many origins (`Replica.maximumVectorOrigins`).
     public static let maximumVectorOrigins = Replica.maximumVectorOrigins
 
-    /// At most this many device IDs are read from a `peers` message: a household is a few
-    /// devices, and a misbehaving peer must not grow our list of devices without bound.
+    /// At most this many device IDs are read from a `store` message's `peers`: a household is
+    /// a few devices, and a misbehaving peer must not grow our list of devices without bound.
     public static let maximumPeers = 64
 
-    /// The digest of a set of known devices that a hello carries: the first 8 bytes of the
-    /// SHA-256 of the 32-byte IDs, sorted and concatenated. Equal digests: nothing to tell.
+    /// The digest of a set of known devices that a hello carries per store: the first 8 bytes
+    /// of the SHA-256 of the 32-byte IDs, sorted and concatenated. Equal digests: nothing to tell.
     public static func peersDigest(_ devices: some Sequence<Data>) -> Data {
         Data(SHA256.hash(devices.sorted { $0.lexicographicallyPrecedes($1) }.reduce(into: Data()) { $0.append($1) }).prefix(8))
     }
 
+    /// The digest of a vector that a hello carries per store: the first 8 bytes of the SHA-256
+    /// of the vector's signing bytes. Equal digests: both sides have the same entries.
+    public static func vectorDigest(_ vector: VersionVector) -> Data {
+        Data(SHA256.hash(vector.signingBytes).prefix(8))
+    }
+
     public struct Hello: Sendable, Equatable {
+        /// One store the sender serves, as digests: a peer that serves it too and has the same
+        /// digests has nothing to tell about it.
+        public struct Store: Sendable, Equatable {
+            public var identifier: String
+            /// ``SyncMessage/vectorDigest(_:)`` of the sender's vector of the store.
+            public var vectorDigest: Data
+            /// ``SyncMessage/peersDigest(_:)`` of the devices the sender knows of in this store,
+            /// itself included.
+            public var peersDigest: Data
+
+            public init(identifier: String, vectorDigest: Data, peersDigest: Data) {
+                self.identifier = identifier
+                self.vectorDigest = vectorDigest
+                self.peersDigest = peersDigest
+            }
+        }
+
         public var protocolVersion: Int
         /// The account ID, hex.
         public var account: String
-        public var store: String
         /// The sender's device ID (32 bytes).
         public var device: Data
-        public var vector: VersionVector
+        /// The stores the sender serves, at most ``SyncMessage/maximumStores``.
+        public var stores: [Store]
         /// The device's signature over ``signingBytes``.
         public var signature: Data
-        /// ``SyncMessage/peersDigest(_:)`` of the devices the sender knows of, itself included;
-        /// when it differs from the receiver's own, each side sends a ``SyncMessage/peers(_:)``
-        /// message. Not signed (the TLS peer vouches for it, as for everything it sends); empty
-        /// in hellos of earlier builds.
-        public var peersDigest: Data
 
-        public init(protocolVersion: Int, account: String, store: String, device: Data, vector: VersionVector,
-                    signature: Data, peersDigest: Data = Data()) {
+        public init(protocolVersion: Int, account: String, device: Data, stores: [Store], signature: Data) {
             self.protocolVersion = protocolVersion
             self.account = account
-            self.store = store
             self.device = device
-            self.vector = vector
+            self.stores = stores
             self.signature = signature
-            self.peersDigest = peersDigest
         }
 
-        /// `"hearth-hello-v1" 00 · u32 version · account · store · device · vector signing bytes`
-        /// (strings and the device ID as u32 length + bytes).
+        /// `"hearth-hello-v3" 00 · u32 version · account · device · u32 count ·
+        /// (store · vector digest · peers digest)*` (strings and data as u32 length + bytes).
         public var signingBytes: [UInt8] {
-            var w = CanonicalWriter(capacity: 128)
-            w.writeBytes(Array("hearth-hello-v1".utf8) + [0])
+            var w = CanonicalWriter(capacity: 128 + stores.count * 48)
+            w.writeBytes(Array("hearth-hello-v3".utf8) + [0])
             w.writeUInt32(UInt32(truncatingIfNeeded: protocolVersion))
             w.writeString(account)
-            w.writeString(store)
             w.writeUInt32(UInt32(device.count))
             w.writeBytes(device)
-            w.writeBytes(vector.signingBytes)
+            w.writeUInt32(UInt32(truncatingIfNeeded: stores.count))
+            for store in stores {
+                w.writeString(store.identifier)
+                w.writeUInt32(UInt32(store.vectorDigest.count))
+                w.writeBytes(store.vectorDigest)
+                w.writeUInt32(UInt32(store.peersDigest.count))
+                w.writeBytes(store.peersDigest)
+            }
             return w.bytes
         }
     }
 
+    /// What the sender has of one store, or that it left it.
+    public struct StoreState: Sendable, Equatable {
+        public var store: String
+        /// The sender's vector of the store (absent when only its peers are told, or it left).
+        public var vector: VersionVector?
+        /// The other devices the sender knows of in this store (32-byte IDs), sent when the
+        /// hello's peers digests differ: the receiver keeps tombstones until each has them.
+        public var peers: [Data]?
+        /// The sender no longer serves the store on this connection.
+        public var left: Bool
+
+        public init(store: String, vector: VersionVector? = nil, peers: [Data]? = nil, left: Bool = false) {
+            self.store = store
+            self.vector = vector
+            self.peers = peers
+            self.left = left
+        }
+    }
+
     public struct Delta: Sendable, Equatable {
+        public var store: String
         public var entries: [Entry]
         /// DER device certificates of the signers.
         public var certificates: [Data]
@@ -105,7 +157,9 @@ public enum SyncMessage: Sendable, Equatable {
         /// download lasts until the last part).
         public var more: Bool
 
-        public init(entries: [Entry], certificates: [Data], vector: VersionVector, undecodable: [RefusedEntry] = [], more: Bool = false) {
+        public init(store: String, entries: [Entry], certificates: [Data], vector: VersionVector,
+                    undecodable: [RefusedEntry] = [], more: Bool = false) {
+            self.store = store
             self.entries = entries
             self.certificates = certificates
             self.vector = vector
@@ -114,19 +168,44 @@ public enum SyncMessage: Sendable, Equatable {
         }
     }
 
+    public struct Ack: Sendable, Equatable {
+        public var store: String
+        public var vector: VersionVector
+
+        public init(store: String, vector: VersionVector) {
+            self.store = store
+            self.vector = vector
+        }
+    }
+
     public struct Refusal: Sendable, Equatable {
+        public var store: String
         public var entries: [RefusedEntry]
         /// The receiver's wall clock when it refused them, in milliseconds since 1970.
         public var clock: UInt64
 
-        public init(entries: [RefusedEntry], clock: UInt64) {
+        public init(store: String, entries: [RefusedEntry], clock: UInt64) {
+            self.store = store
             self.entries = entries
             self.clock = clock
         }
     }
 
-    /// 2: entries refused one by one (`refused`), vectors advanced only by applied entries.
-    public static let protocolVersion = 2
+    /// 3: one connection per pair of devices carries every store they share (store-tagged
+    /// messages, a per-device hello with per-store digests). 2: entries refused one by one
+    /// (`refused`), vectors advanced only by applied entries.
+    public static let protocolVersion = 3
+
+    /// The store a message is about, if it is about one.
+    public var storeIdentifier: String? {
+        switch self {
+        case .store(let state): state.store
+        case .delta(let delta): delta.store
+        case .ack(let ack): ack.store
+        case .refused(let refusal): refusal.store
+        case .hello, .ping, .pong: nil
+        }
+    }
 }
 
 /// Why a frame is not a valid message.
@@ -140,23 +219,32 @@ extension SyncMessage {
     public var propertyList: PropertyListValue {
         switch self {
         case .hello(let h):
+            let stores: [PropertyListValue] = h.stores.map { store in
+                ["s": .string(store.identifier), "v": .data(store.vectorDigest), "p": .data(store.peersDigest)]
+            }
             return ["type": "hello", "protocol": .integer(Int64(h.protocolVersion)), "account": .string(h.account),
-                    "store": .string(h.store), "device": .data(h.device), "vector": h.vector.propertyList,
-                    "signature": .data(h.signature), "peersDigest": .data(h.peersDigest)]
+                    "device": .data(h.device), "stores": .array(stores), "signature": .data(h.signature)]
+        case .store(let s):
+            var fields: [String: PropertyListValue] = ["type": "store", "store": .string(s.store)]
+            if let vector = s.vector { fields["vector"] = vector.propertyList }
+            if let peers = s.peers { fields["peers"] = .array(peers.map(PropertyListValue.data)) }
+            if s.left { fields["left"] = true }
+            return .dictionary(fields)
         case .delta(let d):
             var fields: [String: PropertyListValue] = [
-                "type": "delta", "entries": .array(d.entries.map(\.propertyList)),
+                "type": "delta", "store": .string(d.store), "entries": .array(d.entries.map(\.propertyList)),
                 "certificates": .array(d.certificates.map(PropertyListValue.data)), "vector": d.vector.propertyList,
             ]
             if d.more { fields["more"] = true }
             return .dictionary(fields)
         case .refused(let r):
-            return ["type": "refused", "entries": .array(r.entries.map(\.propertyList)),
+            return ["type": "refused", "store": .string(r.store), "entries": .array(r.entries.map(\.propertyList)),
                     "clock": .integer(Int64(clamping: r.clock))]
-        case .ack(let vector): return ["type": "ack", "vector": vector.propertyList]
-        case .ping(let vector): return ["type": "ping", "vector": vector.propertyList]
+        case .ack(let ack): return ["type": "ack", "store": .string(ack.store), "vector": ack.vector.propertyList]
+        case .ping(let vectors):
+            guard !vectors.isEmpty else { return ["type": "ping"] }
+            return ["type": "ping", "stores": .dictionary(vectors.mapValues(\.propertyList))]
         case .pong: return ["type": "pong"]
-        case .peers(let devices): return ["type": "peers", "devices": .array(devices.map(PropertyListValue.data))]
         }
     }
 
@@ -186,7 +274,13 @@ extension SyncMessage {
             throw SyncProtocolError("a message must be a dictionary with a type")
         }
         guard type == "delta" else {
-            // Small messages: read whole, with the depth their fields need (a vector is 1 deep).
+            // Small messages: read whole, with the depth their fields need (a hello's stores and a
+            // ping's vectors are 2 deep).
+            if type == "hello", let stores = objects["stores"],
+               let list = try reading({ () throws(PropertyListDecodingError) in try document.array(stores) }),
+               list.count > Self.maximumStores {
+                throw SyncProtocolError("hello: \(list.count) stores, more than \(Self.maximumStores)")
+            }
             var fields: [String: PropertyListValue] = [:]
             for (name, object) in objects {
                 fields[name] = try reading { () throws(PropertyListDecodingError) in try document.value(object, maximumDepth: 2) }
@@ -194,6 +288,11 @@ extension SyncMessage {
             try self.init(propertyList: .dictionary(fields))
             return
         }
+        guard let storeObject = objects["store"],
+              let store = try reading({ () throws(PropertyListDecodingError) in try document.value(storeObject, maximumDepth: 0) }).stringValue else {
+            throw SyncProtocolError("delta: store missing")
+        }
+        try Self.checkStore(store, in: "delta")
         guard let entriesObject = objects["entries"],
               let list = try reading({ () throws(PropertyListDecodingError) in try document.array(entriesObject) }),
               let certificatesObject = objects["certificates"], let vectorObject = objects["vector"] else {
@@ -230,50 +329,98 @@ extension SyncMessage {
             case .failure(let refused): undecodable.append(refused)
             }
         }
-        self = .delta(Delta(entries: entries, certificates: ders, vector: vector, undecodable: undecodable, more: more))
+        self = .delta(Delta(store: store, entries: entries, certificates: ders, vector: vector, undecodable: undecodable, more: more))
+    }
+
+    /// A store identifier on the wire is not empty and at most ``maximumStoreIdentifierBytes``.
+    private static func checkStore(_ store: String, in type: String) throws(SyncProtocolError) {
+        guard !store.isEmpty, store.utf8.count <= maximumStoreIdentifierBytes else {
+            throw SyncProtocolError("\(type): a store identifier of \(store.utf8.count) bytes (1 to \(maximumStoreIdentifierBytes))")
+        }
+    }
+
+    private static func checked(_ vector: VersionVector?, _ what: String) throws(SyncProtocolError) -> VersionVector {
+        guard let vector else { throw SyncProtocolError("\(what): missing or malformed vector") }
+        guard vector.counters.count <= maximumVectorOrigins else {
+            throw SyncProtocolError("\(what): a vector of \(vector.counters.count) origins, more than \(maximumVectorOrigins)")
+        }
+        return vector
     }
 
     public init(propertyList value: PropertyListValue) throws(SyncProtocolError) {
         guard let fields = value.dictionaryValue, let type = fields["type"]?.stringValue else {
             throw SyncProtocolError("a message must be a dictionary with a type")
         }
-        func vector(_ name: String) throws(SyncProtocolError) -> VersionVector {
-            guard let field = fields[name], let vector = VersionVector(propertyList: field) else {
-                throw SyncProtocolError("\(type): missing or malformed \(name)")
-            }
-            guard vector.counters.count <= Self.maximumVectorOrigins else {
-                throw SyncProtocolError("\(type): a vector of \(vector.counters.count) origins, more than \(Self.maximumVectorOrigins)")
-            }
-            return vector
+        func store() throws(SyncProtocolError) -> String {
+            guard let store = fields["store"]?.stringValue else { throw SyncProtocolError("\(type): store missing") }
+            try Self.checkStore(store, in: type)
+            return store
         }
         switch type {
         case "hello":
             guard let version = fields["protocol"]?.integerValue, let account = fields["account"]?.stringValue,
-                  let store = fields["store"]?.stringValue, let device = fields["device"]?.dataValue,
-                  let signature = fields["signature"]?.dataValue else {
+                  let device = fields["device"]?.dataValue, let signature = fields["signature"]?.dataValue else {
                 throw SyncProtocolError("hello: a field is missing or of the wrong type")
             }
-            self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, store: store,
-                                device: device, vector: try vector("vector"), signature: signature,
-                                peersDigest: fields["peersDigest"]?.dataValue ?? Data()))
+            // A hello of protocol 1 or 2 has no stores: it reads, so the version mismatch is what
+            // the receiver reports.
+            let items = fields["stores"]?.arrayValue ?? []
+            guard items.count <= Self.maximumStores else {
+                throw SyncProtocolError("hello: \(items.count) stores, more than \(Self.maximumStores)")
+            }
+            var stores: [Hello.Store] = []
+            stores.reserveCapacity(items.count)
+            var seen = Set<String>()
+            for item in items {
+                guard let entry = item.dictionaryValue, let identifier = entry["s"]?.stringValue,
+                      let vector = entry["v"]?.dataValue, let peers = entry["p"]?.dataValue,
+                      vector.count <= 32, peers.count <= 32 else {
+                    throw SyncProtocolError("hello: a store is not {s, v, p}")
+                }
+                try Self.checkStore(identifier, in: "hello")
+                guard seen.insert(identifier).inserted else { throw SyncProtocolError("hello: the store \(String(reflecting: identifier)) appears twice") }
+                stores.append(Hello.Store(identifier: identifier, vectorDigest: vector, peersDigest: peers))
+            }
+            self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, device: device,
+                                stores: stores, signature: signature))
+        case "store":
+            let name = try store()
+            let vector = try fields["vector"].map { field throws(SyncProtocolError) in try Self.checked(VersionVector(propertyList: field), "store") }
+            var peers: [Data]?
+            if let field = fields["peers"] {
+                guard let list = field.arrayValue else { throw SyncProtocolError("store: peers is not an array") }
+                // Items that are not device IDs are dropped; past the cap, the rest is not read.
+                peers = list.prefix(Self.maximumPeers).compactMap(\.dataValue).filter { $0.count == 32 }
+            }
+            self = .store(StoreState(store: name, vector: vector, peers: peers, left: fields["left"]?.boolValue ?? false))
         case "delta":
             // Through the frame path, so that entries are read one by one in both.
             let payload: Data
             do { payload = try BinaryPropertyList.encode(value) } catch { throw SyncProtocolError("delta: \(error)") }
             try self.init(decoding: payload)
-        case "ack": self = .ack(try vector("vector"))
-        case "ping": self = .ping(try vector("vector"))
+        case "ack":
+            let name = try store()
+            self = .ack(Ack(store: name, vector: try Self.checked(fields["vector"].flatMap(VersionVector.init(propertyList:)), "ack")))
+        case "ping":
+            var vectors: [String: VersionVector] = [:]
+            if let field = fields["stores"] {
+                guard let list = field.dictionaryValue, list.count <= Self.maximumStores else {
+                    throw SyncProtocolError("ping: stores is not a dictionary of at most \(Self.maximumStores) vectors")
+                }
+                for (name, item) in list {
+                    try Self.checkStore(name, in: "ping")
+                    vectors[name] = try Self.checked(VersionVector(propertyList: item), "ping")
+                }
+            }
+            self = .ping(vectors)
         case "pong": self = .pong
-        case "peers":
-            guard let list = fields["devices"]?.arrayValue else { throw SyncProtocolError("peers: devices missing") }
-            // Items that are not device IDs are dropped; past the cap, the rest is not read.
-            self = .peers(list.prefix(Self.maximumPeers).compactMap(\.dataValue).filter { $0.count == 32 })
         case "refused":
+            let name = try store()
             guard let list = fields["entries"]?.arrayValue, let clock = fields["clock"]?.integerValue else {
                 throw SyncProtocolError("refused: entries or clock missing")
             }
             // Past the cap, the rest is not read; items that do not read are dropped.
-            self = .refused(Refusal(entries: list.prefix(Self.maximumRefusals).compactMap(RefusedEntry.init(propertyList:)),
+            self = .refused(Refusal(store: name, entries: list.prefix(Self.maximumRefusals).compactMap(RefusedEntry.init(propertyList:)),
                                     clock: UInt64(clamping: clock)))
         default: throw SyncProtocolError("unknown message type \(String(reflecting: type))")
         }

@@ -42,6 +42,14 @@ public struct PeerTransport: Sendable {
 
     /// Starts listening. Each connection that completes the handshake with a device of the
     /// account appears in ``PeerListener/connections``; refused ones are logged and closed.
+    /// TCP keepalive on every connection: a link idle for 45 s is probed by the kernel every
+    /// 15 s, and dropped after 3 unanswered probes (90 s), even while the sync protocol's own
+    /// heartbeat is sparse; no wake-up of this process is involved.
+    static let keepAlive = (idle: SocketOptionValue(45), interval: SocketOptionValue(15), count: SocketOptionValue(3))
+    static let keepAliveIdle = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPIDLE))
+    static let keepAliveInterval = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPINTVL))
+    static let keepAliveCount = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPCNT))
+
     public func listen(host: String, port: Int) async throws -> PeerListener {
         let (connections, continuation) = AsyncStream<PeerConnection>.makeStream()
         let serverContext = serverContext
@@ -51,6 +59,10 @@ public struct PeerTransport: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.socketOption(.so_keepalive), value: 1)
+            .childChannelOption(Self.keepAliveIdle, value: Self.keepAlive.idle)
+            .childChannelOption(Self.keepAliveInterval, value: Self.keepAlive.interval)
+            .childChannelOption(Self.keepAliveCount, value: Self.keepAlive.count)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let established = channel.eventLoop.makePromise(of: PeerConnection.self)
@@ -112,6 +124,10 @@ public struct PeerTransport: Sendable {
         let promiseBox = EstablishmentBox()
         let channel = try await ClientBootstrap(group: group)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.socketOption(.so_keepalive), value: 1)
+            .channelOption(Self.keepAliveIdle, value: Self.keepAlive.idle)
+            .channelOption(Self.keepAliveInterval, value: Self.keepAlive.interval)
+            .channelOption(Self.keepAliveCount, value: Self.keepAlive.count)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

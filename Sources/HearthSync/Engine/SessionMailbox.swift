@@ -1,0 +1,88 @@
+import HearthCore
+
+/// What a session's writer owes the peer. Coalesced, not queued: a peer that stops reading
+/// while this device keeps changing costs a few flags and one vector per store, never a
+/// growing queue (what the peer lacks is computed when the writer gets to it, as one delta).
+/// It holds mail only for stores this device serves, so its size is bounded by them.
+struct SessionMailbox: Sendable {
+    /// What is owed about one store.
+    struct StoreMail: Sendable {
+        /// Our vector of the store (the hellos' digests differed, or it was attached since).
+        var state = false
+        /// With the devices we know of in the store (the hellos' peers digests differed).
+        var peers = false
+        /// We no longer serve the store.
+        var left = false
+        /// Entries of the peer's deltas that were not applied, for a `refused` message.
+        var refused: [RefusedEntry] = []
+        var refusedClock: UInt64 = 0
+        /// Send what the peer lacks, if anything.
+        var delta = false
+        /// Our vector after applying the peer's delta (the latest replaces an unsent one).
+        var ack: VersionVector?
+
+        var isEmpty: Bool { !state && !left && refused.isEmpty && !delta && ack == nil }
+    }
+
+    /// Our hello, first on every connection.
+    var hello = false
+    var ping = false
+    var pong = false
+    var stores: [String: StoreMail] = [:]
+
+    var isEmpty: Bool { !hello && !ping && !pong && stores.isEmpty }
+
+    /// Changes what is owed about `store`.
+    mutating func post(_ store: String, _ change: (inout StoreMail) -> Void) {
+        var mail = stores[store] ?? StoreMail()
+        change(&mail)
+        stores[store] = mail.isEmpty ? nil : mail
+    }
+
+    /// The next thing to send, in the order the protocol wants (the hello first; for a store,
+    /// its state before its delta, a refusal before the ack of the same delta), taken out of
+    /// the mailbox.
+    mutating func next() -> SessionOutgoing? {
+        if hello { hello = false; return .hello }
+        if let (store, mail) = stores.first {
+            var rest = mail
+            let item: SessionOutgoing
+            if mail.left {
+                // What was posted since (the store attached again: its state) goes after.
+                rest.left = false
+                item = .left(store)
+            } else if mail.state {
+                rest.state = false
+                rest.peers = false
+                item = .state(store, peers: mail.peers)
+            } else if !mail.refused.isEmpty {
+                rest.refused = []
+                item = .refused(.init(store: store, entries: mail.refused, clock: mail.refusedClock))
+            } else if mail.delta {
+                rest.delta = false
+                item = .delta(store)
+            } else if let vector = mail.ack {
+                rest.ack = nil
+                item = .ack(.init(store: store, vector: vector))
+            } else {
+                stores[store] = nil
+                return next()
+            }
+            stores[store] = rest.isEmpty ? nil : rest
+            return item
+        }
+        if ping { ping = false; return .ping }
+        if pong { pong = false; return .pong }
+        return nil
+    }
+}
+
+/// One item a session's writer sends (see ``SessionMailbox/next()``).
+enum SessionOutgoing: Sendable {
+    case hello, ping, pong
+    case state(String, peers: Bool)
+    case left(String)
+    case delta(String)
+    case ack(SyncMessage.Ack)
+    case refused(SyncMessage.Refusal)
+}

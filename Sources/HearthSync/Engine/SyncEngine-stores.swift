@@ -1,0 +1,106 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+
+// The stores an engine serves: attached and detached while it runs, each announced on every
+// connection to a peer that serves it too.
+extension SyncEngine {
+    /// Starts serving `replica`'s store: connected peers that serve it are told at once, and
+    /// every later connection carries it.
+    ///
+    /// - Throws: ``SyncEngineError`` if the engine is stopped, serves this store already or
+    ///   ``SyncMessage/maximumStores`` stores, or the identifier cannot go on the wire.
+    @discardableResult
+    public func attach(_ replica: any SyncReplica) throws(SyncEngineError) -> SyncStore {
+        let identifier = replica.storeIdentifier
+        guard !identifier.isEmpty, identifier.utf8.count <= SyncMessage.maximumStoreIdentifierBytes else {
+            throw .invalidStoreIdentifier(identifier)
+        }
+        let store = SyncStore(replica: replica, identity: identity, certificates: certificates, logger: logger, engine: self)
+        // The certificates saved with the replica: this run can relay entries of devices it
+        // has not met (yet), as the run that received them could. Each is checked again.
+        for (signer, der) in replica.signerCertificates {
+            do {
+                try certificates.admit(derEncoded: der)
+            } catch {
+                store.logger.warning("ignoring the saved certificate of device \(Hex.encode(signer.prefix(4))): \(error)")
+            }
+        }
+        let sessions = try state.withLock { s throws(SyncEngineError) -> [SyncSession] in
+            guard !s.stopped else { throw .stopped }
+            guard s.stores[identifier] == nil else { throw .alreadyAttached(identifier) }
+            guard s.stores.count < SyncMessage.maximumStores else { throw .tooManyStores }
+            s.stores[identifier] = store
+            return Array(s.sessions.values)
+        }
+        store.replica.onLocalChange { [weak self] in self?.changed(identifier) }
+        for session in sessions { session.announce(store) }
+        store.logger.debug("attached")
+        return store
+    }
+
+    /// Stops serving a store: connected peers are told, and once this returns no session
+    /// changes its replica any more (see ``ReplicaGate``). The engine runs on for the others.
+    public func detach(storeIdentifier: String) {
+        let (store, sessions) = state.withLock { s in
+            (s.stores.removeValue(forKey: storeIdentifier), Array(s.sessions.values))
+        }
+        guard let store else { return }
+        store.replica.close()
+        for session in sessions { session.leave(storeIdentifier) }
+        store.logger.debug("detached")
+    }
+
+    /// The attached store of this identifier, if any.
+    public func store(_ identifier: String) -> SyncStore? {
+        state.withLock { $0.stores[identifier] }
+    }
+
+    /// The identifiers of the attached stores.
+    public var storeIdentifiers: [String] {
+        state.withLock { $0.stores.keys.sorted() }
+    }
+
+    /// Supplies the replica of a store a peer serves and this device does not, or `nil` to
+    /// ignore it: a device daemon sets it to keep every store of the account (a hub keeps the
+    /// household's data for devices that come and go). Called on a connection's reader, it
+    /// should return promptly (open the store, no network).
+    public var storeProvider: (@Sendable (String) -> (any SyncReplica)?)? {
+        get { provider.withLock { $0 } }
+        set { provider.withLock { $0 = newValue } }
+    }
+
+    /// The store of this identifier, attached now from the ``storeProvider`` if it supplies one.
+    func provide(_ identifier: String) -> SyncStore? {
+        guard let provider = provider.withLock({ $0 }), let replica = provider(identifier) else { return nil }
+        guard replica.storeIdentifier == identifier else {
+            logger.warning("the store provider returned store \(String(reflecting: replica.storeIdentifier)) for \(String(reflecting: identifier)); ignored")
+            return nil
+        }
+        do {
+            let store = try attach(replica)
+            store.logger.info("serving a store a peer serves, from the store provider")
+            return store
+        } catch .alreadyAttached {
+            return store(identifier)
+        } catch {
+            logger.warning("cannot serve store \(String(reflecting: identifier)) from the store provider: \(error)")
+            return nil
+        }
+    }
+
+    /// The sessions that sync `store` right now.
+    func sessions(sharing store: String) -> [SyncSession] {
+        state.withLock { Array($0.sessions.values) }.filter { $0.shares(store) }
+    }
+
+    /// This device's hello: every store it serves, by digests, signed.
+    func makeHello() throws -> SyncMessage.Hello {
+        let stores = state.withLock { s in s.stores.keys.sorted().compactMap { s.stores[$0] } }
+        var hello = SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: identity.account.id.hex,
+                                      device: identity.deviceID.data, stores: stores.map { $0.announcement().store },
+                                      signature: Data())
+        hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
+        return hello
+    }
+}

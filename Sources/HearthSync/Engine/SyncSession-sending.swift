@@ -1,0 +1,88 @@
+import Foundation
+import HearthCore
+import NIOCore
+
+// What a session's writer sends for each item of its mailbox.
+extension SyncSession {
+    /// Sends one item; a write suspends while the peer does not read (NIO's backpressure), and
+    /// meanwhile what is posted coalesces in the mailbox.
+    func send(_ item: SessionOutgoing, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        switch item {
+        case .hello:
+            guard let hello = try context.engine?.makeHello() else { throw CancellationError() }
+            listedInHello.withLock { $0 = Set(hello.stores.map(\.identifier)) }
+            try await send(.hello(hello), to: outbound)
+        case .state(let name, let withPeers):
+            guard let store = stores.withLock({ $0.shared[name]?.store }) else { return }
+            let vector = store.replica.syncVector
+            let peers = withPeers ? Array(store.knownDevices.prefix(SyncMessage.maximumPeers)) : nil
+            stores.withLock { $0.shared[name]?.told = vector }
+            try await send(.store(.init(store: name, vector: vector, peers: peers)), to: outbound)
+        case .left(let name):
+            try await send(.store(.init(store: name, left: true)), to: outbound)
+        case .delta(let name):
+            try await sendDelta(of: name, to: outbound)
+        case .ack(let ack):
+            stores.withLock { $0.shared[ack.store]?.told = ack.vector }
+            try await send(SyncMessage.ack(ack), to: outbound)
+        case .refused(let refusal): try await send(SyncMessage.refused(refusal), to: outbound)
+        case .ping:
+            // With the vectors of the stores that changed since the peer was last told them.
+            // The vectors are read outside the session's lock (each takes its store's).
+            let ready = stores.withLock { $0.shared.filter { $0.value.ready }.mapValues { ($0.store, $0.told) } }
+            var changed: [String: VersionVector] = [:]
+            for (name, (store, told)) in ready {
+                let vector = store.replica.syncVector
+                if vector != told { changed[name] = vector }
+            }
+            stores.withLock { s in for (name, vector) in changed { s.shared[name]?.told = vector } }
+            try await send(.ping(changed), to: outbound)
+        case .pong: try await send(SyncMessage.pong, to: outbound)
+        }
+    }
+
+    private func sendDelta(of name: String, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        guard let shared = stores.withLock({ $0.shared[name] }), shared.ready else { return }
+        let store = shared.store
+        let known = shared.peerKnown
+        try store.signPending()
+        var (entries, vector) = store.replica.syncDelta(for: known)
+        // A write made since signPending() is signed here; never send an unsigned entry.
+        entries = try store.signed(entries)
+        // Nothing the peer lacks (its state showed it has it all, or an earlier delta carried
+        // these writes): send nothing. The peer drew the same conclusion from our state, so
+        // an empty first delta is not needed to end its initial sync.
+        guard !entries.isEmpty || !known.dominates(vector) else { return }
+        // A big batch (a newcomer's first download) goes as several deltas, each well under the
+        // frame cap and the receiver's entry limit; the last one says the batch is complete.
+        let parts = Self.split(entries)
+        for (index, part) in parts.enumerated() {
+            let sent = stores.withLock { $0.shared[name]?.sentCertificates } ?? []
+            let certificates = store.certificates(for: part, excluding: sent)
+            stores.withLock { $0.shared[name]?.sentCertificates.formUnion(certificates) }
+            let delta = SyncMessage.Delta(store: name, entries: part, certificates: certificates, vector: vector,
+                                          more: index < parts.count - 1)
+            try await send(.delta(delta), to: outbound)
+            context.metrics.sentEntries(part.count)
+        }
+        stores.withLock { $0.shared[name]?.peerKnown.formUnion(vector) }
+    }
+
+    /// Splits entries into deltas of at most ``SyncMessage/maximumDeltaEntries`` entries and
+    /// about a megabyte of values (one value may be up to 1 MB: a part holds at least one entry).
+    static func split(_ entries: [Entry]) -> [[Entry]] {
+        var parts: [[Entry]] = [[]]
+        var bytes = 0
+        for entry in entries {
+            let size = 128 + (entry.value?.canonicalSize ?? 0)
+            if !parts[parts.count - 1].isEmpty,
+               parts[parts.count - 1].count >= SyncMessage.maximumDeltaEntries || bytes + size > 1_100_000 {
+                parts.append([])
+                bytes = 0
+            }
+            parts[parts.count - 1].append(entry)
+            bytes += size
+        }
+        return parts
+    }
+}

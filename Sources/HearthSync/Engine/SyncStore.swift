@@ -1,0 +1,279 @@
+import Foundation
+import HearthCore
+import HearthDiscovery
+import HearthIdentity
+import Logging
+
+/// One store attached to a ``SyncEngine``: what the engine's connections need to sync it, and
+/// what its owner asks about it (who has it, what was refused).
+///
+/// ```swift
+/// let engine = try SyncEngine(identity: identity)
+/// let notes = try engine.attach(notesReplica)
+/// let todo = try engine.attach(todoReplica)
+/// try await engine.start()          // one listener, one connection per peer device, both stores
+/// notes.isSettled                   // every connected peer serving "notes" has every write
+/// engine.detach(storeIdentifier: "todo")
+/// ```
+public final class SyncStore: Sendable {
+    /// The store identifier that entries are signed for.
+    public let identifier: String
+    /// The store's replica behind this attachment's gate (see ``ReplicaGate``): closed by
+    /// ``SyncEngine/detach(storeIdentifier:)`` and ``SyncEngine/stop()``.
+    let replica: ReplicaGate
+    let logger: Logger
+    private let certificates: DeviceCertificateCache
+    private let identity: DeviceIdentity
+    /// What peers refused of what we sent, by refusing device; pruned of entries that are
+    /// no longer current.
+    private let refused = Locked<[DeviceID: [SyncRefusal]]>([:])
+    /// Whether a session is signing the pending local writes; the others then leave them to
+    /// it (or sign what they send themselves), rather than wait on a lock.
+    private let signing = Locked(false)
+    private weak let engine: SyncEngine?
+
+    init(replica: any SyncReplica, identity: DeviceIdentity, certificates: DeviceCertificateCache, logger: Logger, engine: SyncEngine) {
+        identifier = replica.storeIdentifier
+        self.replica = ReplicaGate(replica)
+        self.identity = identity
+        self.certificates = certificates
+        var logger = logger
+        logger[metadataKey: "store"] = "\(replica.storeIdentifier)"
+        self.logger = logger
+        self.engine = engine
+    }
+
+    // MARK: What the owner asks
+
+    /// The engine's frame and entry counters (every store of the engine together).
+    public var metrics: SyncMetrics { engine?.metrics ?? SyncMetrics() }
+
+    /// The devices connected right now that serve this store too.
+    public var connectedPeers: [DeviceID] {
+        (engine?.sessions(sharing: identifier) ?? []).map(\.peer.deviceID)
+    }
+
+    /// The peers discovery reports right now (for every store of the engine).
+    public var discoveredPeers: [DiscoveredPeer] { engine?.discoveredPeers ?? [] }
+
+    /// Whether at least one peer serving this store is connected and every such peer has
+    /// confirmed having every current entry of it, but those it refused (so a process may exit
+    /// without its writes being lost to the others).
+    public var isSettled: Bool {
+        let sessions = engine?.sessions(sharing: identifier) ?? []
+        return !sessions.isEmpty && settled(sessions).count == sessions.count
+    }
+
+    /// The connected devices serving this store that have confirmed having every current entry
+    /// of it, but those they refused.
+    public var settledPeers: [DeviceID] {
+        settled(engine?.sessions(sharing: identifier) ?? [])
+    }
+
+    private func settled(_ sessions: [SyncSession]) -> [DeviceID] {
+        sessions.filter { session in
+            guard let acknowledged = session.acknowledgedVector(of: identifier) else { return false }
+            let refusals = self.refusals(by: session.peer.deviceID)
+            return replica.syncDelta(for: acknowledged).entries.allSatisfy { entry in
+                refusals.contains { $0.entry.refers(to: entry) }
+            }
+        }.map(\.peer.deviceID)
+    }
+
+    /// Sends every connected peer serving this store what it lacks, now (`synchronize()` calls
+    /// it; local writes and applied deltas already do).
+    public func pushNow() { engine?.changed(identifier) }
+
+    /// Dials `host:port` for the engine (every store it serves); see ``SyncEngine/addPeer(host:port:)``.
+    public func addPeer(host: String, port: Int) { engine?.addPeer(host: host, port: port) }
+
+    // MARK: Refusals
+
+    /// What connected or past peers refused of what this device sent, while the refused entry
+    /// is still this replica's current entry of its key (a later write, or a re-stamp, ends it).
+    public var refusals: [SyncRefusal] {
+        prunedRefusals().values.flatMap { $0 }
+    }
+
+    func refusals(by device: DeviceID) -> [SyncRefusal] {
+        prunedRefusals()[device] ?? []
+    }
+
+    private func prunedRefusals() -> [DeviceID: [SyncRefusal]] {
+        let all = refused.withLock { $0 }
+        guard !all.isEmpty else { return [:] }
+        var current: [StoreKey: Entry?] = [:]
+        let kept = all.mapValues { list in
+            list.filter { refusal in
+                guard let key = refusal.entry.key else { return false }
+                if current[key] == nil { current[key] = .some(replica.entry(forKey: key)) }
+                return current[key]!.map { refusal.entry.refers(to: $0) } ?? false
+            }
+        }.filter { !$0.value.isEmpty }
+        refused.withLock { $0 = kept }
+        return kept
+    }
+
+    /// At most this many refusals are kept per device (a peer cannot grow the list without bound).
+    static let maximumRefusalsPerDevice = 1024
+
+    /// Records what `device` refused; returns the refusals not recorded before (worth a log line).
+    func note(_ refusal: SyncMessage.Refusal, from device: DeviceID) -> [SyncRefusal] {
+        let now = replica.wallMilliseconds()
+        let incoming = refusal.entries.map { SyncRefusal(device: device, entry: $0, peerClock: refusal.clock, localClock: now) }
+        return refused.withLock { table in
+            var list = table[device] ?? []
+            let fresh = incoming.filter { new in !list.contains { $0.entry == new.entry } }
+            list.append(contentsOf: fresh)
+            table[device] = Array(list.suffix(Self.maximumRefusalsPerDevice))
+            return fresh
+        }
+    }
+
+    // MARK: What the sessions need
+
+    /// The other devices this replica knows of, as 32-byte IDs.
+    var knownDevices: [Data] {
+        replica.knownDevices.compactMap { Hex.decode($0).map { Data($0) } }.filter { $0 != identity.deviceID.data }
+    }
+
+    /// The digest of what this replica knows of the household, itself included: what a
+    /// hello carries, and what a peer's hello is compared with.
+    var peersDigest: Data {
+        SyncMessage.peersDigest(knownDevices + [identity.deviceID.data])
+    }
+
+    /// This store as a hello lists it, with the vector the digest is of.
+    func announcement() -> (store: SyncMessage.Hello.Store, vector: VersionVector) {
+        let vector = replica.syncVector
+        return (.init(identifier: identifier, vectorDigest: SyncMessage.vectorDigest(vector), peersDigest: peersDigest), vector)
+    }
+
+    /// Signs local writes that are not signed yet, off the writer's path. Signing happens
+    /// outside any lock: a session that finds another signing goes on without waiting (what
+    /// it sends is signed by ``signed(_:)`` in any case).
+    func signPending() throws {
+        guard signing.withLock({ busy in defer { busy = true }; return !busy }) else { return }
+        defer { signing.withLock { $0 = false } }
+        let pending = replica.unsignedEntries()
+        guard !pending.isEmpty else { return }
+        let signed = try pending.map { try identity.signed($0, storeIdentifier: identifier) }
+        replica.attachSignatures(signed)
+    }
+
+    /// `entries` with any unsigned ones signed (and their signatures kept in the replica).
+    func signed(_ entries: [Entry]) throws -> [Entry] {
+        guard entries.contains(where: { $0.signature == nil }) else { return entries }
+        let result = try entries.map { $0.signature == nil ? try identity.signed($0, storeIdentifier: identifier) : $0 }
+        replica.attachSignatures(result.filter { entry in !entries.contains { $0.key == entry.key && $0.signature != nil } })
+        return result
+    }
+
+    /// The DER certificates of the devices that signed `entries`, but ours (the peer has it
+    /// from the TLS handshake) and those in `excluding` (sent for this store on this connection before).
+    func certificates(for entries: [Entry], excluding sent: Set<Data>) -> [Data] {
+        let signers = Set(entries.compactMap { $0.signature?.signer })
+        return signers.compactMap { signer -> Data? in
+            guard signer != identity.deviceID.data, let device = DeviceID(bytes: signer),
+                  let certificate = certificates.certificate(for: device) else { return nil }
+            let der = Data(certificate.derEncoded)
+            return sent.contains(der) ? nil : der
+        }
+    }
+
+    /// Admits the TLS peer's certificate and saves it with the replica, so its entries can be
+    /// vouched for when it is away.
+    func keep(peerCertificate certificate: Certificate, of device: DeviceID) {
+        if (try? certificates.admit(certificate)) != nil {
+            replica.keepCertificate(Data(certificate.derEncoded), signer: device.data)
+        }
+    }
+
+    /// What a received delta comes to once checked.
+    struct Checked {
+        /// Verified entries that would change the replica: to apply.
+        var accepted: [Entry] = []
+        /// Entries not applied, each with why: the sender is told.
+        var refused: [RefusedEntry] = []
+        /// The refused entries that may be acceptable later (stamped too far ahead of our
+        /// clock): the vector is kept below them, so they come again.
+        var heldBack: [Entry] = []
+    }
+
+    /// Checks a delta entry by entry; nothing is applied here. The certificates it carries
+    /// are admitted (one that fails is logged, and the entries it would vouch for fail as
+    /// unknown signers). Entries that lose to what the replica holds change nothing and are
+    /// dropped unchecked (in a mesh most relayed entries are such duplicates); every other
+    /// entry is verified (in parallel when there are many) for this store, and one stamped
+    /// beyond the drift bound is held back. An entry that fails is refused alone.
+    func check(_ delta: SyncMessage.Delta) async -> Checked {
+        for der in delta.certificates {
+            do {
+                let signer = try certificates.admit(derEncoded: der)
+                // Saved with the entries: we may have to vouch for them when their signer is away.
+                replica.keepCertificate(der, signer: signer.data)
+            } catch {
+                logger.warning("a delta carried a device certificate that the account CA does not vouch for; the entries it signed are refused: \(error)")
+            }
+        }
+        var checked = Checked(refused: delta.undecodable)
+        // Each distinct entry is checked once: a delta that names one entry thousands of
+        // times (shared objects cost the sender nothing) costs one verification.
+        struct Identity: Hashable { let key: StoreKey, origin: ReplicaID, sequence: UInt64 }
+        var seen = Set<Identity>()
+        let distinct = delta.entries.filter { seen.insert(Identity(key: $0.key, origin: $0.origin, sequence: $0.sequence)).inserted }
+        var winners: [Entry] = []
+        for entry in replica.winningEntries(distinct) {
+            // Only its own device may write under an origin (see ReplicaID.isBound(to:)).
+            if let signer = entry.signature?.signer, !entry.origin.isBound(to: signer) {
+                checked.refused.append(RefusedEntry(entry, reason: .originMismatch, detail: "origin \(entry.origin) is not one of device \(Hex.encode(signer.prefix(4)))'s"))
+            } else {
+                winners.append(entry)
+            }
+        }
+        let failures = await verify(winners)
+        let wall = replica.wallMilliseconds()
+        for (entry, failure) in zip(winners, failures) {
+            if let failure {
+                checked.refused.append(failure)
+            } else if !HybridLogicalClock.isAcceptable(entry.timestamp, wall: wall) {
+                checked.refused.append(RefusedEntry(entry, reason: .clockAhead, detail:
+                    "stamped \(entry.timestamp.date), more than \(HybridLogicalClock.maximumDrift / 3_600_000) h ahead of the receiver's clock (\(Date(timeIntervalSince1970: Double(wall) / 1000)))"))
+                checked.heldBack.append(entry)
+            } else {
+                checked.accepted.append(entry)
+            }
+        }
+        return checked
+    }
+
+    /// Verifies each entry's signature for this store; `nil` where it verifies.
+    private func verify(_ entries: [Entry]) async -> [RefusedEntry?] {
+        let store = identifier
+        let certificates = self.certificates
+        @Sendable func failure(_ entry: Entry) -> RefusedEntry? {
+            do {
+                try certificates.verify(entry: entry, storeIdentifier: store)
+                return nil
+            } catch let error as IdentityError where error.code == .unknownSigner {
+                return RefusedEntry(entry, reason: .unknownSigner, detail: error.description)
+            } catch {
+                return RefusedEntry(entry, reason: .badSignature, detail: "\(error)")
+            }
+        }
+        guard entries.count >= 64 else { return entries.map(failure) }
+        // A full initial sync carries a thousand signatures: spread them over the cores, as
+        // child tasks (never blocking the cooperative pool's threads).
+        let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        return await withTaskGroup(of: [(Int, RefusedEntry)].self) { group in
+            for lane in 0..<lanes {
+                group.addTask {
+                    stride(from: lane, to: entries.count, by: lanes).compactMap { index in failure(entries[index]).map { (index, $0) } }
+                }
+            }
+            var results = [RefusedEntry?](repeating: nil, count: entries.count)
+            for await lane in group { for (index, refused) in lane { results[index] = refused } }
+            return results
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import Hearth
+import HearthIdentity
+import HearthTestSupport
+import Testing
+
+extension AvahiTestNet {
+    @Suite("One service per device")
+    struct OneServicePerDeviceTests {
+        @Test("a process with three synced stores publishes exactly one _hearth._tcp service, naming no store",
+              .timeLimit(.minutes(1)))
+        func threeStoresOneService() async throws {
+            let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-oneservice-\(UUID())").path
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            let identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config"))
+                .createAccount(displayName: "One service", deviceName: "Service-\(randomHash().prefix(6))")
+            let sync = SyncSettings(accountDirectory: "\(root)/config", discovery: .automatic, listenHost: "127.0.0.1")
+            let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/data", sync: sync)
+            let stores = try ["com.example.one", "com.example.two", "com.example.three"].map {
+                try UbiquitousKeyValueStore(storeIdentifier: $0, configuration: configuration)
+            }
+            var ports: Set<Int> = []
+            for store in stores { ports.insert(try #require(try await store.syncPort())) }
+            #expect(ports.count == 1, "listening on \(ports)")
+
+            // Our services, by instance name: resolved lines carrying this device's hash.
+            let device = "\"d=\(identity.deviceID.shortHash)\""
+            func ours() async throws -> [[String]] {
+                let result = try await ChildProcess.run("/usr/bin/avahi-browse", ["-rpt", "_hearth._tcp"])
+                return result.output.split(separator: "\n").filter { $0.hasPrefix("=") }
+                    .map { $0.split(separator: ";", omittingEmptySubsequences: false).map(String.init) }
+                    .filter { $0.count >= 10 && $0[9].contains(device) }
+            }
+            var found: [[String]] = []
+            let deadline = ContinuousClock.now + .seconds(20)
+            while found.isEmpty, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+                found = try await ours()
+            }
+            // Give a second or third publication time to show up, if there were one.
+            try await Task.sleep(for: .seconds(2))
+            found = try await ours()
+            for store in stores { await store.stopSync() }
+            #expect(Set(found.map { $0[3] }).count == 1, "services of this device: \(found.map { $0[3] })")
+            #expect(found.allSatisfy { $0[8] == "\(ports.first ?? 0)" })
+            #expect(found.allSatisfy { !$0[9].contains("\"s=") }, "a store hash in \(found.map { $0[9] })")
+            #expect(found.allSatisfy { $0[9].contains("\"v=3\"") })
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import HearthSync
+import Testing
+
+@Suite("A hub keeps stores it never opened")
+struct HubTests {
+    @Test("C serves two stores through its store provider: A writes them and leaves, D joins, reaches only C, and gets both")
+    func hubRelaysStoresItNeverOpened() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
+        let a = try owner.createAccount(displayName: "Hub", deviceName: "A")
+        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p")
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let d = try AccountStore(directory: URL(fileURLWithPath: "\(root)/d")).importJoinBundle(bundle, passphrase: "p", deviceName: "D")
+        let stores = ["com.example.notes", "com.example.todo"]
+
+        // C opens nothing: its provider makes a replica for any store a peer serves.
+        let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)))
+        let provided = Locked<[String: MemoryReplica]>([:])
+        hub.storeProvider = { identifier in
+            provided.withLock { table in
+                if let replica = table[identifier] { return replica }
+                let replica = MemoryReplica(storeIdentifier: identifier)
+                table[identifier] = replica
+                return replica
+            }
+        }
+        let hubPort = try await hub.start()
+        #expect(hub.storeIdentifiers.isEmpty)
+
+        let writer = try SyncEngine(identity: a, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)))
+        let written = stores.map { MemoryReplica(storeIdentifier: $0, replica: Replica(id: .random(boundTo: a.deviceID.data))) }
+        for replica in written { try writer.attach(replica) }
+        try await writer.start()
+        writer.addPeer(host: "127.0.0.1", port: hubPort)
+        for (i, replica) in written.enumerated() { replica.write(.string("value of \(stores[i])"), forKey: "k") }
+        try await eventually(timeout: .seconds(15), "the hub to hold both stores") {
+            stores.allSatisfy { store in provided.withLock { $0[store] }?.replica.entries["k"]?.value == .string("value of \(store)") }
+        }
+        #expect(hub.storeIdentifiers == stores)
+        try await eventually(timeout: .seconds(10), "the writer to see both settled") { writer.store(stores[0])!.isSettled && writer.store(stores[1])!.isSettled }
+        await writer.stop()
+
+        // D opens the two stores, empty, and only knows C.
+        let newcomer = try SyncEngine(identity: d, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)))
+        let received = stores.map { MemoryReplica(storeIdentifier: $0) }
+        for replica in received { try newcomer.attach(replica) }
+        try await newcomer.start()
+        newcomer.addPeer(host: "127.0.0.1", port: hubPort)
+        try await eventually(timeout: .seconds(15), "the newcomer to get both stores from the hub") {
+            received.enumerated().allSatisfy { i, replica in replica.replica.entries["k"]?.value == .string("value of \(stores[i])") }
+        }
+        // Signed by A, for its store: each entry verifies for its own store only.
+        for (i, replica) in received.enumerated() {
+            let entry = try #require(replica.replica.entries["k"])
+            #expect(entry.signature?.signer == a.deviceID.data)
+            #expect(throws: (any Error).self) { try a.account.trust.verify(entry: entry, storeIdentifier: stores[1 - i], certificate: a.certificate) }
+        }
+        await newcomer.stop()
+        await hub.stop()
+    }
+
+    @Test("Without a store provider, a store a peer serves is not taken up")
+    func noProviderNoStore() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
+        let a = try owner.createAccount(displayName: "Hub", deviceName: "A")
+        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p")
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let other = try SyncEngine(identity: c, replica: MemoryReplica(storeIdentifier: "com.example.other"), options: .init(host: "127.0.0.1"))
+        let port = try await other.start()
+        let writer = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "com.example.notes"), options: .init(host: "127.0.0.1"))
+        try await writer.start()
+        writer.addPeer(host: "127.0.0.1", port: port)
+        try await eventually(timeout: .seconds(10), "connected") { other.connectedPeers.count == 1 }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(other.storeIdentifiers == ["com.example.other"])
+        #expect(writer.store("com.example.notes")?.connectedPeers.isEmpty == true)
+        #expect(writer.connectedPeers.count == 1)
+        await writer.stop()
+        await other.stop()
+    }
+}
