@@ -39,6 +39,8 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         public static let storeLocked = Code(rawValue: "storeLocked")
         /// The store's file could not be read or written.
         public static let persistenceFailed = Code(rawValue: "persistenceFailed")
+        /// This device's sync engine could not be set up (its TLS identity, say).
+        public static let syncUnavailable = Code(rawValue: "syncUnavailable")
     }
 
     public let code: Code

@@ -54,7 +54,7 @@ enum StoreRegistry {
 
     /// The device identity of the signed-in account, if syncing is enabled and someone is
     /// signed in. Problems with the account files are logged; the store then works locally.
-    private static func signedInIdentity(_ configuration: UbiquitousKeyValueStore.Configuration) -> DeviceIdentity? {
+    static func signedInIdentity(_ configuration: UbiquitousKeyValueStore.Configuration) -> DeviceIdentity? {
         guard configuration.sync.isEnabled else { return nil }
         let accounts = configuration.sync.accountDirectory.map { AccountStore(directory: URL(fileURLWithPath: $0)) } ?? AccountStore()
         do {

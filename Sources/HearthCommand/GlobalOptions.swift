@@ -89,10 +89,17 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// The sync settings the command's store opens with.
-    func syncSettings(_ global: GlobalOptions) -> SyncSettings {
-        SyncSettings(accountDirectory: global.accountDirectory.path,
-                     discovery: peers.isEmpty ? .automatic : .staticPeers(peers),
-                     listenHost: listenHost, port: port ?? 0, heartbeatInterval: .seconds(2), timeout: .seconds(8))
+    ///
+    /// One-shot commands and `serve`/`watch` ping idle links every 2 s (a dead peer is seen in
+    /// 8 s, and `--wait` stays short); the daemon, always on, keeps the library's sparse
+    /// default (a ping after 30 idle seconds, 90 s to call a silent link dead, TCP keepalive).
+    func syncSettings(_ global: GlobalOptions, sparseHeartbeats: Bool = false) -> SyncSettings {
+        let defaults = SyncSettings()
+        return SyncSettings(accountDirectory: global.accountDirectory.path,
+                            discovery: peers.isEmpty ? .automatic : .staticPeers(peers),
+                            listenHost: listenHost, port: port ?? 0,
+                            heartbeatInterval: sparseHeartbeats ? defaults.heartbeatInterval : .seconds(2),
+                            timeout: sparseHeartbeats ? defaults.timeout : .seconds(8))
     }
 
     /// How peers are found, for people.

@@ -19,9 +19,17 @@ final class HostedStore: Sendable {
     /// a serving process that gave up would leave the device with no process serving the
     /// store), creates its file if it has none, and starts serving it. Nil if `shouldStop`
     /// said so before the store was free.
-    static func open(_ access: StoreAccess, label: String, printChanges: Bool = false, json: Bool = false,
+    ///
+    /// `opened`: the store, opened already by the caller (the daemon, for a store a peer serves).
+    static func open(_ access: StoreAccess, label: String, printChanges: Bool = false, json: Bool = false, opened: UbiquitousKeyValueStore? = nil,
                      shouldStop: @Sendable () -> Bool) async throws -> HostedStore? {
-        guard let store = try await openWaiting(access, label: label, shouldStop: shouldStop) else { return nil }
+        let store: UbiquitousKeyValueStore
+        if let opened {
+            store = opened
+        } else {
+            guard let waited = try await openWaiting(access, label: label, shouldStop: shouldStop) else { return nil }
+            store = waited
+        }
         // Help says serve creates the store; a fresh store with nothing in it would otherwise
         // have no file until its first change, and `hearth list` would call it unknown.
         if !access.exists, !(await store.saveCreatingFile()) {

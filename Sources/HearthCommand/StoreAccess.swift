@@ -11,6 +11,8 @@ struct StoreAccess {
     let options: StoreOptions
     let storeIdentifier: String
     let identity: DeviceIdentity?
+    /// The daemon's: idle links pinged rarely (``StoreOptions/syncSettings(_:sparseHeartbeats:)``).
+    var sparseHeartbeats = false
 
     init(global: GlobalOptions, options: StoreOptions) throws {
         try self.init(global: global, options: options, storeIdentifier: options.identifier(), identity: global.currentIdentity())
@@ -56,14 +58,7 @@ struct StoreAccess {
 
     /// Opens the store, syncing if signed in; the library logs at `logLevel` unless told otherwise.
     func open(logLevel: Logger.Level = .error) throws -> UbiquitousKeyValueStore {
-        var configuration = UbiquitousKeyValueStore.Configuration(
-            dataDirectory: global.storeDataDirectory, writeBehindDelay: .milliseconds(100),
-            sync: options.syncSettings(global), logger: global.logger(defaultLevel: logLevel))
-        // For tests of a device whose clock is wrong (docs/command.md): libfaketime cannot stand
-        // in, as it stops Swift's Task.sleep from ever waking.
-        if let skew = ProcessInfo.processInfo.environment["HEARTH_TEST_CLOCK_SKEW_SECONDS"].flatMap(Int64.init) {
-            configuration.clockSkew = .seconds(skew)
-        }
+        let configuration = configuration(logLevel: logLevel)
         do {
             return try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration)
         } catch where error.code == .storeLocked {
@@ -72,6 +67,20 @@ struct StoreAccess {
         } catch {
             throw CommandError(.general, "cannot open store \(storeIdentifier): \(error)")
         }
+    }
+
+    /// What the store opens with: this command's folders and peers, the library logging at
+    /// `logLevel` unless told otherwise.
+    func configuration(logLevel: Logger.Level) -> UbiquitousKeyValueStore.Configuration {
+        var configuration = UbiquitousKeyValueStore.Configuration(
+            dataDirectory: global.storeDataDirectory, writeBehindDelay: .milliseconds(100),
+            sync: options.syncSettings(global, sparseHeartbeats: sparseHeartbeats), logger: global.logger(defaultLevel: logLevel))
+        // For tests of a device whose clock is wrong (docs/command.md): libfaketime cannot stand
+        // in, as it stops Swift's Task.sleep from ever waking.
+        if let skew = ProcessInfo.processInfo.environment["HEARTH_TEST_CLOCK_SKEW_SECONDS"].flatMap(Int64.init) {
+            configuration.clockSkew = .seconds(skew)
+        }
+        return configuration
     }
 
     /// One try at reaching the store: what ``reach(asking:timeout:)`` found.

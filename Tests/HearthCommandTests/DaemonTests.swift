@@ -90,30 +90,62 @@ struct DaemonTests {
         #expect(gone.status == 11)
     }
 
-    @Test("Background: A and B run daemons and no app; a value written on A and the writer gone is read on B at open")
+    @Test("Background: A and B run daemons and no app; a value written on A, its writer gone, is read on B at open though B never opened the store")
     func background() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let (laptop, kitchen) = try await Device.household(root: root)
         let store = "com.example.colors"
-        // Each device has the store (the daemon holds the stores found on the device).
-        for device in [laptop, kitchen] {
-            let set = try await run(["set", "--store", store, "created", "--string", device.name] + device.directories, try environment(device.name))
-            try #require(set.status == 0, "\(set.error)")
-        }
         var daemons: [ChildProcess] = []
         defer { for daemon in daemons { daemon.terminate() } }
         for device in [laptop, kitchen] {
             daemons.append(try await startDaemon(device.directories + ["--port", String(device.port), "--peer", "127.0.0.1:\(device.peerPort)"],
                                                  try environment(device.name)))
         }
-        // A one-shot writer on the laptop: handed to the laptop's daemon, which syncs it.
-        let written = try await run(["set", "--store", store, "k", "1", "--wait", "30"] + laptop.directories, try environment(laptop.name))
+        // A one-shot writer on the laptop: the store is new, so it opens it itself, writes,
+        // waits for no one and exits; the laptop's daemon holds the store from its next scan.
+        let written = try await run(["set", "--store", store, "k", "1", "--wait", "0"] + laptop.directories, try environment(laptop.name))
         #expect(written.status == 0, "\(written.error)")
-        // A new process on the kitchen reads it at once, with no app ever open there.
-        let read = try await HearthCLI.eventually(upTo: .seconds(30)) {
+        // The kitchen never opened the store: its daemon takes it up when the laptop's offers it,
+        // and a new process there reads the value at open.
+        let read = try await HearthCLI.eventually(upTo: .seconds(60)) {
             try await run(["get", "--store", store, "k"] + kitchen.directories, try environment(kitchen.name)).output == "1\n"
         }
         #expect(read, "kitchen daemon: \(daemons[1].errorOutput)")
+        #expect(daemons[1].errorOutput.contains("holding store \(store) (served by a peer)"), "\(daemons[1].errorOutput)")
+    }
+
+    @Test("Hub: C runs only the daemon and never opened S; A writes S and leaves; D joins, reaches only C, and gets S")
+    func hub() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (laptop, hub) = try await Device.household(root: root)
+        let store = "com.example.notes"
+        let laptopDaemon = try await startDaemon(laptop.directories + ["--port", String(laptop.port), "--peer", "127.0.0.1:\(hub.port)"],
+                                                 try environment(laptop.name))
+        defer { laptopDaemon.terminate() }
+        let hubDaemon = try await startDaemon(hub.directories + ["--port", String(hub.port)], try environment(hub.name))
+        defer { hubDaemon.terminate() }
+        let written = try await run(["set", "--store", store, "shopping", "--string", "milk", "--wait", "0"] + laptop.directories,
+                                    try environment(laptop.name))
+        #expect(written.status == 0, "\(written.error)")
+        let atHub = try await HearthCLI.eventually(upTo: .seconds(60)) {
+            try await run(["get", "--store", store, "shopping"] + hub.directories, try environment(hub.name)).output == "\"milk\"\n"
+        }
+        try #require(atHub, "hub daemon: \(hubDaemon.errorOutput)")
+        // A leaves the network for good.
+        laptopDaemon.send(SIGTERM)
+        #expect(await laptopDaemon.wait(upTo: .seconds(30)) == 0)
+        // D joins the household and knows only the hub.
+        let phone = Device(name: "phone", root: root, port: try LoopbackCluster.freePort(), peerPort: hub.port)
+        let joined = try await run(["account", "join", "\(root)/home.bundle", "--passphrase", "pw", "--device", "phone"] + phone.directories,
+                                   try environment(phone.name))
+        try #require(joined.status == 0, "\(joined.error)")
+        let phoneDaemon = try await startDaemon(phone.directories + ["--port", String(phone.port), "--peer", "127.0.0.1:\(hub.port)"],
+                                                try environment(phone.name))
+        defer { phoneDaemon.terminate() }
+        let atPhone = try await HearthCLI.eventually(upTo: .seconds(60)) {
+            try await run(["get", "--store", store, "shopping"] + phone.directories, try environment(phone.name)).output == "\"milk\"\n"
+        }
+        #expect(atPhone, "phone daemon: \(phoneDaemon.errorOutput)")
     }
 
     @Test("install writes a systemd user unit that runs this hearth's daemon with the given folders; where systemd is absent it says what to run; uninstall removes it")

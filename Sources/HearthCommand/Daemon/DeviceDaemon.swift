@@ -20,6 +20,9 @@ final class DeviceDaemon: Sendable {
         var hosted: [String: HostedStore] = [:]
         /// Stores being opened (perhaps waiting for another process to let go).
         var opening: [String: Task<Void, Never>] = [:]
+        /// The device's engine, kept up with or without stores, and whose account it syncs.
+        var sync: DeviceSync?
+        var syncAccount: String?
         var stopping = false
     }
 
@@ -48,11 +51,12 @@ final class DeviceDaemon: Sendable {
             note("daemon: \(error); holding the signed-out stores only")
             identity = nil
         }
+        followAccount(identity)
         let folder = StoreLocation(dataDirectory: global.storeDataDirectory, storeIdentifier: "-", account: identity?.account.id.hex).directory
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
         let identifiers = names.compactMap(StoreLocation.storeIdentifier(fromFileName:)).filter { !$0.isEmpty }.sorted()
         for identifier in identifiers {
-            let access = StoreAccess(global: global, options: options, storeIdentifier: identifier, identity: identity)
+            let access = self.access(identifier, identity)
             state.withLock { s in
                 guard !s.stopping, s.hosted[identifier] == nil, s.opening[identifier] == nil else { return }
                 s.opening[identifier] = Task { await self.host(access) }
@@ -60,11 +64,63 @@ final class DeviceDaemon: Sendable {
         }
     }
 
-    private func host(_ access: StoreAccess) async {
+    private func access(_ identifier: String, _ identity: DeviceIdentity?) -> StoreAccess {
+        var access = StoreAccess(global: global, options: options, storeIdentifier: identifier, identity: identity)
+        access.sparseHeartbeats = true
+        return access
+    }
+
+    /// Keeps the device's engine up for the signed-in account, whether or not a store is open
+    /// yet, taking up the stores peers serve (``DeviceSync``); follows sign-in and switches.
+    private func followAccount(_ identity: DeviceIdentity?) {
+        let account = identity?.account.id.hex
+        let previous = state.withLock { s -> DeviceSync?? in
+            guard !s.stopping, s.syncAccount != account || (account != nil && s.sync == nil) else { return .none }
+            defer { s.sync = nil; s.syncAccount = account }
+            return .some(s.sync)
+        }
+        guard case .some(let old) = previous else { return }
+        if let old { Task { await old.stop() } }
+        guard let identity else { return }
+        let configuration = access("-", identity).configuration(logLevel: .warning)
+        do {
+            let sync = try DeviceSync.start(configuration: configuration) { [weak self] identifier in
+                self?.adopt(identifier, identity)
+            }
+            let kept = state.withLock { s -> Bool in
+                guard !s.stopping, s.syncAccount == account else { return false }
+                s.sync = sync
+                return true
+            }
+            if !kept, let sync { Task { await sync.stop() } }
+        } catch {
+            note("daemon: cannot sync this device: \(error)")
+        }
+    }
+
+    /// A store a peer serves and this device has not opened: opened now (on the engine's
+    /// connection, so at once, without waiting for anyone to let go), and held from then on.
+    private func adopt(_ identifier: String, _ identity: DeviceIdentity) -> UbiquitousKeyValueStore? {
+        let access = self.access(identifier, identity)
+        let store: UbiquitousKeyValueStore
+        do {
+            store = try access.open(logLevel: .warning)
+        } catch {
+            note("daemon: cannot take up store \(identifier), which a peer serves: \(error)")
+            return nil
+        }
+        state.withLock { s in
+            guard !s.stopping, s.hosted[identifier] == nil, s.opening[identifier] == nil else { return }
+            s.opening[identifier] = Task { await self.host(access, opened: store, why: " (served by a peer)") }
+        }
+        return store
+    }
+
+    private func host(_ access: StoreAccess, opened: UbiquitousKeyValueStore? = nil, why: String = "") async {
         let identifier = access.storeIdentifier
         let state = self.state
         do {
-            let hosted = try await HostedStore.open(access, label: "daemon", shouldStop: { state.withLock { $0.stopping } })
+            let hosted = try await HostedStore.open(access, label: "daemon", opened: opened, shouldStop: { state.withLock { $0.stopping } })
             let kept = state.withLock { s -> Bool in
                 s.opening[identifier] = nil
                 guard let hosted, !s.stopping else { return false }
@@ -72,7 +128,7 @@ final class DeviceDaemon: Sendable {
                 return true
             }
             if kept, let hosted {
-                note("daemon: holding store \(identifier)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", not syncing (signed out)"))
+                note("daemon: holding store \(identifier)\(why)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", not syncing (signed out)"))
             } else if let hosted {
                 await hosted.close()
             }
@@ -88,11 +144,13 @@ final class DeviceDaemon: Sendable {
 
     /// Stops opening, saves and closes every held store.
     func stop() async {
-        let (hosted, opening) = state.withLock { s in
+        let (hosted, opening, sync) = state.withLock { s in
             s.stopping = true
-            defer { s.hosted = [:]; s.opening = [:] }
-            return (Array(s.hosted.values), Array(s.opening.values))
+            defer { s.hosted = [:]; s.opening = [:]; s.sync = nil }
+            return (Array(s.hosted.values), Array(s.opening.values), s.sync)
         }
+        // No more stores from peers, then every store closed (the engine stops with the last).
+        await sync?.stop()
         for task in opening { await task.value }
         for store in hosted { await store.close() }
     }

@@ -160,11 +160,13 @@ final class SyncSession: Sendable {
         }
     }
 
-    /// Starts syncing `store`, attached on this device since the hellos, if the peer serves it:
-    /// the peer is told our vector and answers with its own.
+    /// Starts syncing `store`, attached on this device since the hellos: the peer is told our
+    /// vector and, if it serves the store (or its store provider takes it up, as a device
+    /// daemon's does), answers with its own; deltas wait for that answer. A peer that serves
+    /// it not ignores the message, as it would have ignored the store in our hello.
     func announce(_ store: SyncStore) {
         let announced = stores.withLock { s -> Bool in
-            guard s.served.contains(store.identifier), s.shared[store.identifier] == nil else { return false }
+            guard s.shared[store.identifier] == nil else { return false }
             var shared = Shared(store: store)
             shared.sentState = true
             s.shared[store.identifier] = shared
