@@ -100,6 +100,9 @@ struct StoreAccess {
     /// Opens the store here, or, if another process holds it, sends `request` to that
     /// process's control socket (if it has one) and waits up to `timeout` for the reply.
     func reach(asking request: @autoclosure () -> String, timeout: Duration) async throws -> Reach {
+        // With a daemon running, the daemon holds the store (and syncs it after we exit): the
+        // request goes to it, as to any holder.
+        _ = await DaemonControl.askToHold(location)
         do {
             return .opened(try open())
         } catch let error as CommandError where error.status == .storeLocked {

@@ -73,8 +73,8 @@ struct DaemonTests {
         let held = try await run(["status", "--json"] + directories, environment)
         #expect(held.output.contains("\"heldBy\":\(daemon.pid)"), "\(held.output)")
 
-        // A store first written by another process (an app, here a one-shot hearth set that
-        // opens it itself, the daemon not holding it yet) is held from the next scan on.
+        // A new store written by a one-shot hearth set: the set asks the daemon to hold it
+        // first, and hands it the write.
         let created = try await run(["set", "--store", "com.example.c", "k", "3"] + directories, environment)
         #expect(created.status == 0, "\(created.error)")
         #expect(await HearthCLI.eventually(upTo: .seconds(20)) { daemon.errorOutput.contains("holding store com.example.c") },
@@ -101,13 +101,14 @@ struct DaemonTests {
             daemons.append(try await startDaemon(device.directories + ["--port", String(device.port), "--peer", "127.0.0.1:\(device.peerPort)"],
                                                  try environment(device.name)))
         }
-        // A one-shot writer on the laptop: the store is new, so it opens it itself, writes,
-        // waits for no one and exits; the laptop's daemon holds the store from its next scan.
+        // A one-shot writer on the laptop: the store is new; the laptop's daemon holds it at the
+        // writer's request and takes the write, and the writer exits without waiting.
         let written = try await run(["set", "--store", store, "k", "1", "--wait", "0"] + laptop.directories, try environment(laptop.name))
+        #expect(daemons[0].errorOutput.contains("holding store \(store) (asked by an app)"), "\(daemons[0].errorOutput)")
         #expect(written.status == 0, "\(written.error)")
         // The kitchen never opened the store: its daemon takes it up when the laptop's offers it,
         // and a new process there reads the value at open.
-        let read = try await HearthCLI.eventually(upTo: .seconds(60)) {
+        let read = try await HearthCLI.eventually(upTo: .seconds(10)) {
             try await run(["get", "--store", store, "k"] + kitchen.directories, try environment(kitchen.name)).output == "1\n"
         }
         #expect(read, "kitchen daemon: \(daemons[1].errorOutput)")

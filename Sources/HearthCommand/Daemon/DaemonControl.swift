@@ -12,13 +12,34 @@ import HearthCore
 enum DaemonControl {
     static func path(in directory: String) -> String { (directory as NSString).appendingPathComponent("daemon.sock") }
 
-    static func answer(_ line: String, daemon: DeviceDaemon) -> String {
+    static func answer(_ line: String, daemon: DeviceDaemon) async -> String {
         guard let request = JSONObject(line: line) else {
             return ControlRequest.reply(CommandError(.usage, "not a JSON object"))
         }
-        guard request.string("op") == "daemon-status" else {
-            return ControlRequest.reply(CommandError(.usage, "unknown request op \(request.string("op").map { String(reflecting: $0) } ?? "(none)")"))
+        switch request.string("op") {
+        case "daemon-status": return status(daemon)
+        case "hold": return await hold(request, daemon: daemon)
+        case let op: return ControlRequest.reply(CommandError(.usage, "unknown request op \(op.map { String(reflecting: $0) } ?? "(none)")"))
         }
+    }
+
+    /// `{"op":"hold","dataDirectory":D,"store":S}`: an app about to open S asks the daemon to
+    /// hold it first, so the app attaches instead of hosting it (docs/daemon.md). Answers
+    /// `{"status":0,"held":true}` once held; `"held":false` if another process holds it, or D
+    /// is not the daemon's data directory.
+    private static func hold(_ request: JSONObject, daemon: DeviceDaemon) async -> String {
+        guard let store = request.string("store"), !store.isEmpty, let directory = request.string("dataDirectory") else {
+            return ControlRequest.reply(CommandError(.usage, "hold needs a store and a dataDirectory"))
+        }
+        let ours = URL(fileURLWithPath: daemon.global.storeDataDirectory).standardizedFileURL.path
+        guard URL(fileURLWithPath: directory).standardizedFileURL.path == ours else {
+            return JSONObject(["status": .integer(0), "held": .bool(false), "reason": .string("the daemon holds the stores of \(ours)")]).line
+        }
+        let held = await daemon.hold(store)
+        return JSONObject(["status": .integer(0), "held": .bool(held)]).line
+    }
+
+    private static func status(_ daemon: DeviceDaemon) -> String {
         let stores = daemon.stores.map { hosted -> PropertyListValue in
             var fields = hosted.liveStatus().fields.fields
             fields["file"] = .string(hosted.access.location.filePath)
@@ -27,5 +48,17 @@ enum DaemonControl {
         var reply = JSONObject(["status": .integer(0), "pid": .integer(Int64(getpid())), "stores": .array(stores)])
         reply["dataDirectory"] = .string(daemon.global.storeDataDirectory)
         return reply.line
+    }
+
+    /// Asks this user's daemon, if one runs, to hold the store at `location` (the client side
+    /// of `hold`); true if it does now.
+    static func askToHold(_ location: StoreLocation) async -> Bool {
+        let directory = RuntimeDirectory.path()
+        guard DaemonLock.runningPid(in: directory) != nil else { return false }
+        let request = JSONObject(["op": .string("hold"), "store": .string(location.storeIdentifier),
+                                  "dataDirectory": .string(location.dataDirectory)]).line
+        guard case .reply(let line) = await ControlSocket.exchange(request, with: path(in: directory), timeout: .seconds(10)),
+              let reply = JSONObject(line: line) else { return false }
+        return reply.bool("held") == true
     }
 }

@@ -25,7 +25,7 @@ struct DaemonRunCommand: AsyncParsableCommand {
         let signals = SignalWaiter()
         let daemon = DeviceDaemon(global: global, options: store.options, rescanInterval: .milliseconds(Int(rescanInterval * 1000)))
         let control = ControlServer(path: DaemonControl.path(in: directory))
-        control?.start { line in DaemonControl.answer(line, daemon: daemon) }
+        control?.start { line in await DaemonControl.answer(line, daemon: daemon) }
         if control == nil { note("daemon: no control socket in \(directory); hearth daemon status will not reach it") }
         let identity = try? global.currentIdentity()
         let whose: String = identity.map { "device \($0.deviceName) (\($0.deviceID.short)) in \($0.account.displayName) (\($0.account.id.short))" }

@@ -139,6 +139,24 @@ final class DeviceDaemon: Sendable {
         }
     }
 
+    /// Holds `identifier` now, at an app's request (so that the app attaches to the daemon
+    /// instead of hosting a new store itself); true once held. Waits at most `timeout`: a store
+    /// another process holds is held once that process lets go, not now.
+    func hold(_ identifier: String, timeout: Duration = .seconds(5)) async -> Bool {
+        let identity: DeviceIdentity? = try? global.currentIdentity()
+        let access = self.access(identifier, identity)
+        state.withLock { s in
+            guard !s.stopping, s.hosted[identifier] == nil, s.opening[identifier] == nil else { return }
+            s.opening[identifier] = Task { await self.host(access, why: " (asked by an app)") }
+        }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if state.withLock({ $0.hosted[identifier] != nil }) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return state.withLock { $0.hosted[identifier] != nil }
+    }
+
     /// What each held store says about itself, by identifier.
     var stores: [HostedStore] { state.withLock { $0.hosted.values.sorted { $0.store.storeIdentifier < $1.store.storeIdentifier } } }
 
