@@ -40,6 +40,9 @@ public final class UbiquitousKeyValueStore: Sendable {
         public var logger: Logger
         /// Whether and how to sync with the account's other devices (default: when signed in).
         public var sync: SyncSettings
+        /// What to do when another process of this device has the store open (default
+        /// ``AttachMode/automatic``: attach to it; see docs/local-attach.md).
+        public var attach: AttachMode = .automatic
         /// Shifts this store's clock, so tests can play devices whose clocks are wrong.
         package var clockSkew: Duration = .zero
 

@@ -98,6 +98,8 @@ struct StoreSession {
         var noted = false
         while stopper.reason == nil {
             do {
+                // Owning the store, not attached: serve hosts it (apps attach to serve), and its
+                // listener, status and delivery figures are this process's (docs/command.md).
                 return try access.open(logLevel: .warning)
             } catch let error as CommandError where error.status == .storeLocked {
                 if !noted {
