@@ -195,6 +195,33 @@ struct LocalAttachTests {
         await host.close()
     }
 
+    @Test("Eight threads write through an attached store at once: every write reaches the host's file, in order per key")
+    func concurrentAttachedWrites() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let host = try TestWriter.start(["hold", place.directory, "store"], environment: place.environment)
+        defer { host.kill() }
+        #expect(await host.waitForOutput("opened"), "\(host.output)\(host.errorOutput)")
+        let store = try UbiquitousKeyValueStore(storeIdentifier: "store", configuration: .init(dataDirectory: place.directory, sync: .disabled))
+        #expect(store.isAttached)
+        let threads = 8, writes = 50
+        DispatchQueue.concurrentPerform(iterations: threads) { t in
+            for i in 1...writes {
+                store.set(Int64(i), forKey: "t\(t)-\(i)")
+                store.set(Int64(i), forKey: "t\(t)-last")     // rewritten: the last write must win
+                _ = store.object(forKey: "t\((t + 1) % threads)-last")
+            }
+        }
+        #expect(store.synchronize())
+        await store.close()
+        host.kill()
+        let replica = try place.replica("store")
+        for t in 0..<threads {
+            for i in 1...writes { #expect(replica.value(forKey: StoreKey("t\(t)-\(i)")) == .integer(Int64(i)), "t\(t)-\(i)") }
+            #expect(replica.value(forKey: StoreKey("t\(t)-last")) == .integer(Int64(writes)))
+        }
+    }
+
     @Test("With sync: a process attached to a syncing store writes, and a peer device gets every write")
     func attachedWritesReachPeers() async throws {
         let cluster = try await LoopbackCluster(replicas: 2, storeIdentifier: "com.example.attached")
@@ -216,6 +243,33 @@ struct LocalAttachTests {
         #expect(Set(events.flatMap(\.keys)) == Set(expected.keys))
         #expect(events.allSatisfy { $0.reason == .serverChange })
         await cluster.shutdown()
+    }
+
+    @Test("A write the host cannot take is refused with its code; the connection and the store go on")
+    func refusedWrite() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let host = try UbiquitousKeyValueStore(storeIdentifier: "store", configuration: .init(dataDirectory: place.directory, sync: .disabled))
+        let origin = PropertyListValue.data(Data(repeating: 7, count: 16))
+        func entry(_ key: String, _ sequence: Int64) -> PropertyListValue {
+            ["key": .string(key), "value": 1, "timestamp": .integer(Int64(HybridLogicalClock.wallMilliseconds() << 16)),
+             "origin": origin, "sequence": .integer(sequence)]
+        }
+        func frame(_ value: PropertyListValue) throws -> [UInt8] {
+            let payload = Array(try BinaryPropertyList.encode(value))
+            return withUnsafeBytes(of: UInt32(payload.count).bigEndian) { Array($0) } + payload
+        }
+        let path = LocalSocketDirectory.socketPath(dataDirectory: place.directory, storeIdentifier: "store")
+        let reply = await RawLocalClient.exchange(path, frames: [
+            try RawLocalClient.hello(place.directory, "store"),
+            try frame(["type": "write", "entries": [entry(String(repeating: "k", count: 65), 1), entry("fine", 2)]]),
+        ], wait: 1)
+        #expect(reply.text.contains("refused") && reply.text.contains("keyTooLong"), "\(reply.text)")
+        #expect(!reply.closed, "a refused write closed the connection")
+        // The other entry of the same message applied.
+        #expect(host.value(forKey: "fine") == .integer(1))
+        #expect(host.keys == ["fine"])
+        await host.close()
     }
 
     @Test("With .automatic, the throwing init attaches to a store another process holds; the writes reach that process")
