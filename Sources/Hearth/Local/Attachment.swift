@@ -45,15 +45,22 @@ struct Attachment: Sendable {
         Self.send(.write([entry]), on: channel, logger: logger)
     }
 
+    /// Queues `message` on the channel's event loop. Always queued, never written inline, even on
+    /// that loop: callers hold the store's lock (so that messages leave in the order they were
+    /// made), and an inline write that fails would close the channel and run its handlers, which
+    /// take that lock, on this very thread.
     static func send(_ message: LocalMessage, on channel: any Channel, logger: Logger) {
+        let buffer: ByteBuffer
         do {
-            channel.writeAndFlush(ByteBuffer(bytes: try message.encoded()), promise: nil)
+            buffer = ByteBuffer(bytes: try message.encoded())
         } catch {
             // Never expected (entries are checked against StoreLimits first); the write stays
             // pending and goes again after a reattach.
             logger.error("cannot encode a message for the host: \(error)")
-            channel.close(promise: nil)
+            channel.eventLoop.execute { channel.close(promise: nil) }
+            return
         }
+        channel.eventLoop.execute { channel.writeAndFlush(buffer, promise: nil) }
     }
 
     /// The in-process copy: the host's entries with this process's pending writes merged in,
