@@ -1,5 +1,5 @@
 import Foundation
-import Hearth
+@testable import Hearth
 import HearthCore
 import HearthTestSupport
 import HearthTesting
@@ -270,6 +270,39 @@ struct LocalAttachTests {
         #expect(host.value(forKey: "fine") == .integer(1))
         #expect(host.keys == ["fine"])
         await host.close()
+    }
+
+    @Test("Every message of the local protocol reads back as written; a wrong envelope is refused with a reason")
+    func messagesRoundTrip() throws {
+        var replica = Replica(id: ReplicaID(high: 1, low: 2))
+        let written = replica.write(.dictionary(["x": 1.5, "y": "é"]), forKey: "position", wall: 1_000)!
+        let deleted = replica.write(nil, forKey: "position", wall: 2_000)!
+        let vector = VersionVector([ReplicaID(high: 1, low: 2): 7])
+        let messages: [LocalMessage] = [
+            .hello(.init(version: 1, dataDirectory: "/data", store: "com.example.s", pid: 42)),
+            .snapshot(.init(account: "ab", device: Data(repeating: 3, count: 32), entries: [written], more: true, reason: nil)),
+            .snapshot(.init(account: "", device: Data(), entries: [], more: false, reason: .accountChange)),
+            .write([written, deleted]),
+            .acknowledged(vector), .durable(vector),
+            .change(.initialSyncChange, [deleted]),
+            .synchronize(9), .synchronized(9, saved: false),
+            .refused(.init(origin: ReplicaID(high: 1, low: 2), sequence: 3, key: "k", code: "storeFull", reason: "full")),
+            .error("bye"),
+        ]
+        for message in messages {
+            let decoded = try LocalMessage.decode(try message.encoded())
+            #expect(decoded.message == message)
+            #expect(decoded.undecodable.isEmpty)
+        }
+        for (envelope, reason) in [(["type": "launch"] as PropertyListValue, "unknown message type"),
+                                   (["version": 1], "with a type"),
+                                   (["type": "hello", "version": 1], "dataDirectory"),
+                                   (["type": "change", "reason": 99, "entries": []], "unknown reason"),
+                                   (.array([1]), "dictionary")] {
+            #expect { try LocalMessage.decode(try BinaryPropertyList.encode(envelope)) } throws: { error in
+                "\(error)".contains(reason)
+            }
+        }
     }
 
     @Test("With .automatic, the throwing init attaches to a store another process holds; the writes reach that process")
