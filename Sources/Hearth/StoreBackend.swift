@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HearthCore
 import Logging
+import NIOPosix
 
 /// The shared state behind every ``UbiquitousKeyValueStore`` instance of one store file
 /// in this process: the replica, write-behind persistence and change fan-out.
@@ -246,7 +247,11 @@ final class StoreBackend: Sendable {
     /// Attached to another process, it asks the host to save and waits until the host has this
     /// process's writes on disk (``synchronizeAttached(timeout:)``).
     func flush() -> Bool {
-        if state.withLock({ $0.attachment != nil }) { return synchronizeAttached() }
+        if state.withLock({ $0.attachment != nil }) {
+            // Never wait on an event loop (a store released there, say): the answer comes on one.
+            if MultiThreadedEventLoopGroup.currentEventLoop != nil { return false }
+            return synchronizeAttached()
+        }
         guard isPersistent else { return false }
         return savedGeneration.withLock { saved in
             let (snapshot, generation, storage, applied, host) = state.withLock { s in
