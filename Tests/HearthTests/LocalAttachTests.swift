@@ -263,7 +263,7 @@ struct LocalAttachTests {
         let reply = await RawLocalClient.exchange(path, frames: [
             try RawLocalClient.hello(place.directory, "store"),
             try frame(["type": "write", "entries": [entry(String(repeating: "k", count: 65), 1), entry("fine", 2)]]),
-        ], wait: 1)
+        ], wait: 4)
         #expect(reply.text.contains("refused") && reply.text.contains("keyTooLong"), "\(reply.text)")
         #expect(!reply.closed, "a refused write closed the connection")
         // The other entry of the same message applied.
@@ -351,7 +351,7 @@ enum RawLocalClient {
         return withUnsafeBytes(of: UInt32(payload.count).bigEndian) { Array($0) } + payload
     }
 
-    static func exchange(_ path: String, frames: [[UInt8]], wait: TimeInterval = 3) async -> Reply {
+    static func exchange(_ path: String, frames: [[UInt8]], wait: TimeInterval = 10) async -> Reply {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread { continuation.resume(returning: exchangeBlocking(path, frames: frames, wait: wait)) }
         }
