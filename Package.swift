@@ -31,7 +31,9 @@ let package = Package(
         // The public, Apple-compatible store.
         .target(
             name: "Hearth",
-            dependencies: ["HearthCore", "HearthSync", "HearthIdentity", "HearthDiscovery",
+            dependencies: ["HearthCore", "HearthSync", "HearthIdentity", "HearthDiscovery", "HearthTransport",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),

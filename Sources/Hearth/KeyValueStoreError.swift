@@ -35,7 +35,8 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         /// Strict mode (``SyncSettings/discardWritesBeforeInitialSync``): the first download
         /// from the account's peers has not happened yet.
         public static let initialSyncPending = Code(rawValue: "initialSyncPending")
-        /// Another process has this store open.
+        /// Another process has this store open, and this one may not attach to it
+        /// (``AttachMode/embedded``) or could not (docs/local-attach.md).
         public static let storeLocked = Code(rawValue: "storeLocked")
         /// The store's file could not be read or written.
         public static let persistenceFailed = Code(rawValue: "persistenceFailed")

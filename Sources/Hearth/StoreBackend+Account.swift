@@ -104,6 +104,8 @@ extension StoreBackend {
             s.replica = next
             s.unsignedKeys = Set(next.entries.values.filter { $0.signature == nil }.map(\.key))
             s.heldBack = [:]
+            s.device = device
+            s.attachedApplied = [:]
             s.storage = storage
             s.generation &+= 1        // the new file holds the merge only once saved
             return (keys, previous)
@@ -115,6 +117,8 @@ extension StoreBackend {
                                                   "changedKeys": "\(changed.count)",
                                                   "took": "\(ContinuousClock.now - started) (sync stopped in \(stopped - started), file opened in \(loaded - stopped))"])
         if !changed.isEmpty { post(ChangeEvent(reason: .accountChange, keys: changed.map(\.string))) }
+        // Attached processes reattach: a snapshot of the new account's data, posted as accountChange.
+        reconnectAttached()
         if let identity { startSync(identity: identity, settings: settings) }
     }
 }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HearthCore
 import Logging
+import NIOPosix
 
 /// The shared state behind every ``UbiquitousKeyValueStore`` instance of one store file
 /// in this process: the replica, write-behind persistence and change fan-out.
@@ -33,6 +34,17 @@ final class StoreBackend: Sendable {
         /// Per origin, the earliest entry refused for now (stamped too far ahead of our clock):
         /// the vector stays below it so that peers send it again (see `applyRemote`).
         var heldBack: [ReplicaID: Entry] = [:]
+        /// The signed-in device's ID (nil when signed out): attached processes write under
+        /// origins bound to it.
+        var device: Data?
+        /// The socket on which this process hosts the store for others (docs/local-attach.md).
+        var localHost: LocalHost?
+        /// Per origin of an attached process, the highest sequence of its writes applied here:
+        /// a save's snapshot of it is what the host then reports durable.
+        var attachedApplied: [ReplicaID: UInt64] = [:]
+        /// Set when this process is attached to another that hosts the store: then `replica`
+        /// is the in-process copy (the host's entries and this process's pending writes).
+        var attachment: Attachment?
     }
 
     struct WeakStore {
@@ -40,8 +52,6 @@ final class StoreBackend: Sendable {
     }
 
     let storeIdentifier: String
-    /// Whether the store has a file at all (memory-only stores never do).
-    let isPersistent: Bool
     /// Where replica files live, for the account switches that change the file.
     let dataDirectory: String
     let logger: Logger
@@ -59,7 +69,6 @@ final class StoreBackend: Sendable {
 
     init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
          clockSkew: Duration = .zero, dataDirectory: String = "") {
-        isPersistent = storage != nil
         self.dataDirectory = dataDirectory
         clockSkewMilliseconds = clockSkew.nanoseconds / 1_000_000
         self.storeIdentifier = storeIdentifier
@@ -75,6 +84,8 @@ final class StoreBackend: Sendable {
     deinit {
         // The last instance is gone: whatever is still only in memory goes to disk now.
         _ = flush()
+        detach(synchronize: false)
+        state.withLock { $0.localHost }?.stop()
     }
 
     func wallMilliseconds() -> UInt64 {
@@ -101,9 +112,14 @@ final class StoreBackend: Sendable {
         state.withLock { $0.replica.usage }
     }
 
-    /// The current replica file's location; `nil` for a memory-only store.
+    /// Whether this process owns a file of the store (memory-only and attached stores do not).
+    var isPersistent: Bool {
+        state.withLock { $0.storage != nil }
+    }
+
+    /// The current replica file's location (the host's, when attached); `nil` for a memory-only store.
     var location: StoreLocation? {
-        state.withLock { $0.storage?.location }
+        state.withLock { $0.storage?.location ?? $0.attachment?.location }
     }
 
     // MARK: Writing
@@ -119,7 +135,7 @@ final class StoreBackend: Sendable {
             throw KeyValueStoreError(violation: error, key: name)
         }
         let wall = wallMilliseconds()
-        let (scheduleFlush, handler, restamped) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?, [StoreKey]) in
+        let (scheduleFlush, handler, restamped, written) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?, [StoreKey], (Entry, LocalHost?)?) in
             if s.refuseWritesBeforeInitialSync, !s.replica.hasSynced, s.storage?.location.account != nil {
                 throw .initialSyncPending(name)
             }
@@ -131,17 +147,25 @@ final class StoreBackend: Sendable {
                     throw .storeFull(name, total: after.bytes)
                 }
             }
-            let restamped = restampIfClockWasAhead(&s, wall: wall)
-            guard s.replica.write(value, forKey: key, wall: wall) != nil else {
+            // Attached: the host re-stamps what its own clock put ahead; this copy only follows.
+            let restamped = s.attachment == nil ? restampIfClockWasAhead(&s, wall: wall) : []
+            guard let entry = s.replica.write(value, forKey: key, wall: wall) else {
                 // Deleting an absent key changes nothing, but a re-stamp still needs saving and pushing.
-                return restamped.isEmpty ? (false, nil, []) : (scheduleSave(&s), s.localChangeHandler, restamped)
+                return restamped.isEmpty ? (false, nil, [], nil) : (scheduleSave(&s), s.localChangeHandler, restamped, nil)
+            }
+            if s.attachment != nil {
+                // Sent under the lock, so that writes leave in sequence order (a NIO write only queues).
+                s.attachment!.enqueue(entry, logger: logger)
+                return (false, nil, [], nil)
             }
             s.unsignedKeys.insert(key)
-            return (scheduleSave(&s), s.localChangeHandler, restamped)
+            return (scheduleSave(&s), s.localChangeHandler, restamped, (entry, s.localHost))
         }
         if !restamped.isEmpty { logRestamp(restamped) }
         if scheduleFlush { scheduleWriteBehind() }
         handler?()
+        // Attached processes see the host's own writes as another process's: serverChange.
+        if let (entry, host) = written, let host { host.broadcast(.change(.serverChange, [entry])) }
     }
 
     /// Marks the state changed; returns whether a save must be scheduled (none is yet).
@@ -219,17 +243,27 @@ final class StoreBackend: Sendable {
 
     /// Saves the replica if it changed since the last save. Returns whether the disk now
     /// holds every change made before the call.
+    ///
+    /// Attached to another process, it asks the host to save and waits until the host has this
+    /// process's writes on disk (``synchronizeAttached(timeout:)``).
     func flush() -> Bool {
+        if state.withLock({ $0.attachment != nil }) {
+            // Never wait on an event loop (a store released there, say): the answer comes on one.
+            if MultiThreadedEventLoopGroup.currentEventLoop != nil { return false }
+            return synchronizeAttached()
+        }
         guard isPersistent else { return false }
         return savedGeneration.withLock { saved in
-            let (snapshot, generation, storage) = state.withLock { s in
+            let (snapshot, generation, storage, applied, host) = state.withLock { s in
                 s.flushScheduled = false
-                return (s.replica, s.generation, s.storage)
+                return (s.replica, s.generation, s.storage, s.attachedApplied, s.localHost)
             }
             guard generation != saved, let storage else { return true }
             do {
                 try storage.save(snapshot)
                 saved = generation
+                // What attached processes wrote before the snapshot is on disk now.
+                if let host, !applied.isEmpty { host.saved(applied) }
                 return true
             } catch {
                 logger.error("could not save the store", metadata: ["store": "\(storeIdentifier)", "error": "\(error)"])
@@ -267,6 +301,7 @@ final class StoreBackend: Sendable {
     /// event to every `changes` sequence, asynchronously and in order.
     func post(_ event: ChangeEvent) {
         notifyQueue.async { [self] in deliver(event) }
+        forwardToAttached(event)
     }
 
     private func deliver(_ event: ChangeEvent) {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import HearthCore
 import HearthIdentity
@@ -40,15 +41,51 @@ enum StoreRegistry {
         }
         return try slot.backend.withLock { (entry) throws(KeyValueStoreError) -> StoreBackend in
             if let existing = entry.backend { return existing }
-            let backend = try open(location, device: identity?.deviceID.data, configuration: configuration)
+            let backend = try openOrAttach(location, identity: identity, configuration: configuration)
+            entry.backend = backend
+            guard backend.isPersistent else { return backend }   // attached: the host syncs
             // Written while this device's clock was ahead, and it is right now: re-stamp before syncing.
             backend.restampIfNeeded()
-            entry.backend = backend
+            backend.startHosting()
             if configuration.sync.isEnabled {
                 if let identity { backend.startSync(identity: identity, settings: configuration.sync) }
                 backend.watchAccount(settings: configuration.sync)
             }
             return backend
+        }
+    }
+
+    /// How long an open waits for a store another process holds: to attach to it, or for its
+    /// lock should that process be exiting (docs/local-attach.md).
+    static let attachTimeout: DispatchTimeInterval = .seconds(10)
+
+    /// Opens the store's file; if another process holds it and `configuration.attach` allows,
+    /// attaches to that process instead. Retries both (a host may be starting or exiting) for
+    /// up to ``attachTimeout``, then throws `storeLocked` with why attaching failed.
+    private static func openOrAttach(_ location: StoreLocation, identity: DeviceIdentity?,
+                                     configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+        let deadline = DispatchTime.now() + attachTimeout
+        var delay: UInt32 = 5
+        while true {
+            let locked: KeyValueStoreError
+            do {
+                return try open(location, device: identity?.deviceID.data, configuration: configuration)
+            } catch where error.code == .storeLocked && configuration.attach == .automatic {
+                locked = error
+            }
+            let failure: LocalAttachError
+            do {
+                return try StoreBackend.attach(storeIdentifier: location.storeIdentifier, location: location,
+                                               configuration: configuration, deadline: min(deadline, .now() + .seconds(5)))
+            } catch {
+                failure = error
+            }
+            guard DispatchTime.now() < deadline else {
+                throw KeyValueStoreError(code: .storeLocked, key: nil, reason: "\(locked.reason); attaching to it failed: \(failure)")
+            }
+            // Rare (a host starting or exiting): a short sleep on the opening thread, as a file open may block.
+            usleep(delay * 1000)
+            delay = min(delay * 2, 200)
         }
     }
 
@@ -73,9 +110,11 @@ enum StoreRegistry {
     private static func open(_ location: StoreLocation, device: Data?, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
         do {
             let (storage, replica) = try StoreBackend.openReplica(location, device: device, logger: configuration.logger)
-            return StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
-                                logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay,
-                                clockSkew: configuration.clockSkew, dataDirectory: configuration.dataDirectory)
+            let backend = StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
+                                       logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay,
+                                       clockSkew: configuration.clockSkew, dataDirectory: configuration.dataDirectory)
+            backend.state.withLock { $0.device = device }
+            return backend
         } catch {
             let code: KeyValueStoreError.Code = error.code == .locked ? .storeLocked : .persistenceFailed
             throw KeyValueStoreError(code: code, key: nil, reason: error.description)

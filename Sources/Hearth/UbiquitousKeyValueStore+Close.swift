@@ -18,6 +18,10 @@ extension UbiquitousKeyValueStore {
 extension StoreBackend {
     /// See ``UbiquitousKeyValueStore/close()``.
     func close() async {
+        // Attached: the host gets what is pending, then the connection closes for good.
+        _ = try? await onIOQueue { [self] in detach(synchronize: true) }
+        // Hosting: attached processes take over once the lock is released below.
+        stopHosting()
         stopWatchingAccount()
         await stopSync()
         await flushOffPool()
@@ -43,4 +47,10 @@ extension UbiquitousKeyValueStore {
     /// Whether the first download from the account's peers has happened (its changes were
     /// posted as initialSyncChange; later ones are serverChange). For HearthTesting.
     package var hasCompletedInitialSync: Bool { !backend.awaitingInitialSync }
+}
+
+extension UbiquitousKeyValueStore {
+    /// Whether this process is attached to another that hosts the store (docs/local-attach.md);
+    /// false when it owns the file, or is memory-only.
+    package var isAttached: Bool { backend.isAttached }
 }

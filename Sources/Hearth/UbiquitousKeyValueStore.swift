@@ -40,6 +40,9 @@ public final class UbiquitousKeyValueStore: Sendable {
         public var logger: Logger
         /// Whether and how to sync with the account's other devices (default: when signed in).
         public var sync: SyncSettings
+        /// What to do when another process of this device has the store open (default
+        /// ``AttachMode/automatic``: attach to it; see docs/local-attach.md).
+        public var attach: AttachMode = .automatic
         /// Shifts this store's clock, so tests can play devices whose clocks are wrong.
         package var clockSkew: Duration = .zero
 
@@ -75,9 +78,11 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     /// Opens the store `storeIdentifier` with the default configuration.
     ///
-    /// If the store cannot be persisted (its file is locked by another process, or the
-    /// disk refuses), the error is logged, the store works in memory, and
-    /// ``synchronize()`` returns `false`. Use ``init(storeIdentifier:configuration:)`` to
+    /// If another process of this user has the store open, this one attaches to it: both read
+    /// and write the store, and each gets the other's writes as `serverChange` notifications
+    /// (docs/local-attach.md). If the store cannot be persisted at all (the disk refuses, or
+    /// the process holding it answers nobody), the error is logged, the store works in memory,
+    /// and ``synchronize()`` returns `false`. Use ``init(storeIdentifier:configuration:)`` to
     /// get the error instead. An empty identifier gives a memory-only store.
     public convenience init(storeIdentifier: String) {
         self.init(storeIdentifier: storeIdentifier, configuration: Configuration(), tolerant: true)
@@ -95,8 +100,12 @@ public final class UbiquitousKeyValueStore: Sendable {
     ///                                         configuration: .init(dataDirectory: "/tmp/notes"))
     /// ```
     ///
+    /// Another process of this user that has the store open hosts it for this one, which then
+    /// attaches (``Configuration/attach``, default ``AttachMode/automatic``).
+    ///
     /// - Throws: ``KeyValueStoreError`` with code ``KeyValueStoreError/Code/storeLocked`` when another
-    ///   process has it open, ``KeyValueStoreError/Code/persistenceFailed`` when its folder is unusable.
+    ///   process has it open and this one may not attach (``AttachMode/embedded``) or could not
+    ///   within 10 s, ``KeyValueStoreError/Code/persistenceFailed`` when its folder is unusable.
     public convenience init(storeIdentifier: String, configuration: Configuration) throws(KeyValueStoreError) {
         let backend = try StoreRegistry.backend(storeIdentifier: storeIdentifier, configuration: configuration)
         self.init(storeIdentifier: storeIdentifier, backend: backend)
@@ -131,6 +140,9 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     /// Writes what is in memory to disk, asks the sync engine to push to every connected
     /// peer now, and returns whether the disk holds every change made before the call.
+    ///
+    /// Attached to another process that hosts the store, it asks that process to save and
+    /// waits (at most 10 s) until this process's writes are on disk.
     ///
     /// What peers delivered is already merged: deltas apply as they arrive. Returns `false`
     /// when the store has no identifier or cannot persist (see ``init(storeIdentifier:)``).

@@ -106,6 +106,8 @@ final class HostedStore: Sendable {
         var noted = false
         while !shouldStop() {
             do {
+                // Owning the store, not attached: the holder hosts it (apps attach to it), and its
+                // listener, status and delivery figures are this process's (docs/command.md).
                 return try access.open(logLevel: .warning)
             } catch let error as CommandError where error.status == .storeLocked {
                 if !noted {

@@ -57,8 +57,11 @@ struct StoreAccess {
     }
 
     /// Opens the store, syncing if signed in; the library logs at `logLevel` unless told otherwise.
-    func open(logLevel: Logger.Level = .error) throws -> UbiquitousKeyValueStore {
-        let configuration = configuration(logLevel: logLevel)
+    /// With `.embedded` it owns the store or fails with storeLocked; with `.automatic` it attaches
+    /// to the process that holds it (docs/local-attach.md).
+    func open(logLevel: Logger.Level = .error, attach: AttachMode = .embedded) throws -> UbiquitousKeyValueStore {
+        var configuration = configuration(logLevel: logLevel)
+        configuration.attach = attach
         do {
             return try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration)
         } catch where error.code == .storeLocked {
@@ -98,7 +101,9 @@ struct StoreAccess {
     }
 
     /// Opens the store here, or, if another process holds it, sends `request` to that
-    /// process's control socket (if it has one) and waits up to `timeout` for the reply.
+    /// process's control socket (a `hearth serve` or `watch`: it reports delivery to peers) and
+    /// waits up to `timeout` for the reply. If the holder has no control socket (an app), attaches
+    /// to it: the write goes through the app, which hosts the store (docs/local-attach.md).
     func reach(asking request: @autoclosure () -> String, timeout: Duration) async throws -> Reach {
         // With a daemon running, the daemon holds the store (and syncs it after we exit): the
         // request goes to it, as to any holder.
@@ -109,7 +114,13 @@ struct StoreAccess {
             switch await ControlSocket.exchange(request(), with: ControlSocket.path(for: location), timeout: timeout) {
             case .reply(let line): return .answered(line)
             case .noReply: return .noReply
-            case .noListener: return .held(StoreHolder(lockPath: location.lockPath), error)
+            case .noListener:
+                // Opening may wait for the host's snapshot (or its lock): not on the cooperative pool.
+                let attached = await withCheckedContinuation { continuation in
+                    Thread.detachNewThread { continuation.resume(returning: try? open(attach: .automatic)) }
+                }
+                if let attached { return .opened(attached) }
+                return .held(StoreHolder(lockPath: location.lockPath), error)
             }
         }
     }

@@ -273,15 +273,23 @@ extension HearthCLI {
         let missing = try await HearthCLI.run(["get", "nothing", "--store", "com.example.notes"] + device.directories)
         #expect(missing.status == 7)
 
-        // An app (not hearth) holds the store: no process to hand the write to, so "locked".
+        // An app (not hearth) holds the store: hearth attaches to it, and the write goes through the app.
         var sync = SyncSettings(accountDirectory: device.config, discovery: .none, listenHost: "127.0.0.1")
         sync.port = 0
         let app = try UbiquitousKeyValueStore(storeIdentifier: "com.example.notes",
                                               configuration: .init(dataDirectory: device.data, sync: sync))
-        let locked = try await HearthCLI.run(["set", "a", "--int", "8"] + quick)
-        #expect(locked.status == 6)
-        #expect(locked.error.hasPrefix("hearth: store com.example.notes is open in another process"))
-        #expect(locked.error.split(separator: "\n").count == 1)
+        let changes = app.changes
+        let throughApp = try await HearthCLI.run(["set", "a", "--int", "8"] + quick)
+        #expect(throughApp.status == 0, "\(throughApp.error)")
+        #expect(app.value(forKey: "a") == .integer(8))
+        let firstChange = Task { () -> ChangeEvent? in
+            for await change in changes { return change }
+            return nil
+        }
+        Task { try? await Task.sleep(for: .seconds(5)); firstChange.cancel() }
+        #expect(await firstChange.value == ChangeEvent(reason: .serverChange, keys: ["a"]))
+        let gotThroughApp = try await HearthCLI.run(["get", "a", "--json", "--store", "com.example.notes"] + device.directories)
+        #expect(gotThroughApp.output == "8\n")
         await app.close()
 
         let status = try await HearthCLI.run(["status", "--json"] + device.directories)

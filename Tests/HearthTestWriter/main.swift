@@ -5,6 +5,17 @@
 //   hearth-test-writer hold DIR STORE       open the store, print "opened" or "error CODE: …",
 //                                           then hold it until killed
 //   hearth-test-writer put DIR STORE K=V…   write string values and exit without synchronize()
+//   hearth-test-writer share DIR STORE NAME COUNT OTHER
+//                                           open (hosting or attached, printed as "opened host|attached"),
+//                                           wait for the file DIR/go, write NAME-1…NAME-COUNT, print
+//                                           each notification ("notify REASON KEY,KEY"), wait until
+//                                           OTHER-COUNT is visible, synchronize(), print "synced BOOL"
+//   hearth-test-writer count DIR STORE NAME N MS
+//                                           write NAME-1…NAME-N (values 1…N), MS ms apart, printing
+//                                           "wrote I" every 10; then synchronize(), print "done N BOOL"
+//
+// HEARTH_TEST_ATTACH=embedded opens with `.embedded` (own the file or fail); HEARTH_TEST_APPLE_INIT=1
+// opens with Apple's non-throwing init (the data directory then comes from XDG_DATA_HOME).
 import Foundation
 import Hearth
 
@@ -17,9 +28,15 @@ guard arguments.count >= 4 else {
     FileHandle.standardError.write(Data("usage: hearth-test-writer loop|hold|put DIR STORE [K=V…]\n".utf8))
     exit(64)
 }
-let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: arguments[2])
+let environment = ProcessInfo.processInfo.environment
+let configuration = {
+    var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: arguments[2])
+    if environment["HEARTH_TEST_ATTACH"] == "embedded" { configuration.attach = .embedded }
+    return configuration
+}()
 
 func open() -> UbiquitousKeyValueStore {
+    if environment["HEARTH_TEST_APPLE_INIT"] == "1" { return UbiquitousKeyValueStore(storeIdentifier: arguments[3]) }
     do {
         return try UbiquitousKeyValueStore(storeIdentifier: arguments[3], configuration: configuration)
     } catch {
@@ -51,6 +68,43 @@ case "put":
         let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
         store.set(parts.count == 2 ? parts[1] : "", forKey: parts[0])
     }
+    exit(0)
+case "share":
+    guard arguments.count == 7, let count = Int(arguments[5]) else { exit(64) }
+    let (name, other) = (arguments[4], arguments[6])
+    let store = open()
+    NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { note in
+        let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int ?? -1
+        let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String] ?? []
+        say("notify \(reason) \(keys.joined(separator: ","))")
+    }
+    say("opened \(store.isAttached ? "attached" : "host")")
+    while !FileManager.default.fileExists(atPath: arguments[2] + "/go") { usleep(10_000) }
+    for i in 1...count {
+        store.set(Int64(i), forKey: "\(name)-\(i)")
+        usleep(5_000)
+    }
+    var waited = 0
+    while store.object(forKey: "\(other)-\(count)") == nil, waited < 3000 {
+        usleep(10_000)
+        waited += 1
+    }
+    say("saw \(store.object(forKey: "\(other)-\(count)") != nil)")
+    say("synced \(store.synchronize())")
+    // Give the other process time to see our last writes through us, should we host.
+    usleep(300_000)
+    exit(0)
+case "count":
+    guard arguments.count == 7, let count = Int(arguments[5]), let interval = UInt32(arguments[6]) else { exit(64) }
+    let name = arguments[4]
+    let store = open()
+    say("opened \(store.isAttached ? "attached" : "host")")
+    for i in 1...count {
+        store.set(Int64(i), forKey: "\(name)-\(i)")
+        if i % 10 == 0 { say("wrote \(i)") }
+        usleep(interval * 1000)
+    }
+    say("done \(count) \(store.synchronize())")
     exit(0)
 default:
     say("unknown mode \(arguments[1])")

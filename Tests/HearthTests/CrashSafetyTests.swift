@@ -78,34 +78,33 @@ struct CrashSafetyTests {
         #expect(roundsWithConfirmation == 50, "only \(roundsWithConfirmation) of 50 rounds confirmed a write")
     }
 
-    @Test("A second process opening the same store gets a clear error")
+    @Test("With .embedded, a second process opening the same store gets a clear error")
     func secondProcess() async throws {
         let t = try TemporaryStore(identifier: "locked")
         defer { t.cleanUp() }
-        let (output, status) = try await TestWriter.run(["hold", t.directory, "locked"])
+        let (output, status) = try await TestWriter.run(["hold", t.directory, "locked"], environment: ["HEARTH_TEST_ATTACH": "embedded"])
         #expect(status == 1)
         #expect(output.hasPrefix("error storeLocked:"))
         #expect(output.contains("in use by another process"))
         #expect(output.contains("\(getpid())"))
     }
 
-    @Test("While another process holds the store, this one's throwing init says so")
+    @Test("While another process holds the store, this one's throwing init with .embedded says so")
     func heldByChild() async throws {
         let t = try TemporaryStore(identifier: "unused")
         defer { t.cleanUp() }
         let child = try TestWriter.start(["hold", t.directory, "held"])
         defer { child.kill() }
         #expect(await child.waitForOutput("opened"), "\(child.output)")
+        var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: t.directory, sync: .disabled)
+        configuration.attach = .embedded
         do {
-            _ = try UbiquitousKeyValueStore(storeIdentifier: "held", configuration: .init(dataDirectory: t.directory))
+            _ = try UbiquitousKeyValueStore(storeIdentifier: "held", configuration: configuration)
             Issue.record("opened a store another process holds")
         } catch {
             #expect(error.code == .storeLocked)
             #expect(error.reason.contains("\(child.pid)"))
         }
-        // Apple's initializer logs instead and works in memory; synchronize() says it cannot persist.
-        let fallback = UbiquitousKeyValueStore(storeIdentifier: "held")
-        _ = fallback
     }
 
     @Test("A damaged store file is moved aside and reported; the store starts empty")

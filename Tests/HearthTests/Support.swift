@@ -54,13 +54,13 @@ enum TestWriter {
         return exe.deletingLastPathComponent().appendingPathComponent("hearth-test-writer").path
     }
 
-    static func start(_ arguments: [String]) throws -> ChildProcess {
-        try ChildProcess(path, arguments)
+    static func start(_ arguments: [String], environment: [String: String]? = nil) throws -> ChildProcess {
+        try ChildProcess(path, arguments, environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } })
     }
 
     /// Runs to completion; returns standard output and the exit status.
-    static func run(_ arguments: [String]) async throws -> (String, Int32?) {
-        let result = try await ChildProcess.run(path, arguments)
+    static func run(_ arguments: [String], environment: [String: String]? = nil) async throws -> (String, Int32?) {
+        let result = try await ChildProcess.run(path, arguments, environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } })
         return (result.output, result.status)
     }
 }

@@ -1,0 +1,77 @@
+import Foundation
+import HearthCore
+import Logging
+import NIOCore
+
+/// An attached process's view of the host, kept in the store's state (under its lock).
+///
+/// The store's `replica` is then the in-process copy readers use: ``confirmed`` (the host's
+/// entries, as snapshot and changes told them) merged with ``pending`` (this process's writes
+/// the host has not yet saved), by the replica's own last-writer-wins rule.
+struct Attachment: Sendable {
+    /// How to reach the host again and, should it go, take over.
+    let client: LocalClient
+    /// The connection to the host; nil while reattaching.
+    var channel: (any Channel)?
+    /// Whether the host's snapshot arrived on ``channel``: writes go out only after it.
+    var attached = false
+    /// Whether a snapshot was ever installed (the first one posts nothing: it is the open).
+    var everAttached = false
+    /// The host's entries, tombstones included.
+    var confirmed: [StoreKey: Entry] = [:]
+    /// This process's writes, in sequence order, until the host reports them durable.
+    var pending: [Entry] = []
+    /// Where the host's file is (its account may differ from the one this process started with).
+    var location: StoreLocation
+    var device = Data()
+    /// Answers to synchronize requests, by request ID.
+    var synchronized: [UInt64: Bool] = [:]
+    var nextRequest: UInt64 = 0
+    /// The store was closed: no takeover, no reattaching.
+    var closed = false
+    /// A thread is reattaching or taking over: a lost connection starts no second one.
+    var reconnecting = false
+
+    init(client: LocalClient, location: StoreLocation) {
+        self.client = client
+        self.location = location
+    }
+
+    /// Records a write of this process and sends it if connected; otherwise it goes with the
+    /// resend after the next snapshot.
+    mutating func enqueue(_ entry: Entry, logger: Logger) {
+        pending.append(entry)
+        guard attached, let channel else { return }
+        Self.send(.write([entry]), on: channel, logger: logger)
+    }
+
+    /// Queues `message` on the channel's event loop. Always queued, never written inline, even on
+    /// that loop: callers hold the store's lock (so that messages leave in the order they were
+    /// made), and an inline write that fails would close the channel and run its handlers, which
+    /// take that lock, on this very thread.
+    static func send(_ message: LocalMessage, on channel: any Channel, logger: Logger) {
+        let buffer: ByteBuffer
+        do {
+            buffer = ByteBuffer(bytes: try message.encoded())
+        } catch {
+            // Never expected (entries are checked against StoreLimits first); the write stays
+            // pending and goes again after a reattach.
+            logger.error("cannot encode a message for the host: \(error)")
+            channel.eventLoop.execute { channel.close(promise: nil) }
+            return
+        }
+        channel.eventLoop.execute { channel.writeAndFlush(buffer, promise: nil) }
+    }
+
+    /// The in-process copy: the host's entries with this process's pending writes merged in,
+    /// keeping `previous`'s origin, clock and sequence (or `origin` when given).
+    func view(from previous: Replica, origin: ReplicaID? = nil) -> Replica {
+        var entries = confirmed
+        for entry in pending where entries[entry.key].map({ entry.wins(over: $0) }) ?? true {
+            entries[entry.key] = entry
+        }
+        let id = origin ?? previous.id
+        return Replica(id: id, clock: previous.clock, sequence: id == previous.id ? previous.sequence : 0,
+                       vector: VersionVector(), entries: entries)
+    }
+}
