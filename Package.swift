@@ -137,7 +137,7 @@ let package = Package(
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
-        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "Hearth", "HearthTesting", "HearthTestSupport"], swiftSettings: strict),
+        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthTesting", "HearthTestSupport"], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth"], swiftSettings: strict),
 
         // The benchmark suite (docs/benchmarks.md, scripts/bench.sh); not run by the tests.

@@ -64,6 +64,9 @@ enum StoreRegistry {
     /// up to ``attachTimeout``, then throws `storeLocked` with why attaching failed.
     private static func openOrAttach(_ location: StoreLocation, identity: DeviceIdentity?,
                                      configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+        if configuration.attach == .automatic {
+            _ = DaemonHoldRequest.ask(storeIdentifier: location.storeIdentifier, dataDirectory: location.dataDirectory)
+        }
         let deadline = DispatchTime.now() + attachTimeout
         var delay: UInt32 = 5
         while true {

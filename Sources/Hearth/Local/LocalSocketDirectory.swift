@@ -9,7 +9,7 @@ import Foundation
 /// reach ours. The host checks each client's uid as well (`SO_PEERCRED`).
 package enum LocalSocketDirectory {
     /// The folder, from the environment (not yet created or checked).
-    static func path(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func path(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
             return (runtime as NSString).appendingPathComponent("hearth")
         }

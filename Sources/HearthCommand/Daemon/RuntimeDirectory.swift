@@ -1,18 +1,17 @@
 import Foundation
+import Hearth
 
 /// This user's folder for the daemon's lock and sockets: `$XDG_RUNTIME_DIR/hearth` (systemd
-/// makes `$XDG_RUNTIME_DIR` per user, 0700, on tmpfs), else `$TMPDIR/hearth-<uid>`.
+/// makes `$XDG_RUNTIME_DIR` per user, 0700, on tmpfs), else `/tmp/hearth-<uid>`
+/// (``LocalSocketDirectory``: the library's attach sockets live there too).
 ///
 /// Whoever can write here can talk to the daemon, so the folder must be ours and closed to
 /// everyone else: it is created 0700 and refused if it is a symbolic link, someone else's, or
 /// open to others.
 enum RuntimeDirectory {
     static func path(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            return (runtime as NSString).appendingPathComponent("hearth")
-        }
-        let base = environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        return "\(base)/hearth-\(getuid())"
+        // The library's folder for its local sockets: apps find the daemon there.
+        LocalSocketDirectory.path(environment: environment)
     }
 
     /// Creates the folder if needed and checks it; the path on success.

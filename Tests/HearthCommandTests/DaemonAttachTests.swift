@@ -1,0 +1,111 @@
+import Foundation
+import HearthTestSupport
+import HearthTesting
+import Testing
+
+/// Apps and the daemon on one device (issue 13 points 3 and 5): an app opening a store with the
+/// library's default (`.automatic`) attaches to the daemon that holds it, and goes on when the
+/// daemon is killed.
+@Suite(.serialized, .enabled(if: HearthCLI.binary != nil && ChildProcess.builtProduct("hearth-test-writer") != nil,
+                             "hearth and hearth-test-writer are not built next to the tests"))
+struct DaemonAttachTests {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-daemon-app-\(UUID().uuidString)").path
+
+    /// A device whose account folder is where the library looks by default
+    /// (`$XDG_CONFIG_HOME/hearth`), so that an app process finds the account as the daemon does.
+    struct Host {
+        let name: String
+        let root: String
+        let port: Int
+        var config: String { "\(root)/\(name)/xdg/hearth" }
+        var data: String { "\(root)/\(name)/data" }
+        var directories: [String] { ["--config-dir", config, "--data-dir", data] }
+        func environment(peers: [Host]) -> [String: String] {
+            var environment = HearthCLI.environment
+            environment["XDG_CONFIG_HOME"] = "\(root)/\(name)/xdg"
+            environment["XDG_RUNTIME_DIR"] = "\(root)/\(name)/run"
+            environment["HEARTH_PEERS"] = peers.map { "127.0.0.1:\($0.port)" }.joined(separator: ",")
+            return environment
+        }
+    }
+
+    func household() async throws -> (Host, Host) {
+        let laptop = Host(name: "laptop", root: root, port: try LoopbackCluster.freePort())
+        let kitchen = Host(name: "kitchen", root: root, port: try LoopbackCluster.freePort())
+        for host in [laptop, kitchen] {
+            try FileManager.default.createDirectory(atPath: "\(root)/\(host.name)/run", withIntermediateDirectories: true)
+        }
+        let created = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
+        try #require(created.status == 0, "\(created.error)")
+        let exported = try await HearthCLI.run(["account", "export", "--passphrase", "a household passphrase of some length",
+                                                "--output", "\(root)/home.bundle"] + laptop.directories)
+        try #require(exported.status == 0, "\(exported.error)")
+        let joined = try await HearthCLI.run(["account", "join", "\(root)/home.bundle", "--passphrase", "a household passphrase of some length",
+                                              "--device", "kitchen"] + kitchen.directories)
+        try #require(joined.status == 0, "\(joined.error)")
+        return (laptop, kitchen)
+    }
+
+    func startDaemon(_ host: Host, peer: Host) async throws -> ChildProcess {
+        let daemon = try ChildProcess(try #require(HearthCLI.binary),
+                                      ["daemon", "--port", String(host.port), "--peer", "127.0.0.1:\(peer.port)", "--rescan-interval", "1"] + host.directories,
+                                      environment: host.environment(peers: [peer]))
+        let started = await daemon.waitForOutput("Ctrl-C to stop", inErrors: true, upTo: .seconds(30))
+        try #require(started, "the daemon did not start: \(daemon.errorOutput)")
+        return daemon
+    }
+
+    /// Keys `name-1`… that the kitchen holds, by its `hearth status`.
+    func keys(on host: Host, store: String) async throws -> Int {
+        let listed = try await HearthCLI.run(["list", "--store", store, "--json"] + host.directories)
+        return listed.output.components(separatedBy: "\"app-").count - 1
+    }
+
+    @Test("Point 3: an app attaches to the daemon holding its store; the daemon's and the app's writes meet, and reach a peer")
+    func appAttachesToDaemon() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (laptop, kitchen) = try await household()
+        let store = "com.example.shared"
+        let daemonA = try await startDaemon(laptop, peer: kitchen)
+        defer { daemonA.terminate() }
+        let daemonB = try await startDaemon(kitchen, peer: laptop)
+        defer { daemonB.terminate() }
+        let writer = try #require(ChildProcess.builtProduct("hearth-test-writer"))
+        let app = try ChildProcess(writer, ["count", laptop.data, store, "app", "30", "10"], environment: laptop.environment(peers: [kitchen]))
+        defer { app.terminate() }
+        #expect(await app.waitForOutput("opened attached", upTo: .seconds(30)), "\(app.output) \(app.errorOutput)")
+        #expect(daemonA.errorOutput.contains("holding store \(store) (asked by an app)"), "\(daemonA.errorOutput)")
+        let done = await app.waitForOutput("done 30 true", upTo: .seconds(60))
+        #expect(done, "\(app.output) \(app.errorOutput)")
+        let arrived = try await HearthCLI.eventually(upTo: .seconds(30)) { try await keys(on: kitchen, store: store) == 30 }
+        let held = try await keys(on: kitchen, store: store)
+        #expect(arrived, "kitchen has \(held) of 30")
+    }
+
+    @Test("Point 5: the daemon killed with SIGKILL during an app's write loop and restarted: every write arrives at a peer; the app goes on")
+    func daemonKilledDuringWrites() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (laptop, kitchen) = try await household()
+        let store = "com.example.loop"
+        var daemonA = try await startDaemon(laptop, peer: kitchen)
+        let daemonB = try await startDaemon(kitchen, peer: laptop)
+        defer { daemonA.terminate(); daemonB.terminate() }
+        let writer = try #require(ChildProcess.builtProduct("hearth-test-writer"))
+        let count = 200
+        let app = try ChildProcess(writer, ["count", laptop.data, store, "app", String(count), "15"], environment: laptop.environment(peers: [kitchen]))
+        defer { app.terminate() }
+        #expect(await app.waitForOutput("opened attached", upTo: .seconds(30)), "\(app.output) \(app.errorOutput)")
+        #expect(await app.waitForOutput("wrote 50", upTo: .seconds(30)))
+        daemonA.kill()
+        _ = await daemonA.wait(upTo: .seconds(10))
+        #expect(await app.waitForOutput("wrote 100", upTo: .seconds(30)), "the app stopped: \(app.output) \(app.errorOutput)")
+        daemonA = try await startDaemon(laptop, peer: kitchen)
+        let done = await app.waitForOutput("done \(count) true", upTo: .seconds(90))
+        #expect(done, "\(app.output) \(app.errorOutput)")
+        let status = await app.wait(upTo: .seconds(10))
+        #expect(status == 0)
+        let arrived = try await HearthCLI.eventually(upTo: .seconds(60)) { try await keys(on: kitchen, store: store) == count }
+        let held = try await keys(on: kitchen, store: store)
+        #expect(arrived, "kitchen has \(held) of \(count); laptop daemon: \(daemonA.errorOutput)")
+    }
+}
