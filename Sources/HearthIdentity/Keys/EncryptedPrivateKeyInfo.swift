@@ -8,7 +8,7 @@ import Foundation
 /// the scrypt parameters come from the (untrusted) bundle and must be bounded before the
 /// KDF runs, and OpenSSL's PKCS#8 code caps scrypt at 32 MiB, below what Hearth writes
 /// (N = 2^17, r = 8: 128 MiB). The crypto itself is OpenSSL's (EVP_PBE_scrypt, EVP AES).
-struct EncryptedPrivateKeyInfo {
+package struct EncryptedPrivateKeyInfo {
     static let pemLabel = "ENCRYPTED PRIVATE KEY"
     /// 1.2.840.113549.1.5.13
     static let pbes2: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x05, 0x0D]
@@ -21,7 +21,7 @@ struct EncryptedPrivateKeyInfo {
     static let keyLength = 32
 
     var salt: [UInt8]
-    var parameters: ScryptParameters
+    package var parameters: ScryptParameters
     var iv: [UInt8]
     var ciphertext: [UInt8]
 
@@ -30,7 +30,7 @@ struct EncryptedPrivateKeyInfo {
     /// - Throws: ``IdentityError/Code/keyDerivationRefused`` when the KDF, its parameters
     ///   or the cipher are other than or costlier than Hearth writes;
     ///   ``IdentityError/Code/invalidKey`` when it is not a well-formed encrypted key.
-    init(pem: String) throws(IdentityError) {
+    package init(pem: String) throws(IdentityError) {
         let begin = "-----BEGIN \(Self.pemLabel)-----", end = "-----END \(Self.pemLabel)-----"
         guard let start = pem.range(of: begin), let stop = pem.range(of: end, range: start.upperBound..<pem.endIndex) else {
             throw IdentityError(code: .invalidKey, message: "no encrypted private key in the input")
@@ -129,7 +129,7 @@ struct EncryptedPrivateKeyInfo {
         }
     }
 
-    var der: [UInt8] {
+    package var der: [UInt8] {
         DERWriter.sequence(
             DERWriter.sequence(
                 DERWriter.element(0x06, Self.pbes2),
@@ -142,7 +142,7 @@ struct EncryptedPrivateKeyInfo {
             DERWriter.octetString(ciphertext))
     }
 
-    var pem: String {
+    package var pem: String {
         let base64 = Data(der).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
         return "-----BEGIN \(Self.pemLabel)-----\n\(base64)\n-----END \(Self.pemLabel)-----\n"
     }
