@@ -161,11 +161,12 @@ let package = Package(
 )
 
 // The libFuzzer binary (scripts/fuzz.sh): only with HEARTH_FUZZ=1, since it links only with
-// -sanitize=fuzzer, which supplies main().
+// -sanitize=fuzzer (libFuzzer's driver; Fuzz/Driver is its entry point).
 if Context.environment["HEARTH_FUZZ"] == "1" {
+    package.targets.append(.target(name: "HearthFuzzDriver", path: "Fuzz/Driver"))
     package.targets.append(.executableTarget(
         name: "hearth-fuzz",
-        dependencies: ["HearthFuzzTargets"],
+        dependencies: ["HearthFuzzTargets", "HearthFuzzDriver"],
         path: "Fuzz/Entry",
         swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]
     ))

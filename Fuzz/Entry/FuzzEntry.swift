@@ -1,4 +1,5 @@
 import Foundation
+import HearthFuzzDriver
 import HearthFuzzTargets
 
 // The libFuzzer entry points of `hearth-fuzz`, one binary for every target: the target is
