@@ -61,7 +61,7 @@ struct JoinBundleKDFTests {
         let crafted: [(String, Data)] = [
             ("p = 8000", try Self.withParameters(bundle, ScryptParameters(n: 1 << 14, r: 8, p: 8000))),
             ("N = 2^40", try Self.withParameters(bundle, ScryptParameters(n: 1 << 40, r: 8, p: 1))),
-            ("N = 2^18", try Self.withParameters(bundle, ScryptParameters(n: 1 << 18, r: 8, p: 1))),
+            ("N = 2^19", try Self.withParameters(bundle, ScryptParameters(n: 1 << 19, r: 8, p: 1))),
             ("r = 1024", try Self.withParameters(bundle, ScryptParameters(n: 1 << 14, r: 1024, p: 1))),
             ("N not a power of two", try Self.withParameters(bundle, ScryptParameters(n: 100_000, r: 8, p: 1))),
             ("N = 2^63 + 1", try Self.withParameters(bundle, ScryptParameters(n: 1 << 63 + 1, r: 8, p: 1))),
@@ -80,7 +80,7 @@ struct JoinBundleKDFTests {
         let message = try #require(try? { () throws -> String? in
             do { _ = try JoinBundle.open(crafted[0].1, passphrase: "pw"); return nil } catch let error as IdentityError { return error.message }
         }())
-        #expect(message.contains("p = 8000") && message.contains("at most N = 2^17, r = 8, p = 1"), "\(message)")
+        #expect(message.contains("p = 8000") && message.contains("at most N = 2^18, r = 8, p = 1"), "\(message)")
     }
 
     @Test("Another KDF than scrypt, or another cipher than AES-256-CBC, is refused before any derivation")
@@ -109,7 +109,7 @@ struct JoinBundleKDFTests {
         #expect((#expect(throws: IdentityError.self) { try JoinBundle.open(huge, passphrase: "pw") })?.code == .damagedBundle)
     }
 
-    @Test("Hearth writes scrypt N = 2^17, r = 8, p = 1 and reads it back; bundles with the older N = 2^14 still open")
+    @Test("Hearth writes scrypt N = 2^18, r = 8, p = 1 and reads it back; bundles with the older N = 2^14 still open")
     func standardParametersWrittenAndOlderRead() throws {
         let authority = try AccountAuthority.create(displayName: "Home")
         let clock = ContinuousClock()
@@ -118,7 +118,7 @@ struct JoinBundleKDFTests {
         let text = String(decoding: bundle, as: UTF8.self)
         let key = try EncryptedPrivateKeyInfo(pem: String(text[try #require(text.range(of: "-----BEGIN ENCRYPTED"))!.lowerBound...]))
         #expect(key.parameters == ScryptParameters.standard)
-        #expect(ScryptParameters.standard == ScryptParameters(n: 1 << 17, r: 8, p: 1))
+        #expect(ScryptParameters.standard == ScryptParameters(n: 1 << 18, r: 8, p: 1))
         #expect(key.salt.count == 16)
         var opened: AccountAuthority?
         let guess = try clock.measure { opened = try JoinBundle.open(bundle, passphrase: "tidy kettle orbit") }

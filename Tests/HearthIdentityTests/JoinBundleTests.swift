@@ -67,7 +67,7 @@ struct JoinBundleTests {
 
     @Test("The encrypted key is standard PKCS#8: the openssl tool opens one written with OpenSSL's parameter cap, and Hearth opens the openssl tool's")
     func interoperable() throws {
-        // OpenSSL's PKCS#8 reader caps scrypt at 32 MiB (below Hearth's standard 128 MiB),
+        // OpenSSL's PKCS#8 reader caps scrypt at 32 MiB (below Hearth's standard 256 MiB),
         // so the format is checked with N = 2^14, the parameters older Hearth wrote.
         let key = try Ed25519PrivateKey()
         let pem = try key.encryptedPEMRepresentation(passphrase: "s3cret", scrypt: ScryptParameters(n: 1 << 14, r: 8, p: 1))

@@ -7,7 +7,7 @@ import Foundation
 /// Parsed and written here rather than by OpenSSL's PEM functions for two reasons:
 /// the scrypt parameters come from the (untrusted) bundle and must be bounded before the
 /// KDF runs, and OpenSSL's PKCS#8 code caps scrypt at 32 MiB, below what Hearth writes
-/// (N = 2^17, r = 8: 128 MiB). The crypto itself is OpenSSL's (EVP_PBE_scrypt, EVP AES).
+/// (N = 2^18, r = 8: 256 MiB). The crypto itself is OpenSSL's (EVP_PBE_scrypt, EVP AES).
 package struct EncryptedPrivateKeyInfo {
     static let pemLabel = "ENCRYPTED PRIVATE KEY"
     /// 1.2.840.113549.1.5.13

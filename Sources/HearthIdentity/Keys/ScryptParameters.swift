@@ -19,9 +19,9 @@ public struct ScryptParameters: Hashable, Sendable, CustomStringConvertible {
         self.p = p
     }
 
-    /// What Hearth writes: N = 2^17, r = 8, p = 1 — 128 MiB and about a second per guess
+    /// What Hearth writes: N = 2^18, r = 8, p = 1 — 256 MiB and about a second of CPU per guess
     /// (docs/security.md has the figure), so guessing the passphrase offline is slow.
-    public static let standard = ScryptParameters(n: 1 << 17, r: 8, p: 1)
+    public static let standard = ScryptParameters(n: 1 << 18, r: 8, p: 1)
 
     /// The most a reader accepts. Equal to ``standard``: nothing Hearth writes costs more,
     /// so anything more is a crafted bundle.
