@@ -95,7 +95,7 @@ let package = Package(
         // Helpers shared by the test targets (child processes, a seeded generator). Foundation
         // only, so that the lightest test targets can use it too.
         .target(name: "HearthTestSupport", dependencies: [], path: "Tests/HearthTestSupport", swiftSettings: strict),
-        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer", "HearthTesting", "HearthTestSupport",
+        .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer", "HearthTesting", "HearthTestSupport", "HearthFuzzTargets",
                                                             .product(name: "NIOCore", package: "swift-nio"),
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
@@ -140,6 +140,16 @@ let package = Package(
         .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthTesting", "HearthTestSupport"], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth"], swiftSettings: strict),
 
+        // The fuzz targets' decoders and seeds (Fuzz/, scripts/fuzz.sh), also replayed by a unit test.
+        .target(
+            name: "HearthFuzzTargets",
+            dependencies: ["HearthCore", "HearthSync", "HearthTransport", "HearthDiscovery", "HearthIdentity",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOEmbedded", package: "swift-nio")],
+            path: "Fuzz/Targets",
+            swiftSettings: strict
+        ),
+
         // The benchmark suite (docs/benchmarks.md, scripts/bench.sh); not run by the tests.
         .executableTarget(
             name: "hearth-benchmarks",
@@ -152,3 +162,15 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The libFuzzer binary (scripts/fuzz.sh): only with HEARTH_FUZZ=1, since it links only with
+// -sanitize=fuzzer (libFuzzer's driver; Fuzz/Driver is its entry point).
+if Context.environment["HEARTH_FUZZ"] == "1" {
+    package.targets.append(.target(name: "HearthFuzzDriver", path: "Fuzz/Driver"))
+    package.targets.append(.executableTarget(
+        name: "hearth-fuzz",
+        dependencies: ["HearthFuzzTargets", "HearthFuzzDriver"],
+        path: "Fuzz/Entry",
+        swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]
+    ))
+}

@@ -2,7 +2,7 @@
 # The test command (README.md, .ci/run): installs what the tests need, builds, starts the
 # test network (a private network namespace with its own dbus and avahi-daemon), runs every
 # test inside it, and stops the network again, whatever happens; then runs the in-process
-# tests again under ThreadSanitizer (scripts/tsan.sh).
+# tests again under ThreadSanitizer (scripts/tsan.sh) and each fuzz target briefly (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
@@ -23,4 +23,12 @@ fi
 # ThreadSanitizer"); HEARTH_SKIP_TSAN=1 leaves it out of a quick local run.
 if [ "${HEARTH_SKIP_TSAN:-0}" != 1 ] && [ $# -eq 0 ]; then
   scripts/tsan.sh
+fi
+
+# Then each fuzz target for a short while (scripts/fuzz.sh, docs/security.md "Fuzzing"):
+# HEARTH_FUZZ_SECONDS per target, 30 by default (6 targets: 3 minutes plus the ASan build);
+# 0 leaves it out.
+fuzz_seconds=${HEARTH_FUZZ_SECONDS:-30}
+if [ "$fuzz_seconds" != 0 ] && [ $# -eq 0 ]; then
+  scripts/fuzz.sh --seconds "$fuzz_seconds"
 fi

@@ -39,6 +39,21 @@ enum CryptoCosts {
             } - (try cost { _ = try cache.admit(certificate) })),
             ("parse a DER certificate (`Certificate(derEncoded:)`)", try cost { _ = try Certificate(derEncoded: der) }),
             ("admit a delta's certificate (`DeviceCertificateCache.admit(derEncoded:)`: parse + validate)", try cost { _ = try cache.admit(derEncoded: der) }),
+            ("one guess at a join bundle's passphrase (`JoinBundle.open`, scrypt \(ScryptParameters.standard); median of 3)", try guessCost()),
         ]
+    }
+
+    /// An offline attacker's cost per guess: opening a bundle (written with the standard
+    /// parameters) with a wrong passphrase, which runs scrypt once and fails the padding.
+    static func guessCost() throws -> Double {
+        let authority = try AccountAuthority.create(displayName: "Bench")
+        let bundle = try JoinBundle.export(authority, passphrase: "the right one")
+        var runs: [Double] = []
+        for i in 0..<3 {
+            let start = monotonicNanoseconds()
+            _ = try? JoinBundle.open(bundle, passphrase: "guess \(i)")
+            runs.append(Double(monotonicNanoseconds() - start) / 1e3)
+        }
+        return median(runs)
     }
 }

@@ -71,7 +71,7 @@ final class Suite {
         quiet.logLevel = .warning
         let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"), logger: quiet)
         let owner = try first.createAccount(displayName: "Bench household", deviceName: "device-0")
-        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "bench")
+        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "bench", scrypt: .testing)
         configs = ["\(root)/config0"]
         for i in 1..<devices {
             let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"), logger: quiet)

@@ -55,7 +55,7 @@ struct AccountCommand: AsyncParsableCommand {
                 }
                 data = contents
             }
-            let passphrase = try secret.passphrase(confirm: false)
+            let passphrase = try secret.resolvedPassphrase()
             let identity = try identityCall {
                 try global.accounts.importJoinBundle(data, passphrase: passphrase, deviceName: device ?? AccountStore.defaultDeviceName)
             }
@@ -71,7 +71,12 @@ struct AccountCommand: AsyncParsableCommand {
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write the signed-in account's join bundle, sealed with a passphrase, for another device to join.",
-            discussion: "The bundle holds the account's key: anyone with it and the passphrase can join the household.")
+            discussion: """
+                The bundle holds the account's key: anyone with it and the passphrase can join the household. \
+                Without --passphrase, --passphrase-file or $HEARTH_PASSPHRASE, a passphrase of six random words is \
+                generated and printed once (on standard error when the bundle goes to standard output). \
+                A weak passphrase given is used, with a warning.
+                """)
         @OptionGroup var global: GlobalOptions
         @OptionGroup var secret: PassphraseOptions
         @Option(help: "Write the bundle to this file (mode 0600) instead of standard output.") var output: String?
@@ -80,7 +85,21 @@ struct AccountCommand: AsyncParsableCommand {
             guard let id = try identityCall({ try global.accounts.currentAccountID() }) else {
                 throw CommandError(.notSignedIn, "not signed in: create or join an account first (hearth account create)")
             }
-            let passphrase = try secret.passphrase(confirm: true)
+            let passphrase: String
+            var generated = false
+            if let given = try secret.givenPassphrase() {
+                guard !given.isEmpty else { throw CommandError(.usage, "the passphrase is empty") }
+                passphrase = given
+                if let weakness = Passphrase.weakness(of: given) {
+                    // Still used: the person may have reasons, but a leaked bundle with a
+                    // weak passphrase falls to an offline guesser.
+                    note("warning: weak passphrase: \(weakness); anyone holding the bundle can try guesses offline. "
+                         + "Leave out --passphrase to get six random words.")
+                }
+            } else {
+                passphrase = Passphrase.generate()
+                generated = true
+            }
             let bundle = try identityCall { try global.accounts.exportJoinBundle(id, passphrase: passphrase) }
             if let output {
                 // 0600 whatever the umask, and never visible half-written or with wider permissions.
@@ -92,6 +111,18 @@ struct AccountCommand: AsyncParsableCommand {
                 note("wrote the join bundle of \(id.short) to \(output); join with: hearth account join \(output)")
             } else {
                 StandardStreams.write(bundle, to: STDOUT_FILENO)
+            }
+            if generated {
+                // Shown once and kept nowhere: on stdout with --output, else on stderr so the
+                // bundle on stdout stays clean.
+                let lines = [
+                    "",
+                    "passphrase (shown only now; give it to the joining device separately from the bundle):",
+                    "",
+                    "    \(passphrase)",
+                    "",
+                ]
+                for line in lines { output == nil ? note(line) : emit(line) }
             }
         }
     }
@@ -170,7 +201,8 @@ struct PassphraseOptions: ParsableArguments {
     @Option(name: .customLong("passphrase-file"), help: ArgumentHelp("Read the passphrase from the first line of a file.", valueName: "file"))
     var passphraseFile: String?
 
-    func passphrase(confirm: Bool) throws -> String {
+    /// The passphrase from --passphrase, --passphrase-file or $HEARTH_PASSPHRASE, or nil.
+    func givenPassphrase() throws -> String? {
         if let passphrase { return passphrase }
         if let passphraseFile {
             guard let text = try? String(contentsOfFile: passphraseFile, encoding: .utf8) else {
@@ -178,17 +210,17 @@ struct PassphraseOptions: ParsableArguments {
             }
             return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
         }
-        if let value = ProcessInfo.processInfo.environment["HEARTH_PASSPHRASE"] { return value }
+        return ProcessInfo.processInfo.environment["HEARTH_PASSPHRASE"]
+    }
+
+    /// The given passphrase, or one typed at the terminal.
+    func resolvedPassphrase() throws -> String {
+        if let given = try givenPassphrase() { return given }
         guard isatty(0) == 1 else {
             throw CommandError(.usage, "no passphrase: pass --passphrase, --passphrase-file or set HEARTH_PASSPHRASE")
         }
         guard let typed = getpass("Passphrase: ").map({ String(cString: $0) }), !typed.isEmpty else {
             throw CommandError(.usage, "no passphrase given")
-        }
-        if confirm {
-            guard let again = getpass("Again: ").map({ String(cString: $0) }), again == typed else {
-                throw CommandError(.usage, "the passphrases differ")
-            }
         }
         return typed
     }
@@ -203,6 +235,7 @@ func identityCall<T>(_ body: () throws -> T) throws -> T {
         switch error.code {
         case .wrongPassphrase: throw CommandError(.badBundle, "wrong passphrase for this join bundle")
         case .damagedBundle: throw CommandError(.badBundle, "not a valid join bundle: \(error.message)")
+        case .keyDerivationRefused: throw CommandError(.badBundle, "join bundle refused: \(error.message)")
         case .unknownAccount: throw CommandError(.notFound, error.message)
         default: throw CommandError(.general, error.description)
         }

@@ -20,7 +20,7 @@ struct CommandError: Error, CustomStringConvertible {
             switch self {
             case .general: "general failure"
             case .usage: "usage error (unknown option, missing argument)"
-            case .badBundle: "wrong passphrase, or a damaged join bundle"
+            case .badBundle: "wrong passphrase, or a damaged or refused join bundle"
             case .unknownStore: "unknown store (no file for it under the data directory)"
             case .invalidValue: "invalid value: bad JSON, not a property list, key over 64 bytes, quota exceeded"
             case .storeLocked: "the store is open in another process that takes no writes from hearth (an app); nothing was written"

@@ -89,7 +89,7 @@ public final class LoopbackCluster: Sendable {
         // One account: created on device 0, joined by the others with a join bundle, as people do.
         let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/device0/config"))
         let owner = try first.createAccount(displayName: "Loopback household", deviceName: "device-0")
-        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "loopback")
+        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "loopback", scrypt: .testing)
         var devices = [owner.deviceID]
         for i in 1..<replicas {
             let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/device\(i)/config"))

@@ -65,25 +65,42 @@ struct JoinBundleTests {
         #expect(try JoinBundle.open(bundle, passphrase: "pw").account.id == authority.account.id)
     }
 
-    @Test("The encrypted key is standard PKCS#8: the openssl tool opens it with the passphrase")
+    @Test("The encrypted key is standard PKCS#8: the openssl tool opens one written with OpenSSL's parameter cap, and Hearth opens the openssl tool's")
     func interoperable() throws {
+        // OpenSSL's PKCS#8 reader caps scrypt at 32 MiB (below Hearth's standard 256 MiB),
+        // so the format is checked with N = 2^14, the parameters older Hearth wrote.
         let key = try Ed25519PrivateKey()
-        let pem = try key.encryptedPEMRepresentation(passphrase: "s3cret")
+        let pem = try key.encryptedPEMRepresentation(passphrase: "s3cret", scrypt: ScryptParameters(n: 1 << 14, r: 8, p: 1))
         let dir = makeTemporaryDirectory()
         defer { removeTemporaryDirectory(dir) }
         let file = dir.appendingPathComponent("k.pem")
         try Data(pem.utf8).write(to: file)
+        let opened = try openssl(["pkey", "-in", file.path, "-passin", "pass:s3cret", "-pubout"])
+        #expect(opened.status == 0)
+        #expect(opened.output.contains("BEGIN PUBLIC KEY"))
+        #expect(try Ed25519PrivateKey(encryptedPEMRepresentation: pem, passphrase: "s3cret").publicKey == key.publicKey)
+
+        // A key sealed by the openssl tool the way Hearth 1 sealed bundles (OpenSSL's
+        // PKCS5_pbe2_set_scrypt, N = 2^14, 8-byte salt) still opens.
+        let plain = dir.appendingPathComponent("plain.pem"), sealed = dir.appendingPathComponent("sealed.pem")
+        try Data(try key.pemRepresentation().utf8).write(to: plain)
+        let written = try openssl(["pkcs8", "-topk8", "-in", plain.path, "-scrypt", "-scrypt_N", "16384", "-scrypt_r", "8", "-scrypt_p", "1",
+                                   "-passout", "pass:older", "-out", sealed.path])
+        try #require(written.status == 0)
+        let olderPEM = try String(contentsOf: sealed, encoding: .utf8)
+        #expect(try Ed25519PrivateKey(encryptedPEMRepresentation: olderPEM, passphrase: "older").publicKey == key.publicKey)
+    }
+
+    private func openssl(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["pkey", "-in", file.path, "-passin", "pass:s3cret", "-pubout"]
+        process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
         try process.run()
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        #expect(String(decoding: output, as: UTF8.self).contains("BEGIN PUBLIC KEY"))
-        #expect(try Ed25519PrivateKey(encryptedPEMRepresentation: pem, passphrase: "s3cret").publicKey == key.publicKey)
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
     }
 }

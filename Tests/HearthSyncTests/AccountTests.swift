@@ -71,7 +71,7 @@ struct AccountTests {
         b.set("B's newest", forKey: "newest")
 
         let events = EventLog(b)
-        let bundle = try accountsA.exportJoinBundle(owner.account.id, passphrase: "pw")
+        let bundle = try accountsA.exportJoinBundle(owner.account.id, passphrase: "pw", scrypt: .testing)
         _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b/config")).importJoinBundle(bundle, passphrase: "pw", deviceName: "B")
         let initial = await events.next(.initialSyncChange)
         #expect(Set(initial?.keys ?? []) == ["both", "shared"])

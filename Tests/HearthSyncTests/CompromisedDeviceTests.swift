@@ -22,7 +22,7 @@ final class Household {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-household-\(UUID())").path
         let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/victim-config"))
         let account = try owner.createAccount(displayName: "Household", deviceName: "victim")
-        let bundle = try owner.exportJoinBundle(account.account.id, passphrase: "p")
+        let bundle = try owner.exportJoinBundle(account.account.id, passphrase: "p", scrypt: .testing)
         _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config")).importJoinBundle(bundle, passphrase: "p", deviceName: "legit")
         let victimPort = try SyncCluster.freePort(), legitPort = try SyncCluster.freePort()
         self.victimPort = victimPort

@@ -18,7 +18,7 @@ struct HostilePeer: Sendable {
     init(joining accountDirectory: String, root: String, storeIdentifier: String, name: String = "rogue") throws {
         let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectory))
         let account = try #require(try owner.currentAccountID())
-        let bundle = try owner.exportJoinBundle(account, passphrase: "p")
+        let bundle = try owner.exportJoinBundle(account, passphrase: "p", scrypt: .testing)
         identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/\(name)-\(UUID())"))
             .importJoinBundle(bundle, passphrase: "p", deviceName: name)
         self.storeIdentifier = storeIdentifier

@@ -20,7 +20,7 @@ final class ProcessCluster {
         ports = try (0..<3).map { _ in try SyncCluster.freePort() }
         let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"))
         let owner = try first.createAccount(displayName: "Processes", deviceName: names[0])
-        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "p")
+        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "p", scrypt: .testing)
         for i in 1..<3 {
             _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"))
                 .importJoinBundle(bundle, passphrase: "p", deviceName: names[i])

@@ -131,7 +131,7 @@ struct RefusalTests {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
         let a = try owner.createAccount(displayName: "Barrier", deviceName: "A")
-        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p")
+        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
         let b = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b")).importJoinBundle(bundle, passphrase: "p", deviceName: "B")
 
         // A holds many entries, so that B spends a while verifying them.

@@ -28,7 +28,7 @@ final class SyncCluster: Sendable {
         // One account: created on device 0, joined by the others with a bundle.
         let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"))
         let owner = try first.createAccount(displayName: "Test household", deviceName: "device-0")
-        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "test")
+        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "test", scrypt: .testing)
         var devices = [owner.deviceID]
         for i in 1..<count {
             let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"))

@@ -150,11 +150,18 @@ public struct AccountStore: Sendable {
         try JoinBundle.export(loadAuthority(id), passphrase: passphrase)
     }
 
+    /// The same with chosen scrypt parameters (``ScryptParameters/testing`` for test
+    /// clusters that join many devices).
+    package func exportJoinBundle(_ id: AccountID, passphrase: String, scrypt: ScryptParameters) throws -> Data {
+        try JoinBundle.export(loadAuthority(id), passphrase: passphrase, scrypt: scrypt)
+    }
+
     /// Joins the account in `bundle`: stores its CA, makes this device's key and
     /// certificate for it, and signs in to it. Joining an account already stored keeps
     /// the existing device identity.
     ///
-    /// - Throws: ``IdentityError/Code/wrongPassphrase`` or ``IdentityError/Code/damagedBundle``.
+    /// - Throws: ``IdentityError/Code/wrongPassphrase``, ``IdentityError/Code/damagedBundle``
+    ///   or ``IdentityError/Code/keyDerivationRefused``.
     @discardableResult
     public func importJoinBundle(_ bundle: Data, passphrase: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
         let authority = try JoinBundle.open(bundle, passphrase: passphrase)

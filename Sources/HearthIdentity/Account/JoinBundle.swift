@@ -17,19 +17,35 @@ public struct JoinBundle: Sendable {
     /// The first line of every bundle.
     public static let header = "Hearth join bundle v1"
 
-    /// Seals `authority` under `passphrase`.
+    /// The largest bundle read: a certificate and a key take about 1.5 KB.
+    public static let maximumSize = 64 * 1024
+
+    /// Seals `authority` under `passphrase` with scrypt ``ScryptParameters/standard``.
     public static func export(_ authority: AccountAuthority, passphrase: String) throws -> Data {
-        let key = try authority.privateKey.encryptedPEMRepresentation(passphrase: passphrase)
+        try export(authority, passphrase: passphrase, scrypt: .standard)
+    }
+
+    /// The same with chosen scrypt parameters (cheap ones for test clusters).
+    package static func export(_ authority: AccountAuthority, passphrase: String, scrypt: ScryptParameters) throws -> Data {
+        let key = try authority.privateKey.encryptedPEMRepresentation(passphrase: passphrase, scrypt: scrypt)
         let text = header + "\n" + authority.account.caCertificate.pemEncoded + key
         return Data(text.utf8)
     }
 
     /// Opens a bundle.
     ///
+    /// The key's scrypt parameters are checked before the KDF runs, so a crafted bundle
+    /// costs at most one guess at ``ScryptParameters/maximum``.
+    ///
     /// - Throws: ``IdentityError/Code/wrongPassphrase`` when the passphrase does not
-    ///   decrypt the key; ``IdentityError/Code/damagedBundle`` when the bundle is
-    ///   truncated, altered or not a bundle.
+    ///   decrypt the key; ``IdentityError/Code/keyDerivationRefused`` when the key's KDF,
+    ///   cipher or scrypt parameters are not what Hearth writes;
+    ///   ``IdentityError/Code/damagedBundle`` when the bundle is truncated, altered or
+    ///   not a bundle.
     public static func open(_ data: Data, passphrase: String) throws -> AccountAuthority {
+        guard data.count <= maximumSize else {
+            throw IdentityError(code: .damagedBundle, message: "the file is \(data.count) bytes; a join bundle is a few kilobytes (at most \(maximumSize))")
+        }
         guard let text = String(data: data, encoding: .utf8), text.hasPrefix(header) else {
             throw IdentityError(code: .damagedBundle, message: "not a Hearth join bundle (the first line is not \"\(header)\")")
         }
@@ -44,6 +60,8 @@ public struct JoinBundle: Sendable {
         let key: Ed25519PrivateKey
         do {
             key = try Ed25519PrivateKey(encryptedPEMRepresentation: text, passphrase: passphrase)
+        } catch let error as IdentityError where error.code == .keyDerivationRefused {
+            throw IdentityError(code: .keyDerivationRefused, message: "refused before decrypting: \(error.message)")
         } catch let error as IdentityError where error.code == .wrongPassphrase {
             throw IdentityError(code: .wrongPassphrase,
                                 message: "the passphrase does not open this join bundle (or its key is damaged)",

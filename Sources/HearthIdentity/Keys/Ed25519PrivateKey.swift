@@ -57,29 +57,31 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     }
 
     /// Reads an encrypted PKCS#8 PEM ("ENCRYPTED PRIVATE KEY"), as written by
-    /// ``encryptedPEMRepresentation(passphrase:)``.
+    /// ``encryptedPEMRepresentation(passphrase:)``: PBES2 with scrypt and AES-256-CBC.
+    ///
+    /// The scrypt parameters are read and bounded before the KDF runs: at most
+    /// ``ScryptParameters/maximum``, so a crafted input costs no more than one guess.
     ///
     /// - Throws: ``IdentityError/Code/wrongPassphrase`` when the passphrase does not
-    ///   decrypt it, ``IdentityError/Code/invalidKey`` when there is no key to decrypt.
+    ///   decrypt it, ``IdentityError/Code/keyDerivationRefused`` when its KDF, cipher or
+    ///   parameters are not what Hearth writes, ``IdentityError/Code/invalidKey`` when
+    ///   there is no well-formed key to decrypt.
     public convenience init(encryptedPEMRepresentation pem: String, passphrase: String) throws {
         _ = OpenSSLRuntime.ready
-        guard pem.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") else {
-            throw IdentityError(code: .invalidKey, message: "no encrypted private key in the input")
-        }
+        let sealed = try EncryptedPrivateKeyInfo(pem: pem)
         var passBytes = Array(passphrase.utf8)
         defer { for i in passBytes.indices { passBytes[i] = 0 } }
-        let key = passBytes.withUnsafeBufferPointer { pass -> OpaquePointer?? in
-            pass.withMemoryRebound(to: CChar.self) { chars in
-                var box = hearth_passphrase(bytes: chars.baseAddress, length: Int32(chars.count))
-                return MemoryBIO.read(Array(pem.utf8)) { bio in
-                    PEM_read_bio_PrivateKey(bio, nil, hearth_pem_passphrase_callback_pointer(), &box)
-                }
-            }
+        var plaintext = try sealed.open(passphrase: passBytes)
+        defer { for i in plaintext.indices { plaintext[i] = 0 } }
+        let key = plaintext.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            var cursor = buffer.baseAddress
+            guard let info = d2i_PKCS8_PRIV_KEY_INFO(nil, &cursor, buffer.count) else { return nil }
+            defer { PKCS8_PRIV_KEY_INFO_free(info) }
+            return EVP_PKCS82PKEY(info)
         }
-        guard let key = key ?? nil else {
-            // AES-CBC with a wrong key fails its padding check ("bad decrypt") nearly
-            // always, and otherwise yields bytes that do not parse as a key: both mean
-            // the passphrase (or the ciphertext) is wrong.
+        guard let key else {
+            // Padding that checks out by chance (about 1 in 256 wrong keys) leaves bytes
+            // that do not parse as a key: a wrong passphrase too.
             throw IdentityError.openSSL("decrypting the private key", code: .wrongPassphrase)
         }
         try self.init(taking: key)
@@ -122,37 +124,34 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// scrypt parameters for ``encryptedPEMRepresentation(passphrase:)``: N = 2^14, r = 8,
-    /// p = 1 (16 MiB, tens of milliseconds), inside OpenSSL's default 32 MiB decryption
-    /// memory limit so that `openssl pkey` opens it too.
-    public static let scryptParameters = (n: UInt64(1) << 14, r: UInt64(8), p: UInt64(1))
-
-    /// Encrypted PKCS#8 PEM ("ENCRYPTED PRIVATE KEY"): PBES2 with scrypt and AES-256-CBC,
-    /// a fresh random salt and IV each time.
+    /// Encrypted PKCS#8 PEM ("ENCRYPTED PRIVATE KEY"): PBES2 with scrypt
+    /// (``ScryptParameters/standard``) and AES-256-CBC, a fresh random salt and IV each
+    /// time. OpenSSL's own PKCS#8 reader caps scrypt at 32 MiB, so `openssl pkey` cannot
+    /// open it; ``init(encryptedPEMRepresentation:passphrase:)`` can.
     public func encryptedPEMRepresentation(passphrase: String) throws -> String {
+        try encryptedPEMRepresentation(passphrase: passphrase, scrypt: .standard)
+    }
+
+    /// The same with chosen scrypt parameters: for cheap test clusters (a writer's
+    /// choice only; readers accept at most ``ScryptParameters/maximum``).
+    package func encryptedPEMRepresentation(passphrase: String, scrypt: ScryptParameters) throws -> String {
         guard !passphrase.isEmpty else { throw IdentityError(code: .invalidArgument, message: "the passphrase is empty") }
+        guard scrypt.isWithinMaximum else {
+            throw IdentityError(code: .invalidArgument, message: "scrypt \(scrypt) is beyond what readers accept (\(ScryptParameters.maximum))")
+        }
         guard let info = EVP_PKEY2PKCS8(pointer) else { throw IdentityError.openSSL("EVP_PKEY2PKCS8") }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
-        let p = Self.scryptParameters
-        // NULL salt and IV: OpenSSL draws them from its CSPRNG.
-        guard let algorithm = PKCS5_pbe2_set_scrypt(EVP_aes_256_cbc(), nil, 0, nil, p.n, p.r, p.p) else {
-            throw IdentityError.openSSL("PKCS5_pbe2_set_scrypt")
+        let length = i2d_PKCS8_PRIV_KEY_INFO(info, nil)
+        guard length > 0 else { throw IdentityError.openSSL("i2d_PKCS8_PRIV_KEY_INFO") }
+        var plaintext = [UInt8](repeating: 0, count: Int(length))
+        defer { for i in plaintext.indices { plaintext[i] = 0 } }
+        let written = plaintext.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var cursor = buffer.baseAddress
+            return i2d_PKCS8_PRIV_KEY_INFO(info, &cursor)
         }
+        guard written == length else { throw IdentityError.openSSL("i2d_PKCS8_PRIV_KEY_INFO") }
         var passBytes = Array(passphrase.utf8)
         defer { for i in passBytes.indices { passBytes[i] = 0 } }
-        let sealed = passBytes.withUnsafeBufferPointer { pass in
-            pass.withMemoryRebound(to: CChar.self) { chars in
-                PKCS8_set0_pbe(chars.baseAddress, Int32(chars.count), info, algorithm)
-            }
-        }
-        guard let sealed else {
-            X509_ALGOR_free(algorithm)
-            throw IdentityError.openSSL("PKCS8_set0_pbe")
-        }
-        defer { X509_SIG_free(sealed) }
-        guard let bytes = MemoryBIO.collect({ PEM_write_bio_PKCS8($0, sealed) == 1 }) else {
-            throw IdentityError.openSSL("PEM_write_bio_PKCS8")
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        return try EncryptedPrivateKeyInfo(sealing: plaintext, passphrase: passBytes, parameters: scrypt).pem
     }
 }

@@ -1,0 +1,50 @@
+/// The scrypt cost of a join bundle's key encryption (RFC 7914: N, r, p).
+///
+/// A bundle carries its own parameters, so a reader must bound them before deriving
+/// anything: scrypt's cost grows with N · r · p and its memory with N · r, and a crafted
+/// bundle with p = 8000 kept `hearth account join` busy for over a minute. A reader
+/// accepts at most ``maximum`` (what Hearth writes), which also keeps bundles written
+/// with older, cheaper parameters readable.
+public struct ScryptParameters: Hashable, Sendable, CustomStringConvertible {
+    /// CPU/memory cost, a power of two.
+    public let n: UInt64
+    /// Block size.
+    public let r: UInt64
+    /// Parallelisation.
+    public let p: UInt64
+
+    package init(n: UInt64, r: UInt64, p: UInt64) {
+        self.n = n
+        self.r = r
+        self.p = p
+    }
+
+    /// What Hearth writes: N = 2^18, r = 8, p = 1 — 256 MiB and about a second of CPU per guess
+    /// (docs/security.md has the figure), so guessing the passphrase offline is slow.
+    public static let standard = ScryptParameters(n: 1 << 18, r: 8, p: 1)
+
+    /// The most a reader accepts. Equal to ``standard``: nothing Hearth writes costs more,
+    /// so anything more is a crafted bundle.
+    public static let maximum = standard
+
+    /// Cheap parameters for the library's own test clusters, which join many devices per
+    /// test. Only a writer can choose them (a `package` knob, not reachable from a bundle);
+    /// a reader's ceiling stays ``maximum``.
+    package static let testing = ScryptParameters(n: 1 << 10, r: 8, p: 1)
+
+    /// The memory scrypt needs with these parameters, as OpenSSL counts it
+    /// (128 · r · (N + 2) for V plus 128 · r · p for B), in bytes.
+    var memoryBytes: UInt64 { 128 * r * (n + 2) + 128 * r * p }
+
+    /// Whether a reader may run scrypt with these parameters: N a power of two in
+    /// 2 ... maximum.n, 1 ≤ r ≤ maximum.r, 1 ≤ p ≤ maximum.p.
+    var isWithinMaximum: Bool {
+        let max = Self.maximum
+        return n >= 2 && n <= max.n && n & (n - 1) == 0 && (1...max.r).contains(r) && (1...max.p).contains(p)
+    }
+
+    public var description: String {
+        let log = n > 0 && n & (n - 1) == 0 ? "2^\(n.trailingZeroBitCount)" : "\(n)"
+        return "N = \(log), r = \(r), p = \(p)"
+    }
+}
