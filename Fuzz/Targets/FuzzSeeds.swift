@@ -76,14 +76,19 @@ package enum FuzzSeeds {
         let origin = ReplicaID(high: 1, low: 2)
         let vector = VersionVector([origin: 12, ReplicaID(high: 3, low: 4): 7])
         let device = Data(repeating: 0xAB, count: 32)
+        let store = "com.example.fuzz"
         return [
-            .hello(.init(protocolVersion: SyncMessage.protocolVersion, account: String(repeating: "ab", count: 32), store: "com.example.fuzz",
-                         device: device, vector: vector, signature: Data(repeating: 1, count: 64),
-                         peersDigest: SyncMessage.peersDigest([device]))),
-            .delta(.init(entries: entries(), certificates: [Data(repeating: 0x30, count: 100)], vector: vector, more: true)),
-            .delta(.init(entries: [], certificates: [], vector: VersionVector())),
-            .ack(vector), .ping(vector), .pong, .peers([device, Data(repeating: 0xCD, count: 32)]),
-            .refused(.init(entries: [RefusedEntry(entries()[0], reason: .tooLarge, detail: "too large")], clock: 99)),
+            .hello(.init(protocolVersion: SyncMessage.protocolVersion, account: String(repeating: "ab", count: 32), device: device,
+                         stores: [.init(identifier: store, vectorDigest: SyncMessage.vectorDigest(vector), peersDigest: SyncMessage.peersDigest([device])),
+                                  .init(identifier: "com.example.other", vectorDigest: SyncMessage.vectorDigest(VersionVector()),
+                                        peersDigest: SyncMessage.peersDigest([]))],
+                         signature: Data(repeating: 1, count: 64))),
+            .store(.init(store: store, vector: vector, peers: [device, Data(repeating: 0xCD, count: 32)])),
+            .store(.init(store: "com.example.other", left: true)),
+            .delta(.init(store: store, entries: entries(), certificates: [Data(repeating: 0x30, count: 100)], vector: vector, more: true)),
+            .delta(.init(store: store, entries: [], certificates: [], vector: VersionVector())),
+            .ack(.init(store: store, vector: vector)), .ping([store: vector]), .pong,
+            .refused(.init(store: store, entries: [RefusedEntry(entries()[0], reason: .tooLarge, detail: "too large")], clock: 99)),
         ]
     }
 

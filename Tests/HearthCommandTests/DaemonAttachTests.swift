@@ -10,12 +10,15 @@ import Testing
                              "hearth and hearth-test-writer are not built next to the tests"))
 struct DaemonAttachTests {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-daemon-app-\(UUID().uuidString)").path
+    /// Runtime folders: short, as sockets' paths must fit in 108 bytes (as /run/user/UID does).
+    let runtime = "/tmp/hrt-\(UUID().uuidString.prefix(8))"
 
     /// A device whose account folder is where the library looks by default
     /// (`$XDG_CONFIG_HOME/hearth`), so that an app process finds the account as the daemon does.
     struct Host {
         let name: String
         let root: String
+        let runtime: String
         let port: Int
         var config: String { "\(root)/\(name)/xdg/hearth" }
         var data: String { "\(root)/\(name)/data" }
@@ -23,17 +26,17 @@ struct DaemonAttachTests {
         func environment(peers: [Host]) -> [String: String] {
             var environment = HearthCLI.environment
             environment["XDG_CONFIG_HOME"] = "\(root)/\(name)/xdg"
-            environment["XDG_RUNTIME_DIR"] = "\(root)/\(name)/run"
+            environment["XDG_RUNTIME_DIR"] = "\(runtime)/\(name)"
             environment["HEARTH_PEERS"] = peers.map { "127.0.0.1:\($0.port)" }.joined(separator: ",")
             return environment
         }
     }
 
     func household() async throws -> (Host, Host) {
-        let laptop = Host(name: "laptop", root: root, port: try LoopbackCluster.freePort())
-        let kitchen = Host(name: "kitchen", root: root, port: try LoopbackCluster.freePort())
+        let laptop = Host(name: "laptop", root: root, runtime: runtime, port: try LoopbackCluster.freePort())
+        let kitchen = Host(name: "kitchen", root: root, runtime: runtime, port: try LoopbackCluster.freePort())
         for host in [laptop, kitchen] {
-            try FileManager.default.createDirectory(atPath: "\(root)/\(host.name)/run", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: "\(runtime)/\(host.name)", withIntermediateDirectories: true)
         }
         let created = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
         try #require(created.status == 0, "\(created.error)")
@@ -63,7 +66,7 @@ struct DaemonAttachTests {
 
     @Test("Point 3: an app attaches to the daemon holding its store; the daemon's and the app's writes meet, and reach a peer")
     func appAttachesToDaemon() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let (laptop, kitchen) = try await household()
         let store = "com.example.shared"
         let daemonA = try await startDaemon(laptop, peer: kitchen)
@@ -84,7 +87,7 @@ struct DaemonAttachTests {
 
     @Test("Point 5: the daemon killed with SIGKILL during an app's write loop and restarted: every write arrives at a peer; the app goes on")
     func daemonKilledDuringWrites() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let (laptop, kitchen) = try await household()
         let store = "com.example.loop"
         var daemonA = try await startDaemon(laptop, peer: kitchen)

@@ -8,13 +8,16 @@ import Testing
 @Suite(.serialized, .enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
 struct DaemonTests {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-daemon-\(UUID().uuidString)").path
+    /// Runtime folders: short, as a socket's path must fit in 108 bytes (a deeper one falls back
+    /// to /tmp/hearth-UID, shared by every test).
+    let runtime = "/tmp/hrt-\(UUID().uuidString.prefix(8))"
 
     /// This test's own runtime folder and home, so that daemons of parallel tests never meet.
     func environment(_ name: String) throws -> [String: String] {
         var environment = HearthCLI.environment
-        try FileManager.default.createDirectory(atPath: "\(root)/\(name)/run", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: "\(runtime)/\(name)", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: "\(root)/\(name)/home", withIntermediateDirectories: true)
-        environment["XDG_RUNTIME_DIR"] = "\(root)/\(name)/run"
+        environment["XDG_RUNTIME_DIR"] = "\(runtime)/\(name)"
         environment["HOME"] = "\(root)/\(name)/home"
         environment["XDG_CONFIG_HOME"] = nil
         return environment
@@ -33,7 +36,7 @@ struct DaemonTests {
 
     @Test("One daemon per user: a second one refuses with status 10 and names the first one's pid")
     func oneDaemonPerUser() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let environment = try environment("solo")
         let directories = ["--config-dir", "\(root)/solo/config", "--data-dir", "\(root)/solo/data"]
         let first = try await startDaemon(directories, environment)
@@ -50,7 +53,7 @@ struct DaemonTests {
 
     @Test("The daemon holds every store of the data folder, answers hearth set/status for them, picks up a new store, and saves at SIGTERM")
     func holdsEveryStore() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let environment = try environment("solo")
         let directories = ["--config-dir", "\(root)/solo/config", "--data-dir", "\(root)/solo/data"]
         // Two stores written on this device before the daemon starts (signed out: local stores).
@@ -92,7 +95,7 @@ struct DaemonTests {
 
     @Test("Background: A and B run daemons and no app; a value written on A, its writer gone, is read on B at open though B never opened the store")
     func background() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let (laptop, kitchen) = try await Device.household(root: root)
         let store = "com.example.colors"
         var daemons: [ChildProcess] = []
@@ -117,7 +120,7 @@ struct DaemonTests {
 
     @Test("Hub: C runs only the daemon and never opened S; A writes S and leaves; D joins, reaches only C, and gets S")
     func hub() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let (laptop, hub) = try await Device.household(root: root)
         let store = "com.example.notes"
         let laptopDaemon = try await startDaemon(laptop.directories + ["--port", String(laptop.port), "--peer", "127.0.0.1:\(hub.port)"],
@@ -151,7 +154,7 @@ struct DaemonTests {
 
     @Test("install writes a systemd user unit that runs this hearth's daemon with the given folders; where systemd is absent it says what to run; uninstall removes it")
     func installAndUninstall() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         var environment = try environment("solo")
         // No systemctl on PATH: what a machine without systemd sees.
         environment["PATH"] = "\(root)/solo/empty"
@@ -177,13 +180,13 @@ struct DaemonTests {
     @Test("Another user cannot connect to the daemon's socket: the folder is 0700, the sockets 0600, and a client as uid 65534 is refused",
           .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root and setpriv"))
     func anotherUserIsRefused() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let environment = try environment("solo")
         // Everything above our runtime folder is open to all, so only the folder's own mode can refuse.
-        for folder in [root, "\(root)/solo", "\(root)/solo/run"] { chmod(folder, 0o755) }
+        for folder in [runtime, "\(runtime)/solo"] { chmod(folder, 0o755) }
         let daemon = try await startDaemon(["--data-dir", "\(root)/solo/data"], environment)
         defer { daemon.terminate() }
-        let folder = "\(root)/solo/run/hearth", socket = "\(folder)/daemon.sock"
+        let folder = "\(runtime)/solo/hearth", socket = "\(folder)/daemon.sock"
         var info = stat()
         #expect(stat(folder, &info) == 0 && info.st_mode & 0o777 == 0o700)
         #expect(stat(socket, &info) == 0 && info.st_mode & 0o777 == 0o600)
@@ -206,10 +209,10 @@ struct DaemonTests {
 
     @Test("The runtime folder must be ours and closed to others: an open one is refused")
     func runtimeFolderChecked() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let environment = try environment("solo")
-        try FileManager.default.createDirectory(atPath: "\(root)/solo/run/hearth", withIntermediateDirectories: true)
-        chmod("\(root)/solo/run/hearth", 0o777)
+        try FileManager.default.createDirectory(atPath: "\(runtime)/solo/hearth", withIntermediateDirectories: true)
+        chmod("\(runtime)/solo/hearth", 0o777)
         let refused = try await run(["daemon", "--data-dir", "\(root)/solo/data"], environment)
         #expect(refused.status == 1)
         #expect(refused.error.contains("is open to other users (mode 777)"), "\(refused.error)")

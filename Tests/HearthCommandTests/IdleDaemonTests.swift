@@ -7,6 +7,8 @@ import Testing
 /// rarely. The minute of idling runs beside the other suites.
 @Suite struct IdleDaemonTests {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-idle-daemon-\(UUID().uuidString)").path
+    /// Short runtime folders: a socket's path must fit in 108 bytes.
+    let runtime = "/tmp/hrt-\(UUID().uuidString.prefix(8))"
 
     /// Voluntary context switches of every thread of `pid` so far: each is a thread going to
     /// sleep, so their growth over an idle period counts its wake-ups.
@@ -23,7 +25,7 @@ import Testing
           .enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"),
           .enabled(if: IdleServeTests.inotifywait != nil, "inotifywait is not installed (scripts/setup.sh installs inotify-tools)"))
     func idleDaemonTouchesNoDisk() async throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let (laptop, kitchen) = try await Device.household(root: root)
         let phone = Device(name: "phone", root: root, port: try LoopbackCluster.freePort(), peerPort: laptop.port)
         let joined = try await HearthCLI.run(["account", "join", "\(root)/home.bundle", "--passphrase", "pw", "--device", "phone"] + phone.directories)
@@ -38,8 +40,8 @@ import Testing
         defer { for daemon in daemons { daemon.terminate() } }
         for device in devices {
             var environment = HearthCLI.environment
-            try FileManager.default.createDirectory(atPath: "\(root)/\(device.name)/run", withIntermediateDirectories: true)
-            environment["XDG_RUNTIME_DIR"] = "\(root)/\(device.name)/run"
+            try FileManager.default.createDirectory(atPath: "\(runtime)/\(device.name)", withIntermediateDirectories: true)
+            environment["XDG_RUNTIME_DIR"] = "\(runtime)/\(device.name)"
             let peers = devices.filter { $0.name != device.name }.flatMap { ["--peer", "127.0.0.1:\($0.port)"] }
             let daemon = try ChildProcess(try #require(HearthCLI.binary), ["daemon", "--port", String(device.port)] + peers + device.directories,
                                           environment: environment)

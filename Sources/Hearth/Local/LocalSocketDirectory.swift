@@ -11,10 +11,16 @@ package enum LocalSocketDirectory {
     /// The folder, from the environment (not yet created or checked).
     package static func path(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            return (runtime as NSString).appendingPathComponent("hearth")
+            let folder = (runtime as NSString).appendingPathComponent("hearth")
+            // A socket's path must fit in sun_path (108 bytes with its NUL): a runtime folder too
+            // deep for "store-<32 hex>.sock" falls back to /tmp, the same way on every side.
+            if folder.utf8.count + longestSocketName <= 107 { return folder }
         }
         return "/tmp/hearth-\(geteuid())"
     }
+
+    /// "/store-" + 32 hex digits + ".sock".
+    static let longestSocketName = 1 + 6 + 32 + 5
 
     /// The data directory as both sides compare it: absolute and without `.`, `..` or a
     /// trailing slash, so two spellings of one folder meet.
