@@ -18,7 +18,13 @@ extension TransportTests {
         func childDoesNotInheritPort() async throws {
             let home = try Household()
             let transport = try clientTransport(home.server)
-            let first = try await transport.listen(host: "127.0.0.1", port: 0)
+            // A port below the kernel's ephemeral range (32768–60999 here): another test binding
+            // port 0 between our close and our second bind can never be handed this one.
+            var listener: PeerListener?
+            for candidate in (20_000..<32_000).shuffled().prefix(50) where listener == nil {
+                listener = try? await transport.listen(host: "127.0.0.1", port: candidate)
+            }
+            let first = try #require(listener)
             let port = try #require(first.port)
             // posix_spawn keeps every descriptor without close-on-exec, as fork/exec does.
             let child = try spawnSleeper()
