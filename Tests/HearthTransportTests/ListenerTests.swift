@@ -18,10 +18,11 @@ extension TransportTests {
         func childDoesNotInheritPort() async throws {
             let home = try Household()
             let transport = try clientTransport(home.server)
-            // A port below the kernel's ephemeral range (32768–60999 here): another test binding
-            // port 0 between our close and our second bind can never be handed this one.
+            // A port above the kernel's ephemeral range (32768–60999 here) and outside the one
+            // the test clusters hand out (LoopbackCluster.freePort: 20000–31999): nothing else
+            // in the suite can take it between our close and our second bind.
             var listener: PeerListener?
-            for candidate in (20_000..<32_000).shuffled().prefix(50) where listener == nil {
+            for candidate in (61_000..<65_000).shuffled().prefix(50) where listener == nil {
                 listener = try? await transport.listen(host: "127.0.0.1", port: candidate)
             }
             let first = try #require(listener)
