@@ -178,7 +178,7 @@ public final class LoopbackCluster: Sendable {
     }
 
     /// Waits until every replica that is not isolated is connected to every other such replica.
-    public func waitUntilConnected(timeout: Duration = .seconds(10)) async throws {
+    public func waitUntilConnected(timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now + timeout
         while true {
             let (stores, isolated) = state.withLock { ($0.stores, $0.isolated) }
@@ -207,7 +207,7 @@ public final class LoopbackCluster: Sendable {
     }
 
     /// Reconnects every isolated replica and waits until the whole cluster is connected again.
-    public func heal(timeout: Duration = .seconds(10)) async throws {
+    public func heal(timeout: Duration = .seconds(30)) async throws {
         let (stores, isolated) = state.withLock { s in
             defer { s.isolated = [] }
             return (s.stores, s.isolated)
@@ -227,7 +227,7 @@ public final class LoopbackCluster: Sendable {
     ///   - clockSkew: the replica's clock from now on (a clock set right, or set wrong).
     ///   - whileClosed: runs while the replica is down, with its data directory: to do to its
     ///     files what a tool, an older build or a damaged disk might.
-    public func restart(_ index: Int, clockSkew: Duration? = nil, timeout: Duration = .seconds(10),
+    public func restart(_ index: Int, clockSkew: Duration? = nil, timeout: Duration = .seconds(30),
                         whileClosed: (_ dataDirectory: String) async throws -> Void = { _ in }) async throws {
         let (old, recorder) = state.withLock { s in
             s.isolated.remove(index)
