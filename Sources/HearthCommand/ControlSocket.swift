@@ -50,7 +50,7 @@ enum ControlSocket {
 
     private static func exchangeBlocking(_ line: String, with path: String, timeout: Duration) -> Exchange {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0, var address = unixAddress(path) else {
+        guard fd >= 0, var address = LocalSocketDirectory.address(path) else {
             if fd >= 0 { close(fd) }
             return .noListener
         }
@@ -71,17 +71,6 @@ enum ControlSocket {
         if limit.tv_sec == 0, limit.tv_usec == 0 { limit.tv_usec = 1000 }   // zero would mean "no limit"
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    static func unixAddress(_ path: String) -> sockaddr_un? {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in bytes.enumerated() { raw[i] = byte }
-        }
-        return address
     }
 
     static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
@@ -130,7 +119,7 @@ final class ControlServer: Sendable {
         var info = stat()
         // Only a folder of ours that nobody else can enter: anyone who can connect can write.
         guard stat(directory, &info) == 0, info.st_uid == getuid(), info.st_mode & 0o077 == 0,
-              var address = ControlSocket.unixAddress(path) else { return nil }
+              var address = LocalSocketDirectory.address(path) else { return nil }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         unlink(path)    // a socket left by a holder that was killed; we hold the store's lock now

@@ -17,13 +17,7 @@ enum DaemonHoldRequest {
         guard (try? LocalSocketDirectory.check(directory)) != nil else { return false }
         let path = (directory as NSString).appendingPathComponent(socketName)
         guard FileManager.default.fileExists(atPath: path) else { return false }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in bytes.enumerated() { raw[i] = byte }
-        }
+        guard var address = LocalSocketDirectory.address(path) else { return false }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }

@@ -78,7 +78,7 @@ final class LocalClient: Sendable {
     /// A connected, non-blocking, close-on-exec Unix socket. The connect itself is immediate on a
     /// Unix socket (accepted into the backlog, or refused).
     private static func connectedSocket(_ path: String) throws(LocalAttachError) -> NIOBSDSocket.Handle {
-        guard var address = LocalHost.unixAddress(path) else { throw LocalAttachError("socket path too long: \(path)") }
+        guard var address = LocalSocketDirectory.address(path) else { throw LocalAttachError("socket path too long: \(path)") }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw LocalAttachError("socket: \(String(cString: strerror(errno)))") }
         var result: Int32

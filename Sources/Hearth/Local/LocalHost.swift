@@ -72,7 +72,7 @@ final class LocalHost: Sendable {
     /// A listening Unix socket at `path`, close-on-exec (NIO's own bind is not: a child the app
     /// spawns would keep it, and a client would connect to a socket nobody answers).
     private static func listeningSocket(_ path: String) throws -> NIOBSDSocket.Handle {
-        guard var address = unixAddress(path) else { throw LocalAttachError("socket path too long: \(path)") }
+        guard var address = LocalSocketDirectory.address(path) else { throw LocalAttachError("socket path too long: \(path)") }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw LocalAttachError("socket: \(String(cString: strerror(errno)))") }
         unlink(path)
@@ -88,17 +88,6 @@ final class LocalHost: Sendable {
             throw LocalAttachError("bind \(path): \(String(cString: strerror(code)))")
         }
         return fd
-    }
-
-    static func unixAddress(_ path: String) -> sockaddr_un? {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in bytes.enumerated() { raw[i] = byte }
-        }
-        return address
     }
 
     // MARK: Clients

@@ -19,6 +19,20 @@ package enum LocalSocketDirectory {
         return "/tmp/hearth-\(geteuid())"
     }
 
+    /// The address of the Unix socket at `path`; nil if the path does not fit in `sun_path`.
+    /// Every local socket of Hearth (attach, the daemon's, the command's control sockets) is
+    /// reached through it.
+    package static func address(_ path: String) -> sockaddr_un? {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in bytes.enumerated() { raw[i] = byte }
+        }
+        return address
+    }
+
     /// "/store-" + 32 hex digits + ".sock".
     static let longestSocketName = 1 + 6 + 32 + 5
 
