@@ -56,12 +56,9 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
-/// Which store a command works on, and how it finds peers.
-struct StoreOptions: ParsableArguments {
-    @Option(name: .customLong("store"), help: ArgumentHelp(
-        "The store identifier, e.g. com.example.notes (default $HEARTH_STORE_IDENTIFIER).", valueName: "id"))
-    var storeIdentifier: String?
-
+/// How a device finds and accepts peers: every store command takes these, and so does the
+/// daemon (which holds every store, so takes no `--store`).
+struct PeerOptions: ParsableArguments {
     @Option(name: .customLong("peer"), help: ArgumentHelp(
         "Sync with this peer (repeatable); replaces discovery (default: Avahi, falling back to $HEARTH_PEERS).",
         valueName: "host:port"))
@@ -74,18 +71,45 @@ struct StoreOptions: ParsableArguments {
     @Option(name: .customLong("listen"), help: ArgumentHelp("The address to listen on for peers.", valueName: "host"))
     var listenHost = "0.0.0.0"
 
-    /// The identifier, from the option or the environment.
-    func identifier() throws -> String {
-        if let storeIdentifier, !storeIdentifier.isEmpty { return storeIdentifier }
-        if let id = ProcessInfo.processInfo.environment["HEARTH_STORE_IDENTIFIER"], !id.isEmpty { return id }
-        throw CommandError(.usage, "no store given: pass --store ID (or set HEARTH_STORE_IDENTIFIER)")
-    }
-
     func validate() throws {
         for peer in peers where (try? StaticDiscoveryEndpoint.check(peer)) == nil {
             throw ValidationError("--peer \(peer) is not host:port")
         }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0-65535") }
+    }
+
+    /// These options as command-line words (what the daemon's unit file and its stores are given).
+    var arguments: [String] {
+        ["--listen", listenHost] + peers.flatMap { ["--peer", $0] } + (port.map { ["--port", String($0)] } ?? [])
+    }
+
+    /// The same settings as a store's options, for no particular store.
+    var storeOptions: StoreOptions {
+        // Parsed rather than assigned: an argument parser's option cannot be set from code.
+        do {
+            return try StoreOptions.parse(arguments)
+        } catch {
+            preconditionFailure("options checked by validate() do not parse: \(error)")
+        }
+    }
+}
+
+/// Which store a command works on, and how it finds peers.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("store"), help: ArgumentHelp(
+        "The store identifier, e.g. com.example.notes (default $HEARTH_STORE_IDENTIFIER).", valueName: "id"))
+    var storeIdentifier: String?
+
+    @OptionGroup var peering: PeerOptions
+    var peers: [String] { peering.peers }
+    var port: Int? { peering.port }
+    var listenHost: String { peering.listenHost }
+
+    /// The identifier, from the option or the environment.
+    func identifier() throws -> String {
+        if let storeIdentifier, !storeIdentifier.isEmpty { return storeIdentifier }
+        if let id = ProcessInfo.processInfo.environment["HEARTH_STORE_IDENTIFIER"], !id.isEmpty { return id }
+        throw CommandError(.usage, "no store given: pass --store ID (or set HEARTH_STORE_IDENTIFIER)")
     }
 
     /// The sync settings the command's store opens with.

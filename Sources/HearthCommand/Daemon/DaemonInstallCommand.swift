@@ -10,7 +10,7 @@ struct DaemonInstallCommand: AsyncParsableCommand {
         discussion: "Where systemd's user manager is not available, writes the unit anyway and says what to run instead.")
 
     @OptionGroup var global: GlobalOptions
-    @OptionGroup var store: DaemonStoreOptions
+    @OptionGroup var store: PeerOptions
 
     func run() async throws {
         var command = [SystemdUserUnit.executable, "daemon", "run"]
