@@ -10,7 +10,7 @@ struct JoinBundleTests {
         defer { [first, second, third].forEach(removeTemporaryDirectory) }
         let laptop = AccountStore(directory: first)
         let original = try laptop.createAccount(displayName: "The Smiths", deviceName: "laptop")
-        let bundle = try laptop.exportJoinBundle(original.account.id, passphrase: "correct horse battery staple")
+        let bundle = try laptop.exportJoinBundle(original.account.id, passphrase: "correct horse battery staple", scrypt: .testing)
         let text = String(decoding: bundle, as: UTF8.self)
         #expect(text.hasPrefix(JoinBundle.header))
         #expect(text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----"))
@@ -40,14 +40,14 @@ struct JoinBundleTests {
 
         // The joined device can itself export a bundle for a third device.
         let tablet = AccountStore(directory: third)
-        let relayed = try phone.exportJoinBundle(joined.account.id, passphrase: "pass")
+        let relayed = try phone.exportJoinBundle(joined.account.id, passphrase: "pass", scrypt: .testing)
         #expect(try tablet.importJoinBundle(relayed, passphrase: "pass", deviceName: "tablet").account.id == original.account.id)
     }
 
     @Test("Damaged bundles are refused as damaged")
     func damaged() throws {
         let authority = try AccountAuthority.create(displayName: "The Smiths")
-        let bundle = try JoinBundle.export(authority, passphrase: "pw")
+        let bundle = try JoinBundle.export(authority, passphrase: "pw", scrypt: .testing)
         let text = String(decoding: bundle, as: UTF8.self)
 
         func code(_ data: Data) -> IdentityError.Code? {

@@ -22,7 +22,7 @@ final class MultiStoreDevices: Sendable {
         ports = try (0..<count).map { _ in try SyncCluster.freePort() }
         let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectories[0]))
         let account = try owner.createAccount(displayName: "Stores", deviceName: "device-0")
-        let bundle = try owner.exportJoinBundle(account.account.id, passphrase: "p")
+        let bundle = try owner.exportJoinBundle(account.account.id, passphrase: "p", scrypt: .testing)
         for i in 1..<count {
             _ = try AccountStore(directory: URL(fileURLWithPath: accountDirectories[i])).importJoinBundle(bundle, passphrase: "p", deviceName: "device-\(i)")
         }

@@ -12,7 +12,7 @@ struct HubTests {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
         let a = try owner.createAccount(displayName: "Hub", deviceName: "A")
-        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p")
+        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
         let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
         let d = try AccountStore(directory: URL(fileURLWithPath: "\(root)/d")).importJoinBundle(bundle, passphrase: "p", deviceName: "D")
         let stores = ["com.example.notes", "com.example.todo"]
@@ -69,7 +69,7 @@ struct HubTests {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
         let a = try owner.createAccount(displayName: "Hub", deviceName: "A")
-        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p")
+        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
         let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
         let other = try SyncEngine(identity: c, replica: MemoryReplica(storeIdentifier: "com.example.other"), options: .init(host: "127.0.0.1"))
         let port = try await other.start()
