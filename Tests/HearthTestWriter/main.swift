@@ -2,8 +2,11 @@
 //
 //   hearth-test-writer loop DIR STORE       write forever; print "confirmed N" after each
 //                                           synchronize() that returned true
-//   hearth-test-writer hold DIR STORE       open the store, print "opened" or "error CODE: …",
-//                                           then hold it until killed
+//   hearth-test-writer hold DIR STORE[,STORE…]
+//                                           open each store, print "opened STORE host|attached" or
+//                                           "error CODE: …", then hold them until killed
+//   hearth-test-writer get DIR STORE KEY    open the store, print "read host|attached VALUE" (or
+//                                           "absent") at once, and exit
 //   hearth-test-writer put DIR STORE K=V…   write string values and exit without synchronize()
 //   hearth-test-writer share DIR STORE NAME COUNT OTHER
 //                                           open (hosting or attached, printed as "opened host|attached"),
@@ -35,10 +38,10 @@ let configuration = {
     return configuration
 }()
 
-func open() -> UbiquitousKeyValueStore {
-    if environment["HEARTH_TEST_APPLE_INIT"] == "1" { return UbiquitousKeyValueStore(storeIdentifier: arguments[3]) }
+func open(_ identifier: String = arguments[3]) -> UbiquitousKeyValueStore {
+    if environment["HEARTH_TEST_APPLE_INIT"] == "1" { return UbiquitousKeyValueStore(storeIdentifier: identifier) }
     do {
-        return try UbiquitousKeyValueStore(storeIdentifier: arguments[3], configuration: configuration)
+        return try UbiquitousKeyValueStore(storeIdentifier: identifier, configuration: configuration)
     } catch {
         say("error \(error.code): \(error)")
         exit(1)
@@ -59,9 +62,15 @@ case "loop":
         }
     }
 case "hold":
-    let store = open()
-    say("opened \(store.storeIdentifier)")
+    let stores = arguments[3].split(separator: ",").map { open(String($0)) }
+    for store in stores { say("opened \(store.storeIdentifier) \(store.isAttached ? "attached" : "host")") }
     while true { pause() }
+case "get":
+    guard arguments.count == 5 else { exit(64) }
+    let store = open()
+    let value = store.object(forKey: arguments[4]).map { "\($0)" } ?? "absent"
+    say("read \(store.isAttached ? "attached" : "host") \(value)")
+    exit(0)
 case "put":
     let store = open()
     for pair in arguments.dropFirst(4) {
