@@ -42,6 +42,9 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         public static let persistenceFailed = Code(rawValue: "persistenceFailed")
         /// This device's sync engine could not be set up (its TLS identity, say).
         public static let syncUnavailable = Code(rawValue: "syncUnavailable")
+        /// ``AttachMode/required``: no device daemon runs for this user, or it would not
+        /// hold the store.
+        public static let daemonUnavailable = Code(rawValue: "daemonUnavailable")
     }
 
     public let code: Code

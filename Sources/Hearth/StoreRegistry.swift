@@ -64,8 +64,13 @@ enum StoreRegistry {
     /// up to ``attachTimeout``, then throws `storeLocked` with why attaching failed.
     private static func openOrAttach(_ location: StoreLocation, identity: DeviceIdentity?,
                                      configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
-        if configuration.attach == .automatic {
+        switch configuration.attach {
+        case .automatic:
             _ = DaemonHoldRequest.ask(storeIdentifier: location.storeIdentifier, dataDirectory: location.dataDirectory)
+        case .required:
+            return try attachToDaemon(location, configuration: configuration)
+        case .embedded:
+            break
         }
         let deadline = DispatchTime.now() + attachTimeout
         var delay: UInt32 = 5
@@ -89,6 +94,28 @@ enum StoreRegistry {
             // Rare (a host starting or exiting): a short sleep on the opening thread, as a file open may block.
             usleep(delay * 1000)
             delay = min(delay * 2, 200)
+        }
+    }
+
+    /// ``AttachMode/required``: the daemon holds the store (asked now) and this process attaches
+    /// to it, retrying for ``attachTimeout`` (the daemon may be opening it); never the file itself.
+    private static func attachToDaemon(_ location: StoreLocation,
+                                       configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+        guard DaemonHoldRequest.ask(storeIdentifier: location.storeIdentifier, dataDirectory: location.dataDirectory) else {
+            throw KeyValueStoreError(code: .daemonUnavailable, key: nil,
+                                     reason: "no Hearth daemon runs for this user, or it does not hold stores of \(location.dataDirectory) (attach mode .required; start it with hearth daemon)")
+        }
+        let deadline = DispatchTime.now() + attachTimeout
+        while true {
+            do {
+                return try StoreBackend.attach(storeIdentifier: location.storeIdentifier, location: location,
+                                               configuration: configuration, deadline: min(deadline, .now() + .seconds(5)))
+            } catch {
+                guard DispatchTime.now() < deadline else {
+                    throw KeyValueStoreError(code: .daemonUnavailable, key: nil, reason: "the Hearth daemon holds the store but attaching to it failed: \(error)")
+                }
+            }
+            usleep(20_000)
         }
     }
 

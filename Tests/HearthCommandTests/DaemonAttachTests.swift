@@ -111,4 +111,37 @@ struct DaemonAttachTests {
         let held = try await keys(on: kitchen, store: store)
         #expect(arrived, "kitchen has \(held) of \(count); laptop daemon: \(daemonA.errorOutput)")
     }
+
+    @Test("attach = .required: without a daemon the open fails with daemonUnavailable; with one the app attaches, stays attached through a daemon SIGKILL and restart (never hosting), and every write arrives")
+    func requiredMode() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
+        let (laptop, kitchen) = try await household()
+        let store = "com.example.required"
+        let writer = try #require(ChildProcess.builtProduct("hearth-test-writer"))
+        var environment = laptop.environment(peers: [kitchen])
+        environment["HEARTH_TEST_ATTACH"] = "required"
+        let refused = try await ChildProcess.run(writer, ["get", laptop.data, store, "k"], environment: environment)
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("error daemonUnavailable"), "\(refused.output)")
+        #expect(!FileManager.default.fileExists(atPath: laptop.data), "a .required open created files of its own")
+
+        var daemonA = try await startDaemon(laptop, peer: kitchen)
+        let daemonB = try await startDaemon(kitchen, peer: laptop)
+        defer { daemonA.terminate(); daemonB.terminate() }
+        let count = 300
+        let app = try ChildProcess(writer, ["count", laptop.data, store, "app", String(count), "15"], environment: environment)
+        defer { app.terminate() }
+        #expect(await app.waitForOutput("opened attached", upTo: .seconds(30)), "\(app.output) \(app.errorOutput)")
+        #expect(await app.waitForOutput("wrote 50", upTo: .seconds(30)))
+        daemonA.kill()
+        _ = await daemonA.wait(upTo: .seconds(10))
+        #expect(await app.waitForOutput("wrote 100", upTo: .seconds(30)), "the app stopped: \(app.output) \(app.errorOutput)")
+        daemonA = try await startDaemon(laptop, peer: kitchen)
+        #expect(await app.waitForOutput("done \(count) true", upTo: .seconds(90)), "\(app.output) \(app.errorOutput)")
+        #expect(await app.waitForOutput("still attached", upTo: .seconds(10)), "the app took the store over: \(app.output) \(app.errorOutput)")
+        #expect(await app.wait(upTo: .seconds(10)) == 0)
+        let arrived = try await HearthCLI.eventually(upTo: .seconds(60)) { try await keys(on: kitchen, store: store) == count }
+        let held = try await keys(on: kitchen, store: store)
+        #expect(arrived, "kitchen has \(held) of \(count); laptop daemon: \(daemonA.errorOutput)")
+    }
 }

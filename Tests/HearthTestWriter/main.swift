@@ -17,7 +17,8 @@
 //                                           write NAME-1…NAME-N (values 1…N), MS ms apart, printing
 //                                           "wrote I" every 10; then synchronize(), print "done N BOOL"
 //
-// HEARTH_TEST_ATTACH=embedded opens with `.embedded` (own the file or fail); HEARTH_TEST_APPLE_INIT=1
+// HEARTH_TEST_ATTACH=embedded opens with `.embedded` (own the file or fail), =required with
+// `.required` (attach to the device daemon or fail); HEARTH_TEST_APPLE_INIT=1
 // opens with Apple's non-throwing init (the data directory then comes from XDG_DATA_HOME).
 import Foundation
 import Hearth
@@ -34,7 +35,11 @@ guard arguments.count >= 4 else {
 let environment = ProcessInfo.processInfo.environment
 let configuration = {
     var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: arguments[2])
-    if environment["HEARTH_TEST_ATTACH"] == "embedded" { configuration.attach = .embedded }
+    switch environment["HEARTH_TEST_ATTACH"] {
+    case "embedded": configuration.attach = .embedded
+    case "required": configuration.attach = .required
+    default: break
+    }
     return configuration
 }()
 
@@ -114,6 +119,7 @@ case "count":
         usleep(interval * 1000)
     }
     say("done \(count) \(store.synchronize())")
+    say("still \(store.isAttached ? "attached" : "host")")
     exit(0)
 default:
     say("unknown mode \(arguments[1])")

@@ -17,4 +17,18 @@ public enum AttachMode: Sendable, Hashable {
     /// behaviour before attaching existed). Once open, it hosts the store for processes that
     /// attach, as ``automatic`` does.
     case embedded
+    /// The store is held by this user's device daemon (`hearth daemon`, docs/daemon.md) and
+    /// this process only ever attaches to it: no file of its own, no sync engine, whatever
+    /// happens. The throwing initializer throws ``KeyValueStoreError/Code/daemonUnavailable``
+    /// when no daemon runs or it will not hold the store (another data directory). If the
+    /// daemon stops while the app runs, the app's writes wait in its process (reads go on from
+    /// its copy) and are sent, in order, when a daemon is back; this process never takes the
+    /// store over, as ``automatic`` would.
+    ///
+    /// ```swift
+    /// var configuration = UbiquitousKeyValueStore.Configuration()
+    /// configuration.attach = .required
+    /// let store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.notes", configuration: configuration)
+    /// ```
+    case required
 }

@@ -246,6 +246,24 @@ extension StoreBackend {
         while true {
             guard let client = state.withLock({ s in s.attachment.flatMap { $0.closed ? nil : $0.client } }) else { return }
             let configuration = client.configuration
+            if configuration.attach == .required {
+                // Only ever the daemon's: wait for it (a restarted daemon holds the store again
+                // at its first scan; asking makes that immediate).
+                if DaemonHoldRequest.ask(storeIdentifier: storeIdentifier, dataDirectory: dataDirectory) {
+                    do {
+                        try connectToHost(client, deadline: .now() + .seconds(5))
+                        logger.info("reattached to the daemon holding the store", metadata: ["store": "\(storeIdentifier)"])
+                        finishReconnecting()
+                        return
+                    } catch {
+                        if error.description != lastError { logger.debug("cannot attach yet: \(error)", metadata: ["store": "\(storeIdentifier)"]) }
+                        lastError = error.description
+                    }
+                }
+                usleep(useconds_t(delay * 1000))
+                delay = min(delay * 2, 500)
+                continue
+            }
             let identity = StoreRegistry.signedInIdentity(configuration)
             let location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: identity?.account.id.hex)
             do {
