@@ -22,6 +22,8 @@ if $quick; then default_out=Benchmarks/results/quick; else default_out=Benchmark
 out=${HEARTH_BENCH_OUT:-$default_out}
 mkdir -p "$out"
 swift build -c release --scratch-path .build-bench --product hearth-benchmarks
+# The daemon section runs the real `hearth daemon`, found next to the benchmark binary.
+swift build -c release --scratch-path .build-bench --product hearth
 
 # Asked before machine.txt is rewritten, and not counting this command's own outputs.
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -36,6 +38,17 @@ git diff --quiet HEAD -- . ':!Benchmarks/results' ':!docs/benchmarks-latency.png
 } > "$out/machine.txt"
 
 .build-bench/release/hearth-benchmarks "$@" --out "$out"
+
+# The same run's busy device (issue 13, point 8): 9 devices running hearth daemon with 20
+# stores each; its connections, listeners, mDNS services, idle CPU, wake-ups and RSS.
+case " $* " in
+  *" --quick "*|*" --only "*) ;;
+  *) { echo
+       echo "### 8b. A device running hearth daemon with 20 stores and 8 peer devices (scripts/bench-daemon.sh)"
+       echo
+       scripts/bench-daemon.sh | grep '^|'
+     } | tee -a "$out/table.md" ;;
+esac
 
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
 cat "$out/machine.txt"

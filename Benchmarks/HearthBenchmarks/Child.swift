@@ -16,7 +16,9 @@ final class Child: Sendable {
     /// Every child alive, so a failing run still ends them all.
     static let live = Mutex<[pid_t: String]>([:])
 
-    init(name: String, arguments childArguments: [String], environment: [String: String] = [:]) throws {
+    /// `executable` is this benchmark binary unless given (the daemon section runs `hearth`).
+    init(name: String, arguments childArguments: [String], environment: [String: String] = [:],
+         executable program: String? = nil) throws {
         self.name = name
         var toChild: [Int32] = [0, 0], fromChild: [Int32] = [0, 0]
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else { throw BenchError("pipe failed") }
@@ -36,7 +38,7 @@ final class Child: Sendable {
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
-        var executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var executable = program ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         var arguments = [executable] + childArguments

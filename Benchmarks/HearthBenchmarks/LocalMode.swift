@@ -12,8 +12,13 @@ enum LocalMode {
         var logger = Logger(label: "hearth")
         logger.logLevel = .warning
         // Write-behind on (1 s), as an app has it; signing is not involved (signed out).
-        let store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.local",
-                                                configuration: .init(dataDirectory: arguments["dir"]!, sync: .disabled, logger: logger))
+        // With config=DIR the store is the signed-in account's, as an app opens it by default:
+        // where a device daemon runs (the daemon section), it holds the store and this process
+        // attaches to it, so the figures are those of an attached app.
+        let sync = arguments["config"].map { SyncSettings(accountDirectory: $0, discovery: .none, listenHost: "127.0.0.1") } ?? .disabled
+        let store = try UbiquitousKeyValueStore(storeIdentifier: arguments["store"] ?? "com.example.local",
+                                                configuration: .init(dataDirectory: arguments["dir"]!, sync: sync, logger: logger))
+        out.send("OPENED \(store.isAttached ? "attached" : "host")")
         let suite = "hearth-bench-\(getpid())"
         guard let defaults = UserDefaults(suiteName: suite) else { throw BenchError("no UserDefaults suite") }
         defer { defaults.removePersistentDomain(forName: suite) }
@@ -47,22 +52,30 @@ enum LocalMode {
             out.send("LOCAL \(name) \(median(rates))")
         }
 
+        // After each run of sets, untimed: the writes reach disk (and, attached, the daemon
+        // has them), so the next measurement does not share the CPU with their backlog.
+        func settle() { store.synchronize() }
+
         rate("hearth.set.string") { store.set(strings[$0 & 1], forKey: "s") }
+        settle()
         rate("defaults.set.string") { defaults.set(strings[$0 & 1], forKey: "s") }
         rate("hearth.get.string") { sink &+= store.string(forKey: "s")?.utf8.count ?? 0; _ = $0 }
         rate("defaults.get.string") { sink &+= defaults.string(forKey: "s")?.utf8.count ?? 0; _ = $0 }
 
         rate("hearth.set.data1k") { store.set(datas[$0 & 1], forKey: "d") }
+        settle()
         rate("defaults.set.data1k") { defaults.set(datas[$0 & 1], forKey: "d") }
         rate("hearth.get.data1k") { sink &+= store.data(forKey: "d")?.count ?? 0; _ = $0 }
         rate("defaults.get.data1k") { sink &+= defaults.data(forKey: "d")?.count ?? 0; _ = $0 }
 
         rate("hearth.set.dict100") { store.set(dictionaries[$0 & 1], forKey: "m") }
+        settle()
         rate("defaults.set.dict100") { defaults.set(dictionaries[$0 & 1], forKey: "m") }
         rate("hearth.get.dict100") { sink &+= store.dictionary(forKey: "m")?.count ?? 0; _ = $0 }
         rate("defaults.get.dict100") { sink &+= defaults.dictionary(forKey: "m")?.count ?? 0; _ = $0 }
         // The Swift-native API skips the Foundation conversions both ways.
         rate("hearth.setValue.dict100") { try? store.setValue(plists[$0 & 1], forKey: "n") }
+        settle()
         rate("hearth.value.dict100") {
             if case .dictionary(let d)? = store.value(forKey: "n") { sink &+= d.count }
             _ = $0

@@ -116,6 +116,9 @@ final class Commands: Sendable {
                 return
             case "peers":
                 out.send("P \(store.connectedPeerCount)")
+            case "attached":
+                // Attached to another process (a device daemon) that holds and syncs the store.
+                out.send("A \(store.isAttached)")
             case "lat":
                 // The value is the send time: the receiver subtracts it from its arrival time.
                 let key = f.count > 1 ? f[1] : "lat"

@@ -8,7 +8,7 @@ final class Suite {
     let quick: Bool
     let outputDirectory: String
     let root: String
-    private var table = Table()
+    var table = Table()
     private var latencyRows: [String] = ["scenario,receiver,nanoseconds"]
     private var configs: [String] = []
     private var nextConfig = 0
@@ -37,7 +37,7 @@ final class Suite {
         try makeHousehold(devices: 24)
         log("household of 24 devices ready")
 
-        // --only local,latency,throughput,join: a part of the suite (for profiling).
+        // --only local,latency,throughput,join,crypto,daemon: a part of the suite (for profiling).
         func wanted(_ part: String) -> Bool { only.isEmpty || only.contains(part) }
         if wanted("local") { try localOperations() }
         if wanted("latency") || wanted("throughput") {
@@ -47,6 +47,7 @@ final class Suite {
         }
         if wanted("join") { try initialSyncReconnectFootprint(handshake: try await handshakeBytes()) }
         if wanted("crypto") { try cryptoCosts() }
+        if wanted("daemon") { try daemon() }
 
         table.note("suite ran in \(String(format: "%.0f", Double(monotonicNanoseconds() - started) / 1e9)) s"
                    + (quick ? " (--quick: fewer samples, figures indicative only)" : ""))
@@ -131,14 +132,7 @@ final class Suite {
         let child = try Child(name: "local", arguments: ["local", "dir=\(root)/local", "seconds=\(quick ? 0.1 : 0.4)"],
                               environment: ["HOME": home, "XDG_CONFIG_HOME": "\(home)/.config"])
         defer { child.quit() }   // it exits by itself after DONE
-        var rates: [String: Double] = [:]
-        while true {
-            let line = try child.readLine(timeout: 120)
-            let f = line.split(separator: " ")
-            if f.first == "DONE" { break }
-            guard f.first == "LOCAL", f.count == 3 else { throw BenchError("local: \(line)") }
-            rates[String(f[1])] = Double(f[2])!
-        }
+        let rates = try localRates(child).rates
         table.section("1. Local operations (one process, ops/s, median of 3 runs)",
                       header: ["operation", "Hearth", "UserDefaults", "ratio", "target", "verdict"])
         for (op, label) in [("set", "set"), ("get", "get")] {
@@ -152,6 +146,21 @@ final class Suite {
                    String(format: "%.1f×", rates["hearth.setValue.dict100"]! / d1), "—", ""])
         table.row(["value(forKey:) 100-entry dictionary (Swift API)", rate(rates["hearth.value.dict100"]!), rate(d2),
                    String(format: "%.1f×", rates["hearth.value.dict100"]! / d2), "—", ""])
+    }
+
+    /// The rates a `local` child prints, and how it opened its store ("host" or "attached").
+    func localRates(_ child: Child) throws -> (opened: String, rates: [String: Double]) {
+        var rates: [String: Double] = [:]
+        var opened = ""
+        while true {
+            let line = try child.readLine(timeout: 120)
+            let f = line.split(separator: " ")
+            if f.first == "DONE" { break }
+            if f.first == "OPENED", f.count == 2 { opened = String(f[1]); continue }
+            guard f.first == "LOCAL", f.count == 3 else { throw BenchError("\(child.name): \(line)") }
+            rates[String(f[1])] = Double(f[2])!
+        }
+        return (opened, rates)
     }
 
     // MARK: 2. Floor and propagation

@@ -3,7 +3,7 @@ import Foundation
 // hearth-benchmarks: the benchmark suite (docs/benchmarks.md). Without a mode it runs the
 // whole suite and prints the table; the other modes are the child processes it spawns.
 //
-//   hearth-benchmarks [--quick] [--out DIR] [--only local,latency,throughput,join]
+//   hearth-benchmarks [--quick] [--out DIR] [--only local,latency,throughput,join,crypto,daemon]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 /// `key=value` arguments of the child modes.

@@ -154,8 +154,11 @@ final class StoreBackend: Sendable {
                 return restamped.isEmpty ? (false, nil, [], nil) : (scheduleSave(&s), s.localChangeHandler, restamped, nil)
             }
             if s.attachment != nil {
-                // Sent under the lock, so that writes leave in sequence order (a NIO write only queues).
-                s.attachment!.enqueue(entry, logger: logger)
+                // Queued under the lock, so that writes leave in sequence order; the flush task
+                // (at most one queued at a time) sends every write made until it runs.
+                if let channel = s.attachment!.enqueue(entry) {
+                    channel.eventLoop.execute { [weak self] in self?.flushOutbox() }
+                }
                 return (false, nil, [], nil)
             }
             s.unsignedKeys.insert(key)

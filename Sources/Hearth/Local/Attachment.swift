@@ -37,12 +37,44 @@ struct Attachment: Sendable {
         self.location = location
     }
 
-    /// Records a write of this process and sends it if connected; otherwise it goes with the
-    /// resend after the next snapshot.
-    mutating func enqueue(_ entry: Entry, logger: Logger) {
+    /// Writes made since the last flush to the host, sent together and in order by one task on
+    /// the connection's event loop (``StoreBackend/flushOutbox()``): a burst of sets costs one
+    /// wake-up and one socket write, not one of each per set, and nothing is encoded under the
+    /// store's lock.
+    var outbox: [Entry] = []
+    /// A flush task is queued: the next writes join its batch.
+    var outboxScheduled = false
+
+    /// Records a write of this process for the host. Returns the channel on which the caller
+    /// must queue a flush (none if one is queued already, or while not attached: the write
+    /// then goes with the resend after the next snapshot).
+    mutating func enqueue(_ entry: Entry) -> (any Channel)? {
         pending.append(entry)
-        guard attached, let channel else { return }
-        Self.send(.write([entry]), on: channel, logger: logger)
+        guard attached, let channel else { return nil }
+        outbox.append(entry)
+        guard !outboxScheduled else { return nil }
+        outboxScheduled = true
+        return channel
+    }
+
+    /// `entries` as write messages of at most ``LocalMessage/maximumEntries`` entries and about
+    /// 1 MiB of values each (a frame holds 4 MiB; one entry alone is at most 1 MiB and its key).
+    static func writeMessages(_ entries: [Entry]) -> [LocalMessage] {
+        var messages: [LocalMessage] = []
+        var batch: [Entry] = []
+        var bytes = 0
+        for entry in entries {
+            let size = entry.quotaSize + 64
+            if !batch.isEmpty, batch.count == LocalMessage.maximumEntries || bytes + size > 1 << 20 {
+                messages.append(.write(batch))
+                batch = []
+                bytes = 0
+            }
+            batch.append(entry)
+            bytes += size
+        }
+        if !batch.isEmpty { messages.append(.write(batch)) }
+        return messages
     }
 
     /// Queues `message` on the channel's event loop. Always queued, never written inline, even on

@@ -355,7 +355,9 @@ extension StoreBackend {
             s.replica = a.view(from: s.replica, origin: origin)
             a.attached = true
             a.everAttached = true
-            for entry in a.pending { Attachment.send(.write([entry]), on: channel, logger: logger) }
+            // Every pending write again, in order; the outbox's are among them.
+            a.outbox = []
+            for message in Attachment.writeMessages(a.pending) { Attachment.send(message, on: channel, logger: logger) }
             s.attachment = a
             guard let before else { return (nil, a.client) }
             let changed = Self.changedKeys(before, s.replica.visibleValues)
@@ -365,6 +367,37 @@ extension StoreBackend {
         guard let (event, client) = outcome else { return }
         if let event { post(event) }
         client.wake()
+    }
+
+    /// Sends the writes queued since the last flush, as few messages as their size allows (on
+    /// the event loop of the connection they were queued for). A connection replaced meanwhile
+    /// gets them on the new one if it is attached; otherwise the snapshot's resend carries them.
+    func flushOutbox() {
+        let (entries, channel) = state.withLock { s -> ([Entry], (any Channel)?) in
+            guard s.attachment != nil else { return ([], nil) }
+            s.attachment!.outboxScheduled = false
+            let entries = s.attachment!.outbox
+            s.attachment!.outbox = []
+            guard s.attachment!.attached, let channel = s.attachment!.channel else { return ([], nil) }
+            return (entries, channel)
+        }
+        guard let channel, !entries.isEmpty else { return }
+        // A key written again before this flush: only its last write goes (it wins anyway, and
+        // the host takes sequences with gaps). The rest keep their order.
+        var seen = Set<StoreKey>()
+        var latest: [Entry] = []
+        for entry in entries.reversed() where seen.insert(entry.key).inserted { latest.append(entry) }
+        for message in Attachment.writeMessages(latest.reversed()) {
+            do {
+                channel.writeAndFlush(ByteBuffer(bytes: try message.encoded()), promise: nil)
+            } catch {
+                // Never expected (entries are checked against StoreLimits first); the writes stay
+                // pending and go again after a reattach.
+                logger.error("cannot encode a message for the host: \(error)", metadata: ["store": "\(storeIdentifier)"])
+                channel.close(promise: nil)
+                return
+            }
+        }
     }
 
     /// Entries that changed at the host (another process's write, a peer's): merged into the
