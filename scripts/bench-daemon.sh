@@ -91,11 +91,14 @@ sleep 5
 daemon=$(cat "$work/d0/run/hearth/daemon.lock" | tr -d '\n')
 in_ns() { if [ "$namespace" -eq 1 ]; then ip netns exec "$HEARTH_NETNS" "$@"; else "$@"; fi; }
 cpu() { awk '{print $14 + $15}' "/proc/$daemon/stat"; }
-wakeups() { cat /proc/"$daemon"/task/*/status | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'; }
+# Per thread "TID count": a thread that ends during the window must not subtract its count.
+wakeups() { for t in /proc/"$daemon"/task/*; do echo "${t##*/} $(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null)"; done; }
 ticks=$(getconf CLK_TCK)
-cpu0=$(cpu); wake0=$(wakeups)
+cpu0=$(cpu); wakeups >"$work/wake0"
 sleep "$seconds"
-cpu1=$(cpu); wake1=$(wakeups)
+cpu1=$(cpu); wakeups >"$work/wake1"
+# Threads alive at both ends: their switches in between; a thread born meanwhile: all of its.
+wake=$(awk 'NR == FNR {before[$1] = $2; next} $2 != "" {s += $2 - ($1 in before ? before[$1] : 0)} END {print s + 0}' "$work/wake0" "$work/wake1")
 connections=$(in_ns ss -tnpH state established | grep -c "pid=$daemon," || true)
 listeners=$(in_ns ss -tlnpH | grep -c "pid=$daemon," || true)
 services="n/a (no namespace)"
@@ -103,13 +106,13 @@ if [ "$namespace" -eq 1 ]; then
   services=$(scripts/testnet/run.sh avahi-browse -rpt _hearth._tcp 2>/dev/null | grep '^=' | cut -d';' -f4 | sort -u | wc -l)
 fi
 rss=$(awk '/^VmRSS/ {print $2 " " $3}' "/proc/$daemon/status")
-awk -v c0="$cpu0" -v c1="$cpu1" -v t="$ticks" -v s="$seconds" -v w0="$wake0" -v w1="$wake1" \
+awk -v c0="$cpu0" -v c1="$cpu1" -v t="$ticks" -v s="$seconds" -v w="$wake" \
     -v conn="$connections" -v lis="$listeners" -v svc="$services" -v rss="$rss" -v d="$devices" -v st="$stores" 'BEGIN {
   printf "| measured device: %d stores, %d peer devices | figure |\n| --- | --- |\n", st, d - 1
   printf "| TLS connections of its daemon (ss, established) | %d |\n", conn
   printf "| listening sockets of its daemon | %d |\n", lis
   printf "| _hearth._tcp services on the network (avahi-browse, all %d devices) | %s |\n", d, svc
   printf "| idle CPU over %d s | %.3f %% of a core (%.2f s) |\n", s, (c1 - c0) / t / s * 100, (c1 - c0) / t
-  printf "| wake-ups (voluntary context switches, all threads) | %.1f per second |\n", (w1 - w0) / s
+  printf "| wake-ups (voluntary context switches, all threads) | %.1f per second |\n", w / s
   printf "| RSS | %s |\n", rss
 }'

@@ -32,36 +32,39 @@ extension StoreBackend {
     }
 
     /// Follows the account directory's `current` pointer (changed by `hearth account …` or
-    /// another app) and switches when it changes. A stat and a tiny read once a second.
+    /// another app) and switches when it changes. Told by ``AccountDirectoryWatcher`` (inotify:
+    /// nothing runs while the pointer stays put); each check compares the pointer with the
+    /// account the store is on, and checks run one after another.
     func watchAccount(settings: SyncSettings) {
-        let accounts = settings.accountDirectory.map { AccountStore(directory: URL(fileURLWithPath: $0)) } ?? AccountStore()
-        let watcher = Task { [weak self] in
-            var failed: AccountID?? = nil
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
-                guard let self else { return }
-                // Compare with the account the store is on, not with a remembered value:
-                // a change made before this task first ran is then noticed too.
-                let now = try? accounts.currentAccountID()
-                guard now?.hex != self.location?.account, failed != .some(now) else { continue }
-                do {
-                    let identity = now == nil ? nil : try accounts.loadCurrentIdentity()
-                    try await self.switchAccount(to: identity, settings: settings)
-                    failed = nil
-                } catch {
-                    failed = .some(now)
-                    self.logger.error("could not follow the account change: \(error)", metadata: ["store": "\(self.storeIdentifier)"])
-                }
-            }
+        let directory = settings.accountDirectory ?? AccountStore.defaultDirectory().path
+        let accounts = AccountStore(directory: URL(fileURLWithPath: directory))
+        let checks = AccountChecks()
+        let token = AccountDirectoryWatcher.shared.subscribe(directory) { [weak self] in
+            checks.enqueue { [weak self] failed in await self?.followAccount(accounts, settings: settings, failed: &failed) }
         }
-        state.withLock { $0.accountWatcher = watcher }
+        state.withLock { $0.accountWatch = (directory, token) }
+        // A change made before the subscription is noticed too.
+        checks.enqueue { [weak self] failed in await self?.followAccount(accounts, settings: settings, failed: &failed) }
+    }
+
+    /// Switches if the pointer names another account than the store's. `failed` is the
+    /// pointer a switch to which failed (logged once; tried again when the pointer changes).
+    private func followAccount(_ accounts: AccountStore, settings: SyncSettings, failed: inout AccountID??) async {
+        let now = try? accounts.currentAccountID()
+        guard now?.hex != location?.account, failed != .some(now) else { return }
+        do {
+            let identity = now == nil ? nil : try accounts.loadCurrentIdentity()
+            try await switchAccount(to: identity, settings: settings)
+            failed = nil
+        } catch {
+            failed = .some(now)
+            logger.error("could not follow the account change: \(error)", metadata: ["store": "\(storeIdentifier)"])
+        }
     }
 
     func stopWatchingAccount() {
-        state.withLock { s in
-            s.accountWatcher?.cancel()
-            s.accountWatcher = nil
-        }
+        guard let (directory, token) = state.withLock({ s in defer { s.accountWatch = nil }; return s.accountWatch }) else { return }
+        AccountDirectoryWatcher.shared.unsubscribe(directory, token: token)
     }
 
     /// Switches the store to `identity`'s account (`nil`: signed out).
@@ -120,5 +123,27 @@ extension StoreBackend {
         // Attached processes reattach: a snapshot of the new account's data, posted as accountChange.
         reconnectAttached()
         if let identity { startSync(identity: identity, settings: settings) }
+    }
+}
+
+/// A store's account checks, run one after another (a burst of changes to the pointer must not
+/// start concurrent switches), each after the previous one ended.
+final class AccountChecks: Sendable {
+    private struct State {
+        var last: Task<Void, Never>?
+        var failed: AccountID?? = nil
+    }
+    private let state = Locked(State())
+
+    func enqueue(_ check: @escaping @Sendable (inout AccountID??) async -> Void) {
+        state.withLock { s in
+            let previous = s.last
+            s.last = Task { [self] in
+                await previous?.value
+                var failed = state.withLock { $0.failed }
+                await check(&failed)
+                state.withLock { $0.failed = failed }
+            }
+        }
     }
 }

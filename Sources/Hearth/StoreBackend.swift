@@ -28,7 +28,8 @@ final class StoreBackend: Sendable {
         var sync: SyncRun?
         /// What sync was started with, to start it again after ``stopSync()``.
         var syncParameters: SyncParameters?
-        var accountWatcher: Task<Void, Never>?
+        /// The account directory watched and this store's subscription (``watchAccount(settings:)``).
+        var accountWatch: (directory: String, token: UInt64)?
         /// Apple's strict mode: refuse writes until the first download from peers.
         var refuseWritesBeforeInitialSync = false
         /// Per origin, the earliest entry refused for now (stamped too far ahead of our clock):
