@@ -29,6 +29,9 @@ work=$(mktemp -d)
 pids=()
 namespace=0
 cleanup() {
+  # The daemons run under wrappers (run_as, run.sh): find them by their folders.
+  pkill -TERM -f -- "--config-dir $work/" 2>/dev/null || true
+  for _ in $(seq 100); do pgrep -f -- "--config-dir $work/" >/dev/null || break; sleep 0.1; done
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   [ "$namespace" -eq 1 ] && scripts/testnet/down.sh >/dev/null 2>&1
@@ -92,12 +95,14 @@ daemon=$(cat "$work/d0/run/hearth/daemon.lock" | tr -d '\n')
 in_ns() { if [ "$namespace" -eq 1 ]; then ip netns exec "$HEARTH_NETNS" "$@"; else "$@"; fi; }
 cpu() { awk '{print $14 + $15}' "/proc/$daemon/stat"; }
 # Per thread "TID count": a thread that ends during the window must not subtract its count.
-wakeups() { for t in /proc/"$daemon"/task/*; do echo "${t##*/} $(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null)"; done; }
+wakeups() { for t in /proc/"$daemon"/task/*; do echo "${t##*/} $(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null) $(cat "$t/comm" 2>/dev/null | tr ' ' _)"; done; }
 ticks=$(getconf CLK_TCK)
 cpu0=$(cpu); wakeups >"$work/wake0"
 sleep "$seconds"
 cpu1=$(cpu); wakeups >"$work/wake1"
 # Threads alive at both ends: their switches in between; a thread born meanwhile: all of its.
+# Which threads woke, by name (to stderr: what to look at when the figure is high).
+awk 'NR == FNR {before[$1] = $2; next} $2 != "" {n[$3] += $2 - ($1 in before ? before[$1] : 0)} END {for (k in n) if (n[k] > 0) printf "   %s: %d\n", k, n[k]}' "$work/wake0" "$work/wake1" | sort -t: -k2 -rn >&2
 wake=$(awk 'NR == FNR {before[$1] = $2; next} $2 != "" {s += $2 - ($1 in before ? before[$1] : 0)} END {print s + 0}' "$work/wake0" "$work/wake1")
 connections=$(in_ns ss -tnpH state established | grep -c "pid=$daemon," || true)
 listeners=$(in_ns ss -tlnpH | grep -c "pid=$daemon," || true)
