@@ -9,12 +9,7 @@ cd "$(dirname "$0")/.."
 
 swift build --build-tests
 
-# At most this many tests at once. Swift Testing otherwise starts all 271 together, and on a
-# 2-core machine the cooperative pool has two threads: a few CPU-bound or blocking tests then
-# starve the sync sessions of the others (which run on that pool), whose 5-10 s liveness
-# bounds fail — 28 to 68 failures in a run, and faster overall with a bound (96 s against
-# 134-175 s here). Raise it on a bigger machine.
-export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${HEARTH_TEST_PARALLELISM:-6}"
+# At most 6 tests at once (scripts/setup.sh; HEARTH_TEST_PARALLELISM sets it).
 
 if [ "$(id -u)" -eq 0 ] && scripts/testnet/up.sh; then
   trap 'scripts/testnet/down.sh' EXIT
