@@ -85,6 +85,17 @@ struct DaemonAttachTests {
         #expect(arrived, "kitchen has \(held) of 30")
     }
 
+    /// Once the app has written 50, kills the laptop's daemon (SIGKILL), checks that the app goes
+    /// on to 100, and starts the daemon again.
+    func killDaemonDuringWrites(_ daemon: inout ChildProcess, app: ChildProcess, laptop: Host, kitchen: Host) async throws {
+        #expect(await app.waitForOutput("opened attached", upTo: .seconds(30)), "\(app.output) \(app.errorOutput)")
+        #expect(await app.waitForOutput("wrote 50", upTo: .seconds(30)))
+        daemon.kill()
+        _ = await daemon.wait(upTo: .seconds(10))
+        #expect(await app.waitForOutput("wrote 100", upTo: .seconds(30)), "the app stopped: \(app.output) \(app.errorOutput)")
+        daemon = try await startDaemon(laptop, peer: kitchen)
+    }
+
     @Test("Point 5: the daemon killed with SIGKILL during an app's write loop and restarted: every write arrives at a peer; the app goes on")
     func daemonKilledDuringWrites() async throws {
         defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
@@ -97,12 +108,7 @@ struct DaemonAttachTests {
         let count = 200
         let app = try ChildProcess(writer, ["count", laptop.data, store, "app", String(count), "15"], environment: laptop.environment(peers: [kitchen]))
         defer { app.terminate() }
-        #expect(await app.waitForOutput("opened attached", upTo: .seconds(30)), "\(app.output) \(app.errorOutput)")
-        #expect(await app.waitForOutput("wrote 50", upTo: .seconds(30)))
-        daemonA.kill()
-        _ = await daemonA.wait(upTo: .seconds(10))
-        #expect(await app.waitForOutput("wrote 100", upTo: .seconds(30)), "the app stopped: \(app.output) \(app.errorOutput)")
-        daemonA = try await startDaemon(laptop, peer: kitchen)
+        try await killDaemonDuringWrites(&daemonA, app: app, laptop: laptop, kitchen: kitchen)
         let done = await app.waitForOutput("done \(count) true", upTo: .seconds(90))
         #expect(done, "\(app.output) \(app.errorOutput)")
         let status = await app.wait(upTo: .seconds(10))
@@ -131,12 +137,7 @@ struct DaemonAttachTests {
         let count = 300
         let app = try ChildProcess(writer, ["count", laptop.data, store, "app", String(count), "15"], environment: environment)
         defer { app.terminate() }
-        #expect(await app.waitForOutput("opened attached", upTo: .seconds(30)), "\(app.output) \(app.errorOutput)")
-        #expect(await app.waitForOutput("wrote 50", upTo: .seconds(30)))
-        daemonA.kill()
-        _ = await daemonA.wait(upTo: .seconds(10))
-        #expect(await app.waitForOutput("wrote 100", upTo: .seconds(30)), "the app stopped: \(app.output) \(app.errorOutput)")
-        daemonA = try await startDaemon(laptop, peer: kitchen)
+        try await killDaemonDuringWrites(&daemonA, app: app, laptop: laptop, kitchen: kitchen)
         #expect(await app.waitForOutput("done \(count) true", upTo: .seconds(90)), "\(app.output) \(app.errorOutput)")
         #expect(await app.waitForOutput("still attached", upTo: .seconds(10)), "the app took the store over: \(app.output) \(app.errorOutput)")
         #expect(await app.wait(upTo: .seconds(10)) == 0)

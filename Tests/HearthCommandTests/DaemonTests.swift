@@ -28,7 +28,9 @@ struct DaemonTests {
     }
 
     func startDaemon(_ arguments: [String], _ environment: [String: String]) async throws -> ChildProcess {
-        let daemon = try ChildProcess(try #require(HearthCLI.binary), ["daemon"] + arguments, environment: environment)
+        // HEARTH_LOG_LEVEL=debug: the daemons log at that level (their output is in failures).
+        let level = ProcessInfo.processInfo.environment["HEARTH_LOG_LEVEL"].map { ["--log-level", $0] } ?? []
+        let daemon = try ChildProcess(try #require(HearthCLI.binary), ["daemon"] + arguments + level, environment: environment)
         let started = await daemon.waitForOutput("Ctrl-C to stop", inErrors: true, upTo: .seconds(30))
         try #require(started, "the daemon did not start: \(daemon.errorOutput)")
         return daemon
@@ -134,7 +136,7 @@ struct DaemonTests {
         let atHub = try await HearthCLI.eventually(upTo: .seconds(60)) {
             try await run(["get", "--store", store, "shopping"] + hub.directories, try environment(hub.name)).output == "\"milk\"\n"
         }
-        try #require(atHub, "hub daemon: \(hubDaemon.errorOutput)")
+        try #require(atHub, "hub daemon: \(hubDaemon.errorOutput)\nlaptop daemon: \(laptopDaemon.errorOutput)")
         // A leaves the network for good.
         laptopDaemon.send(SIGTERM)
         #expect(await laptopDaemon.wait(upTo: .seconds(30)) == 0)

@@ -243,48 +243,42 @@ extension StoreBackend {
     private func reattachOrTakeOver() {
         var delay = 10
         var lastError = ""
+        /// One try at attaching to whoever holds the store; true once attached.
+        func reattach(_ client: LocalClient, to holder: String) -> Bool {   // "process hosting", "daemon holding"
+            do {
+                try connectToHost(client, deadline: .now() + .seconds(5))
+                logger.info("reattached to the \(holder) the store", metadata: ["store": "\(storeIdentifier)"])
+                finishReconnecting()
+                return true
+            } catch {
+                if error.description != lastError { logger.debug("cannot attach yet: \(error)", metadata: ["store": "\(storeIdentifier)"]) }
+                lastError = error.description
+                return false
+            }
+        }
         while true {
             guard let client = state.withLock({ s in s.attachment.flatMap { $0.closed ? nil : $0.client } }) else { return }
             let configuration = client.configuration
             if configuration.attach == .required {
                 // Only ever the daemon's: wait for it (a restarted daemon holds the store again
                 // at its first scan; asking makes that immediate).
-                if DaemonHoldRequest.ask(storeIdentifier: storeIdentifier, dataDirectory: dataDirectory) {
-                    do {
-                        try connectToHost(client, deadline: .now() + .seconds(5))
-                        logger.info("reattached to the daemon holding the store", metadata: ["store": "\(storeIdentifier)"])
-                        finishReconnecting()
-                        return
-                    } catch {
-                        if error.description != lastError { logger.debug("cannot attach yet: \(error)", metadata: ["store": "\(storeIdentifier)"]) }
-                        lastError = error.description
-                    }
-                }
-                usleep(useconds_t(delay * 1000))
-                delay = min(delay * 2, 500)
-                continue
-            }
-            let identity = StoreRegistry.signedInIdentity(configuration)
-            let location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: identity?.account.id.hex)
-            do {
-                let (storage, replica) = try Self.openReplica(location, device: identity?.deviceID.data, logger: logger)
-                becomeHost(storage: storage, replica: replica, identity: identity, client: client)
-                return
-            } catch where error.code == .locked {
+                if DaemonHoldRequest.ask(storeIdentifier: storeIdentifier, dataDirectory: dataDirectory),
+                   reattach(client, to: "daemon holding") { return }
+            } else {
+                let identity = StoreRegistry.signedInIdentity(configuration)
+                let location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: identity?.account.id.hex)
                 do {
-                    try connectToHost(client, deadline: .now() + .seconds(5))
-                    logger.info("reattached to the process hosting the store", metadata: ["store": "\(storeIdentifier)"])
-                    finishReconnecting()
+                    let (storage, replica) = try Self.openReplica(location, device: identity?.deviceID.data, logger: logger)
+                    becomeHost(storage: storage, replica: replica, identity: identity, client: client)
                     return
+                } catch where error.code == .locked {
+                    if reattach(client, to: "process hosting") { return }
                 } catch {
-                    if error.description != lastError { logger.debug("cannot attach yet: \(error)", metadata: ["store": "\(storeIdentifier)"]) }
+                    if error.description != lastError {
+                        logger.error("cannot take over the store: \(error); trying again", metadata: ["store": "\(storeIdentifier)"])
+                    }
                     lastError = error.description
                 }
-            } catch {
-                if error.description != lastError {
-                    logger.error("cannot take over the store: \(error); trying again", metadata: ["store": "\(storeIdentifier)"])
-                }
-                lastError = error.description
             }
             usleep(useconds_t(delay * 1000))
             delay = min(delay * 2, 500)

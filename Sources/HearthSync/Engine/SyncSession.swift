@@ -252,8 +252,15 @@ final class SyncSession: Sendable {
             }
         }
         // Listed in our hello but detached since: the peer must not wait for us to sync it.
-        let gone = (listedInHello.withLock { $0 } ?? []).filter { context.engine?.store($0) == nil }
+        let listed = listedInHello.withLock { $0 } ?? []
+        let gone = listed.filter { context.engine?.store($0) == nil }
         for name in gone { post { $0.stores[name] = SessionMailbox.StoreMail(left: true) } }
+        // Attached since our hello was made, but before this session was registered: attach()
+        // announced it to the sessions registered then, not to this one, so the peer would
+        // never hear of it on this connection (a hub's daemon missed a store that way).
+        for identifier in context.engine?.storeIdentifiers ?? [] where !listed.contains(identifier) {
+            if let store = context.engine?.store(identifier) { announce(store) }
+        }
     }
 
     private func receiveHello(_ message: SyncMessage) throws -> SyncMessage.Hello {
