@@ -84,4 +84,45 @@ struct HubTests {
         await writer.stop()
         await other.stop()
     }
+
+    @Test("A store attached while the connection to the hub is being set up still reaches the hub (40 connections, attached 0-20 ms after the dial)")
+    func storeAttachedDuringHandshake() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
+        let a = try owner.createAccount(displayName: "Hub", deviceName: "A")
+        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .seconds(30), timeout: .seconds(90)))
+        let provided = Locked<[String: MemoryReplica]>([:])
+        hub.storeProvider = { identifier in
+            provided.withLock { table in
+                if let replica = table[identifier] { return replica }
+                let replica = MemoryReplica(storeIdentifier: identifier)
+                table[identifier] = replica
+                return replica
+            }
+        }
+        let hubPort = try await hub.start()
+        var missed: [Int] = []
+        for round in 0..<40 {
+            // Sparse heartbeats, as the daemon has: nothing but the announcement tells the hub.
+            let writer = try SyncEngine(identity: a, options: .init(host: "127.0.0.1", heartbeatInterval: .seconds(30), timeout: .seconds(90)))
+            try await writer.start()
+            writer.addPeer(host: "127.0.0.1", port: hubPort)
+            try await Task.sleep(for: .microseconds(Int.random(in: 0...20_000)))
+            let store = "com.example.round-\(round)"
+            let replica = MemoryReplica(storeIdentifier: store, replica: Replica(id: .random(boundTo: a.deviceID.data)))
+            try writer.attach(replica)
+            replica.write(.integer(Int64(round)), forKey: "k")
+            let deadline = ContinuousClock.now + .seconds(5)
+            while provided.withLock({ $0[store] })?.replica.entries["k"]?.value != .integer(Int64(round)), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            if provided.withLock({ $0[store] })?.replica.entries["k"]?.value != .integer(Int64(round)) { missed.append(round) }
+            await writer.stop()
+        }
+        #expect(missed.isEmpty, "the hub never heard of the store attached in rounds \(missed)")
+        await hub.stop()
+    }
 }

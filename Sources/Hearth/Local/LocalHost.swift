@@ -76,16 +76,21 @@ final class LocalHost: Sendable {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw LocalAttachError("socket: \(String(cString: strerror(errno)))") }
         unlink(path)
-        // Owner only, whatever the umask: the folder already keeps others out; this says it twice.
-        let previous = umask(0o177)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        umask(previous)
         guard bound == 0 else {
             let code = errno
             close(fd)
             throw LocalAttachError("bind \(path): \(String(cString: strerror(code)))")
+        }
+        // Owner only, whatever the umask: the folder already keeps others out; this says it twice.
+        // Not by setting the umask around bind: it is the process's, and a folder another thread
+        // made meanwhile came out 0600 (found under ThreadSanitizer).
+        guard chmod(path, 0o600) == 0 else {
+            let code = errno
+            close(fd)
+            throw LocalAttachError("chmod \(path): \(String(cString: strerror(code)))")
         }
         return fd
     }

@@ -86,7 +86,9 @@ final class SyncSession: Sendable {
     let listedInHello = Locked<Set<String>?>(nil)
 
     /// Whether the peer serves `store` too and this connection syncs it.
-    func shares(_ store: String) -> Bool { stores.withLock { $0.shared[store] != nil } }
+    /// Both ends serve `store` on this connection: ours is open here, and the peer listed it in
+    /// its hello or sent its state since (a store we announced and it ignores is not shared).
+    func shares(_ store: String) -> Bool { stores.withLock { $0.shared[store] != nil && $0.served.contains(store) } }
 
     /// What the peer has confirmed having of `store`; `nil` if this connection does not sync it.
     func acknowledgedVector(of store: String) -> VersionVector? {
