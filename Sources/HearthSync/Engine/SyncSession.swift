@@ -253,8 +253,10 @@ final class SyncSession: Sendable {
                 logger.debug("the peer serves store \(String(reflecting: listed.identifier)), which this device does not")
             }
         }
+        // Our hello is not made yet: it will list every store attached until then (and attach()
+        // announces the later ones, this session being registered now).
+        guard let listed = listedInHello.withLock({ $0 }) else { return }
         // Listed in our hello but detached since: the peer must not wait for us to sync it.
-        let listed = listedInHello.withLock { $0 } ?? []
         let gone = listed.filter { context.engine?.store($0) == nil }
         for name in gone { post { $0.stores[name] = SessionMailbox.StoreMail(left: true) } }
         // Attached since our hello was made, but before this session was registered: attach()
