@@ -55,12 +55,13 @@ extension SyncSession {
 
     /// The peer's state of one store: it serves it (with this vector, knowing these devices),
     /// or no longer does.
-    private func receive(_ state: SyncMessage.StoreState) {
+    func receive(_ state: SyncMessage.StoreState) {
         let name = state.store
         if state.left {
             stores.withLock { s in
                 s.served.remove(name)
                 s.shared[name] = nil
+                s.ignored[name] = nil
             }
             post(name) { $0 = SessionMailbox.StoreMail() }
             return
@@ -77,6 +78,8 @@ extension SyncSession {
         // Attaching a provided store announces it on this connection (and so opens it here).
         guard let store = context.engine?.store(name) ?? context.engine?.provide(name) else {
             logger.debug("ignoring the state of store \(String(reflecting: name)), which this device does not serve")
+            // Bounded: `served` holds at most maximumStores names, and these are among them.
+            if state.vector != nil { stores.withLock { $0.ignored[name] = state } }
             return
         }
         let answer = stores.withLock { s -> Bool in

@@ -47,6 +47,10 @@ final class SyncSession: Sendable {
         /// ``SyncMessage/maximumStores``.
         var served = Set<String>()
         var shared: [String: Shared] = [:]
+        /// The last state the peer sent of a store this device could not take up then (a
+        /// daemon's provider finding it open in an app). The peer will not send it again: if
+        /// the store is attached later, ``announce(_:)`` replays it.
+        var ignored: [String: SyncMessage.StoreState] = [:]
     }
 
     let peer: TLSPeer
@@ -180,6 +184,8 @@ final class SyncSession: Sendable {
             mail.state = true
             mail.peers = true
         }
+        // The peer told its state before this device had the store: it counts as its answer.
+        if let state = stores.withLock({ $0.ignored.removeValue(forKey: store.identifier) }) { receive(state) }
     }
 
     /// Stops syncing `store` (detached on this device) and tells the peer.
