@@ -12,7 +12,8 @@ final class HostedStore: Sendable {
     let store: UbiquitousKeyValueStore
     let access: StoreAccess
     private let control: ControlServer?
-    private let printer: Task<Void, Never>
+    /// Prints each external change (`watch`, `serve --verbose`); nil when nothing is printed.
+    private let printer: Task<Void, Never>?
     private let port: Locked<Int?>
 
     /// Opens the store, waiting while another process holds it (a one-shot `hearth set`, say:
@@ -69,12 +70,19 @@ final class HostedStore: Sendable {
         if control == nil { note("no control socket for store \(access.storeIdentifier); hearth set/rm on it will report it locked") }
         self.liveStatus = liveStatus
 
+        // Only a process that prints changes waits on them. The daemon does not: a save per
+        // change (an fsync) cost it a fifth of its CPU under a busy app, while the write-behind
+        // (100 ms) keeps the file current and attached processes read from memory anyway.
+        guard printChanges else {
+            printer = nil
+            return
+        }
         let changes = store.changes
         printer = Task {
             for await change in changes {
-                // What is printed is on disk too, so a `hearth get` right after sees it.
+                // What is printed is on disk too, so a `hearth get` run after reading it sees it
+                // even once this process has gone.
                 await store.synchronizeOffPool()
-                guard printChanges else { continue }
                 let values = change.keys.map { ($0, store.value(forKey: $0)) }
                 if json {
                     let fields = values.map { "\(PropertyListJSON.quote($0.0)):\($0.1.map(PropertyListJSON.string) ?? "null")" }
@@ -97,7 +105,7 @@ final class HostedStore: Sendable {
     /// Stops answering, saves and closes the store.
     func close() async {
         control?.stop()
-        printer.cancel()
+        printer?.cancel()
         await store.close()
     }
 
