@@ -8,6 +8,44 @@ struct ReplicaTests {
     let a = ReplicaID(high: 0xA, low: 0)
     let b = ReplicaID(high: 0xB, low: 0)
 
+    @Test("The usage and the per-origin and per-signer tallies equal a recount after rewrites, deletes, merges and signatures")
+    func talliesStayExact() {
+        var r = Replica()
+        var generator = SystemRandomNumberGenerator()
+        let others = (0..<3).map { _ in ReplicaID.random() }
+        let signers = [Data([1]), Data([2])]
+        for step in 0..<3000 {
+            let key = StoreKey("k\(Int.random(in: 0..<20, using: &generator))")
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0..<5: r.write(.string(String(repeating: "x", count: step % 50)), forKey: key)
+            case 5: r.write(nil, forKey: key)
+            case 6..<8:
+                let origin = others.randomElement(using: &generator)!
+                let signature = Bool.random(using: &generator) ? EntrySignature(signer: signers.randomElement(using: &generator)!, bytes: Data([9])) : nil
+                r.merge(Entry(key: key, value: Bool.random(using: &generator) ? .integer(Int64(step)) : nil,
+                              timestamp: HLCTimestamp(milliseconds: UInt64(2_000_000_000_000 + step), counter: 0),
+                              origin: origin, sequence: UInt64(step + 1), signature: signature))
+            default:
+                if let entry = r.entries[key] {
+                    r.attach(EntrySignature(signer: signers.randomElement(using: &generator)!, bytes: Data([7])),
+                             forKey: key, origin: entry.origin, sequence: entry.sequence)
+                }
+            }
+        }
+        let live = r.entries.values.filter { !$0.isTombstone }
+        #expect(r.usage == Replica.Usage(bytes: live.reduce(0) { $0 + $1.key.utf8.count + $1.value!.canonicalSize }, keys: live.count))
+        #expect(r.originEntries == Dictionary(grouping: r.entries.values, by: \.origin).mapValues(\.count))
+        var signer: [Data: Replica.SignerUsage] = [:]
+        for entry in r.entries.values {
+            guard let id = entry.signature?.signer else { continue }
+            if entry.isTombstone { signer[id, default: .init()].tombstones += 1 } else {
+                signer[id, default: .init()].bytes += entry.quotaSize
+                signer[id, default: .init()].keys += 1
+            }
+        }
+        #expect(r.signerUsage == signer)
+    }
+
     @Test("Local writes stamp increasing timestamps and sequence numbers and advance the vector")
     func localWrites() throws {
         var r = Replica(id: a)

@@ -18,9 +18,14 @@ public struct EntrySignature: Hashable, Sendable {
 /// orders it against every other write of the same key.
 public struct Entry: Hashable, Sendable {
     /// The key, compared by its exact Unicode scalars (see ``StoreKey``).
-    public var key: StoreKey
+    public var key: StoreKey { didSet { quotaSize = Self.quotaSize(key, value) } }
     /// The value, or `nil` for a tombstone (a delete).
-    public var value: PropertyListValue?
+    public var value: PropertyListValue? {
+        didSet {
+            quotaSize = Self.quotaSize(key, value)
+            isTombstone = value == nil
+        }
+    }
     /// When it was written, on the origin's hybrid logical clock.
     public var timestamp: HLCTimestamp
     /// The replica that wrote it.
@@ -38,9 +43,13 @@ public struct Entry: Hashable, Sendable {
         self.origin = origin
         self.sequence = sequence
         self.signature = signature
+        self.quotaSize = Self.quotaSize(key, value)
+        self.isTombstone = value == nil
     }
 
-    public var isTombstone: Bool { value == nil }
+    /// Whether this is a delete (no value). Stored: the replica asks at every write, and
+    /// comparing the optional value with nil copies it.
+    public private(set) var isTombstone: Bool
 
     /// Last-writer-wins: the greater (timestamp, origin) pair wins, for values and
     /// tombstones alike. Equal pairs are the same write.
@@ -49,8 +58,11 @@ public struct Entry: Hashable, Sendable {
     }
 
     /// What this entry costs against the quotas: key bytes plus the value's canonical
-    /// size; a tombstone costs nothing.
-    public var quotaSize: Int {
+    /// size; a tombstone costs nothing. Kept with the entry: the replica's tallies read it at
+    /// every write of the key, and a large dictionary's size is a walk of the whole value.
+    public private(set) var quotaSize: Int
+
+    private static func quotaSize(_ key: StoreKey, _ value: PropertyListValue?) -> Int {
         guard let value else { return 0 }
         return key.utf8.count + value.canonicalSize
     }

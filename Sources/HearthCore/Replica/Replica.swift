@@ -370,18 +370,33 @@ public struct Replica: Sendable, Equatable {
     // MARK: Private
 
     private mutating func store(_ entry: Entry) {
-        if let old = entries[entry.key] {
-            if !old.isTombstone {
-                usage.bytes -= old.quotaSize
-                usage.keys -= 1
+        // One hash lookup for the common case, a key written again: read and replace in place.
+        guard let index = entries.index(forKey: entry.key) else {
+            if !entry.isTombstone {
+                usage.bytes += entry.quotaSize
+                usage.keys += 1
             }
-            count(old, -1)
+            entries[entry.key] = entry
+            count(entry, +1)
+            return
+        }
+        // The fields it needs, not a copy of the old entry (its key, value and signature).
+        let (oldSize, oldTombstone, oldOrigin, oldSigned) = entries.values[index].withTallyFields
+        if !oldTombstone {
+            usage.bytes -= oldSize
+            usage.keys -= 1
         }
         if !entry.isTombstone {
             usage.bytes += entry.quotaSize
             usage.keys += 1
         }
-        entries[entry.key] = entry
+        // The same unsigned origin again (a device rewriting its key): the tallies stay as they are.
+        guard oldOrigin != entry.origin || oldSigned || entry.withTallyFields.signed else {
+            entries.values[index] = entry
+            return
+        }
+        count(entries.values[index], -1)
+        entries.values[index] = entry
         count(entry, +1)
     }
 
@@ -398,5 +413,14 @@ public struct Replica: Sendable, Equatable {
             tally.keys += sign
         }
         signerUsage[signer] = tally == SignerUsage() ? nil : tally
+    }
+}
+
+private extension Entry {
+    /// What ``Replica``'s tallies read of an entry being replaced.
+    var withTallyFields: (quotaSize: Int, isTombstone: Bool, origin: ReplicaID, signed: Bool) {
+        let signed: Bool
+        if case .none = signature { signed = false } else { signed = true }
+        return (quotaSize, isTombstone, origin, signed)
     }
 }

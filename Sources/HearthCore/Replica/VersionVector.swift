@@ -31,7 +31,10 @@ public struct VersionVector: Hashable, Sendable {
 
     /// Raises `origin`'s counter to `sequence` (never lowers it).
     public mutating func advance(origin: ReplicaID, to sequence: UInt64) {
-        if sequence > self[origin] { counters[origin] = sequence }
+        // One lookup, in place (a local write advances its own origin every time).
+        guard sequence > 0 else { return }
+        func raise(_ counter: inout UInt64) { if sequence > counter { counter = sequence } }
+        raise(&counters[origin, default: 0])
     }
 
     /// Lowers `origin`'s counter to `sequence` (never raises it).

@@ -45,12 +45,15 @@ public enum StoreLimits {
     /// Checks one entry against the per-entry rules: key length, nesting, then size. The
     /// store-wide quotas (total size, key count) depend on the rest of the store and are
     /// checked where a write is applied.
-    public static func check(key: StoreKey, value: PropertyListValue?) throws(EntryRuleViolation) {
+    ///
+    /// Returns the entry's quota size (key bytes plus the value's canonical size; 0 for a delete).
+    @discardableResult
+    public static func check(key: StoreKey, value: PropertyListValue?) throws(EntryRuleViolation) -> Int {
         let keyLength = key.utf8.count
         guard keyLength <= maximumKeyLength else {
             throw EntryRuleViolation(.keyTooLong, "key is \(keyLength) bytes of UTF-8; the limit is \(maximumKeyLength)")
         }
-        guard let value else { return }
+        guard let value else { return 0 }
         let depth = value.nestingDepth(upTo: maximumNestingDepth)
         guard depth <= maximumNestingDepth else {
             throw EntryRuleViolation(.tooDeep, "the value nests arrays and dictionaries more than \(maximumNestingDepth) levels deep")
@@ -59,6 +62,7 @@ public enum StoreLimits {
         guard size <= maximumValueSize else {
             throw EntryRuleViolation(.valueTooLarge, "key and value take \(size) bytes; the per-value limit is \(maximumValueSize)")
         }
+        return size
     }
 }
 
