@@ -65,7 +65,8 @@ extension Suite {
         table.row(["propagation app → daemon → daemon → app, max", ms(s.max), "", "", "—", ""])
         for (op, label) in [("set", "set"), ("get", "get")] {
             for (kind, kindLabel) in [("string", "small string"), ("data1k", "1 KB data"), ("dict100", "100-entry dictionary")] {
-                let h = rates["hearth.\(op).\(kind)"]!, d = rates["defaults.\(op).\(kind)"]!
+                // HEARTH_BENCH_LOCAL (profiling one operation) leaves the others out.
+                guard let h = rates["hearth.\(op).\(kind)"], let d = rates["defaults.\(op).\(kind)"] else { continue }
                 table.row(["attached app: \(label) \(kindLabel) (ops/s)", rate(h), "UserDefaults \(rate(d))",
                            String(format: "%.1f×", h / d), "≥ 10×", verdict(h / d >= 10)])
             }

@@ -130,8 +130,9 @@ final class StoreBackend: Sendable {
     /// it, against the current usage.
     func write(_ value: PropertyListValue?, forKey name: String) throws(KeyValueStoreError) {
         let key = StoreKey(name)
+        let size: Int
         do {
-            try StoreLimits.check(key: key, value: value)
+            size = try StoreLimits.check(key: key, value: value)
         } catch {
             throw KeyValueStoreError(violation: error, key: name)
         }
@@ -140,7 +141,10 @@ final class StoreBackend: Sendable {
             if s.refuseWritesBeforeInitialSync, !s.replica.hasSynced, s.storage?.location.account != nil {
                 throw .initialSyncPending(name)
             }
-            if let value {
+            // Far below both quotas (a write adds at most its own size and one key) the
+            // exact figure, a lookup of the key's current entry, is not needed.
+            let usage = s.replica.usage
+            if let value, usage.keys >= StoreLimits.maximumKeyCount || usage.bytes + size > StoreLimits.maximumTotalSize {
                 let after = s.replica.usage(afterWriting: value, forKey: key)
                 // A write that shrinks or keeps usage is always allowed, so a full store can be edited down.
                 if after.keys > StoreLimits.maximumKeyCount && after.keys > s.replica.usage.keys { throw .tooManyKeys(name) }
@@ -157,8 +161,12 @@ final class StoreBackend: Sendable {
             if s.attachment != nil {
                 // Queued under the lock, so that writes leave in sequence order; the flush task
                 // (at most one queued at a time) sends every write made until it runs.
-                if let channel = s.attachment!.enqueue(entry) {
-                    channel.eventLoop.execute { [weak self] in self?.flushOutbox() }
+                if let (channel, delay) = s.attachment!.enqueue(entry) {
+                    if delay == 0 {
+                        channel.eventLoop.execute { [weak self] in self?.flushOutbox() }
+                    } else {
+                        channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay))) { [weak self] in self?.flushOutbox() }
+                    }
                 }
                 return (false, nil, [], nil)
             }

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import HearthCore
 import Logging
@@ -20,7 +21,7 @@ struct Attachment: Sendable {
     /// The host's entries, tombstones included.
     var confirmed: [StoreKey: Entry] = [:]
     /// This process's writes, in sequence order, until the host reports them durable.
-    var pending: [Entry] = []
+    var pending = PendingWrites()
     /// Where the host's file is (its account may differ from the one this process started with).
     var location: StoreLocation
     var device = Data()
@@ -37,29 +38,35 @@ struct Attachment: Sendable {
         self.location = location
     }
 
-    /// Writes made since the last flush to the host, sent together and in order by one task on
-    /// the connection's event loop (``StoreBackend/flushOutbox()``): a burst of sets costs one
-    /// wake-up and one socket write, not one of each per set, and nothing is encoded under the
-    /// store's lock.
-    var outbox: [Entry] = []
-    /// A flush task is queued: the next writes join its batch.
+    /// A flush task is queued: the next writes join its batch. The flush (on the connection's
+    /// event loop, ``StoreBackend/flushOutbox()``) sends the unsent writes together and in
+    /// order: a burst of sets costs one wake-up and one socket write, not one of each per set,
+    /// and nothing is encoded under the store's lock.
     var outboxScheduled = false
+    /// When the last flush ran (monotonic nanoseconds).
+    var lastFlush: UInt64 = 0
+    /// The shortest time between two flushes. A write after a quiet spell leaves at once; in a
+    /// burst, the writes of this long go together: one wake-up of the event loop, one message,
+    /// and for the host one apply, one notification and one push to peers, instead of one of
+    /// each per write (the app and the daemon share the device's CPUs).
+    static let flushInterval: UInt64 = 250_000
 
     /// Records a write of this process for the host. Returns the channel on which the caller
-    /// must queue a flush (none if one is queued already, or while not attached: the write
-    /// then goes with the resend after the next snapshot).
-    mutating func enqueue(_ entry: Entry) -> (any Channel)? {
-        pending.append(entry)
-        guard attached, let channel else { return nil }
-        outbox.append(entry)
-        guard !outboxScheduled else { return nil }
+    /// must queue a flush, and how long from now it should run (none if one is queued already,
+    /// or while not attached: the write then goes with the resend after the next snapshot).
+    mutating func enqueue(_ entry: Entry) -> (channel: any Channel, delay: UInt64)? {
+        let channel = attached ? self.channel : nil
+        pending.append(entry, attached: channel != nil)
+        guard let channel, !outboxScheduled else { return nil }
         outboxScheduled = true
-        return channel
+        let now = DispatchTime.now().uptimeNanoseconds
+        let next = lastFlush &+ Self.flushInterval
+        return (channel, next > now ? next - now : 0)
     }
 
     /// `entries` as write messages of at most ``LocalMessage/maximumEntries`` entries and about
     /// 1 MiB of values each (a frame holds 4 MiB; one entry alone is at most 1 MiB and its key).
-    static func writeMessages(_ entries: [Entry]) -> [LocalMessage] {
+    static func writeMessages(_ entries: some Sequence<Entry>) -> [LocalMessage] {
         var messages: [LocalMessage] = []
         var batch: [Entry] = []
         var bytes = 0
@@ -99,7 +106,7 @@ struct Attachment: Sendable {
     /// keeping `previous`'s origin, clock and sequence (or `origin` when given).
     func view(from previous: Replica, origin: ReplicaID? = nil) -> Replica {
         var entries = confirmed
-        for entry in pending where entries[entry.key].map({ entry.wins(over: $0) }) ?? true {
+        for entry in pending.entries where entries[entry.key].map({ entry.wins(over: $0) }) ?? true {
             entries[entry.key] = entry
         }
         let id = origin ?? previous.id

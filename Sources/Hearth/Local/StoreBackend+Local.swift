@@ -298,7 +298,7 @@ extension StoreBackend {
             // The host's entries as this process last heard them: merged by last-writer-wins,
             // without claiming their origins' counters (peers send what else they have).
             for entry in a.confirmed.values { next.merge(entry, wall: wall) }
-            next.apply(a.pending, coveredBy: nil, wall: wall)
+            next.apply(Array(a.pending.entries), coveredBy: nil, wall: wall)
             if let device = identity?.deviceID.data { next.adoptUnboundEntries(of: device) }
             s.replica = next
             s.storage = storage
@@ -349,9 +349,9 @@ extension StoreBackend {
             s.replica = a.view(from: s.replica, origin: origin)
             a.attached = true
             a.everAttached = true
-            // Every pending write again, in order; the outbox's are among them.
-            a.outbox = []
-            for message in Attachment.writeMessages(a.pending) { Attachment.send(message, on: channel, logger: logger) }
+            // Every pending write again, in order; the unsent ones are among them.
+            a.pending.markAllSent()
+            for message in Attachment.writeMessages(a.pending.entries) { Attachment.send(message, on: channel, logger: logger) }
             s.attachment = a
             guard let before else { return (nil, a.client) }
             let changed = Self.changedKeys(before, s.replica.visibleValues)
@@ -370,8 +370,8 @@ extension StoreBackend {
         let (entries, channel) = state.withLock { s -> ([Entry], (any Channel)?) in
             guard s.attachment != nil else { return ([], nil) }
             s.attachment!.outboxScheduled = false
-            let entries = s.attachment!.outbox
-            s.attachment!.outbox = []
+            s.attachment!.lastFlush = DispatchTime.now().uptimeNanoseconds
+            let entries = s.attachment!.pending.takeUnsent()
             guard s.attachment!.attached, let channel = s.attachment!.channel else { return ([], nil) }
             return (entries, channel)
         }
@@ -412,7 +412,7 @@ extension StoreBackend {
     /// The host saved this process's writes up to `vector`: they need not be sent again.
     func hostDurable(_ vector: VersionVector) {
         let client = state.withLock { s -> LocalClient? in
-            s.attachment?.pending.removeAll { vector.covers($0) }
+            s.attachment?.pending.removeDurable(vector)
             return s.attachment?.client
         }
         client?.wake()
@@ -432,7 +432,7 @@ extension StoreBackend {
         let outcome = state.withLock { s -> ([StoreKey], LocalClient)? in
             guard var a = s.attachment else { return nil }
             let before = s.replica.visibleValues
-            a.pending.removeAll { $0.origin == refusal.origin && $0.sequence == refusal.sequence }
+            a.pending.remove { $0.origin == refusal.origin && $0.sequence == refusal.sequence }
             s.replica = a.view(from: s.replica)
             s.attachment = a
             return (Self.changedKeys(before, s.replica.visibleValues), a.client)
@@ -458,18 +458,21 @@ extension StoreBackend {
     func synchronizeAttached(timeout: Duration = .seconds(10)) -> Bool {
         enum Step { case hosting, done(Bool) }
         guard let (client, target) = state.withLock({ s -> (LocalClient, [ReplicaID: UInt64])? in
-            guard let a = s.attachment else { return nil }
+            guard s.attachment != nil else { return nil }
+            // Until this returns, the writes it waits for stay pending, not replaced by later ones.
+            s.attachment!.pending.synchronizing += 1
             var target: [ReplicaID: UInt64] = [:]
-            for entry in a.pending { target[entry.origin] = max(target[entry.origin] ?? 0, entry.sequence) }
-            return (a.client, target)
+            for entry in s.attachment!.pending.entries { target[entry.origin] = max(target[entry.origin] ?? 0, entry.sequence) }
+            return (s.attachment!.client, target)
         }) else { return flush() }
+        defer { state.withLock { $0.attachment?.pending.synchronizing -= 1 } }
         var request: (channel: ObjectIdentifier, id: UInt64)?
         let step = client.wait(until: .now() + .nanoseconds(Int(timeout.nanoseconds))) { () -> Step? in
             state.withLock { s -> Step? in
                 guard var a = s.attachment else { return .hosting }
                 if a.closed { return .done(false) }
                 defer { s.attachment = a }
-                let written = !a.pending.contains { entry in target[entry.origin].map { entry.sequence <= $0 } ?? false }
+                let written = !a.pending.entries.contains { entry in target[entry.origin].map { entry.sequence <= $0 } ?? false }
                 if let asked = request, let channel = a.channel, ObjectIdentifier(channel) == asked.channel,
                    let saved = a.synchronized.removeValue(forKey: asked.id) {
                     if !saved { return .done(false) }
@@ -479,6 +482,8 @@ extension StoreBackend {
                 if a.attached, let channel = a.channel, request?.channel != ObjectIdentifier(channel) {
                     a.nextRequest &+= 1
                     request = (ObjectIdentifier(channel), a.nextRequest)
+                    // Writes waiting for their batch's flush leave now, ahead of the request.
+                    if a.outboxScheduled { channel.eventLoop.execute { [weak self] in self?.flushOutbox() } }
                     Attachment.send(.synchronize(a.nextRequest), on: channel, logger: logger)
                 }
                 return nil
