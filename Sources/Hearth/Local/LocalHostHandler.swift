@@ -137,6 +137,12 @@ final class LocalHostHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A process that exits with answers still unread resets its connection: it went away,
+        // nothing is wrong (its writes are kept or were never confirmed to it).
+        if let error = error as? IOError, error.errnoCode == ECONNRESET || error.errnoCode == EPIPE {
+            logger.debug("\(who(context)) went away: \(error)", metadata: ["store": "\(backend?.storeIdentifier ?? "?")"])
+            return close(context)
+        }
         refuse(context, "\(error)")
     }
 
