@@ -59,6 +59,9 @@ public final class SyncEngine: Sendable {
         var knownDevices: [String: DeviceID] = [:]
         var stores: [String: SyncStore] = [:]
         var stopped = false
+        /// Diallers waiting until a device's session (which the peer dialled) ends.
+        var sessionWaiters: [DeviceID: [UInt64: CheckedContinuation<Void, Never>]] = [:]
+        var nextWaiter: UInt64 = 0
     }
 
     public let identity: DeviceIdentity
@@ -252,8 +255,31 @@ public final class SyncEngine: Sendable {
     }
 
     func unregister(_ session: SyncSession) {
-        state.withLock { s in
-            if s.sessions[session.peer.deviceID] === session { s.sessions[session.peer.deviceID] = nil }
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            let device = session.peer.deviceID
+            guard s.sessions[device] === session else { return [] }
+            s.sessions[device] = nil
+            return s.sessionWaiters.removeValue(forKey: device).map { Array($0.values) } ?? []
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once `device` has no session (or the calling dialler is cancelled). Woken by
+    /// ``unregister(_:)``, not by polling: an idle device with peers that dialled it must not
+    /// wake every few hundred milliseconds per peer.
+    private func waitUntilNoSession(with device: DeviceID) async {
+        let id = state.withLock { s in defer { s.nextWaiter &+= 1 }; return s.nextWaiter }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    guard s.sessions[device] != nil, !s.stopped, !Task.isCancelled else { return true }
+                    s.sessionWaiters[device, default: [:]][id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { s in s.sessionWaiters[device]?.removeValue(forKey: id) }?.resume()
         }
     }
 
@@ -288,7 +314,7 @@ public final class SyncEngine: Sendable {
         var backoff = options.minimumBackoff
         while !Task.isCancelled {
             if let device = state.withLock({ $0.knownDevices[peer.id] }), state.withLock({ $0.sessions[device] != nil }) {
-                try? await Task.sleep(for: .milliseconds(500))
+                await waitUntilNoSession(with: device)
                 continue
             }
             var connected = false
