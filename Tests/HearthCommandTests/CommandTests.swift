@@ -37,6 +37,11 @@ enum HearthCLI {
         try await ChildProcess.run(try #require(binary), arguments, environment: environment)
     }
 
+    /// Runs `hearth ARGS` to completion in `environment` (a device's runtime folder, say).
+    static func run(_ arguments: [String], environment: [String: String]) async throws -> (status: Int32?, output: String, error: String) {
+        try await ChildProcess.run(try #require(binary), arguments, environment: environment)
+    }
+
     /// Starts `hearth ARGS` and returns at once.
     static func start(_ arguments: [String]) throws -> ChildProcess {
         try ChildProcess(try #require(binary), arguments, environment: environment)

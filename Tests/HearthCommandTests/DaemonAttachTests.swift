@@ -85,6 +85,45 @@ struct DaemonAttachTests {
         #expect(arrived, "kitchen has \(held) of 30")
     }
 
+    @Test("An account switch while an app is attached to the daemon: the app gets accountChange with the other account's values, and follows it back")
+    func accountSwitchWhileAttached() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
+        let (laptop, kitchen) = try await household()
+        let store = "com.example.switch"
+        let daemon = try await startDaemon(laptop, peer: kitchen)
+        defer { daemon.terminate() }
+        let environment = laptop.environment(peers: [kitchen])
+        let set = try await HearthCLI.run(["set", "--store", store, "color", "--string", "blue"] + laptop.directories, environment: environment)
+        try #require(set.status == 0, "\(set.error)")
+        let shown = try await HearthCLI.run(["account", "show", "--json"] + laptop.directories, environment: environment)
+        let home = try #require(shown.output.firstMatch(of: /"account":"([0-9a-f]+)"/)?.1).prefix(8)
+
+        let writer = try #require(ChildProcess.builtProduct("hearth-test-writer"))
+        let app = try ChildProcess(writer, ["watch", laptop.data, store, "color"], environment: environment)
+        defer { app.terminate() }
+        #expect(await app.waitForOutput("opened attached color=blue", upTo: .seconds(30)), "\(app.output) \(app.errorOutput)")
+
+        // A second account on this device: creating it signs in to it; the daemon follows, and
+        // so does the attached app, which sees that account's (empty) store.
+        let created = try await HearthCLI.run(["account", "create", "--name", "Cabin", "--device", "laptop"] + laptop.directories, environment: environment)
+        try #require(created.status == 0, "\(created.error)")
+        #expect(await app.waitForOutput("notify 3 color color=absent", upTo: .seconds(20)),
+                "no accountChange: \(app.output) \(app.errorOutput); daemon: \(daemon.errorOutput)")
+        // A write under the new account reaches the app as an ordinary change.
+        let cabin = try await HearthCLI.run(["set", "--store", store, "color", "--string", "green"] + laptop.directories, environment: environment)
+        try #require(cabin.status == 0, "\(cabin.error)")
+        #expect(await app.waitForOutput("notify 0 color color=green", upTo: .seconds(20)), "\(app.output) \(app.errorOutput)")
+
+        // Back to the first account: its value again, as an account change.
+        let back = try await HearthCLI.run(["account", "switch", String(home)] + laptop.directories, environment: environment)
+        try #require(back.status == 0, "\(back.error)")
+        #expect(await app.waitForOutput("notify 3 color color=blue", upTo: .seconds(20)),
+                "no accountChange back: \(app.output) \(app.errorOutput); daemon: \(daemon.errorOutput)")
+        #expect(!app.output.contains("opened host") && !app.output.contains("error"), "\(app.output)")
+        let file = try await HearthCLI.run(["get", "--store", store, "color"] + laptop.directories, environment: environment)
+        #expect(file.output.contains("blue"), "\(file.output) \(file.error)")
+    }
+
     /// Once the app has written 50, kills the laptop's daemon (SIGKILL), checks that the app goes
     /// on to 100, and starts the daemon again.
     func killDaemonDuringWrites(_ daemon: inout ChildProcess, app: ChildProcess, laptop: Host, kitchen: Host) async throws {

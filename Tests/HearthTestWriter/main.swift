@@ -13,6 +13,9 @@
 //                                           wait for the file DIR/go, write NAME-1…NAME-COUNT, print
 //                                           each notification ("notify REASON KEY,KEY"), wait until
 //                                           OTHER-COUNT is visible, synchronize(), print "synced BOOL"
+//   hearth-test-writer watch DIR STORE KEY  open, print "opened host|attached KEY=VALUE", then each
+//                                           notification as "notify REASON KEYS KEY=VALUE" (VALUE
+//                                           "absent" when none), until killed
 //   hearth-test-writer count DIR STORE NAME N MS
 //                                           write NAME-1…NAME-N (values 1…N), MS ms apart, printing
 //                                           "wrote I" every 10; then synchronize(), print "done N BOOL"
@@ -22,6 +25,13 @@
 // opens with Apple's non-throwing init (the data directory then comes from XDG_DATA_HOME).
 import Foundation
 import Hearth
+
+/// `KEY=VALUE` (or `KEY=absent`), from any thread (notifications arrive on the store's queue).
+enum Shown {
+    static func value(_ key: String, in store: UbiquitousKeyValueStore) -> String {
+        "\(key)=\(store.string(forKey: key) ?? "absent")"
+    }
+}
 
 /// Unbuffered, so the parent sees each line even when this process is killed.
 func say(_ line: String) {
@@ -108,6 +118,17 @@ case "share":
     // Give the other process time to see our last writes through us, should we host.
     usleep(300_000)
     exit(0)
+case "watch":
+    guard arguments.count == 5 else { exit(64) }
+    let key = arguments[4]
+    let store = open()
+    NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { note in
+        let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int ?? -1
+        let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String] ?? []
+        say("notify \(reason) \(keys.joined(separator: ",")) \(Shown.value(key, in: store))")
+    }
+    say("opened \(store.isAttached ? "attached" : "host") \(Shown.value(key, in: store))")
+    while true { pause() }
 case "count":
     guard arguments.count == 7, let count = Int(arguments[5]), let interval = UInt32(arguments[6]) else { exit(64) }
     let name = arguments[4]
