@@ -83,9 +83,9 @@ final class StoreBackend: Sendable {
     }
 
     deinit {
-        // The last instance is gone: whatever is still only in memory goes to disk now.
-        _ = flush()
-        detach(synchronize: false)
+        // The last instance is gone: whatever is still only in memory goes to disk now, or,
+        // attached, to the host.
+        if !detachFromDeinit() { _ = flush() }
         state.withLock { $0.localHost }?.stop()
     }
 

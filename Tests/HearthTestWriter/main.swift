@@ -8,6 +8,10 @@
 //   hearth-test-writer get DIR STORE KEY    open the store, print "read host|attached VALUE" (or
 //                                           "absent") at once, and exit
 //   hearth-test-writer put DIR STORE K=V…   write string values and exit without synchronize()
+//   hearth-test-writer release DIR STORE K=V…
+//                                           open ("opened host|attached"), write string values, let go
+//                                           of the store without synchronize(), print "released MS"
+//                                           (how long letting go took, in ms), and exit
 //   hearth-test-writer share DIR STORE NAME COUNT OTHER
 //                                           open (hosting or attached, printed as "opened host|attached"),
 //                                           wait for the file DIR/go, write NAME-1…NAME-COUNT, print
@@ -92,6 +96,17 @@ case "put":
         let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
         store.set(parts.count == 2 ? parts[1] : "", forKey: parts[0])
     }
+    exit(0)
+case "release":
+    var store: UbiquitousKeyValueStore? = open()
+    say("opened \(store!.isAttached ? "attached" : "host")")
+    for pair in arguments.dropFirst(4) {
+        let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+        store!.set(parts.count == 2 ? parts[1] : "", forKey: parts[0])
+    }
+    let start = DispatchTime.now()
+    store = nil   // the last reference: the store's deinit runs here
+    say("released \((DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1_000_000)")
     exit(0)
 case "share":
     guard arguments.count == 7, let count = Int(arguments[5]) else { exit(64) }

@@ -83,6 +83,29 @@ struct LocalAttachTests {
         #expect(replica.usage.keys == 2 * count)
     }
 
+    @Test("An attached process that lets go of its store without synchronize(): the release is immediate and its writes reach the host")
+    func releaseWithoutSynchronize() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let host = try TestWriter.start(["hold", place.directory, "released"], environment: place.environment)
+        defer { host.kill() }
+        #expect(await host.waitForOutput("opened released host"), "\(host.output)\(host.errorOutput)")
+        let app = try TestWriter.start(["release", place.directory, "released", "a=1", "b=2", "a=3"], environment: place.environment)
+        defer { app.kill() }
+        #expect(await app.wait(upTo: .seconds(30)) == 0, "\(app.output)\(app.errorOutput)")
+        #expect(app.output.contains("opened attached"), "\(app.output)")
+        // It used to wait for a save answer that could no longer reach it: 10 s, then a warning.
+        let released = app.output.split(separator: "\n").first { $0.hasPrefix("released ") }.flatMap { Int($0.dropFirst(9)) }
+        #expect((released ?? .max) < 2_000, "\(app.output)\(app.errorOutput)")
+        #expect(!app.errorOutput.contains("did not confirm"), "\(app.errorOutput)")
+        for (key, value) in [("a", "3"), ("b", "2")] {
+            let reader = try TestWriter.start(["get", place.directory, "released", key], environment: place.environment)
+            defer { reader.kill() }
+            #expect(await reader.wait(upTo: .seconds(30)) == 0)
+            #expect(reader.output.contains("read attached \(value)"), "\(key): \(reader.output)\(reader.errorOutput)")
+        }
+    }
+
     @Test("Killing the host (SIGKILL) while two processes write: one takes over, the other reattaches, no write is lost (3 rounds)")
     func killHost() async throws {
         for round in 1...3 {

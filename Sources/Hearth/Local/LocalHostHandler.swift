@@ -120,10 +120,12 @@ final class LocalHostHandler: ChannelInboundHandler {
             let channel = context.channel
             let logger = self.logger
             // The save blocks (fsync): on the store's I/O queue, never on this event loop.
+            logger.debug("\(who(context)) asks for a save (request \(id))", metadata: ["store": "\(backend.storeIdentifier)"])
             backend.ioQueue.async { [weak backend] in
                 guard let backend else { return }
                 let applied = backend.attachedApplied
                 let saved = backend.flush()
+                logger.debug("answering save request \(id): saved \(saved)", metadata: ["store": "\(backend.storeIdentifier)"])
                 if saved, !applied.isEmpty { LocalHost.send(.durable(VersionVector(applied)), on: channel, logger: logger) }
                 LocalHost.send(.synchronized(id, saved: saved), on: channel, logger: logger)
                 backend.syncEngine?.pushNow()

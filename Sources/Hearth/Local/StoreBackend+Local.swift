@@ -4,6 +4,7 @@ import HearthCore
 import HearthIdentity
 import Logging
 import NIOCore
+import NIOPosix
 
 // Two processes of one device on one store (docs/local-attach.md): the process that owns the
 // store's file hosts it on a Unix socket, the others attach; when the host goes, one of them
@@ -493,10 +494,48 @@ extension StoreBackend {
         case .hosting?: return flush()
         case .done(let saved)?: return saved
         case nil:
-            logger.warning("synchronize: the process hosting the store did not confirm the writes within \(timeout)",
+            let (waiting, attached) = state.withLock { s in
+                (s.attachment.map { a in a.pending.entries.filter { entry in target[entry.origin].map { entry.sequence <= $0 } ?? false }.count } ?? 0,
+                 s.attachment?.attached ?? false)
+            }
+            logger.warning("synchronize: the process hosting the store did not confirm the writes within \(timeout) (\(waiting) writes not durable, \(attached ? "attached" : "not attached"), \(request == nil ? "no request pending" : "a request unanswered"))",
                            metadata: ["store": "\(storeIdentifier)"])
             return false
         }
+    }
+
+    /// Detaches from `deinit`. No answer of the host can reach this object any more (the
+    /// connection's handler holds it weakly), so a synchronize would only wait for its timeout:
+    /// the writes not sent yet leave now, then the connection closes; the host saves them with
+    /// its own write-behind. Waits (at most a second) until they are in the socket, unless
+    /// called on an event loop, so that a process exiting right after does not lose them.
+    /// Returns whether the store was attached.
+    func detachFromDeinit() -> Bool {
+        let outcome = state.withLock { s -> (channel: (any Channel)?, entries: [Entry], stranded: Int)? in
+            guard s.attachment != nil else { return nil }
+            s.attachment!.closed = true
+            guard s.attachment!.attached, let channel = s.attachment!.channel else {
+                return (s.attachment!.channel, [], s.attachment!.pending.count)
+            }
+            return (channel, s.attachment!.pending.takeUnsent(), 0)
+        }
+        guard let (channel, entries, stranded) = outcome else { return false }
+        if stranded > 0 {
+            logger.warning("the store was released while reattaching to the process hosting it; \(stranded) writes it had not confirmed may be lost",
+                           metadata: ["store": "\(storeIdentifier)"])
+        }
+        guard let channel else { return true }
+        let messages = Attachment.writeMessages(entries).compactMap { try? $0.encoded() }
+        let sent = channel.eventLoop.submit {
+            for message in messages { channel.write(ByteBuffer(bytes: message), promise: nil) }
+            channel.flush()
+        }.flatMap { channel.close() }
+        if MultiThreadedEventLoopGroup.currentEventLoop == nil {
+            let done = DispatchSemaphore(value: 0)
+            sent.whenComplete { _ in done.signal() }
+            _ = done.wait(timeout: .now() + .seconds(1))
+        }
+        return true
     }
 
     /// Detaches for good: what is pending goes to the host first (when `synchronize`), then the
