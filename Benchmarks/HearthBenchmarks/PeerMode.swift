@@ -15,7 +15,8 @@ enum PeerMode {
         let sync = SyncSettings(accountDirectory: arguments["config"], discovery: peers.isEmpty ? .none : .staticPeers(peers),
                                 listenHost: "127.0.0.1", port: Int(arguments["port"] ?? "0") ?? 0)
         var logger = Logger(label: "hearth")
-        logger.logLevel = .warning
+        // HEARTH_BENCH_LOG=debug shows the library's log of the peer processes.
+        logger.logLevel = ProcessInfo.processInfo.environment["HEARTH_BENCH_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: arguments["data"]!, sync: sync, logger: logger)
         let observer = Observer(out: out)
         // Registered before the store opens, so the initial sync cannot slip past it.

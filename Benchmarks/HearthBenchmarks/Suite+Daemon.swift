@@ -26,7 +26,7 @@ extension Suite {
             guard mkdir(runtime[i], 0o700) == 0 else { throw BenchError("mkdir \(runtime[i]): \(String(cString: strerror(errno)))") }
             children.append(try Child(name: "daemon \(i)", arguments: [
                 "daemon", "--config-dir", configs[i], "--data-dir", data[i], "--listen", "127.0.0.1", "--port", "\(ports[i])",
-                "--peer", "127.0.0.1:\(ports[1 - i])", "--log-level", "warning",
+                "--peer", "127.0.0.1:\(ports[1 - i])", "--log-level", ProcessInfo.processInfo.environment["HEARTH_BENCH_LOG"] ?? "warning",
             ], environment: ["XDG_RUNTIME_DIR": runtime[i]], executable: hearth))
         }
         for i in 0..<2 { try waitForFile("\(runtime[i])/hearth/daemon.sock", who: "daemon \(i)") }
