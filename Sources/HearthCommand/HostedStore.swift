@@ -12,7 +12,7 @@ final class HostedStore: Sendable {
     let store: UbiquitousKeyValueStore
     let access: StoreAccess
     private let control: ControlServer?
-    /// Prints each external change (`watch`, `serve --verbose`); nil when nothing is printed.
+    /// Saves, and prints if asked, each external change; nil in the daemon (see ``open``).
     private let printer: Task<Void, Never>?
     private let port: Locked<Int?>
 
@@ -22,7 +22,13 @@ final class HostedStore: Sendable {
     /// said so before the store was free.
     ///
     /// `opened`: the store, opened already by the caller (the daemon, for a store a peer serves).
-    static func open(_ access: StoreAccess, label: String, printChanges: Bool = false, json: Bool = false, opened: UbiquitousKeyValueStore? = nil,
+    ///
+    /// `saveEachChange`: the file is saved right after each external change, so that `hearth get`
+    /// (which reads the file) shows it at once (`serve`, `watch`). The daemon, whose stores apps
+    /// write at any rate, relies on its 100 ms write-behind instead: a save per change cost it a
+    /// fifth of its CPU under a busy app.
+    static func open(_ access: StoreAccess, label: String, printChanges: Bool = false, json: Bool = false,
+                     saveEachChange: Bool = true, opened: UbiquitousKeyValueStore? = nil,
                      shouldStop: @Sendable () -> Bool) async throws -> HostedStore? {
         let store: UbiquitousKeyValueStore
         if let opened {
@@ -36,7 +42,7 @@ final class HostedStore: Sendable {
         if !access.exists, !(await store.saveCreatingFile()) {
             note("\(label): could not create the file of store \(access.storeIdentifier) yet; it is written at the first change")
         }
-        let hosted = HostedStore(store, access: access, printChanges: printChanges, json: json)
+        let hosted = HostedStore(store, access: access, printChanges: printChanges, json: json, saveEachChange: saveEachChange)
         do {
             let syncPort = store.isSyncing ? try await store.syncPort() : nil
             hosted.port.withLock { $0 = syncPort }
@@ -47,7 +53,7 @@ final class HostedStore: Sendable {
         }
     }
 
-    private init(_ store: UbiquitousKeyValueStore, access: StoreAccess, printChanges: Bool, json: Bool) {
+    private init(_ store: UbiquitousKeyValueStore, access: StoreAccess, printChanges: Bool, json: Bool, saveEachChange: Bool) {
         self.store = store
         self.access = access
         let port = Locked<Int?>(nil)
@@ -70,10 +76,7 @@ final class HostedStore: Sendable {
         if control == nil { note("no control socket for store \(access.storeIdentifier); hearth set/rm on it will report it locked") }
         self.liveStatus = liveStatus
 
-        // Only a process that prints changes waits on them. The daemon does not: a save per
-        // change (an fsync) cost it a fifth of its CPU under a busy app, while the write-behind
-        // (100 ms) keeps the file current and attached processes read from memory anyway.
-        guard printChanges else {
+        guard printChanges || saveEachChange else {
             printer = nil
             return
         }
@@ -83,6 +86,7 @@ final class HostedStore: Sendable {
                 // What is printed is on disk too, so a `hearth get` run after reading it sees it
                 // even once this process has gone.
                 await store.synchronizeOffPool()
+                guard printChanges else { continue }
                 let values = change.keys.map { ($0, store.value(forKey: $0)) }
                 if json {
                     let fields = values.map { "\(PropertyListJSON.quote($0.0)):\($0.1.map(PropertyListJSON.string) ?? "null")" }

@@ -120,7 +120,7 @@ final class DeviceDaemon: Sendable {
         let identifier = access.storeIdentifier
         let state = self.state
         do {
-            let hosted = try await HostedStore.open(access, label: "daemon", opened: opened, shouldStop: { state.withLock { $0.stopping } })
+            let hosted = try await HostedStore.open(access, label: "daemon", saveEachChange: false, opened: opened, shouldStop: { state.withLock { $0.stopping } })
             let kept = state.withLock { s -> Bool in
                 s.opening[identifier] = nil
                 guard let hosted, !s.stopping else { return false }
