@@ -23,6 +23,8 @@
 //   hearth-test-writer count DIR STORE NAME N MS
 //                                           write NAME-1…NAME-N (values 1…N), MS ms apart, printing
 //                                           "wrote I" every 10; then synchronize(), print "done N BOOL"
+//                                           (HEARTH_TEST_PAUSE=N:FILE: after write N, print "paused N"
+//                                           and wait until FILE exists)
 //
 // HEARTH_TEST_ATTACH=embedded opens with `.embedded` (own the file or fail), =required with
 // `.required` (attach to the device daemon or fail); HEARTH_TEST_APPLE_INIT=1
@@ -149,9 +151,16 @@ case "count":
     let name = arguments[4]
     let store = open()
     say("opened \(store.isAttached ? "attached" : "host")")
+    // HEARTH_TEST_PAUSE=N:FILE: after write N, wait until FILE exists (so that a test can kill
+    // the host while this process is surely still writing, however loaded the machine).
+    let pause = environment["HEARTH_TEST_PAUSE"].map { $0.split(separator: ":", maxSplits: 1).map(String.init) }
     for i in 1...count {
         store.set(Int64(i), forKey: "\(name)-\(i)")
         if i % 10 == 0 { say("wrote \(i)") }
+        if let pause, pause.count == 2, Int(pause[0]) == i {
+            say("paused \(i)")
+            while !FileManager.default.fileExists(atPath: pause[1]) { usleep(10_000) }
+        }
         usleep(interval * 1000)
     }
     say("done \(count) \(store.synchronize())")

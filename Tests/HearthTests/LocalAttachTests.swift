@@ -115,13 +115,20 @@ struct LocalAttachTests {
             defer { host.kill() }
             #expect(await host.waitForOutput("opened"), "round \(round): \(host.output)\(host.errorOutput)")
             let count = 300
+            // Both writers stop after their 60th write until the host is dead: on a loaded
+            // machine they could otherwise finish before the kill, and nobody would take over.
+            let killed = place.directory + "/host-killed"
+            var environment = place.environment
+            environment["HEARTH_TEST_PAUSE"] = "60:\(killed)"
             let writers = try ["c1", "c2"].map { name in
-                try TestWriter.start(["count", place.directory, "store", name, "\(count)", "4"], environment: place.environment)
+                try TestWriter.start(["count", place.directory, "store", name, "\(count)", "4"], environment: environment)
             }
             defer { for writer in writers { writer.kill() } }
             for writer in writers { #expect(await writer.waitForOutput("opened attached"), "round \(round): \(writer.output)\(writer.errorOutput)") }
-            #expect(await writers[0].waitForOutput("wrote 60", upTo: .seconds(30)))
+            for writer in writers { #expect(await writer.waitForOutput("paused 60", upTo: .seconds(60)), "round \(round): \(writer.output)") }
             host.kill()
+            _ = await host.wait(upTo: .seconds(10))
+            FileManager.default.createFile(atPath: killed, contents: nil)
             for writer in writers {
                 #expect(await writer.wait(upTo: .seconds(90)) == 0, "round \(round): \(writer.output)\(writer.errorOutput)")
                 #expect(writer.output.contains("done \(count) true"), "round \(round): \(writer.output)\(writer.errorOutput)")
