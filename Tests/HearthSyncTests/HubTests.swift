@@ -6,6 +6,21 @@ import Testing
 
 @Suite("A hub keeps stores it never opened")
 struct HubTests {
+    /// Lets `hub` take up any store a peer serves, as the daemon does: a memory replica made at
+    /// the first mention. Returns them, by store.
+    static func provideAnyStore(_ hub: SyncEngine) -> Locked<[String: MemoryReplica]> {
+        let provided = Locked<[String: MemoryReplica]>([:])
+        hub.storeProvider = { identifier in
+            provided.withLock { table in
+                if let replica = table[identifier] { return replica }
+                let replica = MemoryReplica(storeIdentifier: identifier)
+                table[identifier] = replica
+                return replica
+            }
+        }
+        return provided
+    }
+
     @Test("C serves two stores through its store provider: A writes them and leaves, D joins, reaches only C, and gets both")
     func hubRelaysStoresItNeverOpened() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
@@ -19,15 +34,7 @@ struct HubTests {
 
         // C opens nothing: its provider makes a replica for any store a peer serves.
         let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)))
-        let provided = Locked<[String: MemoryReplica]>([:])
-        hub.storeProvider = { identifier in
-            provided.withLock { table in
-                if let replica = table[identifier] { return replica }
-                let replica = MemoryReplica(storeIdentifier: identifier)
-                table[identifier] = replica
-                return replica
-            }
-        }
+        let provided = Self.provideAnyStore(hub)
         let hubPort = try await hub.start()
         #expect(hub.storeIdentifiers.isEmpty)
 
@@ -94,15 +101,7 @@ struct HubTests {
         let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
         let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
         let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .seconds(30), timeout: .seconds(90)))
-        let provided = Locked<[String: MemoryReplica]>([:])
-        hub.storeProvider = { identifier in
-            provided.withLock { table in
-                if let replica = table[identifier] { return replica }
-                let replica = MemoryReplica(storeIdentifier: identifier)
-                table[identifier] = replica
-                return replica
-            }
-        }
+        let provided = Self.provideAnyStore(hub)
         let hubPort = try await hub.start()
         var missed: [Int] = []
         for round in 0..<40 {

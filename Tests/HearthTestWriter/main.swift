@@ -32,10 +32,19 @@
 import Foundation
 import Hearth
 
-/// `KEY=VALUE` (or `KEY=absent`), from any thread (notifications arrive on the store's queue).
+/// What the modes print about a store, from any thread (notifications arrive on the store's queue).
 enum Shown {
     static func value(_ key: String, in store: UbiquitousKeyValueStore) -> String {
         "\(key)=\(store.string(forKey: key) ?? "absent")"
+    }
+
+    /// Prints each notification of `store` as "notify REASON KEYS", then `detail()` if given.
+    static func notifications(of store: UbiquitousKeyValueStore, detail: (@Sendable () -> String)? = nil) {
+        NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { note in
+            let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int ?? -1
+            let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String] ?? []
+            say("notify \(reason) \(keys.joined(separator: ","))" + (detail.map { " " + $0() } ?? ""))
+        }
     }
 }
 
@@ -114,11 +123,7 @@ case "share":
     guard arguments.count == 7, let count = Int(arguments[5]) else { exit(64) }
     let (name, other) = (arguments[4], arguments[6])
     let store = open()
-    NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { note in
-        let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int ?? -1
-        let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String] ?? []
-        say("notify \(reason) \(keys.joined(separator: ","))")
-    }
+    Shown.notifications(of: store)
     say("opened \(store.isAttached ? "attached" : "host")")
     while !FileManager.default.fileExists(atPath: arguments[2] + "/go") { usleep(10_000) }
     for i in 1...count {
@@ -139,11 +144,7 @@ case "watch":
     guard arguments.count == 5 else { exit(64) }
     let key = arguments[4]
     let store = open()
-    NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { note in
-        let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int ?? -1
-        let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String] ?? []
-        say("notify \(reason) \(keys.joined(separator: ",")) \(Shown.value(key, in: store))")
-    }
+    Shown.notifications(of: store) { Shown.value(key, in: store) }
     say("opened \(store.isAttached ? "attached" : "host") \(Shown.value(key, in: store))")
     while true { pause() }
 case "count":
