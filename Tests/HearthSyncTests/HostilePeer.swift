@@ -13,6 +13,12 @@ struct HostilePeer: Sendable {
     let identity: DeviceIdentity
     let storeIdentifier: String
 
+    /// A member with an identity made by the test (e.g. with the account's authority).
+    init(identity: DeviceIdentity, storeIdentifier: String) {
+        self.identity = identity
+        self.storeIdentifier = storeIdentifier
+    }
+
     /// Joins the account of the device whose account directory is `accountDirectory`, as a
     /// user handed the join bundle would.
     init(joining accountDirectory: String, root: String, storeIdentifier: String, name: String = "rogue") throws {

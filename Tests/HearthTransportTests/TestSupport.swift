@@ -46,9 +46,9 @@ final class EchoServer: Sendable {
 
     var port: Int { listener.port! }
 
-    init(identity: DeviceIdentity, logs: LogCapture = LogCapture(), echo: Bool = true) async throws {
+    init(identity: DeviceIdentity, logs: LogCapture = LogCapture(), echo: Bool = true, removals: DeviceRemovals? = nil) async throws {
         self.logs = logs
-        let transport = try PeerTransport(configuration: TLSConfiguration(identity: identity, logger: logs.logger("server")))
+        let transport = try PeerTransport(configuration: TLSConfiguration(identity: identity, removals: removals, logger: logs.logger("server")))
         let listener = try await transport.listen(host: "127.0.0.1", port: 0)
         self.listener = listener
         let state = state
@@ -97,13 +97,16 @@ func clientTransport(_ identity: DeviceIdentity, trustAnchor: Certificate? = nil
                       maximumFrameLength: maximumFrameLength)
 }
 
-/// Reads frames until the stream ends or fails; never hangs past `timeout`.
-func drain(_ connection: PeerConnection, timeout: Duration = .seconds(10)) async -> (frames: [String], error: (any Error)?) {
+/// Reads frames until the stream ends or fails, or `frames` have come; never hangs past `timeout`.
+func drain(_ connection: PeerConnection, frames limit: Int = .max, timeout: Duration = .seconds(10)) async -> (frames: [String], error: (any Error)?) {
     await withTimeout(timeout) {
         var frames: [String] = []
         do {
             try await connection.executeThenClose { inbound, _ in
-                for try await frame in inbound { frames.append(String(buffer: frame)) }
+                for try await frame in inbound {
+                    frames.append(String(buffer: frame))
+                    if frames.count >= limit { break }
+                }
             }
             return (frames, nil)
         } catch {

@@ -24,6 +24,8 @@ public struct RefusedEntry: Error, Sendable, Hashable, CustomStringConvertible {
         case badSignature
         /// No admitted certificate of the account names the signer.
         case unknownSigner
+        /// Its signer was removed from the account before the entry's timestamp.
+        case removedSigner
         /// The entry's origin is not one of its signer's (see `ReplicaID.isBound(to:)`).
         case originMismatch
         /// Its signer's entries would take more of the store than one device may

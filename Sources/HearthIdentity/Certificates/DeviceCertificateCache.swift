@@ -10,11 +10,14 @@ import HearthCore
 /// is then refused again.
 public final class DeviceCertificateCache: Sendable {
     public let trust: AccountTrust
+    /// Devices removed from the account: their entries stamped after the removal are refused.
+    public let removals: DeviceRemovals?
     /// Admitted certificates with their public keys, parsed once.
     private let certificates = Locked<[DeviceID: (certificate: Certificate, key: Ed25519PublicKey)]>([:])
 
-    public init(trust: AccountTrust) {
+    public init(trust: AccountTrust, removals: DeviceRemovals? = nil) {
         self.trust = trust
+        self.removals = removals
     }
 
     /// Verifies `derEncoded` against the account CA and remembers it.
@@ -51,7 +54,8 @@ public final class DeviceCertificateCache: Sendable {
     /// Verifies `entry` with the admitted certificate of the device its signature names.
     ///
     /// - Throws: ``IdentityError/Code/unknownSigner`` when that device's certificate was
-    ///   never admitted, or any error of ``AccountTrust/verify(entry:storeIdentifier:certificate:at:)``.
+    ///   never admitted, ``IdentityError/Code/removedSigner`` when the device was removed before
+    ///   the entry's timestamp, or any error of ``AccountTrust/verify(entry:storeIdentifier:certificate:at:)``.
     public func verify(entry: Entry, storeIdentifier: String, at date: Date = Date()) throws {
         guard let signature = entry.signature else {
             throw IdentityError(code: .badSignature, message: "entry \(entry.key) is unsigned")
@@ -65,6 +69,10 @@ public final class DeviceCertificateCache: Sendable {
         }
         guard admitted.key.isValidSignature(signature.bytes, for: entry.signingBytes(storeIdentifier: storeIdentifier)) else {
             throw IdentityError.badSignature("entry \(entry.key): the signature of \(device) does not verify")
+        }
+        // What it wrote before its removal stays; what it stamps after is refused.
+        if let removal = removals?.removal(of: device), entry.timestamp.milliseconds > removal.removedAt {
+            throw IdentityError(code: .removedSigner, message: "entry \(entry.key): signed by \(device), removed from the account at \(removal.date), and stamped \(entry.timestamp.date)")
         }
     }
 }

@@ -29,6 +29,8 @@ public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let signerMismatch = Code("signerMismatch")
         /// No certificate is known for the signing device.
         public static let unknownSigner = Code("unknownSigner")
+        /// The signer was removed from the account before the entry's timestamp.
+        public static let removedSigner = Code("removedSigner")
         /// The passphrase does not open the join bundle.
         public static let wrongPassphrase = Code("wrongPassphrase")
         /// The join bundle is truncated, altered, or not a join bundle at all.

@@ -26,11 +26,13 @@ struct SessionMailbox: Sendable {
 
     /// Our hello, first on every connection.
     var hello = false
+    /// Every device removal we know (the hellos' removals digests differed, or we learned one).
+    var removals = false
     var ping = false
     var pong = false
     var stores: [String: StoreMail] = [:]
 
-    var isEmpty: Bool { !hello && !ping && !pong && stores.isEmpty }
+    var isEmpty: Bool { !hello && !removals && !ping && !pong && stores.isEmpty }
 
     /// Changes what is owed about `store`.
     mutating func post(_ store: String, _ change: (inout StoreMail) -> Void) {
@@ -44,6 +46,8 @@ struct SessionMailbox: Sendable {
     /// the mailbox.
     mutating func next() -> SessionOutgoing? {
         if hello { hello = false; return .hello }
+        // A removal goes before any data: the peer should stop trusting the device at once.
+        if removals { removals = false; return .removals }
         if let (store, mail) = stores.first {
             var rest = mail
             let item: SessionOutgoing
@@ -79,7 +83,7 @@ struct SessionMailbox: Sendable {
 
 /// One item a session's writer sends (see ``SessionMailbox/next()``).
 enum SessionOutgoing: Sendable {
-    case hello, ping, pong
+    case hello, removals, ping, pong
     case state(String, peers: Bool)
     case left(String)
     case delta(String)

@@ -62,9 +62,16 @@ public final class SyncEngine: Sendable {
         /// Diallers waiting until a device's session (which the peer dialled) ends.
         var sessionWaiters: [DeviceID: [UInt64: CheckedContinuation<Void, Never>]] = [:]
         var nextWaiter: UInt64 = 0
+        /// Set when a peer says this device was removed from the account.
+        var removalNotice: RemovalNotice?
+        var removalsObserver: UInt64?
     }
 
     public let identity: DeviceIdentity
+    /// The devices removed from the account (shared with the TLS layer and, in an app, with
+    /// every engine of the process): refused in handshakes, their later entries refused,
+    /// relayed to every peer.
+    public let removals: DeviceRemovals
     public let metrics = SyncMetrics()
     let transport: PeerTransport
     let options: Options
@@ -74,21 +81,35 @@ public final class SyncEngine: Sendable {
     let provider = Locked<(@Sendable (String) -> (any SyncReplica)?)?>(nil)
 
     /// An engine serving no store yet (see ``attach(_:)``).
-    public init(identity: DeviceIdentity, options: Options = Options(), logger: Logger = Logger(label: "hearth.sync")) throws {
+    ///
+    /// - Parameter removals: the account's device removals (``AccountStore/removals(of:)``
+    ///   keeps them on disk); by default an empty set in memory, which peers can still teach.
+    public init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
+                logger: Logger = Logger(label: "hearth.sync")) throws {
         self.identity = identity
         self.options = options
         var logger = logger
         logger[metadataKey: "device"] = "\(identity.deviceID.short)"
         self.logger = logger
-        transport = try PeerTransport(identity: identity, logger: logger)
-        certificates = DeviceCertificateCache(trust: identity.account.trust)
+        let removals = removals ?? DeviceRemovals(trust: identity.account.trust, logger: logger)
+        precondition(removals.trust.accountID == identity.account.id, "the removals are another account's")
+        self.removals = removals
+        transport = try PeerTransport(identity: identity, removals: removals, logger: logger)
+        certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
+        let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
+        state.withLock { $0.removalsObserver = token }
+    }
+
+    deinit {
+        if let token = state.withLock({ $0.removalsObserver }) { removals.removeObserver(token) }
     }
 
     /// An engine serving `replica`'s store (more can be attached).
     public convenience init(identity: DeviceIdentity, replica: any SyncReplica,
-                            options: Options = Options(), logger: Logger = Logger(label: "hearth.sync")) throws {
-        try self.init(identity: identity, options: options, logger: logger)
+                            options: Options = Options(), removals: DeviceRemovals? = nil,
+                            logger: Logger = Logger(label: "hearth.sync")) throws {
+        try self.init(identity: identity, options: options, removals: removals, logger: logger)
         try attach(replica)
     }
 
@@ -200,11 +221,13 @@ public final class SyncEngine: Sendable {
     /// A barrier: once it returns, no session of this engine changes the replica of any of its
     /// stores (see ``ReplicaGate``), even one that was still verifying a delta.
     public func stop() async {
-        let (listener, tasks, sessions, discoveries, stores) = state.withLock { s in
+        let (listener, tasks, sessions, discoveries, stores, observer) = state.withLock { s in
             s.stopped = true
-            defer { s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = []; s.stores = [:] }
-            return (s.listener, s.tasks + Array(s.dialers.values), Array(s.sessions.values), s.discoveries, Array(s.stores.values))
+            defer { s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = []; s.stores = [:]; s.removalsObserver = nil }
+            return (s.listener, s.tasks + Array(s.dialers.values), Array(s.sessions.values), s.discoveries, Array(s.stores.values),
+                    s.removalsObserver)
         }
+        if let observer { removals.removeObserver(observer) }
         for store in stores { store.replica.close() }
         logger.debug("stopping: \(tasks.count) tasks, \(sessions.count) sessions")
         for task in tasks { task.cancel() }
@@ -229,12 +252,17 @@ public final class SyncEngine: Sendable {
         for session in sessions { session.push(store) }
     }
 
-    /// Admits a session after its hello; refuses a duplicate (see the type's documentation).
-    func register(_ session: SyncSession) -> Bool {
-        enum Decision { case accept(replacing: SyncSession?), reject }
+    enum Registration { case accepted, duplicate, removed }
+
+    /// Admits a session after its hello; refuses a duplicate (see the type's documentation) and
+    /// a removed device. Checked under the engine's lock, so a removal learned meanwhile either
+    /// sees this session (and closes it) or is seen here.
+    func register(_ session: SyncSession) -> Registration {
+        enum Decision { case accept(replacing: SyncSession?), reject, removed }
         let decision: Decision = state.withLock { s in
             guard !s.stopped else { return .reject }
             let device = session.peer.deviceID
+            guard !removals.isRemoved(device) else { return .removed }
             guard let existing = s.sessions[device] else {
                 s.sessions[device] = session
                 return .accept(replacing: nil)
@@ -248,9 +276,11 @@ public final class SyncEngine: Sendable {
         switch decision {
         case .accept(let replaced):
             replaced?.close()
-            return true
+            return .accepted
         case .reject:
-            return false
+            return .duplicate
+        case .removed:
+            return .removed
         }
     }
 
@@ -300,6 +330,8 @@ public final class SyncEngine: Sendable {
         case .appeared(let peer), .updated(let peer):
             state.withLock { s in
                 guard !s.stopped, s.dialers[peer.id] == nil else { return }
+                // A removed device is not dialled (once known by its certificate).
+                if let device = s.knownDevices[peer.id], removals.isRemoved(device) { return }
                 s.dialers[peer.id] = Task { [weak self] in await self?.dial(peer, context: context) }
             }
         case .gone(let peer):
@@ -329,8 +361,21 @@ public final class SyncEngine: Sendable {
                         return
                     }
                     state.withLock { $0.knownDevices[peer.id] = connection.peer.deviceID }
-                    _ = await runSession(connection, initiatedLocally: true, context: context)
+                    switch await runSession(connection, initiatedLocally: true, context: context) {
+                    case .removedByPeer:
+                        // Its verdict stands until this process starts again: no point in asking
+                        // every few seconds (see noteRemoved).
+                        noteRemoved(by: connection.peer)
+                        return
+                    case .peerRemoved:
+                        return
+                    case .ended, .duplicate:
+                        break
+                    }
                     break
+                } catch let error as TLSError where error.code == .peerRemoved {
+                    logger.info("\(peer.name) is a device removed from the account; not dialling it")
+                    return
                 } catch {
                     logger.debug("could not connect to \(peer.name) at \(address): \(error)")
                 }

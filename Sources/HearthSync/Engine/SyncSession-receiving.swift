@@ -15,6 +15,9 @@ extension SyncSession {
         case .store(let state):
             receive(state)
             return
+        case .removals(let records):
+            context.engine?.learn(records, from: self)
+            return
         case .delta, .ack, .refused: break
         }
         // A message about a store this connection does not sync (the peer serves a store this
@@ -40,7 +43,7 @@ extension SyncSession {
             guard !fresh.isEmpty else { return }
             shared.store.logger.warning("the peer refused \(fresh.count) entr\(fresh.count == 1 ? "y" : "ies") this device sent; the rest was applied: \(Self.summary(fresh))",
                                         metadata: ["peer": "\(peer)"])
-        case .hello, .ping, .pong, .store: break
+        case .hello, .ping, .pong, .store, .removals: break
         }
     }
 

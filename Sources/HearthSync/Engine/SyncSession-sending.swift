@@ -12,6 +12,9 @@ extension SyncSession {
             guard let hello = try context.engine?.makeHello() else { throw CancellationError() }
             listedInHello.withLock { $0 = Set(hello.stores.map(\.identifier)) }
             try await send(.hello(hello), to: outbound)
+        case .removals:
+            guard let removals = context.engine?.removals.all, !removals.isEmpty else { return }
+            try await send(.removals(Array(removals.prefix(SyncMessage.maximumRemovals))), to: outbound)
         case .state(let name, let withPeers):
             guard let store = stores.withLock({ $0.shared[name]?.store }) else { return }
             let vector = store.replica.syncVector

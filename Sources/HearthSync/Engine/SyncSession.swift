@@ -19,6 +19,10 @@ final class SyncSession: Sendable {
         case ended
         /// Refused by the duplicate rule before any data: another connection to this peer won.
         case duplicate
+        /// The peer refused our certificate as revoked: it says this device was removed.
+        case removedByPeer
+        /// The peer is a device removed from the account.
+        case peerRemoved
     }
 
     /// A store both ends serve, as this connection sees it.
@@ -67,6 +71,8 @@ final class SyncSession: Sendable {
     private let closed = Locked(false)
     /// Set once the peer's hello is verified; before that no ping may be sent.
     let greeted = Locked(false)
+    /// Whether the peer's hello carried a removals digest: older builds are sent no removals.
+    let peerKnowsRemovals = Locked(false)
     /// Closes the channel: the way to stop the reader, which waits on the socket.
     private let closeChannel = Locked<(@Sendable () -> Void)?>(nil)
     /// Entries of this connection refused for a bad or unknown signature, and how many are
@@ -97,6 +103,12 @@ final class SyncSession: Sendable {
     /// What the peer has confirmed having of `store`; `nil` if this connection does not sync it.
     func acknowledgedVector(of store: String) -> VersionVector? {
         stores.withLock { $0.shared[store]?.acknowledged }
+    }
+
+    /// Asks the writer to send every removal we know (we learned one since the hellos).
+    func relayRemovals() {
+        guard peerKnowsRemovals.withLock({ $0 }) else { return }
+        post { $0.removals = true }
     }
 
     /// Asks the writer to send whatever the peer lacks of `store` now.
@@ -224,7 +236,12 @@ final class SyncSession: Sendable {
                         let message = try SyncMessage(decoding: Data(frame.readableBytesView))
                         if !greeted {
                             let hello = try receiveHello(message)
-                            guard context.engine?.register(self) == true else {
+                            switch context.engine?.register(self) {
+                            case .accepted?: break
+                            case .removed?:
+                                logger.notice("the peer was removed from the account; closing the connection")
+                                return .peerRemoved
+                            case .duplicate?, nil:
                                 logger.debug("another connection to this peer is kept; closing this one")
                                 return .duplicate
                             }
@@ -243,6 +260,9 @@ final class SyncSession: Sendable {
             }
         } catch {
             context.engine?.unregister(self)
+            if let tls = error as? TLSError, tls.code == .removedByPeer {
+                return .removedByPeer
+            }
             if !closed.withLock({ $0 }) { logger.notice("connection closed: \(error)") }
             return .ended
         }
@@ -251,6 +271,13 @@ final class SyncSession: Sendable {
     /// Opens every store the hello lists that this device serves (or its store provider
     /// creates); the others are the peer's alone.
     private func greet(_ hello: SyncMessage.Hello) {
+        if let digest = hello.removalsDigest {
+            peerKnowsRemovals.withLock { $0 = true }
+            // Different removals: send ours (the peer sends its own; each merges the other's).
+            if let removals = context.engine?.removals, !removals.isEmpty, digest != removals.digest {
+                post { $0.removals = true }
+            }
+        }
         stores.withLock { $0.served = Set(hello.stores.map(\.identifier)) }
         for listed in hello.stores {
             if let store = context.engine?.store(listed.identifier) {

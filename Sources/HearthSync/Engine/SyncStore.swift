@@ -257,6 +257,8 @@ public final class SyncStore: Sendable {
                 return nil
             } catch let error as IdentityError where error.code == .unknownSigner {
                 return RefusedEntry(entry, reason: .unknownSigner, detail: error.description)
+            } catch let error as IdentityError where error.code == .removedSigner {
+                return RefusedEntry(entry, reason: .removedSigner, detail: error.description)
             } catch {
                 return RefusedEntry(entry, reason: .badSignature, detail: "\(error)")
             }

@@ -26,6 +26,12 @@ public enum SyncMessage: Sendable, Equatable {
     /// clock (milliseconds since 1970), so that a writer whose clock is ahead can tell. The
     /// rest of the delta was applied; the link stays up.
     case refused(Refusal)
+    /// Device removals signed by the account CA, per connection: sent when the hellos'
+    /// removals digests differ, and relayed to every peer when a device learns a new one.
+    case removals([DeviceRemoval])
+
+    /// At most this many removal records are read from a `removals` message.
+    public static let maximumRemovals = DeviceRemovals.maximumRecords
 
     /// At most this many refused entries are read from a `refused` message.
     public static let maximumRefusals = 1024
@@ -93,13 +99,19 @@ public enum SyncMessage: Sendable, Equatable {
         public var stores: [Store]
         /// The device's signature over ``signingBytes``.
         public var signature: Data
+        /// ``DeviceRemovals/digest`` of the removals the sender knows; absent from builds that
+        /// know no removals (they are sent none). Not signed: the records themselves are
+        /// signed by the account CA, and TLS authenticates the sender.
+        public var removalsDigest: Data?
 
-        public init(protocolVersion: Int, account: String, device: Data, stores: [Store], signature: Data) {
+        public init(protocolVersion: Int, account: String, device: Data, stores: [Store], signature: Data,
+                    removalsDigest: Data? = nil) {
             self.protocolVersion = protocolVersion
             self.account = account
             self.device = device
             self.stores = stores
             self.signature = signature
+            self.removalsDigest = removalsDigest
         }
 
         /// `"hearth-hello-v3" 00 · u32 version · account · device · u32 count ·
@@ -203,7 +215,7 @@ public enum SyncMessage: Sendable, Equatable {
         case .delta(let delta): delta.store
         case .ack(let ack): ack.store
         case .refused(let refusal): refusal.store
-        case .hello, .ping, .pong: nil
+        case .hello, .ping, .pong, .removals: nil
         }
     }
 }
@@ -222,8 +234,12 @@ extension SyncMessage {
             let stores: [PropertyListValue] = h.stores.map { store in
                 ["s": .string(store.identifier), "v": .data(store.vectorDigest), "p": .data(store.peersDigest)]
             }
-            return ["type": "hello", "protocol": .integer(Int64(h.protocolVersion)), "account": .string(h.account),
-                    "device": .data(h.device), "stores": .array(stores), "signature": .data(h.signature)]
+            var fields: [String: PropertyListValue] = [
+                "type": "hello", "protocol": .integer(Int64(h.protocolVersion)), "account": .string(h.account),
+                "device": .data(h.device), "stores": .array(stores), "signature": .data(h.signature),
+            ]
+            if let digest = h.removalsDigest { fields["removals"] = .data(digest) }
+            return .dictionary(fields)
         case .store(let s):
             var fields: [String: PropertyListValue] = ["type": "store", "store": .string(s.store)]
             if let vector = s.vector { fields["vector"] = vector.propertyList }
@@ -245,6 +261,7 @@ extension SyncMessage {
             guard !vectors.isEmpty else { return ["type": "ping"] }
             return ["type": "ping", "stores": .dictionary(vectors.mapValues(\.propertyList))]
         case .pong: return ["type": "pong"]
+        case .removals(let records): return ["type": "removals", "records": .array(records.map(\.propertyList))]
         }
     }
 
@@ -381,8 +398,13 @@ extension SyncMessage {
                 guard seen.insert(identifier).inserted else { throw SyncProtocolError("hello: the store \(String(reflecting: identifier)) appears twice") }
                 stores.append(Hello.Store(identifier: identifier, vectorDigest: vector, peersDigest: peers))
             }
+            var removalsDigest: Data?
+            if let field = fields["removals"] {
+                guard let digest = field.dataValue, digest.count <= 32 else { throw SyncProtocolError("hello: removals is not a digest") }
+                removalsDigest = digest
+            }
             self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, device: device,
-                                stores: stores, signature: signature))
+                                stores: stores, signature: signature, removalsDigest: removalsDigest))
         case "store":
             let name = try store()
             let vector = try fields["vector"].map { field throws(SyncProtocolError) in try Self.checked(VersionVector(propertyList: field), "store") }
@@ -422,6 +444,11 @@ extension SyncMessage {
             // Past the cap, the rest is not read; items that do not read are dropped.
             self = .refused(Refusal(store: name, entries: list.prefix(Self.maximumRefusals).compactMap(RefusedEntry.init(propertyList:)),
                                     clock: UInt64(clamping: clock)))
+        case "removals":
+            guard let list = fields["records"]?.arrayValue else { throw SyncProtocolError("removals: records missing") }
+            // Past the cap, the rest is not read; records that do not read are dropped (and each
+            // that reads is verified against the account CA before it counts).
+            self = .removals(list.prefix(Self.maximumRemovals).compactMap(DeviceRemoval.init(propertyList:)))
         default: throw SyncProtocolError("unknown message type \(String(reflecting: type))")
         }
     }

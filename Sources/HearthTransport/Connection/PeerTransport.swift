@@ -35,9 +35,9 @@ public struct PeerTransport: Sendable {
         clientContext = try SSLContext(configuration: configuration, role: .client)
     }
 
-    public init(identity: DeviceIdentity, logger: Logger = Logger(label: "hearth.transport"),
+    public init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, logger: Logger = Logger(label: "hearth.transport"),
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
-        try self.init(configuration: TLSConfiguration(identity: identity, logger: logger), group: group)
+        try self.init(configuration: TLSConfiguration(identity: identity, removals: removals, logger: logger), group: group)
     }
 
     /// Starts listening. Each connection that completes the handshake with a device of the

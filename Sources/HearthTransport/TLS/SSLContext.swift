@@ -13,6 +13,8 @@ public final class SSLContext: @unchecked Sendable {
     let pointer: OpaquePointer
     public let role: Role
     public let configuration: TLSConfiguration
+    /// Held for the verify callback, which reaches it through the context's ex_data.
+    private let removals: DeviceRemovals?
 
     public init(configuration: TLSConfiguration, role: Role) throws {
         _ = OpenSSLRuntime.ready
@@ -22,6 +24,7 @@ public final class SSLContext: @unchecked Sendable {
         pointer = context
         self.role = role
         self.configuration = configuration
+        removals = configuration.removals
         try configure()
     }
 
@@ -61,7 +64,14 @@ public final class SSLContext: @unchecked Sendable {
         SSL_CTX_set_verify_depth(pointer, 1)
         // Both sides demand and verify the other's certificate. OpenSSL checks the chain,
         // the dates, and the purpose (a client checks serverAuth, a server clientAuth).
-        SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+        // A removed device's certificate still chains; the callback refuses it by its key.
+        if let removals = configuration.removals {
+            // The context keeps `removals` alive (a stored property) as long as OpenSSL may call back.
+            SSL_CTX_set_ex_data(pointer, 0, Unmanaged.passUnretained(removals).toOpaque())
+            SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, hearthVerifyNotRemoved)
+        } else {
+            SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+        }
 
         switch role {
         case .server:
@@ -109,4 +119,21 @@ private func hearthSelectALPN(
         offset = start + length
     }
     return SSL_TLSEXT_ERR_ALERT_FATAL
+}
+
+/// The verify callback when the account has removals: after OpenSSL's own checks pass, the
+/// leaf certificate's device must not be removed. A removed one fails with
+/// `X509_V_ERR_CERT_REVOKED`, which OpenSSL turns into a `certificate_revoked` alert to the
+/// peer. A plain C function, as OpenSSL calls it from the event loop mid-handshake.
+private func hearthVerifyNotRemoved(_ preverified: Int32, _ store: OpaquePointer?) -> Int32 {
+    guard preverified == 1, let store else { return preverified }
+    // Only the leaf names a device (depth 1 is the account CA).
+    guard X509_STORE_CTX_get_error_depth(store) == 0, let x509 = X509_STORE_CTX_get_current_cert(store),
+          let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
+          let context = SSL_get_SSL_CTX(OpaquePointer(ssl)), let opaque = SSL_CTX_get_ex_data(context, 0) else { return 1 }
+    let removals = Unmanaged<DeviceRemovals>.fromOpaque(opaque).takeUnretainedValue()
+    guard !removals.isEmpty, let key = Certificate(retaining: x509).publicKey else { return 1 }
+    guard removals.isRemoved(DeviceID(publicKey: key)) else { return 1 }
+    X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REVOKED)
+    return 0
 }

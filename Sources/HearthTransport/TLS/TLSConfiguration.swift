@@ -16,15 +16,20 @@ public struct TLSConfiguration: Sendable {
     /// How long a handshake may take before the connection is dropped, so that a peer
     /// that opens a socket and sends nothing does not hold it forever.
     public var handshakeTimeout: TimeAmount
+    /// The devices removed from the account: their certificates are refused in the handshake
+    /// (the peer gets a `certificate_revoked` alert), whichever side dialled. Shared and live:
+    /// a removal learned later is honoured by the next handshake.
+    public var removals: DeviceRemovals?
     public var logger: Logger
 
     /// The ALPN protocol identifier: the version of the Hearth protocol spoken inside.
     public static let alpnProtocol = "hearth/1"
 
     public init(identity: DeviceIdentity, trustAnchor: Certificate? = nil,
-                handshakeTimeout: TimeAmount = .seconds(10),
+                handshakeTimeout: TimeAmount = .seconds(10), removals: DeviceRemovals? = nil,
                 logger: Logger = Logger(label: "hearth.transport")) {
         self.identity = identity
+        self.removals = removals
         self.trustAnchor = trustAnchor ?? identity.account.caCertificate
         self.handshakeTimeout = handshakeTimeout
         self.logger = logger

@@ -18,6 +18,12 @@ public struct TLSError: Error, Hashable, Sendable, CustomStringConvertible {
         /// The peer's certificate does not chain to the account CA, is outside its
         /// validity period, or has the wrong usage.
         public static let certificateRejected = Code("certificateRejected")
+        /// The peer's certificate is valid, but its device was removed from the account
+        /// (``DeviceRemovals``): refused with a `certificate_revoked` alert.
+        public static let peerRemoved = Code("peerRemoved")
+        /// The peer refused this device's certificate as revoked: a device of the account
+        /// (its certificate verified) says this device was removed from the account.
+        public static let removedByPeer = Code("removedByPeer")
         /// The peer did not agree on ALPN `hearth/1`.
         public static let alpnMismatch = Code("alpnMismatch")
         /// The peer is a valid device of the account, but not the one dialled.

@@ -164,6 +164,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The most precise reason OpenSSL can give for a failed handshake.
     private func handshakeError(sslError: Int32) -> TLSError {
         let verify = SSL_get_verify_result(connection.ssl)
+        if verify == X509_V_ERR_CERT_REVOKED {
+            OpenSSLErrorQueue.clear()
+            return TLSError(code: .peerRemoved, reason: "the peer's device was removed from the account")
+        }
         if verify != X509_V_OK {
             OpenSSLErrorQueue.clear()
             let text = X509_verify_cert_error_string(verify).map { String(cString: $0) } ?? "verify error \(verify)"
@@ -173,10 +177,17 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if reasons.isEmpty {
             return .handshakeFailed(sslError == SSL_ERROR_SYSCALL ? "unexpected end of stream" : "SSL error \(sslError)")
         }
+        if let removed = Self.removedByPeer(reasons) { return removed }
         if reasons.contains(where: { $0.contains("no application protocol") }) {
             return TLSError(code: .alpnMismatch, reason: reasons.joined(separator: "; "))
         }
         return .handshakeFailed(reasons.joined(separator: "; "))
+    }
+
+    /// The error for a `certificate_revoked` alert from the peer, if that is what `reasons` say.
+    static func removedByPeer(_ reasons: [String]) -> TLSError? {
+        guard reasons.contains(where: { $0.contains("certificate revoked") }) else { return nil }
+        return TLSError(code: .removedByPeer, reason: "the peer refused this device's certificate as revoked: " + reasons.joined(separator: "; "))
     }
 
     private func handshakeCompleted(context: ChannelHandlerContext) {
@@ -244,7 +255,9 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             default:
                 let reasons = OpenSSLErrorQueue.drain()
                 let reason = reasons.isEmpty ? "SSL_read error \(error)" : reasons.joined(separator: "; ")
-                fail(TLSError(code: .protocolError, reason: reason), context: context)
+                // In TLS 1.3 a client's handshake is done once it sent its Finished: the
+                // server's verdict on its certificate arrives as the first read.
+                fail(Self.removedByPeer(reasons) ?? TLSError(code: .protocolError, reason: reason), context: context)
                 return
             }
         }
@@ -364,9 +377,18 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         OpenSSLErrorQueue.clear()
         writeNetworkOutput(context: context, flush: true)
         if duringHandshake {
-            logger.warning("TLS connection refused", metadata: ["code": "\(error.code)", "reason": "\(error.reason)"])
+            if error.code == .peerRemoved || error.code == .removedByPeer {
+                // Expected after a removal (each side tries a few times): not a warning.
+                logger.notice("TLS connection refused", metadata: ["code": "\(error.code)", "reason": "\(error.reason)"])
+            } else {
+                logger.warning("TLS connection refused", metadata: ["code": "\(error.code)", "reason": "\(error.reason)"])
+            }
         } else {
-            logger.warning("TLS connection failed", metadata: ["code": "\(error.code)", "reason": "\(error.reason)"])
+            if error.code == .removedByPeer {
+                logger.notice("TLS connection failed", metadata: ["code": "\(error.code)", "reason": "\(error.reason)"])
+            } else {
+                logger.warning("TLS connection failed", metadata: ["code": "\(error.code)", "reason": "\(error.reason)"])
+            }
         }
         handshakePromise?.fail(error)
         failPendingWrites(error)

@@ -1,0 +1,204 @@
+import Dispatch
+import Foundation
+import HearthCore
+import Logging
+
+/// The devices removed from one account, as this process knows them: what the TLS layer
+/// refuses, what the sync engine checks entries against and relays to its peers.
+///
+/// One instance per account and config directory is shared by every engine and TLS context of
+/// the process (``AccountStore/removals(of:)``). It is persisted in the account's directory
+/// (`accounts/<id>/removals`, a binary property list of records) and only ever grows: a
+/// removal is never undone (a removed device that should come back joins again, with a new
+/// key). Records that do not verify against the account CA are ignored with a log line, in
+/// the file as on the wire.
+///
+/// ```swift
+/// let removals = try accounts.removals(of: account.id)
+/// let token = removals.observe { added in print("removed:", added) }
+/// removals.merge([record])           // verified, persisted, observers told
+/// removals.isRemoved(device)         // cheap: a dictionary lookup under a lock
+/// ```
+public final class DeviceRemovals: Sendable {
+    /// At most this many records per account (a household removes a few devices in its life;
+    /// a peer cannot grow the set past this).
+    public static let maximumRecords = 1024
+
+    public let trust: AccountTrust
+    /// Where the records are kept; nil keeps them in memory (test clusters, a bare engine).
+    public let file: URL?
+    private let records = Locked<[DeviceID: DeviceRemoval]>([:])
+    private let observers = Locked<(next: UInt64, handlers: [UInt64: @Sendable ([DeviceRemoval]) -> Void])>((0, [:]))
+    /// Saves happen here, never on the caller's thread: a session's reader must not fsync.
+    private let saver = DispatchQueue(label: "hearth.identity.removals")
+    private let logger: Logger
+
+    /// The removals of `trust`'s account, read from `file` when given (records that do not verify
+    /// are logged and skipped; a file that does not read is logged and treated as empty, and
+    /// rewritten at the next change).
+    public init(trust: AccountTrust, file: URL? = nil, logger: Logger = Logger(label: "hearth.identity")) {
+        self.trust = trust
+        self.file = file
+        self.logger = logger
+        if let file { records.withLock { $0 = Self.verified(Self.read(file, logger: logger), trust: trust, logger: logger) } }
+    }
+
+    // MARK: Asking
+
+    /// Whether `device` is removed from the account.
+    public func isRemoved(_ device: DeviceID) -> Bool { records.withLock { $0[device] != nil } }
+
+    /// The removal record of `device`, if it is removed.
+    public func removal(of device: DeviceID) -> DeviceRemoval? { records.withLock { $0[device] } }
+
+    /// Every record, by device ID.
+    public var all: [DeviceRemoval] { records.withLock { Array($0.values) }.sorted { $0.device < $1.device } }
+
+    public var isEmpty: Bool { records.withLock { $0.isEmpty } }
+
+    /// The first 8 bytes of the SHA-256 of the records' device IDs and signatures, sorted by
+    /// device: what a hello carries so that two devices with the same removals exchange none.
+    public var digest: Data { Self.digest(of: all) }
+
+    public static func digest(of records: [DeviceRemoval]) -> Data {
+        var bytes: [UInt8] = []
+        for record in records.sorted(by: { $0.device < $1.device }) {
+            bytes += record.device.bytes
+            bytes += record.signature
+        }
+        return Data(SHA256.hash(bytes).prefix(8))
+    }
+
+    // MARK: Learning
+
+    /// Adds the records that verify and are new (or preferred to the one held, see
+    /// ``DeviceRemoval/preferred(_:_:)``); saves and tells the observers if any were.
+    /// Returns those.
+    @discardableResult
+    public func merge(_ incoming: [DeviceRemoval]) -> [DeviceRemoval] {
+        let candidates = Self.verified(incoming, trust: trust, logger: logger)
+        guard !candidates.isEmpty else { return [] }
+        let added = records.withLock { table -> [DeviceRemoval] in
+            var added: [DeviceRemoval] = []
+            for record in candidates.values {
+                let kept = table[record.device].map { DeviceRemoval.preferred($0, record) } ?? record
+                guard kept != table[record.device] else { continue }
+                guard table[record.device] != nil || table.count < Self.maximumRecords else { continue }
+                table[record.device] = kept
+                added.append(kept)
+            }
+            return added
+        }
+        guard !added.isEmpty else { return [] }
+        for record in added { logger.notice("device removed from the account: \(record)") }
+        if file != nil { saver.async { [self] in saveLogging() } }
+        let handlers = observers.withLock { Array($0.handlers.values) }
+        for handler in handlers { handler(added) }
+        return added
+    }
+
+    /// Reads the file again (another process of this user wrote it: `hearth device remove`, a
+    /// daemon) and merges what it holds.
+    @discardableResult
+    public func reload() -> [DeviceRemoval] {
+        guard let file else { return [] }
+        let onDisk = Self.read(file, logger: logger)
+        let added = merge(onDisk)
+        // Records this process holds and the file lacks (two processes saved at once): save again.
+        if added.isEmpty, Set(onDisk.map(\.device)) != Set(records.withLock { $0.keys }) {
+            saver.async { [self] in saveLogging() }
+        }
+        return added
+    }
+
+    /// Saves now, on the caller's thread, and returns once the file is durable (the command's
+    /// `device remove` does this before it says the device is removed).
+    public func saveNow() throws {
+        guard file != nil else { return }
+        try saver.sync { try writeFile() }
+    }
+
+    /// Waits until every save asked for so far is done (tests, orderly exits).
+    public func flush() { saver.sync {} }
+
+    // MARK: Observing
+
+    /// Calls `handler` with the records each ``merge(_:)`` or ``reload()`` added, on the thread
+    /// that merged (keep it short). Returns a token for ``removeObserver(_:)``.
+    @discardableResult
+    public func observe(_ handler: @escaping @Sendable ([DeviceRemoval]) -> Void) -> UInt64 {
+        observers.withLock { o in
+            defer { o.next &+= 1 }
+            o.handlers[o.next] = handler
+            return o.next
+        }
+    }
+
+    public func removeObserver(_ token: UInt64) {
+        observers.withLock { _ = $0.handlers.removeValue(forKey: token) }
+    }
+
+    // MARK: The file
+
+    /// Read, merge, write under an exclusive lock on `removals.lock`, so that two processes
+    /// saving at once never drop each other's records.
+    private func saveLogging() {
+        do {
+            try writeFile()
+        } catch {
+            logger.error("cannot save the device removals to \(file?.path ?? "-"): \(error)")
+        }
+    }
+
+    private func writeFile() throws {
+        guard let file else { return }
+        try SecureFile.makeDirectory(file.deletingLastPathComponent())
+        let lockPath = file.path + ".lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw IdentityError.fileSystem("opening", path: lockPath) }
+        defer { close(fd) }  // closing releases the lock
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw IdentityError.fileSystem("locking", path: lockPath) }
+        }
+        var merged = Self.verified(Self.read(file, logger: logger), trust: trust, logger: logger)
+        for record in records.withLock({ Array($0.values) }) {
+            merged[record.device] = merged[record.device].map { DeviceRemoval.preferred($0, record) } ?? record
+        }
+        let list = merged.values.sorted { $0.device < $1.device }.map(\.propertyList)
+        let bytes = try BinaryPropertyList.encode(["version": 1, "removals": .array(list)])
+        try SecureFile.write(bytes, to: file)
+    }
+
+    static func read(_ file: URL, logger: Logger) -> [DeviceRemoval] {
+        let bytes: [UInt8]?
+        do { bytes = try SecureFile.read(file) } catch {
+            logger.error("cannot read the device removals in \(file.path): \(error)")
+            return []
+        }
+        guard let bytes else { return [] }
+        guard let root = try? BinaryPropertyList.decode(Data(bytes)), let list = root.dictionaryValue?["removals"]?.arrayValue else {
+            logger.error("\(file.path) is not a removals file; ignoring it (it is rewritten at the next removal)")
+            return []
+        }
+        let records = list.prefix(maximumRecords).compactMap(DeviceRemoval.init(propertyList:))
+        if records.count < min(list.count, maximumRecords) {
+            logger.warning("\(file.path): \(min(list.count, maximumRecords) - records.count) records do not read; ignored")
+        }
+        return records
+    }
+
+    /// The records that verify, one per device (the preferred one).
+    static func verified(_ records: [DeviceRemoval], trust: AccountTrust, logger: Logger) -> [DeviceID: DeviceRemoval] {
+        var result: [DeviceID: DeviceRemoval] = [:]
+        for record in records {
+            do {
+                try record.verify(with: trust)
+            } catch {
+                logger.warning("ignoring a device removal that does not verify: \(error)")
+                continue
+            }
+            result[record.device] = result[record.device].map { DeviceRemoval.preferred($0, record) } ?? record
+        }
+        return result
+    }
+}

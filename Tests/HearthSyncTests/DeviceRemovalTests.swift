@@ -1,0 +1,216 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import HearthSync
+import Testing
+
+/// Removing a device (issue 14): a record signed by the account CA, synced like data, honoured
+/// at once by every device that hears of it, from any member.
+@Suite("Device removal")
+struct DeviceRemovalTests {
+    static let store = "com.example.removal"
+
+    /// A household: the authority (the owner with the passphrase) and devices made by it.
+    struct Household {
+        let authority: AccountAuthority
+        init() throws { authority = try AccountAuthority.create(displayName: "Removal household") }
+        func device(_ name: String) throws -> DeviceIdentity { try authority.makeDevice(named: name) }
+    }
+
+    /// A started engine for `identity` serving the test store in memory, its replica's origin bound
+    /// to the device.
+    static func engine(_ identity: DeviceIdentity, removals: DeviceRemovals? = nil) async throws -> (SyncEngine, MemoryReplica, Int) {
+        let replica = MemoryReplica(storeIdentifier: store, replica: Replica(id: .random(boundTo: identity.deviceID.data)))
+        let engine = try SyncEngine(identity: identity, replica: replica,
+                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3),
+                                                   maximumBackoff: .milliseconds(500)),
+                                    removals: removals)
+        let port = try await engine.start()
+        return (engine, replica, port)
+    }
+
+    @Test("Removed on A: within 2 s B closes the phone's connection and refuses its handshakes; its later writes reach no one, its earlier ones stay")
+    func removalPropagates() async throws {
+        let home = try Household()
+        let (a, b, phone) = (try home.device("A"), try home.device("B"), try home.device("phone"))
+        let (engineA, replicaA, portA) = try await Self.engine(a)
+        let (engineB, replicaB, portB) = try await Self.engine(b)
+        let (engineP, replicaP, _) = try await Self.engine(phone)
+        defer { Task { await engineA.stop(); await engineB.stop(); await engineP.stop() } }
+        engineA.addPeer(host: "127.0.0.1", port: portB)
+        engineP.addPeer(host: "127.0.0.1", port: portA)
+        engineP.addPeer(host: "127.0.0.1", port: portB)
+        replicaP.write(.string("written before"), forKey: "early")
+        try await eventually(timeout: .seconds(15), "the phone's early write everywhere") {
+            replicaA.replica.entries["early"] != nil && replicaB.replica.entries["early"] != nil
+        }
+        #expect(engineB.connectedPeers.contains(phone.deviceID))
+
+        let removedAt = ContinuousClock.now
+        engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
+        try await eventually(timeout: .seconds(2), "B to learn the removal and close the phone's connection") {
+            engineB.removals.isRemoved(phone.deviceID) && !engineB.connectedPeers.contains(phone.deviceID)
+                && !engineA.connectedPeers.contains(phone.deviceID)
+        }
+        let elapsed = ContinuousClock.now - removedAt
+        #expect(elapsed < .seconds(2), "took \(elapsed)")
+        // The phone hears of it too: B sends the record before closing, or refuses it as revoked.
+        try await eventually(timeout: .seconds(10), "the phone to know it was removed") { engineP.removalNotice != nil }
+
+        // What the phone writes now reaches no one, though it keeps trying (and dials again).
+        try await Task.sleep(for: .milliseconds(10))
+        replicaP.write(.string("written after"), forKey: "late")
+        engineP.addPeer(host: "127.0.0.1", port: portB)
+        try await Task.sleep(for: .seconds(2))
+        #expect(replicaA.replica.entries["late"] == nil)
+        #expect(replicaB.replica.entries["late"] == nil)
+        #expect(!engineB.connectedPeers.contains(phone.deviceID))
+        #expect(!engineA.connectedPeers.contains(phone.deviceID))
+        // Its earlier write stays, and A and B still sync with each other.
+        #expect(replicaA.replica.entries["early"]?.value == .string("written before"))
+        #expect(replicaB.replica.entries["early"]?.value == .string("written before"))
+        replicaA.write(.string("after the removal"), forKey: "a")
+        try await eventually(timeout: .seconds(10), "A's later write at B") { replicaB.replica.entries["a"] != nil }
+        // The phone's store keeps working locally.
+        #expect(replicaP.replica.entries["late"]?.value == .string("written after"))
+    }
+
+    @Test("A device offline during the removal hears of it from a member that did not make it, and then refuses the phone")
+    func offlineDeviceLearnsThroughRelay() async throws {
+        let home = try Household()
+        let (a, b, c, phone) = (try home.device("A"), try home.device("B"), try home.device("C"), try home.device("phone"))
+        let (engineA, _, portA) = try await Self.engine(a)
+        let (engineB, _, portB) = try await Self.engine(b)
+        defer { Task { await engineA.stop(); await engineB.stop() } }
+        engineA.addPeer(host: "127.0.0.1", port: portB)
+        try await eventually(timeout: .seconds(10), "A and B connected") { engineA.connectedPeers.contains(b.deviceID) }
+        engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
+        try await eventually(timeout: .seconds(5), "B to learn it") { engineB.removals.isRemoved(phone.deviceID) }
+        await engineA.stop()
+        _ = portA
+
+        // C was away; it comes back knowing only B, then the phone dials it.
+        let (engineC, replicaC, portC) = try await Self.engine(c)
+        defer { Task { await engineC.stop() } }
+        engineC.addPeer(host: "127.0.0.1", port: portB)
+        try await eventually(timeout: .seconds(5), "C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
+        let (engineP, replicaP, _) = try await Self.engine(phone)
+        defer { Task { await engineP.stop() } }
+        replicaP.write(.string("from the removed phone"), forKey: "late")
+        engineP.addPeer(host: "127.0.0.1", port: portC)
+        try await Task.sleep(for: .seconds(2))
+        #expect(!engineC.connectedPeers.contains(phone.deviceID))
+        #expect(replicaC.replica.entries["late"] == nil)
+        try await eventually(timeout: .seconds(5), "the phone to be told") { engineP.removalNotice != nil }
+    }
+
+    @Test("A member that does not know of the removal relays the phone's writes: the receiver takes those from before the removal and refuses the later ones")
+    func relayedEntriesOfRemovedSigner() async throws {
+        let home = try Household()
+        let (c, phone, relay) = (try home.device("C"), try home.device("phone"), try home.device("relay"))
+        let removal = try home.authority.removal(of: phone.deviceID, named: "phone")
+        let removals = DeviceRemovals(trust: home.authority.account.trust)
+        removals.merge([removal])
+        let (engineC, replicaC, portC) = try await Self.engine(c, removals: removals)
+        defer { Task { await engineC.stop() } }
+
+        // The relay speaks the frames itself, so it can hand over the phone's entries as is; its
+        // hello carries no removals digest, as an older build's would not.
+        let relayPeer = HostilePeer(identity: relay, storeIdentifier: Self.store)
+        let phoneAsWriter = HostilePeer(identity: phone, storeIdentifier: Self.store)
+        let origin = phoneAsWriter.origin()
+        let before = try phoneAsWriter.entry("early", .string("before"), origin: origin, sequence: 1, at: removal.removedAt - 1000)
+        let after = try phoneAsWriter.entry("late", .string("after"), origin: origin, sequence: 2, at: removal.removedAt + 1000)
+        let link = try await relayPeer.connect(port: portC)
+        try link.send(try relayPeer.greeting())
+        try link.send(.delta(.init(store: Self.store, entries: [before, after],
+                                   certificates: [Data(phone.certificate.derEncoded)], vector: VersionVector())))
+        let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
+        #expect(refusal.entries.map(\.reason) == [.removedSigner], "\(refusal.entries)")
+        #expect(refusal.entries.first?.key == "late")
+        try await eventually(timeout: .seconds(5), "the early entry applied") { replicaC.replica.entries["early"] != nil }
+        #expect(replicaC.replica.entries["late"] == nil)
+        // A refusal is not a fault of the relay: the link stays up.
+        #expect(try await link.isAnswering(within: .seconds(5)))
+        // It was sent no removals (its hello had no digest: an older build).
+        #expect(!link.all.contains { if case .removals = $0 { true } else { false } })
+        await link.close()
+    }
+
+    @Test("Removals persist, survive a restart, and two processes saving at once keep both")
+    func persistence() async throws {
+        let home = try Household()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-removals-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("removals")
+        let (x, y, z) = (try home.device("x"), try home.device("y"), try home.device("z"))
+        // Two instances on one file: two processes of the same user.
+        let first = DeviceRemovals(trust: home.authority.account.trust, file: file)
+        let second = DeviceRemovals(trust: home.authority.account.trust, file: file)
+        first.merge([try home.authority.removal(of: x.deviceID, named: "x")])
+        second.merge([try home.authority.removal(of: y.deviceID, named: "y")])
+        first.flush()
+        second.flush()
+        let reopened = DeviceRemovals(trust: home.authority.account.trust, file: file)
+        #expect(Set(reopened.all.map(\.device)) == [x.deviceID, y.deviceID])
+        #expect(reopened.digest == DeviceRemovals.digest(of: reopened.all))
+        // The other process reads the file again (it watches it) and learns what it lacked.
+        #expect(first.reload().map(\.device) == [y.deviceID])
+        // Mode 0600, like every file Hearth writes.
+        let mode = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+
+        // A record planted in the file without the CA's signature is ignored; the others load.
+        var records = reopened.all.map(\.propertyList)
+        let forged = DeviceRemoval(account: home.authority.account.id, device: z.deviceID, deviceName: "z",
+                                   removedAt: 1, signature: Data(repeating: 7, count: 64))
+        records.append(forged.propertyList)
+        try Data(try BinaryPropertyList.encode(["version": 1, "removals": .array(records)])).write(to: file)
+        let planted = DeviceRemovals(trust: home.authority.account.trust, file: file)
+        #expect(Set(planted.all.map(\.device)) == [x.deviceID, y.deviceID])
+        #expect(!planted.isRemoved(z.deviceID))
+
+        // A damaged file loses nothing once rewritten: the instance in memory saves what it holds.
+        try Data("garbage".utf8).write(to: file)
+        #expect(DeviceRemovals(trust: home.authority.account.trust, file: file).isEmpty)
+        first.merge([try home.authority.removal(of: z.deviceID, named: "z")])
+        first.flush()
+        #expect(Set(DeviceRemovals(trust: home.authority.account.trust, file: file).all.map(\.device)) == [x.deviceID, y.deviceID, z.deviceID])
+    }
+
+    @Test("Two members removing the same device keep the same record everywhere (the earlier)")
+    func concurrentRemovalsConverge() throws {
+        let home = try Household()
+        let phone = try home.device("phone")
+        let one = try home.authority.removal(of: phone.deviceID, named: "phone", at: Date(timeIntervalSince1970: 2_000_000))
+        let two = try home.authority.removal(of: phone.deviceID, named: "phone", at: Date(timeIntervalSince1970: 1_000_000))
+        let left = DeviceRemovals(trust: home.authority.account.trust)
+        let right = DeviceRemovals(trust: home.authority.account.trust)
+        left.merge([one]); left.merge([two])
+        right.merge([two]); right.merge([one])
+        #expect(left.all == right.all)
+        #expect(left.removal(of: phone.deviceID)?.removedAt == 1_000_000_000)
+        #expect(left.digest == right.digest)
+        // Merging again changes nothing.
+        #expect(left.merge([one, two]).isEmpty)
+    }
+
+    @Test("The removals message and the hello's digest round-trip; a hello without the digest reads as an older build's")
+    func wireFormat() throws {
+        let home = try Household()
+        let phone = try home.device("phone")
+        let record = try home.authority.removal(of: phone.deviceID, named: "phöne")
+        let message = SyncMessage.removals([record])
+        #expect(try SyncMessage(decoding: message.encoded()) == message)
+        var hello = SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: home.authority.account.id.hex,
+                                      device: phone.deviceID.data, stores: [], signature: Data(repeating: 1, count: 64),
+                                      removalsDigest: Data(repeating: 9, count: 8))
+        #expect(try SyncMessage(decoding: SyncMessage.hello(hello).encoded()) == .hello(hello))
+        hello.removalsDigest = nil
+        guard case .hello(let read) = try SyncMessage(decoding: SyncMessage.hello(hello).encoded()) else { Issue.record("not a hello"); return }
+        #expect(read.removalsDigest == nil)
+        // Records that do not read are dropped, not fatal to the message.
+        let mixed: PropertyListValue = ["type": "removals", "records": .array([record.propertyList, ["device": .data(Data([1]))]])]
+        #expect(try SyncMessage(propertyList: mixed) == .removals([record]))
+    }
+}
