@@ -2,8 +2,9 @@ import Foundation
 import HearthCore
 
 /// Tells every store of the process when an account directory's `current` pointer may have
-/// changed (`hearth account …`, another app signing in or out): one inotify watch and one
-/// thread per directory, asleep in `poll` while nothing changes.
+/// changed (`hearth account …`, another app signing in or out), and every engine when an
+/// account's `removals` file did (`hearth device remove`, a daemon that learned one): one
+/// inotify watch and one thread per directory, asleep in `poll` while nothing changes.
 ///
 /// Each store used to read the pointer once a second; a daemon holding 20 stores then woke 20
 /// times a second for it, most of its idle CPU. Where inotify cannot watch the directory (it
@@ -12,20 +13,26 @@ import HearthCore
 final class AccountDirectoryWatcher: Sendable {
     static let shared = AccountDirectoryWatcher()
 
+    private struct Subscriber {
+        /// The file of the directory whose changes matter to this subscriber.
+        let file: String
+        let changed: @Sendable () -> Void
+    }
+
     private struct Watch {
-        var subscribers: [UInt64: @Sendable () -> Void] = [:]
+        var subscribers: [UInt64: Subscriber] = [:]
     }
 
     private let watches = Locked<[String: Watch]>([:])
     private let nextToken = Locked<UInt64>(0)
 
-    /// Calls `changed` on the watcher's thread after each change of the directory's `current`
-    /// file (keep it short: start a task). Returns the token for ``unsubscribe(_:token:)``.
-    func subscribe(_ directory: String, _ changed: @escaping @Sendable () -> Void) -> UInt64 {
+    /// Calls `changed` on the watcher's thread after each change of the directory's `file`
+    /// (keep it short: start a task). Returns the token for ``unsubscribe(_:token:)``.
+    func subscribe(_ directory: String, file: String = "current", _ changed: @escaping @Sendable () -> Void) -> UInt64 {
         let token = nextToken.withLock { n in n &+= 1; return n }
         let start = watches.withLock { w -> Bool in
             let isNew = w[directory] == nil
-            w[directory, default: Watch()].subscribers[token] = changed
+            w[directory, default: Watch()].subscribers[token] = Subscriber(file: file, changed: changed)
             return isNew
         }
         if start {
@@ -40,7 +47,7 @@ final class AccountDirectoryWatcher: Sendable {
 
     /// The subscribers of `directory`, or nil once it has none (the watch is then forgotten:
     /// a later subscriber starts a new thread).
-    private func subscribers(_ directory: String) -> [@Sendable () -> Void]? {
+    private func subscribers(_ directory: String) -> [Subscriber]? {
         watches.withLock { w in
             guard let watch = w[directory], !watch.subscribers.isEmpty else {
                 w[directory] = nil
@@ -50,9 +57,10 @@ final class AccountDirectoryWatcher: Sendable {
         }
     }
 
-    private func notify(_ directory: String) -> Bool {
+    /// Tells the subscribers of `files` (every subscriber when nil). False once there are none.
+    private func notify(_ directory: String, files: Set<String>? = nil) -> Bool {
         guard let subscribers = subscribers(directory) else { return false }
-        for changed in subscribers { changed() }
+        for subscriber in subscribers where files?.contains(subscriber.file) ?? true { subscriber.changed() }
         return true
     }
 
@@ -90,7 +98,7 @@ final class AccountDirectoryWatcher: Sendable {
             }
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             guard n > 0 else { continue }
-            var relevant = false
+            var files = Set<String>()
             var gone = false
             var offset = 0
             while offset + MemoryLayout<inotify_event>.size <= n {
@@ -100,11 +108,15 @@ final class AccountDirectoryWatcher: Sendable {
                 }
                 let start = offset + MemoryLayout<inotify_event>.size
                 let nameBytes = buffer[start..<min(start + length, n)].prefix { $0 != 0 }
-                if String(decoding: nameBytes, as: UTF8.self) == "current" { relevant = true }
-                if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { relevant = true; gone = true }
+                files.insert(String(decoding: nameBytes, as: UTF8.self))
+                if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { gone = true }
                 offset = start + length
             }
-            if relevant, !notify(directory) { return .noSubscribers }
+            if gone {
+                guard notify(directory) else { return .noSubscribers }
+            } else if !notify(directory, files: files) {
+                return .noSubscribers
+            }
             if gone { return .cannotWatch }
         }
     }

@@ -37,11 +37,14 @@ final class SyncEngineRegistry: Sendable {
         let key: Key
         let engine: SyncEngine
         let started: Task<Int, any Error>
+        /// The watch on the account's `removals` file (directory and token), if any.
+        let removalsWatch: (directory: String, token: UInt64)?
 
-        init(key: Key, engine: SyncEngine, started: Task<Int, any Error>) {
+        init(key: Key, engine: SyncEngine, started: Task<Int, any Error>, removalsWatch: (directory: String, token: UInt64)?) {
             self.key = key
             self.engine = engine
             self.started = started
+            self.removalsWatch = removalsWatch
         }
     }
 
@@ -58,11 +61,14 @@ final class SyncEngineRegistry: Sendable {
         }) {
             return lease
         }
-        // Built outside the lock (it reads the identity's certificate and sets up TLS).
+        // Built outside the lock (it reads the identity's certificate, the account's removals,
+        // and sets up TLS).
+        let accounts = AccountStore(directory: URL(fileURLWithPath: settings.accountDirectory ?? AccountStore.defaultDirectory().path))
+        let removals = try accounts.removals(of: identity.account.id)
         let engine = try SyncEngine(identity: identity,
                                     options: .init(host: settings.listenHost, port: settings.port,
                                                    heartbeatInterval: settings.heartbeatInterval, timeout: settings.timeout),
-                                    logger: logger)
+                                    removals: removals, devices: try accounts.knownDevices(of: identity.account.id), logger: logger)
         let (lease, fresh) = engines.withLock { table -> (Lease, Bool) in
             // Another store may have made one meanwhile: use it, and drop ours unstarted.
             if let entry = table[key] {
@@ -79,11 +85,18 @@ final class SyncEngineRegistry: Sendable {
                     throw error
                 }
             }
-            let lease = Lease(key: key, engine: engine, started: started)
+            // `hearth device remove` and other processes write the file: honour what they add
+            // at once (it is one inotify watch per account directory, shared with `current`'s).
+            let directory = removals.file?.deletingLastPathComponent().path
+            let token = directory.map { AccountDirectoryWatcher.shared.subscribe($0, file: "removals") { removals.reload() } }
+            let lease = Lease(key: key, engine: engine, started: started,
+                              removalsWatch: directory.flatMap { d in token.map { (d, $0) } })
             table[key] = (lease, 1)
             return (lease, true)
         }
         if !fresh { Task { await engine.stop() } }
+        // Written between the file's reading and the watch: read it once more.
+        if fresh { removals.reload() }
         return lease
     }
 
@@ -99,6 +112,7 @@ final class SyncEngineRegistry: Sendable {
             return true
         }
         guard last else { return }
+        if let watch = lease.removalsWatch { AccountDirectoryWatcher.shared.unsubscribe(watch.directory, token: watch.token) }
         lease.started.cancel()
         await lease.engine.stop()
         _ = try? await lease.started.value   // a start still binding sees the stop and gives up

@@ -23,7 +23,7 @@ struct HearthCommand: AsyncParsableCommand {
 
         \(CommandError.helpTable)
         """,
-        subcommands: [AccountCommand.self, GetCommand.self, SetCommand.self, RemoveCommand.self, ListCommand.self,
+        subcommands: [AccountCommand.self, DeviceCommand.self, GetCommand.self, SetCommand.self, RemoveCommand.self, ListCommand.self,
                       WatchCommand.self, PeersCommand.self, StatusCommand.self, ServeCommand.self, DaemonCommand.self]
     )
 

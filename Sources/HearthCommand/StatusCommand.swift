@@ -43,6 +43,12 @@ struct StatusCommand: AsyncParsableCommand {
                                        figures: live?.figures ?? StoreFigures(replica),
                                        modified: attributes?[.modificationDate] as? Date, heldBy: live?.pid))
         }
+        // Whether a peer said this device was removed (a record naming it, or a refusal as revoked).
+        let removal: String? = identity.flatMap { identity in
+            guard let removals = try? global.accounts.removals(of: identity.account.id) else { return nil }
+            if let notice = removals.notice { return notice.description }
+            return removals.removal(of: identity.deviceID).map { "this device was removed from the account at \($0.date)" }
+        }
         if json {
             let stores = reports.map { r in
                 "{\"store\":\(PropertyListJSON.quote(r.identifier)),\"file\":\(PropertyListJSON.quote(r.path)),\"fileBytes\":\(r.fileBytes),"
@@ -51,11 +57,13 @@ struct StatusCommand: AsyncParsableCommand {
                     + "\"heldBy\":\(r.heldBy.map(String.init) ?? "null")}"
             }
             emit("{\"signedIn\":\(identity.map(AccountCommand.json) ?? "null"),\"configDirectory\":\(PropertyListJSON.quote(global.accountDirectory.path)),"
-                 + "\"dataDirectory\":\(PropertyListJSON.quote(global.storeDataDirectory)),\"stores\":[\(stores.joined(separator: ","))]}")
+                 + "\"dataDirectory\":\(PropertyListJSON.quote(global.storeDataDirectory)),\"removed\":\(removal.map(PropertyListJSON.quote) ?? "null"),"
+                 + "\"stores\":[\(stores.joined(separator: ","))]}")
             return
         }
         if let identity {
             emit("account   \(identity.account.displayName) (\(identity.account.id.short)), device \(identity.deviceName) (\(identity.deviceID.short))")
+            if let removal { emit("removed   \(removal); stores keep working on this device, no peer syncs with it") }
         } else {
             emit("account   signed out: stores work on this device only")
         }

@@ -56,6 +56,8 @@ struct DeviceRemovalTests {
         #expect(elapsed < .seconds(2), "took \(elapsed)")
         // The phone hears of it too: B sends the record before closing, or refuses it as revoked.
         try await eventually(timeout: .seconds(10), "the phone to know it was removed") { engineP.removalNotice != nil }
+        // …with the signed record, sent before its connections closed.
+        try await eventually(timeout: .seconds(5), "the phone to hold the signed record") { engineP.removals.isRemoved(phone.deviceID) }
 
         // What the phone writes now reaches no one, though it keeps trying (and dials again).
         try await Task.sleep(for: .milliseconds(10))
@@ -156,6 +158,7 @@ struct DeviceRemovalTests {
         #expect(reopened.digest == DeviceRemovals.digest(of: reopened.all))
         // The other process reads the file again (it watches it) and learns what it lacked.
         #expect(first.reload().map(\.device) == [y.deviceID])
+        first.flush()
         // Mode 0600, like every file Hearth writes.
         let mode = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
         #expect(mode == 0o600)

@@ -19,6 +19,17 @@ extension AccountStore {
         return RemovalsRegistry.shared.removals(for: file, trust: account.trust)
     }
 
+    /// The file that keeps the devices of account `id` met on this device.
+    public func knownDevicesFile(of id: AccountID) -> URL {
+        removalsFile(of: id).deletingLastPathComponent().appendingPathComponent("devices")
+    }
+
+    /// The devices of account `id` met on this device (shared in the process, like ``removals(of:)``).
+    public func knownDevices(of id: AccountID) throws -> KnownDevices {
+        let account = try loadAccount(id)
+        return RemovalsRegistry.shared.devices(for: knownDevicesFile(of: id), trust: account.trust)
+    }
+
     /// Removes `device` from account `id`: signs a removal record with the account CA (so it
     /// needs the CA key), saves it before returning, and hands it to every engine of this
     /// process; engines of other processes read the file (they watch it) and every device of
@@ -33,27 +44,45 @@ extension AccountStore {
     }
 }
 
-/// The process's ``DeviceRemovals`` by file: weakly held, so an account no store uses any more
-/// is forgotten.
+extension AccountStore {
+    /// TEMPORARY until the encrypted CA key lands (issue 14, branch ca-key-encrypted): the
+    /// passphrase is not checked yet.
+    public func loadAuthority(_ id: AccountID, passphrase: String) throws -> AccountAuthority {
+        try loadAuthority(id)
+    }
+}
+
+/// The process's ``DeviceRemovals`` and ``KnownDevices`` by file: weakly held, so an account
+/// no store uses any more is forgotten.
 final class RemovalsRegistry: Sendable {
     static let shared = RemovalsRegistry()
 
-    private final class Weak: @unchecked Sendable {
+    private final class WeakBox: @unchecked Sendable {
         // Only read and written under the registry's lock.
-        weak var value: DeviceRemovals?
-        init(_ value: DeviceRemovals) { self.value = value }
+        weak var value: AnyObject?
+        init(_ value: AnyObject) { self.value = value }
     }
 
-    private let table = Locked<[String: Weak]>([:])
+    private let table = Locked<[String: WeakBox]>([:])
 
     func removals(for file: URL, trust: AccountTrust) -> DeviceRemovals {
+        shared(file) { DeviceRemovals(trust: trust, file: file) }
+    }
+
+    func devices(for file: URL, trust: AccountTrust) -> KnownDevices {
+        shared(file) { KnownDevices(trust: trust, file: file) }
+    }
+
+    /// The live instance for `file`, or a new one made by `make` (outside the lock: it reads the
+    /// file); a racing caller's instance wins if it got there first. A file path names one
+    /// account, so one type and one trust.
+    private func shared<Value: AnyObject>(_ file: URL, _ make: () -> Value) -> Value {
         let key = file.standardizedFileURL.path
-        if let existing = table.withLock({ $0[key]?.value }), existing.trust.accountID == trust.accountID { return existing }
-        // Read outside the lock (file I/O); a racing caller's instance wins if it got there first.
-        let fresh = DeviceRemovals(trust: trust, file: file)
+        if let existing = table.withLock({ $0[key]?.value }) as? Value { return existing }
+        let fresh = make()
         return table.withLock { t in
-            if let existing = t[key]?.value, existing.trust.accountID == trust.accountID { return existing }
-            t[key] = Weak(fresh)
+            if let existing = t[key]?.value as? Value { return existing }
+            t[key] = WeakBox(fresh)
             return fresh
         }
     }

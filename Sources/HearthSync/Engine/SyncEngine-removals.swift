@@ -3,28 +3,13 @@ import HearthCore
 import HearthIdentity
 import HearthTransport
 
-/// That a peer of the account says this device was removed from it.
-public struct RemovalNotice: Sendable, Hashable, CustomStringConvertible {
-    /// The device that said so (its certificate verified in the handshake).
-    public let peer: DeviceID
-    /// Its name, from its certificate.
-    public let peerName: String
-    public let date: Date
-    /// The CA-signed record, when a peer sent it; nil when a peer only refused our certificate
-    /// as revoked (a TLS alert).
-    public let record: DeviceRemoval?
-
-    public var description: String {
-        "this device was removed from the account (\(record.map { "signed removal of \($0.date)" } ?? "its certificate refused as revoked") by \(peerName) (\(peer.short)))"
-    }
-}
-
 // Device removals: learned from peers (a `removals` message), from this process (the owner's
 // `DeviceRemovals.merge`) or from the file (another process); honoured at once.
 extension SyncEngine {
-    /// What a peer says of this device's standing, if it says it was removed. The store keeps
-    /// working locally; peers no longer sync with it.
-    public var removalNotice: RemovalNotice? { state.withLock { $0.removalNotice } }
+    /// What a peer says of this device's standing, if it says it was removed (kept with the
+    /// removals, so it outlives the process). The store keeps working locally; peers no longer
+    /// sync with it.
+    public var removalNotice: RemovalNotice? { removals.notice }
 
     /// Merges records a peer sent (each verified against the account CA); what is new reaches
     /// ``removalsAdded(_:)`` through the observer.
@@ -42,32 +27,36 @@ extension SyncEngine {
     /// Closes the connections of removed devices and tells every other peer.
     func removalsAdded(_ added: [DeviceRemoval]) {
         let removed = Set(added.map(\.device))
-        let sessions = state.withLock { s -> [SyncSession] in
-            // Known by their certificate: not dialled again.
-            for (id, device) in s.knownDevices where removed.contains(device) { s.dialers.removeValue(forKey: id)?.cancel() }
-            return Array(s.sessions.values)
-        }
+        // Their diallers stop once the session ends (cancelling one now would cut the session
+        // before the peer is told why).
+        let sessions = state.withLock { Array($0.sessions.values) }
+        let selfRemoved = removed.contains(identity.deviceID)
         for session in sessions {
             if removed.contains(session.peer.deviceID) {
                 logger.notice("closing the connection to \(session.peer), removed from the account")
+                // It is told why (the signed record) before the connection closes.
+                session.expel()
+            } else if selfRemoved {
                 session.close()
             } else {
                 session.relayRemovals()
             }
         }
-        if removed.contains(identity.deviceID) {
+        if selfRemoved {
             logger.error("this device was removed from the account; its stores keep working here, and no peer will sync with it")
         }
     }
 
-    /// Records that `peer` says this device is removed (logged once per peer).
+    /// Records that `peer` says this device is removed (logged once per peer and process).
     func noteRemoved(by peer: TLSPeer, record: DeviceRemoval? = nil) {
         let notice = RemovalNotice(peer: peer.deviceID, peerName: peer.certificate.commonName ?? "", date: Date(), record: record)
-        let first = state.withLock { s -> Bool in
-            let first = s.removalNotice?.peer != peer.deviceID
-            if s.removalNotice == nil || record != nil { s.removalNotice = notice }
-            return first
+        let first = state.withLock { $0.removalNoticesFrom.insert(peer.deviceID).inserted }
+        removals.note(notice)
+        guard first else { return }
+        if record != nil {
+            logger.error("\(notice)")
+        } else {
+            logger.error("\(notice); not dialling that peer again until restarted")
         }
-        if first { logger.error("\(notice); not dialling that peer again until restarted") }
     }
 }

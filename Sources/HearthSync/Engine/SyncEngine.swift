@@ -62,8 +62,8 @@ public final class SyncEngine: Sendable {
         /// Diallers waiting until a device's session (which the peer dialled) ends.
         var sessionWaiters: [DeviceID: [UInt64: CheckedContinuation<Void, Never>]] = [:]
         var nextWaiter: UInt64 = 0
-        /// Set when a peer says this device was removed from the account.
-        var removalNotice: RemovalNotice?
+        /// The peers that said this device was removed (each logged once).
+        var removalNoticesFrom = Set<DeviceID>()
         var removalsObserver: UInt64?
     }
 
@@ -72,6 +72,9 @@ public final class SyncEngine: Sendable {
     /// every engine of the process): refused in handshakes, their later entries refused,
     /// relayed to every peer.
     public let removals: DeviceRemovals
+    /// The devices of the account met here (peers as they connect and leave, signers of relayed
+    /// entries); nil when the owner keeps no such list.
+    public let devices: KnownDevices?
     public let metrics = SyncMetrics()
     let transport: PeerTransport
     let options: Options
@@ -85,7 +88,7 @@ public final class SyncEngine: Sendable {
     /// - Parameter removals: the account's device removals (``AccountStore/removals(of:)``
     ///   keeps them on disk); by default an empty set in memory, which peers can still teach.
     public init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
-                logger: Logger = Logger(label: "hearth.sync")) throws {
+                devices: KnownDevices? = nil, logger: Logger = Logger(label: "hearth.sync")) throws {
         self.identity = identity
         self.options = options
         var logger = logger
@@ -94,6 +97,7 @@ public final class SyncEngine: Sendable {
         let removals = removals ?? DeviceRemovals(trust: identity.account.trust, logger: logger)
         precondition(removals.trust.accountID == identity.account.id, "the removals are another account's")
         self.removals = removals
+        self.devices = devices
         transport = try PeerTransport(identity: identity, removals: removals, logger: logger)
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
@@ -262,7 +266,9 @@ public final class SyncEngine: Sendable {
         let decision: Decision = state.withLock { s in
             guard !s.stopped else { return .reject }
             let device = session.peer.deviceID
-            guard !removals.isRemoved(device) else { return .removed }
+            // A device removed from the account, or this one: an honest removed device keeps
+            // what it writes from now on to itself (peers that have not heard yet would take it).
+            guard !removals.isRemoved(device), !removals.isRemoved(identity.deviceID) else { return .removed }
             guard let existing = s.sessions[device] else {
                 s.sessions[device] = session
                 return .accept(replacing: nil)
@@ -276,6 +282,7 @@ public final class SyncEngine: Sendable {
         switch decision {
         case .accept(let replaced):
             replaced?.close()
+            devices?.note(session.peer.certificate, seen: true)
             return .accepted
         case .reject:
             return .duplicate
@@ -289,6 +296,7 @@ public final class SyncEngine: Sendable {
             let device = session.peer.deviceID
             guard s.sessions[device] === session else { return [] }
             s.sessions[device] = nil
+            devices?.note(session.peer.certificate, seen: true)
             return s.sessionWaiters.removeValue(forKey: device).map { Array($0.values) } ?? []
         }
         for waiter in waiters { waiter.resume() }
@@ -370,7 +378,8 @@ public final class SyncEngine: Sendable {
                     case .peerRemoved:
                         return
                     case .ended, .duplicate:
-                        break
+                        // Removed while connected (its session was closed for it), or this device was.
+                        if removals.isRemoved(connection.peer.deviceID) || removals.isRemoved(identity.deviceID) { return }
                     }
                     break
                 } catch let error as TLSError where error.code == .peerRemoved {

@@ -111,6 +111,22 @@ final class SyncSession: Sendable {
         post { $0.removals = true }
     }
 
+    /// Set when the peer was removed: the writer closes the connection once it has sent the
+    /// removals (so the peer learns why, with the signed record).
+    let expelled = Locked(false)
+
+    /// Sends the peer the removals that name it, then closes; closes at once if it cannot be
+    /// told (an older build), and in any case within a second (a peer that does not read).
+    func expel() {
+        guard peerKnowsRemovals.withLock({ $0 }) else { close(); return }
+        expelled.withLock { $0 = true }
+        post { $0.removals = true }
+        Task { [weak self] in
+            try? await Task.sleep(for: .seconds(1))
+            self?.close()
+        }
+    }
+
     /// Asks the writer to send whatever the peer lacks of `store` now.
     func push(_ store: String) {
         guard shares(store) else { return }
@@ -323,6 +339,10 @@ final class SyncSession: Sendable {
         for await _ in wakeUps {
             while let item = mailbox.withLock({ $0.next() }) {
                 try await send(item, to: outbound)
+                if case .removals = item, expelled.withLock({ $0 }) {
+                    close()
+                    return
+                }
             }
         }
     }

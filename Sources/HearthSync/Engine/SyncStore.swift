@@ -209,7 +209,9 @@ public final class SyncStore: Sendable {
     func check(_ delta: SyncMessage.Delta) async -> Checked {
         for der in delta.certificates {
             do {
-                let signer = try certificates.admit(derEncoded: der)
+                let certificate = try Certificate(derEncoded: der)
+                let signer = try certificates.admit(certificate)
+                engine?.devices?.note(certificate, seen: false)
                 // Saved with the entries: we may have to vouch for them when their signer is away.
                 replica.keepCertificate(der, signer: signer.data)
             } catch {

@@ -28,6 +28,7 @@ public final class DeviceRemovals: Sendable {
     /// Where the records are kept; nil keeps them in memory (test clusters, a bare engine).
     public let file: URL?
     private let records = Locked<[DeviceID: DeviceRemoval]>([:])
+    private let heldNotice = Locked<RemovalNotice?>(nil)
     private let observers = Locked<(next: UInt64, handlers: [UInt64: @Sendable ([DeviceRemoval]) -> Void])>((0, [:]))
     /// Saves happen here, never on the caller's thread: a session's reader must not fsync.
     private let saver = DispatchQueue(label: "hearth.identity.removals")
@@ -40,7 +41,11 @@ public final class DeviceRemovals: Sendable {
         self.trust = trust
         self.file = file
         self.logger = logger
-        if let file { records.withLock { $0 = Self.verified(Self.read(file, logger: logger), trust: trust, logger: logger) } }
+        if let file {
+            let (onDisk, notice) = Self.read(file, logger: logger)
+            records.withLock { $0 = Self.verified(onDisk, trust: trust, logger: logger) }
+            heldNotice.withLock { $0 = notice }
+        }
     }
 
     // MARK: Asking
@@ -55,6 +60,20 @@ public final class DeviceRemovals: Sendable {
     public var all: [DeviceRemoval] { records.withLock { Array($0.values) }.sorted { $0.device < $1.device } }
 
     public var isEmpty: Bool { records.withLock { $0.isEmpty } }
+
+    /// What a peer said of this device's own standing, if one said it was removed (see
+    /// ``RemovalNotice``); kept in the file with the records.
+    public var notice: RemovalNotice? { heldNotice.withLock { $0 } }
+
+    /// Keeps `notice` (a notice with the signed record replaces one without).
+    public func note(_ notice: RemovalNotice) {
+        let changed = heldNotice.withLock { held -> Bool in
+            guard held == nil || (held?.record == nil && notice.record != nil) else { return false }
+            held = notice
+            return true
+        }
+        if changed, file != nil { saver.async { [self] in saveLogging() } }
+    }
 
     /// The first 8 bytes of the SHA-256 of the records' device IDs and signatures, sorted by
     /// device: what a hello carries so that two devices with the same removals exchange none.
@@ -102,7 +121,8 @@ public final class DeviceRemovals: Sendable {
     @discardableResult
     public func reload() -> [DeviceRemoval] {
         guard let file else { return [] }
-        let onDisk = Self.read(file, logger: logger)
+        let (onDisk, notice) = Self.read(file, logger: logger)
+        if let notice { heldNotice.withLock { held in if held == nil { held = notice } } }
         let added = merge(onDisk)
         // Records this process holds and the file lacks (two processes saved at once): save again.
         if added.isEmpty, Set(onDisk.map(\.device)) != Set(records.withLock { $0.keys }) {
@@ -140,8 +160,7 @@ public final class DeviceRemovals: Sendable {
 
     // MARK: The file
 
-    /// Read, merge, write under an exclusive lock on `removals.lock`, so that two processes
-    /// saving at once never drop each other's records.
+    /// Read, merge, write under the file's lock (``AccountRecordFile``).
     private func saveLogging() {
         do {
             try writeFile()
@@ -152,39 +171,44 @@ public final class DeviceRemovals: Sendable {
 
     private func writeFile() throws {
         guard let file else { return }
-        try SecureFile.makeDirectory(file.deletingLastPathComponent())
-        let lockPath = file.path + ".lock"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw IdentityError.fileSystem("opening", path: lockPath) }
-        defer { close(fd) }  // closing releases the lock
-        while flock(fd, LOCK_EX) != 0 {
-            guard errno == EINTR else { throw IdentityError.fileSystem("locking", path: lockPath) }
+        let held = records.withLock { Array($0.values) }
+        let notice = self.notice
+        try AccountRecordFile(url: file).update { onDisk in
+            var merged = Self.verified(Self.records(in: onDisk), trust: trust, logger: logger)
+            for record in held {
+                merged[record.device] = merged[record.device].map { DeviceRemoval.preferred($0, record) } ?? record
+            }
+            var document: [String: PropertyListValue] = [
+                "version": 1, "removals": .array(merged.values.sorted { $0.device < $1.device }.map(\.propertyList)),
+            ]
+            if let kept = notice ?? RemovalNotice(propertyList: onDisk?.dictionaryValue?["notice"]) { document["notice"] = kept.propertyList }
+            return .dictionary(document)
         }
-        var merged = Self.verified(Self.read(file, logger: logger), trust: trust, logger: logger)
-        for record in records.withLock({ Array($0.values) }) {
-            merged[record.device] = merged[record.device].map { DeviceRemoval.preferred($0, record) } ?? record
-        }
-        let list = merged.values.sorted { $0.device < $1.device }.map(\.propertyList)
-        let bytes = try BinaryPropertyList.encode(["version": 1, "removals": .array(list)])
-        try SecureFile.write(bytes, to: file)
     }
 
-    static func read(_ file: URL, logger: Logger) -> [DeviceRemoval] {
-        let bytes: [UInt8]?
-        do { bytes = try SecureFile.read(file) } catch {
-            logger.error("cannot read the device removals in \(file.path): \(error)")
-            return []
+    static func read(_ file: URL, logger: Logger) -> (records: [DeviceRemoval], notice: RemovalNotice?) {
+        let document: PropertyListValue?
+        do { document = try AccountRecordFile(url: file).read() } catch {
+            logger.error("cannot read the device removals: \(error); ignoring the file (it is rewritten at the next removal)")
+            return ([], nil)
         }
-        guard let bytes else { return [] }
-        guard let root = try? BinaryPropertyList.decode(Data(bytes)), let list = root.dictionaryValue?["removals"]?.arrayValue else {
+        guard let document else { return ([], nil) }
+        guard document.dictionaryValue?["removals"]?.arrayValue != nil else {
             logger.error("\(file.path) is not a removals file; ignoring it (it is rewritten at the next removal)")
-            return []
+            return ([], nil)
         }
-        let records = list.prefix(maximumRecords).compactMap(DeviceRemoval.init(propertyList:))
+        let list = document.dictionaryValue?["removals"]?.arrayValue ?? []
+        let records = self.records(in: document)
         if records.count < min(list.count, maximumRecords) {
             logger.warning("\(file.path): \(min(list.count, maximumRecords) - records.count) records do not read; ignored")
         }
-        return records
+        return (records, RemovalNotice(propertyList: document.dictionaryValue?["notice"]))
+    }
+
+    /// The records a removals document holds (at most ``maximumRecords``; those that do not read are skipped).
+    static func records(in document: PropertyListValue?) -> [DeviceRemoval] {
+        let list = document?.dictionaryValue?["removals"]?.arrayValue ?? []
+        return list.prefix(maximumRecords).compactMap(DeviceRemoval.init(propertyList:))
     }
 
     /// The records that verify, one per device (the preferred one).

@@ -1,0 +1,42 @@
+import Foundation
+import HearthCore
+
+/// That a device of the account says this device was removed from it: by sending the
+/// CA-signed record, or by refusing this device's certificate as revoked in a TLS handshake
+/// (after this device had verified the peer's certificate, so the peer is a member).
+public struct RemovalNotice: Sendable, Hashable, CustomStringConvertible {
+    /// The device that said so.
+    public let peer: DeviceID
+    /// Its name, from its certificate.
+    public let peerName: String
+    public let date: Date
+    /// The CA-signed record, when a peer sent it; nil when a peer only refused our certificate.
+    public let record: DeviceRemoval?
+
+    public init(peer: DeviceID, peerName: String, date: Date, record: DeviceRemoval?) {
+        self.peer = peer
+        self.peerName = peerName
+        self.date = date
+        self.record = record
+    }
+
+    public var description: String {
+        let how = record.map { "signed removal of \($0.date)" } ?? "its certificate refused as revoked"
+        return "this device was removed from the account (\(how), told by \(peerName) (\(peer.short)) at \(date))"
+    }
+
+    var propertyList: PropertyListValue {
+        var fields: [String: PropertyListValue] = [
+            "peer": .data(peer.data), "name": .string(peerName), "at": .integer(Int64(date.timeIntervalSince1970 * 1000)),
+        ]
+        if let record { fields["record"] = record.propertyList }
+        return .dictionary(fields)
+    }
+
+    init?(propertyList value: PropertyListValue?) {
+        guard let fields = value?.dictionaryValue, let peerBytes = fields["peer"]?.dataValue, let peer = DeviceID(bytes: peerBytes),
+              let name = fields["name"]?.stringValue, let at = fields["at"]?.integerValue else { return nil }
+        self.init(peer: peer, peerName: name, date: Date(timeIntervalSince1970: Double(at) / 1000),
+                  record: fields["record"].flatMap(DeviceRemoval.init(propertyList:)))
+    }
+}
