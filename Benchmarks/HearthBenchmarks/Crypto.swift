@@ -18,6 +18,13 @@ enum CryptoCosts {
         let bytes = signed.signingBytes(storeIdentifier: store)
         let cache = DeviceCertificateCache(trust: trust)
         let rounds = quick ? 50 : 400
+        // Issue 14: the removal checks, in a household of its own (its CA signs 16 removals of
+        // other devices; the member below is not removed, as in every honest exchange).
+        let household = try AccountAuthority.create(displayName: "Bench removals")
+        let member = try household.makeDevice(named: "member")
+        let memberEntry = try member.signed(entry, storeIdentifier: store)
+        let removals = DeviceRemovals(trust: household.account.trust)
+        removals.merge(try (0..<16).map { i in try household.removal(of: household.makeDevice(named: "gone \(i)").deviceID, named: "gone \(i)") })
 
         func cost(_ body: () throws -> Void) rethrows -> Double {
             var runs: [Double] = []
@@ -37,6 +44,12 @@ enum CryptoCosts {
                 _ = try cache.admit(certificate)
                 try cache.verify(entry: signed, storeIdentifier: store)
             } - (try cost { _ = try cache.admit(certificate) })),
+            ("the removal check per entry (the lookup `DeviceCertificateCache.verify` adds; 16 removed devices)", cost {
+                ok = ok && removals.removal(of: member.deviceID).map { memberEntry.timestamp.milliseconds > $0.removedAt } != true
+            }),
+            ("the removal check per handshake (the verify callback's work: the leaf's key, its device ID, the lookup; 16 removed)", cost {
+                ok = ok && !removals.isRemoved(DeviceID(publicKey: member.certificate.publicKey!))
+            }),
             ("parse a DER certificate (`Certificate(derEncoded:)`)", try cost { _ = try Certificate(derEncoded: der) }),
             ("admit a delta's certificate (`DeviceCertificateCache.admit(derEncoded:)`: parse + validate)", try cost { _ = try cache.admit(derEncoded: der) }),
             ("one guess at a join bundle's passphrase (`JoinBundle.open`, scrypt \(ScryptParameters.standard); median of 3)", try guessCost()),
