@@ -95,6 +95,18 @@ final class SyncEngineRegistry: Sendable {
             return (lease, true)
         }
         if !fresh { Task { await engine.stop() } }
+        if fresh {
+            // A renewed certificate is saved for the next start (and the other processes of the
+            // user), off the engine's threads: it is an fsync.
+            let accountID = identity.account.id
+            engine.onCertificateRenewed = { renewed in
+                DispatchQueue.global().async {
+                    do { try accounts.replaceDeviceCertificate(renewed.certificate, of: accountID) } catch {
+                        logger.error("could not save the renewed device certificate: \(error)")
+                    }
+                }
+            }
+        }
         // Written between the file's reading and the watch: read it once more.
         if fresh { removals.reload() }
         return lease

@@ -19,10 +19,11 @@ public enum CertificateIssuer {
     }
 
     /// How long certificates last unless told otherwise: a household CA for 30 years, a
-    /// device for 10. Devices are retired by leaving the account, not by expiry (see
-    /// docs/security.md).
+    /// device for one year. A device asks its peers for a renewal in the last 90 days (any peer
+    /// with the account CA unlocked issues it); a device removed from the account is refused at
+    /// once whatever its certificate says (docs/security.md).
     public static let authorityLifetime: TimeInterval = 30 * 365.25 * 86_400
-    public static let deviceLifetime: TimeInterval = 10 * 365.25 * 86_400
+    public static let deviceLifetime: TimeInterval = 365.25 * 86_400
     /// Certificates start an hour in the past so that a peer whose clock is a little
     /// behind does not see a brand-new device as "not yet valid".
     public static let backdating: TimeInterval = 3_600

@@ -1,3 +1,4 @@
+import Foundation
 import HearthCore
 
 /// What a session's writer owes the peer. Coalesced, not queued: a peer that stops reading
@@ -28,11 +29,15 @@ struct SessionMailbox: Sendable {
     var hello = false
     /// Every device removal we know (the hellos' removals digests differed, or we learned one).
     var removals = false
+    /// Ask for a renewed certificate (ours is within its renewal window).
+    var renew = false
+    /// A certificate issued for the peer (it asked, and we hold the account CA).
+    var certificate: Data?
     var ping = false
     var pong = false
     var stores: [String: StoreMail] = [:]
 
-    var isEmpty: Bool { !hello && !removals && !ping && !pong && stores.isEmpty }
+    var isEmpty: Bool { !hello && !removals && !renew && certificate == nil && !ping && !pong && stores.isEmpty }
 
     /// Changes what is owed about `store`.
     mutating func post(_ store: String, _ change: (inout StoreMail) -> Void) {
@@ -48,6 +53,8 @@ struct SessionMailbox: Sendable {
         if hello { hello = false; return .hello }
         // A removal goes before any data: the peer should stop trusting the device at once.
         if removals { removals = false; return .removals }
+        if let der = certificate { certificate = nil; return .certificate(der) }
+        if renew { renew = false; return .renew }
         if let (store, mail) = stores.first {
             var rest = mail
             let item: SessionOutgoing
@@ -83,7 +90,8 @@ struct SessionMailbox: Sendable {
 
 /// One item a session's writer sends (see ``SessionMailbox/next()``).
 enum SessionOutgoing: Sendable {
-    case hello, removals, ping, pong
+    case hello, removals, renew, ping, pong
+    case certificate(Data)
     case state(String, peers: Bool)
     case left(String)
     case delta(String)

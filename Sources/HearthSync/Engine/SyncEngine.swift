@@ -36,10 +36,14 @@ public final class SyncEngine: Sendable {
         /// Reconnect back-off bounds (each wait is jittered by ±50 %).
         public var minimumBackoff: Duration
         public var maximumBackoff: Duration
+        /// How long before its certificate expires a device asks its peers for a renewed one
+        /// (any peer holding the unlocked account CA answers; see ``SyncEngine/authority``).
+        public var renewalWindow: Duration
 
         public init(host: String = "0.0.0.0", port: Int = 0, heartbeatInterval: Duration = .seconds(30),
                     timeout: Duration = .seconds(90), minimumBackoff: Duration = .milliseconds(200),
-                    maximumBackoff: Duration = .seconds(10)) {
+                    maximumBackoff: Duration = .seconds(10), renewalWindow: Duration = .seconds(90 * 86_400)) {
+            self.renewalWindow = renewalWindow
             self.host = host
             self.port = port
             self.heartbeatInterval = heartbeatInterval
@@ -64,6 +68,11 @@ public final class SyncEngine: Sendable {
         var nextWaiter: UInt64 = 0
         /// The peers that said this device was removed (each logged once).
         var removalNoticesFrom = Set<DeviceID>()
+        /// This device's identity with its latest certificate (renewed while running).
+        var currentIdentity: DeviceIdentity
+        /// The account CA, when the owner unlocked it here: peers' renewals are answered.
+        var authority: AccountAuthority?
+        var onCertificateRenewed: (@Sendable (DeviceIdentity) -> Void)?
         var removalsObserver: UInt64?
     }
 
@@ -80,7 +89,7 @@ public final class SyncEngine: Sendable {
     let options: Options
     let logger: Logger
     let certificates: DeviceCertificateCache
-    let state = Locked(State())
+    let state: Locked<State>
     let provider = Locked<(@Sendable (String) -> (any SyncReplica)?)?>(nil)
 
     /// An engine serving no store yet (see ``attach(_:)``).
@@ -91,6 +100,7 @@ public final class SyncEngine: Sendable {
                 devices: KnownDevices? = nil, logger: Logger = Logger(label: "hearth.sync")) throws {
         self.identity = identity
         self.options = options
+        state = Locked(State(currentIdentity: identity))
         var logger = logger
         logger[metadataKey: "device"] = "\(identity.deviceID.short)"
         self.logger = logger

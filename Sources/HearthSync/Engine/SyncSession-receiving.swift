@@ -18,6 +18,12 @@ extension SyncSession {
         case .removals(let records):
             context.engine?.learn(records, from: self)
             return
+        case .renew:
+            context.engine?.renewalAsked(by: self)
+            return
+        case .certificate(let der):
+            context.engine?.renewed(der, from: self)
+            return
         case .delta, .ack, .refused: break
         }
         // A message about a store this connection does not sync (the peer serves a store this
@@ -43,7 +49,7 @@ extension SyncSession {
             guard !fresh.isEmpty else { return }
             shared.store.logger.warning("the peer refused \(fresh.count) entr\(fresh.count == 1 ? "y" : "ies") this device sent; the rest was applied: \(Self.summary(fresh))",
                                         metadata: ["peer": "\(peer)"])
-        case .hello, .ping, .pong, .store, .removals: break
+        case .hello, .ping, .pong, .store, .removals, .renew, .certificate: break
         }
     }
 

@@ -15,6 +15,8 @@ extension SyncSession {
         case .removals:
             guard let removals = context.engine?.removals.all, !removals.isEmpty else { return }
             try await send(.removals(Array(removals.prefix(SyncMessage.maximumRemovals))), to: outbound)
+        case .renew: try await send(SyncMessage.renew, to: outbound)
+        case .certificate(let der): try await send(SyncMessage.certificate(der), to: outbound)
         case .state(let name, let withPeers):
             guard let store = stores.withLock({ $0.shared[name]?.store }) else { return }
             let vector = store.replica.syncVector

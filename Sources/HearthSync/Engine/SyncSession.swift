@@ -73,6 +73,10 @@ final class SyncSession: Sendable {
     let greeted = Locked(false)
     /// Whether the peer's hello carried a removals digest: older builds are sent no removals.
     let peerKnowsRemovals = Locked(false)
+    /// Renewals on this connection: whether the peer understands them, whether we asked it for a
+    /// certificate, whether it asked us (kept, so a CA unlocked later can still answer), and
+    /// whether we issued it one (once per connection).
+    let renewal = Locked((peerRenews: false, asked: false, askedByPeer: false, issued: false))
     /// Closes the channel: the way to stop the reader, which waits on the socket.
     private let closeChannel = Locked<(@Sendable () -> Void)?>(nil)
     /// Entries of this connection refused for a bad or unknown signature, and how many are
@@ -125,6 +129,18 @@ final class SyncSession: Sendable {
             try? await Task.sleep(for: .seconds(1))
             self?.close()
         }
+    }
+
+    /// Asks the peer for a renewed certificate, once per connection, if ours is within its
+    /// renewal window and the peer understands renewals.
+    func askForRenewalIfDue() {
+        guard let engine = context.engine, engine.certificateIsDue else { return }
+        let ask = renewal.withLock { r -> Bool in
+            guard r.peerRenews, !r.asked else { return false }
+            r.asked = true
+            return true
+        }
+        if ask { post { $0.renew = true } }
     }
 
     /// Asks the writer to send whatever the peer lacks of `store` now.
@@ -294,6 +310,8 @@ final class SyncSession: Sendable {
                 post { $0.removals = true }
             }
         }
+        renewal.withLock { $0.peerRenews = hello.renews }
+        askForRenewalIfDue()
         stores.withLock { $0.served = Set(hello.stores.map(\.identifier)) }
         for listed in hello.stores {
             if let store = context.engine?.store(listed.identifier) {
@@ -370,6 +388,7 @@ final class SyncSession: Sendable {
                 if silence > helloTimeout { throw SyncProtocolError("no hello from the peer within \(helloTimeout)") }
                 continue
             }
+            askForRenewalIfDue()
             // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
             for store in stores.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
             if silence > context.options.timeout {

@@ -29,6 +29,14 @@ public enum SyncMessage: Sendable, Equatable {
     /// Device removals signed by the account CA, per connection: sent when the hellos'
     /// removals digests differ, and relayed to every peer when a device learns a new one.
     case removals([DeviceRemoval])
+    /// The sender's certificate is within its renewal window: a peer holding the unlocked
+    /// account CA answers with `certificate`; others ignore it.
+    case renew
+    /// A renewed certificate (DER) for the receiver's own key, issued by the account CA.
+    case certificate(Data)
+
+    /// A renewed certificate in a `certificate` message is at most this many bytes.
+    public static let maximumCertificateSize = 8192
 
     /// At most this many removal records are read from a `removals` message.
     public static let maximumRemovals = DeviceRemovals.maximumRecords
@@ -103,9 +111,13 @@ public enum SyncMessage: Sendable, Equatable {
         /// know no removals (they are sent none). Not signed: the records themselves are
         /// signed by the account CA, and TLS authenticates the sender.
         public var removalsDigest: Data?
+        /// The sender understands `renew` and `certificate` (absent from older builds, which are
+        /// sent neither). Not signed, like the digest.
+        public var renews: Bool
 
         public init(protocolVersion: Int, account: String, device: Data, stores: [Store], signature: Data,
-                    removalsDigest: Data? = nil) {
+                    removalsDigest: Data? = nil, renews: Bool = false) {
+            self.renews = renews
             self.protocolVersion = protocolVersion
             self.account = account
             self.device = device
@@ -215,7 +227,7 @@ public enum SyncMessage: Sendable, Equatable {
         case .delta(let delta): delta.store
         case .ack(let ack): ack.store
         case .refused(let refusal): refusal.store
-        case .hello, .ping, .pong, .removals: nil
+        case .hello, .ping, .pong, .removals, .renew, .certificate: nil
         }
     }
 }
@@ -239,6 +251,7 @@ extension SyncMessage {
                 "device": .data(h.device), "stores": .array(stores), "signature": .data(h.signature),
             ]
             if let digest = h.removalsDigest { fields["removals"] = .data(digest) }
+            if h.renews { fields["renews"] = true }
             return .dictionary(fields)
         case .store(let s):
             var fields: [String: PropertyListValue] = ["type": "store", "store": .string(s.store)]
@@ -262,6 +275,8 @@ extension SyncMessage {
             return ["type": "ping", "stores": .dictionary(vectors.mapValues(\.propertyList))]
         case .pong: return ["type": "pong"]
         case .removals(let records): return ["type": "removals", "records": .array(records.map(\.propertyList))]
+        case .renew: return ["type": "renew"]
+        case .certificate(let der): return ["type": "certificate", "certificate": .data(der)]
         }
     }
 
@@ -404,7 +419,8 @@ extension SyncMessage {
                 removalsDigest = digest
             }
             self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, device: device,
-                                stores: stores, signature: signature, removalsDigest: removalsDigest))
+                                stores: stores, signature: signature, removalsDigest: removalsDigest,
+                                renews: fields["renews"]?.boolValue ?? false))
         case "store":
             let name = try store()
             let vector = try fields["vector"].map { field throws(SyncProtocolError) in try Self.checked(VersionVector(propertyList: field), "store") }
@@ -449,6 +465,12 @@ extension SyncMessage {
             // Past the cap, the rest is not read; records that do not read are dropped (and each
             // that reads is verified against the account CA before it counts).
             self = .removals(list.prefix(Self.maximumRemovals).compactMap(DeviceRemoval.init(propertyList:)))
+        case "renew": self = .renew
+        case "certificate":
+            guard let der = fields["certificate"]?.dataValue, !der.isEmpty, der.count <= Self.maximumCertificateSize else {
+                throw SyncProtocolError("certificate: missing, or over \(Self.maximumCertificateSize) bytes")
+            }
+            self = .certificate(der)
         default: throw SyncProtocolError("unknown message type \(String(reflecting: type))")
         }
     }

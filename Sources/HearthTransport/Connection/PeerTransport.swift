@@ -19,20 +19,33 @@ import NIOPosix
 /// try await connection.executeThenClose { inbound, outbound in … }
 /// ```
 public struct PeerTransport: Sendable {
-    public let configuration: TLSConfiguration
     /// The cap on frames received (and sent).
     public let maximumFrameLength: Int
     public let group: any EventLoopGroup
-    let serverContext: SSLContext
-    let clientContext: SSLContext
+    /// The TLS contexts, replaced as a pair when the device's certificate is renewed: each new
+    /// connection takes the current one (OpenSSL contexts are not changed once in use).
+    private let contexts: Locked<(server: SSLContext, client: SSLContext)>
 
     public init(configuration: TLSConfiguration, maximumFrameLength: Int = Frame.maximumLength,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
-        self.configuration = configuration
         self.maximumFrameLength = maximumFrameLength
         self.group = group
-        serverContext = try SSLContext(configuration: configuration, role: .server)
-        clientContext = try SSLContext(configuration: configuration, role: .client)
+        contexts = Locked((try SSLContext(configuration: configuration, role: .server),
+                           try SSLContext(configuration: configuration, role: .client)))
+    }
+
+    /// The configuration of the current contexts.
+    public var configuration: TLSConfiguration { contexts.withLock { $0.server.configuration } }
+    var serverContext: SSLContext { contexts.withLock { $0.server } }
+    var clientContext: SSLContext { contexts.withLock { $0.client } }
+
+    /// Presents `identity` (the same key with a renewed certificate) on connections made from now
+    /// on; connections already up keep theirs.
+    public func replaceIdentity(_ identity: DeviceIdentity) throws {
+        var configuration = self.configuration
+        configuration.identity = identity
+        let fresh = (try SSLContext(configuration: configuration, role: .server), try SSLContext(configuration: configuration, role: .client))
+        contexts.withLock { $0 = fresh }
     }
 
     public init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, logger: Logger = Logger(label: "hearth.transport"),
@@ -52,7 +65,7 @@ public struct PeerTransport: Sendable {
 
     public func listen(host: String, port: Int) async throws -> PeerListener {
         let (connections, continuation) = AsyncStream<PeerConnection>.makeStream()
-        let serverContext = serverContext
+        let contexts = contexts
         let maximumFrameLength = maximumFrameLength
         let logger = configuration.logger
         let channel = try await ServerBootstrap(group: group)
@@ -66,7 +79,7 @@ public struct PeerTransport: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let established = channel.eventLoop.makePromise(of: PeerConnection.self)
-                    try Self.addHandlers(to: channel, context: serverContext, expectedPeer: nil,
+                    try Self.addHandlers(to: channel, context: contexts.withLock { $0.server }, expectedPeer: nil,
                                          maximumFrameLength: maximumFrameLength, logger: logger, established: established)
                     established.futureResult.whenSuccess { connection in
                         switch continuation.yield(connection) {

@@ -30,6 +30,17 @@ extension AccountStore {
         return RemovalsRegistry.shared.devices(for: knownDevicesFile(of: id), trust: account.trust)
     }
 
+    /// Saves a renewed certificate of this device in account `id` (atomically; the key stays).
+    ///
+    /// - Throws: ``IdentityError/Code/invalidKey`` when it is not for this device's key, or
+    ///   ``IdentityError/Code/certificateRejected`` when the account CA did not issue it.
+    public func replaceDeviceCertificate(_ certificate: Certificate, of id: AccountID) throws {
+        let current = try loadIdentity(id)
+        _ = try DeviceIdentity(account: current.account, privateKey: current.privateKey, certificate: certificate)
+        try current.account.trust.validateDevice(certificate)
+        try SecureFile.write(Array(certificate.pemEncoded.utf8), to: removalsFile(of: id).deletingLastPathComponent().appendingPathComponent("device.pem"))
+    }
+
     /// Removes `device` from account `id`: signs a removal record with the account CA (so it
     /// needs the CA key), saves it before returning, and hands it to every engine of this
     /// process; engines of other processes read the file (they watch it) and every device of

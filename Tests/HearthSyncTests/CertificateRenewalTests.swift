@@ -1,0 +1,137 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import HearthSync
+import HearthTransport
+import Testing
+
+/// Certificates that age (issue 14): a device whose certificate is within its renewal window
+/// gets a new one from a peer holding the unlocked account CA, without anyone doing anything on
+/// it, and its peers accept the new certificate.
+@Suite("Certificate renewal")
+struct CertificateRenewalTests {
+    static let store = "com.example.renewal"
+
+    static func engine(_ identity: DeviceIdentity, authority: AccountAuthority? = nil) async throws -> (SyncEngine, Int) {
+        let replica = MemoryReplica(storeIdentifier: store, replica: Replica(id: .random(boundTo: identity.deviceID.data)))
+        let engine = try SyncEngine(identity: identity, replica: replica,
+                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)))
+        engine.authority = authority
+        return (engine, try await engine.start())
+    }
+
+    /// A device whose certificate expires in `days`.
+    static func device(_ authority: AccountAuthority, _ name: String, expiringIn days: Double) throws -> DeviceIdentity {
+        let now = Date()
+        return try authority.makeDevice(named: name, notBefore: now.addingTimeInterval(-3600), notAfter: now.addingTimeInterval(days * 86_400))
+    }
+
+    @Test("A device 10 days from expiry renews from a peer with the CA unlocked, and a third device accepts the new certificate")
+    func renewsFromUnlockedPeer() async throws {
+        let authority = try AccountAuthority.create(displayName: "Renewal household")
+        let a = try authority.makeDevice(named: "A"), c = try authority.makeDevice(named: "C")
+        let b = try Self.device(authority, "B", expiringIn: 10)
+        let (engineA, portA) = try await Self.engine(a, authority: authority)
+        let (engineB, portB) = try await Self.engine(b)
+        defer { Task { await engineA.stop(); await engineB.stop() } }
+        let saved = Locked<[DeviceIdentity]>([])
+        engineB.onCertificateRenewed = { renewed in saved.withLock { $0.append(renewed) } }
+        engineB.addPeer(host: "127.0.0.1", port: portA)
+        let yearFromNow = Date().addingTimeInterval(300 * 86_400)
+        try await eventually(timeout: .seconds(10), "B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
+        let renewed = engineB.currentIdentity
+        #expect(renewed.deviceID == b.deviceID, "the same key, so the same device ID")
+        #expect(renewed.deviceName == "B")
+        #expect(saved.withLock { $0.map(\.certificate) } == [renewed.certificate])
+        _ = try authority.account.trust.validateDevice(renewed.certificate)
+
+        // C, which never met A, accepts B's new certificate in a handshake.
+        let connection = try await PeerTransport(identity: c).connect(host: "127.0.0.1", port: portB)
+        #expect(connection.peer.deviceID == b.deviceID)
+        #expect(connection.peer.certificate.notValidAfter > yearFromNow)
+        await connection.close()
+        // And a C engine syncs with it.
+        let (engineC, _) = try await Self.engine(c)
+        defer { Task { await engineC.stop() } }
+        engineC.addPeer(host: "127.0.0.1", port: portB)
+        try await eventually(timeout: .seconds(10), "C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
+    }
+
+    @Test("Without the unlocked CA nothing is issued; unlocking it later answers the request already made")
+    func waitsForUnlock() async throws {
+        let authority = try AccountAuthority.create(displayName: "Renewal household")
+        let a = try authority.makeDevice(named: "A")
+        let b = try Self.device(authority, "B", expiringIn: 10)
+        let (engineA, portA) = try await Self.engine(a)
+        let (engineB, _) = try await Self.engine(b)
+        defer { Task { await engineA.stop(); await engineB.stop() } }
+        engineB.addPeer(host: "127.0.0.1", port: portA)
+        try await eventually(timeout: .seconds(10), "connected") { engineA.connectedPeers.contains(b.deviceID) }
+        try await Task.sleep(for: .seconds(1))
+        #expect(engineB.currentIdentity.certificate == b.certificate)
+        engineA.authority = authority
+        try await eventually(timeout: .seconds(10), "B's certificate renewed once A unlocked the CA") {
+            engineB.currentIdentity.certificate.notValidAfter > Date().addingTimeInterval(300 * 86_400)
+        }
+    }
+
+    @Test("A peer that is not due gets nothing, and a certificate for another key or from another CA is ignored")
+    func noRenewalAtWill() async throws {
+        let authority = try AccountAuthority.create(displayName: "Renewal household")
+        let a = try authority.makeDevice(named: "A")
+        let (engineA, portA) = try await Self.engine(a, authority: authority)
+        defer { Task { await engineA.stop() } }
+        // A member far from expiry asks anyway.
+        let member = HostilePeer(identity: try authority.makeDevice(named: "eager"), storeIdentifier: Self.store)
+        let link = try await member.connect(port: portA)
+        try link.send(try member.greeting())
+        try link.send(.renew)
+        #expect(await link.next(within: .seconds(2), where: { if case .certificate = $0 { true } else { false } }) == nil)
+        await link.close()
+
+        // B, due, is sent certificates it must not take.
+        let b = try Self.device(authority, "B", expiringIn: 10)
+        let (engineB, portB) = try await Self.engine(b)
+        defer { Task { await engineB.stop() } }
+        let sender = HostilePeer(identity: try authority.makeDevice(named: "sender"), storeIdentifier: Self.store)
+        let toB = try await sender.connect(port: portB)
+        try toB.send(try sender.greeting())
+        let otherKey = try authority.makeDevice(named: "B").certificate
+        let otherCA = try Self.device(try AccountAuthority.create(displayName: "Other"), "B", expiringIn: 400).certificate
+        let shorter = try authority.issueDeviceCertificate(for: b.privateKey.publicKey, deviceName: "B", notAfter: Date().addingTimeInterval(5 * 86_400))
+        for certificate in [otherKey, otherCA, shorter] { try toB.send(.certificate(Data(certificate.derEncoded))) }
+        #expect(try await toB.isAnswering(within: .seconds(5)))
+        #expect(engineB.currentIdentity.certificate == b.certificate)
+        await toB.close()
+    }
+
+    @Test("A renewed certificate is saved for the next start; one for another key is refused")
+    func savedCertificate() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-renewal-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let accounts = AccountStore(directory: directory)
+        let seed = try JoinBundleSeed.make()
+        let identity = try accounts.importJoinBundle(seed.bundle, passphrase: seed.passphrase, deviceName: "B")
+        let authority = seed.authority
+        let renewed = try authority.issueDeviceCertificate(for: identity.privateKey.publicKey, deviceName: "B",
+                                                           notAfter: Date().addingTimeInterval(400 * 86_400))
+        try accounts.replaceDeviceCertificate(renewed, of: identity.account.id)
+        #expect(try accounts.loadIdentity(identity.account.id).certificate == renewed)
+        let foreign = try authority.makeDevice(named: "B").certificate
+        #expect(throws: IdentityError.self) { try accounts.replaceDeviceCertificate(foreign, of: identity.account.id) }
+        #expect(try accounts.loadIdentity(identity.account.id).certificate == renewed)
+    }
+}
+
+/// An account's authority and a join bundle of it, sealed cheaply, for tests that need an
+/// account on disk without going through the command.
+struct JoinBundleSeed {
+    let authority: AccountAuthority
+    let bundle: Data
+    let passphrase = "seed"
+
+    static func make() throws -> JoinBundleSeed {
+        let authority = try AccountAuthority.create(displayName: "Seed household")
+        return JoinBundleSeed(authority: authority, bundle: try JoinBundle.export(authority, passphrase: "seed", scrypt: .testing))
+    }
+}
