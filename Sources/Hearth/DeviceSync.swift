@@ -64,6 +64,13 @@ public final class DeviceSync: Sendable {
     /// The stores opened because a peer served them, by identifier.
     public var adoptedStores: [String: UbiquitousKeyValueStore] { adopted.withLock { $0 } }
 
+    /// The account CA unlocked here (the owner entered the passphrase): peers' certificate
+    /// renewals are answered for as long as this device syncs (see `SyncEngine.authority`).
+    public var authority: AccountAuthority? {
+        get { lease.engine.authority }
+        set { lease.engine.authority = newValue }
+    }
+
     /// Stops taking up stores and lets go of the engine (it stops with the last store using it).
     public func stop() async {
         lease.engine.storeProvider = nil

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HearthIdentity
 
 /// `hearth daemon run` (also plain `hearth daemon`): the daemon in the foreground, logging to
 /// stderr, until SIGINT or SIGTERM.
@@ -13,6 +14,9 @@ struct DaemonRunCommand: AsyncParsableCommand {
     @Option(name: .customLong("rescan-interval"), help: ArgumentHelp(
         "How often to look for stores that appeared in the data folder, in seconds (default 30).", valueName: "seconds"))
     var rescanInterval: Double = 30
+    @Flag(help: ArgumentHelp("Unlock the account key with the passphrase (asked for, or --passphrase-file, $HEARTH_PASSPHRASE) and keep it in memory: the daemon then renews the certificates of the household's devices as they come due. Never written to disk."))
+    var unlock = false
+    @OptionGroup var secret: PassphraseOptions
 
     func validate() throws {
         guard rescanInterval >= 0.1, rescanInterval <= 86_400 else { throw ValidationError("--rescan-interval must be 0.1-86400 seconds") }
@@ -23,13 +27,23 @@ struct DaemonRunCommand: AsyncParsableCommand {
         let lock = try DaemonLock.acquire(in: directory)
         defer { lock.release() }
         let signals = SignalWaiter()
-        let daemon = DeviceDaemon(global: global, options: store.storeOptions, rescanInterval: .milliseconds(Int(rescanInterval * 1000)))
+        var authority: AccountAuthority?
+        if unlock {
+            guard let identity = try global.currentIdentity() else {
+                throw CommandError(.notSignedIn, "--unlock: not signed in to an account")
+            }
+            let passphrase = try secret.resolvedPassphrase()
+            authority = try identityCall { try global.accounts.loadAuthority(identity.account.id, passphrase: passphrase) }
+        }
+        let daemon = DeviceDaemon(global: global, options: store.storeOptions, rescanInterval: .milliseconds(Int(rescanInterval * 1000)),
+                                  authority: authority)
         let control = ControlServer(path: DaemonControl.path(in: directory))
         control?.start { line in await DaemonControl.answer(line, daemon: daemon) }
         if control == nil { note("daemon: no control socket in \(directory); hearth daemon status will not reach it") }
         let identity = try? global.currentIdentity()
         let whose: String = identity.map { "device \($0.deviceName) (\($0.deviceID.short)) in \($0.account.displayName) (\($0.account.id.short))" }
             ?? "this device (signed out)"
+        if authority != nil { note("daemon: the account key is unlocked in memory; peers' certificates are renewed as they come due") }
         note("daemon \(getpid()): holding the stores of \(whose) under \(global.storeDataDirectory); peers: \(store.storeOptions.discoveryDescription). Ctrl-C to stop.")
         let running = Task { await daemon.run() }
         let reason = await signals.wait()

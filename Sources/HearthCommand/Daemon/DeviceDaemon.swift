@@ -15,6 +15,8 @@ final class DeviceDaemon: Sendable {
     let global: GlobalOptions
     let options: StoreOptions
     let rescanInterval: Duration
+    /// The account CA, when started with `--unlock`: the daemon renews its peers' certificates.
+    let authority: AccountAuthority?
 
     private struct State: Sendable {
         var hosted: [String: HostedStore] = [:]
@@ -28,10 +30,11 @@ final class DeviceDaemon: Sendable {
 
     private let state = Locked(State())
 
-    init(global: GlobalOptions, options: StoreOptions, rescanInterval: Duration) {
+    init(global: GlobalOptions, options: StoreOptions, rescanInterval: Duration, authority: AccountAuthority? = nil) {
         self.global = global
         self.options = options
         self.rescanInterval = rescanInterval
+        self.authority = authority
     }
 
     /// Holds stores until `stop()`.
@@ -87,6 +90,8 @@ final class DeviceDaemon: Sendable {
             let sync = try DeviceSync.start(configuration: configuration) { [weak self] identifier in
                 self?.adopt(identifier, identity)
             }
+            // Only the account it was unlocked for (an account switch leaves the new one locked).
+            if let authority, authority.account.id == identity.account.id { sync?.authority = authority }
             let kept = state.withLock { s -> Bool in
                 guard !s.stopping, s.syncAccount == account else { return false }
                 s.sync = sync
