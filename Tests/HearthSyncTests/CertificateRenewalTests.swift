@@ -105,6 +105,41 @@ struct CertificateRenewalTests {
         await toB.close()
     }
 
+    @Test("A device whose certificate expired (it stopped renewing, or was removed) keeps its earlier writes: a relay hands them to a newcomer, which takes them and refuses one stamped after the expiry")
+    func expiredSignerKeepsEarlierWrites() async throws {
+        let authority = try AccountAuthority.create(displayName: "Renewal household")
+        let now = Date()
+        // (Within the account's first hour: its CA is backdated by an hour.)
+        let retired = try authority.makeDevice(named: "old phone", notBefore: now.addingTimeInterval(-50 * 60),
+                                               notAfter: now.addingTimeInterval(-20 * 60))
+        let newcomerIdentity = try authority.makeDevice(named: "newcomer")
+        let replica = MemoryReplica(storeIdentifier: Self.store, replica: Replica(id: .random(boundTo: newcomerIdentity.deviceID.data)))
+        let newcomer = try SyncEngine(identity: newcomerIdentity, replica: replica, options: .init(host: "127.0.0.1"))
+        let port = try await newcomer.start()
+        defer { Task { await newcomer.stop() } }
+        let writer = HostilePeer(identity: retired, storeIdentifier: Self.store)
+        let origin = writer.origin()
+        let nowMilliseconds = UInt64(now.timeIntervalSince1970 * 1000)
+        let early = try writer.entry("early", .string("while valid"), origin: origin, sequence: 1, at: nowMilliseconds - 40 * 60_000)
+        let late = try writer.entry("late", .string("after expiry"), origin: origin, sequence: 2, at: nowMilliseconds - 10 * 60_000)
+        let relay = HostilePeer(identity: try authority.makeDevice(named: "relay"), storeIdentifier: Self.store)
+        let link = try await relay.connect(port: port)
+        try link.send(try relay.greeting())
+        try link.send(.delta(.init(store: Self.store, entries: [early, late], certificates: [Data(retired.certificate.derEncoded)],
+                                   vector: VersionVector())))
+        let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
+        #expect(refusal.entries.map(\.key) == ["late"], "\(refusal.entries)")
+        try await eventually(timeout: .seconds(5), "the early write applied") { replica.replica.entries["early"] != nil }
+        await link.close()
+
+        // A renewal is not undone by the older certificate arriving later.
+        let cache = DeviceCertificateCache(trust: authority.account.trust)
+        let renewed = try authority.issueDeviceCertificate(for: retired.privateKey.publicKey, deviceName: "old phone")
+        try cache.admit(renewed)
+        try cache.admit(retired.certificate)
+        #expect(cache.certificate(for: retired.deviceID) == renewed)
+    }
+
     @Test("A renewed certificate is saved for the next start; one for another key is refused")
     func savedCertificate() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-renewal-\(UUID())")

@@ -22,22 +22,30 @@ public final class DeviceCertificateCache: Sendable {
 
     /// Verifies `derEncoded` against the account CA and remembers it.
     @discardableResult
-    public func admit(derEncoded: some Collection<UInt8>, at date: Date = Date()) throws -> DeviceID {
-        let certificate = try Certificate(derEncoded: derEncoded)
-        return try admit(certificate, at: date)
+    public func admit(derEncoded: some Collection<UInt8>) throws -> DeviceID {
+        try admit(try Certificate(derEncoded: derEncoded))
     }
 
-    /// Verifies `certificate` against the account CA and remembers it.
+    /// Verifies that the account CA issued `certificate` (its chain, checked as of the start of
+    /// its validity: an expired certificate still vouches for what its device signed while it was
+    /// valid) and remembers it, unless a certificate of the same device lasting longer is known
+    /// (a renewal is not undone by an older certificate that comes later).
     @discardableResult
-    public func admit(_ certificate: Certificate, at date: Date = Date()) throws -> DeviceID {
+    public func admit(_ certificate: Certificate) throws -> DeviceID {
         // The same certificate again (every delta carries its signers'): nothing to redo.
         if let key = certificate.publicKey, let known = certificates.withLock({ $0[DeviceID(publicKey: key)] }),
-           known.certificate == certificate, known.certificate.notValidBefore <= date, date <= known.certificate.notValidAfter {
+           known.certificate == certificate {
             return DeviceID(publicKey: key)
         }
-        let device = try trust.validateDevice(certificate, at: date)
+        // Checked when both it and the CA were valid (a certificate backdated before the account
+        // existed is checked from the account's start).
+        let date = max(certificate.notValidBefore, trust.caCertificate.notValidBefore)
+        let device = try trust.validateDevice(certificate, at: min(date, certificate.notValidAfter))
         guard let key = certificate.publicKey else { throw IdentityError.certificateRejected("the device key is not Ed25519") }
-        certificates.withLock { $0[device] = (certificate, key) }
+        certificates.withLock { table in
+            if let known = table[device], known.certificate.notValidAfter >= certificate.notValidAfter { return }
+            table[device] = (certificate, key)
+        }
         return device
     }
 
@@ -56,16 +64,19 @@ public final class DeviceCertificateCache: Sendable {
     /// - Throws: ``IdentityError/Code/unknownSigner`` when that device's certificate was
     ///   never admitted, ``IdentityError/Code/removedSigner`` when the device was removed before
     ///   the entry's timestamp, or any error of ``AccountTrust/verify(entry:storeIdentifier:certificate:at:)``.
-    public func verify(entry: Entry, storeIdentifier: String, at date: Date = Date()) throws {
+    public func verify(entry: Entry, storeIdentifier: String) throws {
         guard let signature = entry.signature else {
             throw IdentityError(code: .badSignature, message: "entry \(entry.key) is unsigned")
         }
         guard let device = DeviceID(bytes: signature.signer), let admitted = certificates.withLock({ $0[device] }) else {
             throw IdentityError(code: .unknownSigner, message: "no certificate for the signer of entry \(entry.key)")
         }
-        // The chain was checked at admission; what can change since is the time.
-        guard admitted.certificate.notValidBefore <= date, date <= admitted.certificate.notValidAfter else {
-            throw IdentityError.certificateRejected("the certificate of \(device) is not valid at \(date)")
+        // The chain was checked at admission. An entry stamped after the device's latest
+        // certificate expired is refused; what it signed before stays valid for good (a device
+        // that stopped renewing, or was removed, keeps its earlier writes). A device whose
+        // certificate expired cannot connect to anyone, so it cannot spread new entries itself.
+        guard entry.timestamp.date <= admitted.certificate.notValidAfter else {
+            throw IdentityError.certificateRejected("entry \(entry.key) is stamped \(entry.timestamp.date), after the certificate of \(device) expired (\(admitted.certificate.notValidAfter))")
         }
         guard admitted.key.isValidSignature(signature.bytes, for: entry.signingBytes(storeIdentifier: storeIdentifier)) else {
             throw IdentityError.badSignature("entry \(entry.key): the signature of \(device) does not verify")
