@@ -8,8 +8,9 @@ import Logging
 ///
 /// The sync engine notes each peer when its connection starts and ends (its certificate and
 /// when it was last seen) and each device whose certificate came with relayed entries. Kept in
-/// `accounts/<id>/devices`; saves are coalesced (at most one every few seconds) and happen off
-/// the caller's thread, and nothing is written while no connection comes or goes.
+/// `accounts/<id>/devices`; saves happen off the caller's thread right after the change (so a
+/// connection's save is over by the time it is idle), notes made meanwhile are coalesced into
+/// it, and nothing is written while no connection comes or goes.
 public final class KnownDevices: Sendable {
     /// One device as known here.
     public struct Device: Sendable, Hashable {
@@ -35,8 +36,6 @@ public final class KnownDevices: Sendable {
     private let saveScheduled = Locked(false)
     private let saver = DispatchQueue(label: "hearth.identity.devices")
     private let logger: Logger
-    /// Saves are at least this far apart.
-    static let saveDelay: DispatchTimeInterval = .seconds(2)
 
     public init(trust: AccountTrust, file: URL? = nil, logger: Logger = Logger(label: "hearth.identity")) {
         self.trust = trust
@@ -82,14 +81,11 @@ public final class KnownDevices: Sendable {
     }
 
     /// Waits for the saves asked for so far.
-    public func flush() {
-        saver.sync {}
-        if saveScheduled.withLock({ $0 }) { saver.sync { save() } }
-    }
+    public func flush() { saver.sync {} }
 
     private func scheduleSave() {
         guard file != nil, saveScheduled.withLock({ s in defer { s = true }; return !s }) else { return }
-        saver.asyncAfter(deadline: .now() + Self.saveDelay) { [self] in save() }
+        saver.async { [self] in save() }
     }
 
     private func save() {
