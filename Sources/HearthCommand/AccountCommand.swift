@@ -13,15 +13,25 @@ struct AccountCommand: AsyncParsableCommand {
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Create a new household account with this device as its first member, and sign in to it.")
+            abstract: "Create a new household account with this device as its first member, and sign in to it.",
+            discussion: """
+                The account's CA key, which admits and removes devices, is stored encrypted under the account \
+                passphrase, which is stored nowhere: every device that joins needs it, and so does adding or removing \
+                a device. Without --passphrase, --passphrase-file or $HEARTH_PASSPHRASE, six random words are \
+                generated and printed once (on standard error with --json). A weak passphrase given is used, with a warning.
+                """)
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var secret: PassphraseOptions
         @Option(help: "The household's name, shown to people.") var name = "Home"
         @Option(help: "This device's name in the account (default: the host name).") var device: String?
         @Flag(help: "Print JSON for scripts.") var json = false
 
         func run() async throws {
             let previous = try? global.currentIdentity()
-            let identity = try identityCall { try global.accounts.createAccount(displayName: name, deviceName: device ?? AccountStore.defaultDeviceName) }
+            let (passphrase, generated) = try secret.givenOrGenerated()
+            let identity = try identityCall {
+                try global.accounts.createAccount(displayName: name, passphrase: passphrase, deviceName: device ?? AccountStore.defaultDeviceName)
+            }
             if let previous {
                 // Creating switches accounts; running apps replace their data (accountChange).
                 note("left \(previous.account.displayName) (\(previous.account.id.short)); back with: hearth account switch \(previous.account.id.short)")
@@ -31,8 +41,9 @@ struct AccountCommand: AsyncParsableCommand {
             } else {
                 emit("created account \(identity.account.displayName) (\(identity.account.id.short)) and signed in")
                 emit("this device: \(identity.deviceName) (\(identity.deviceID.short))")
-                emit("add another device: hearth account export --output home.bundle, then on it: hearth account join home.bundle")
+                emit("add another device: hearth account export --output home.bundle, then on it: hearth account join home.bundle (with the account passphrase)")
             }
+            if generated { AccountCommand.show(generated: passphrase, onStandardError: json) }
         }
     }
 
@@ -70,12 +81,12 @@ struct AccountCommand: AsyncParsableCommand {
 
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write the signed-in account's join bundle, sealed with a passphrase, for another device to join.",
+            abstract: "Write the signed-in account's join bundle, for another device to join with the account passphrase.",
             discussion: """
-                The bundle holds the account's key: anyone with it and the passphrase can join the household. \
-                Without --passphrase, --passphrase-file or $HEARTH_PASSPHRASE, a passphrase of six random words is \
-                generated and printed once (on standard error when the bundle goes to standard output). \
-                A weak passphrase given is used, with a warning.
+                The bundle holds the account's CA key as this device stores it, encrypted under the account passphrase: \
+                anyone with the bundle and the passphrase can join the household. Exporting needs no passphrase; one \
+                given (--passphrase, --passphrase-file or $HEARTH_PASSPHRASE) is checked against the key first, so that \
+                a misremembered passphrase shows now rather than on the joining device.
                 """)
         @OptionGroup var global: GlobalOptions
         @OptionGroup var secret: PassphraseOptions
@@ -85,22 +96,12 @@ struct AccountCommand: AsyncParsableCommand {
             guard let id = try identityCall({ try global.accounts.currentAccountID() }) else {
                 throw CommandError(.notSignedIn, "not signed in: create or join an account first (hearth account create)")
             }
-            let passphrase: String
-            var generated = false
             if let given = try secret.givenPassphrase() {
-                guard !given.isEmpty else { throw CommandError(.usage, "the passphrase is empty") }
-                passphrase = given
-                if let weakness = Passphrase.weakness(of: given) {
-                    // Still used: the person may have reasons, but a leaked bundle with a
-                    // weak passphrase falls to an offline guesser.
-                    note("warning: weak passphrase: \(weakness); anyone holding the bundle can try guesses offline. "
-                         + "Leave out --passphrase to get six random words.")
+                _ = try identityCall(wrongPassphrase: AccountCommand.wrongAccountPassphrase) {
+                    try global.accounts.loadAuthority(id, passphrase: given)
                 }
-            } else {
-                passphrase = Passphrase.generate()
-                generated = true
             }
-            let bundle = try identityCall { try global.accounts.exportJoinBundle(id, passphrase: passphrase) }
+            let bundle = try identityCall { try global.accounts.exportJoinBundle(id) }
             if let output {
                 // 0600 whatever the umask, and never visible half-written or with wider permissions.
                 do {
@@ -108,21 +109,9 @@ struct AccountCommand: AsyncParsableCommand {
                 } catch {
                     throw CommandError(.general, "cannot write \(output): \(error)")
                 }
-                note("wrote the join bundle of \(id.short) to \(output); join with: hearth account join \(output)")
+                note("wrote the join bundle of \(id.short) to \(output); join with: hearth account join \(output) (and the account passphrase)")
             } else {
                 StandardStreams.write(bundle, to: STDOUT_FILENO)
-            }
-            if generated {
-                // Shown once and kept nowhere: on stdout with --output, else on stderr so the
-                // bundle on stdout stays clean.
-                let lines = [
-                    "",
-                    "passphrase (shown only now; give it to the joining device separately from the bundle):",
-                    "",
-                    "    \(passphrase)",
-                    "",
-                ]
-                for line in lines { output == nil ? note(line) : emit(line) }
             }
         }
     }
@@ -188,15 +177,31 @@ struct AccountCommand: AsyncParsableCommand {
         }
     }
 
+    static let wrongAccountPassphrase = "wrong passphrase: it does not open this account's CA key"
+
+    /// A generated account passphrase, shown once: it is kept nowhere, and without it no device
+    /// can be added or removed.
+    static func show(generated passphrase: String, onStandardError: Bool) {
+        let lines = [
+            "",
+            "account passphrase (shown only now; write it down): joining devices ask for it, and adding or removing a device needs it:",
+            "",
+            "    \(passphrase)",
+            "",
+        ]
+        for line in lines { onStandardError ? note(line) : emit(line) }
+    }
+
     static func json(_ identity: DeviceIdentity) -> String {
         "{\"account\":\"\(identity.account.id.hex)\",\"accountName\":\(PropertyListJSON.quote(identity.account.displayName)),"
             + "\"device\":\"\(identity.deviceID.hex)\",\"deviceName\":\(PropertyListJSON.quote(identity.deviceName))}"
     }
 }
 
-/// The passphrase of a join bundle: an option, a file, $HEARTH_PASSPHRASE, or typed at a terminal.
+/// The account passphrase (or an old join bundle's own): an option, a file, $HEARTH_PASSPHRASE,
+/// or typed at a terminal.
 struct PassphraseOptions: ParsableArguments {
-    @Option(help: "The join bundle's passphrase (visible to other users in ps; prefer --passphrase-file or $HEARTH_PASSPHRASE).")
+    @Option(help: "The account passphrase (visible to other users in ps; prefer --passphrase-file or $HEARTH_PASSPHRASE).")
     var passphrase: String?
     @Option(name: .customLong("passphrase-file"), help: ArgumentHelp("Read the passphrase from the first line of a file.", valueName: "file"))
     var passphraseFile: String?
@@ -219,24 +224,40 @@ struct PassphraseOptions: ParsableArguments {
         guard isatty(0) == 1 else {
             throw CommandError(.usage, "no passphrase: pass --passphrase, --passphrase-file or set HEARTH_PASSPHRASE")
         }
-        guard let typed = getpass("Passphrase: ").map({ String(cString: $0) }), !typed.isEmpty else {
+        guard let typed = getpass("Account passphrase: ").map({ String(cString: $0) }), !typed.isEmpty else {
             throw CommandError(.usage, "no passphrase given")
         }
         return typed
+    }
+
+    /// A new account passphrase: the given one (with a warning on stderr when it is weak), or
+    /// six generated words, never a prompt (so scripts never block).
+    func givenOrGenerated() throws -> (passphrase: String, generated: Bool) {
+        guard let given = try givenPassphrase() else { return (Passphrase.generate(), true) }
+        guard !given.isEmpty else { throw CommandError(.usage, "the passphrase is empty") }
+        if let weakness = Passphrase.weakness(of: given) {
+            // Still used: the person may have reasons, but a copy of this device's files or a
+            // join bundle lets anyone guess it offline.
+            note("warning: weak passphrase: \(weakness); anyone with a copy of this device's files or a join bundle can try guesses offline. "
+                 + "Leave out --passphrase to get six random words.")
+        }
+        return (given, false)
     }
 }
 
 /// Runs an account operation, mapping identity errors to the command's statuses.
 @discardableResult
-func identityCall<T>(_ body: () throws -> T) throws -> T {
+func identityCall<T>(wrongPassphrase: String = "wrong passphrase for this join bundle", _ body: () throws -> T) throws -> T {
     do {
         return try body()
     } catch let error as IdentityError {
         switch error.code {
-        case .wrongPassphrase: throw CommandError(.badBundle, "wrong passphrase for this join bundle")
+        case .wrongPassphrase: throw CommandError(.badBundle, wrongPassphrase)
         case .damagedBundle: throw CommandError(.badBundle, "not a valid join bundle: \(error.message)")
         case .keyDerivationRefused: throw CommandError(.badBundle, "join bundle refused: \(error.message)")
         case .unknownAccount: throw CommandError(.notFound, error.message)
+        case .caKeyInClear: throw CommandError(.general, "\(error.message) (hearth account protect)")
+        case .caKeyAbsent: throw CommandError(.general, "\(error.message); use a device that holds it")
         default: throw CommandError(.general, error.description)
         }
     }

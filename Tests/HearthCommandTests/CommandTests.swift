@@ -55,9 +55,9 @@ extension Device {
         let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
         let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
         let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
-        let created = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
+        let created = try await HearthCLI.run(["account", "create", "--passphrase", "pw", "--device", "laptop"] + laptop.directories)
         try #require(created.status == 0, "\(created.error)")
-        let exported = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/home.bundle"] + laptop.directories)
+        let exported = try await HearthCLI.run(["account", "export", "--output", "\(root)/home.bundle"] + laptop.directories)
         try #require(exported.status == 0, "\(exported.error)")
         let joined = try await HearthCLI.run(["account", "join", "\(root)/home.bundle", "--passphrase", "pw", "--device", "kitchen"]
                                              + kitchen.directories)
@@ -114,8 +114,9 @@ extension HearthCLI {
         let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
         let bundle = "\(root)/home.bundle"
 
-        // Device 1 creates the household and exports it; device 2 joins with the passphrase.
-        let created = try await HearthCLI.run(["account", "create", "--name", "Home", "--device", "laptop", "--json"] + laptop.directories)
+        // Device 1 creates the household and exports it (checking the passphrase); device 2 joins with it.
+        let created = try await HearthCLI.run(["account", "create", "--name", "Home", "--device", "laptop", "--passphrase", "correct horse", "--json"]
+                                              + laptop.directories)
         #expect(created.status == 0, "\(created.error)")
         #expect(created.output.contains("\"deviceName\":\"laptop\""))
         let exported = try await HearthCLI.run(["account", "export", "--passphrase", "correct horse", "--output", bundle] + laptop.directories)
@@ -188,8 +189,8 @@ extension HearthCLI {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let laptop = Device(name: "laptop", root: root, port: 0, peerPort: 0)
         let kitchen = Device(name: "kitchen", root: root, port: 0, peerPort: 0)
-        _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
-        _ = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/b"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "create", "--passphrase", "pw", "--device", "laptop"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "export", "--output", "\(root)/b"] + laptop.directories)
         _ = try await HearthCLI.run(["account", "join", "\(root)/b", "--passphrase", "pw", "--device", "kitchen"] + kitchen.directories)
 
         let watch = try ChildProcess(try #require(HearthCLI.binary),

@@ -31,7 +31,7 @@ public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let unknownSigner = Code("unknownSigner")
         /// The signer was removed from the account before the entry's timestamp.
         public static let removedSigner = Code("removedSigner")
-        /// The passphrase does not open the join bundle.
+        /// The passphrase does not open the join bundle, or the account's CA key.
         public static let wrongPassphrase = Code("wrongPassphrase")
         /// The join bundle is truncated, altered, or not a join bundle at all.
         public static let damagedBundle = Code("damagedBundle")
@@ -49,6 +49,13 @@ public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let fileSystem = Code("fileSystem")
         /// An argument is out of range (an empty name or passphrase).
         public static let invalidArgument = Code("invalidArgument")
+        /// This device holds no CA key for the account, so it cannot admit or remove
+        /// devices (``CAKeyStatus/absent``).
+        public static let caKeyAbsent = Code("caKeyAbsent")
+        /// The account's CA key is stored unencrypted, as Hearth stored it before it sealed
+        /// it under the account passphrase (``CAKeyStatus/clear``): it must be protected
+        /// (``AccountStore/protectAuthority(_:passphrase:)``) before it is used.
+        public static let caKeyInClear = Code("caKeyInClear")
     }
 
     public var code: Code
