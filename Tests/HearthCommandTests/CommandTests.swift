@@ -24,11 +24,17 @@ enum HearthCLI {
 
     /// This process's environment without HEARTH_PEERS and friends: settings from the outside
     /// must not leak into the devices.
+    ///
+    /// With `HEARTH_TEST_WEAK_SCRYPT=1`: the accounts these tests create seal their CA key with
+    /// scrypt N = 2^10 instead of 2^18, so that `account create` and `account join` (a derivation
+    /// each) cost milliseconds, not a second and 256 MiB each, a hundred times over. The tests of
+    /// the real cost (`CAKeyCommandTests`) leave it out.
     static var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         for name in ["HEARTH_PEERS", "HEARTH_STORE_IDENTIFIER", "HEARTH_PASSPHRASE", "HEARTH_CONFIG_DIR", "HEARTH_DATA_DIR"] {
             environment[name] = nil
         }
+        environment["HEARTH_TEST_WEAK_SCRYPT"] = "1"
         return environment
     }
 
