@@ -7,8 +7,8 @@ import HearthIdentity
 struct AccountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "account",
-        abstract: "Create, join, export, show, switch or sign out of household accounts.",
-        subcommands: [Create.self, Join.self, Export.self, Show.self, SignOut.self, Switch.self]
+        abstract: "Create, join, export, protect, show, switch or sign out of household accounts.",
+        subcommands: [Create.self, Join.self, Export.self, Protect.self, Show.self, SignOut.self, Switch.self]
     )
 
     struct Create: AsyncParsableCommand {
@@ -44,6 +44,7 @@ struct AccountCommand: AsyncParsableCommand {
                 emit("add another device: hearth account export --output home.bundle, then on it: hearth account join home.bundle (with the account passphrase)")
             }
             if generated { AccountCommand.show(generated: passphrase, onStandardError: json) }
+            global.warnIfCAKeyInClear()
         }
     }
 
@@ -76,6 +77,7 @@ struct AccountCommand: AsyncParsableCommand {
                 emit("joined account \(identity.account.displayName) (\(identity.account.id.short)) and signed in")
                 emit("this device: \(identity.deviceName) (\(identity.deviceID.short))")
             }
+            global.warnIfCAKeyInClear()
         }
     }
 
@@ -113,6 +115,60 @@ struct AccountCommand: AsyncParsableCommand {
             } else {
                 StandardStreams.write(bundle, to: STDOUT_FILENO)
             }
+            global.warnIfCAKeyInClear()
+        }
+    }
+
+    struct Protect: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Encrypt this device's copy of the account's CA key under the account passphrase (accounts made before Hearth did).",
+            discussion: """
+                Accounts created or joined with earlier versions of Hearth hold the CA key, which admits devices, \
+                unencrypted: a copy of this device's files could admit devices of its own. This encrypts it under the \
+                account passphrase: --passphrase, --passphrase-file or $HEARTH_PASSPHRASE, or else six random words \
+                generated and printed once. Give the same passphrase on every device of the household. A key already \
+                encrypted is left as it is (a passphrase given is checked against it).
+                """)
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var secret: PassphraseOptions
+        @Argument(help: "The account, by ID (or its first characters) or name (default: the signed-in account).") var account: String?
+
+        func run() async throws {
+            let accounts = global.accounts
+            let target: Account
+            if let account {
+                target = try AccountCommand.find(account, in: global)
+            } else {
+                guard let id = try identityCall({ try accounts.currentAccountID() }) else {
+                    throw CommandError(.notSignedIn, "not signed in: name the account (hearth account protect ID) or sign in")
+                }
+                target = try identityCall { try accounts.loadAccount(id) }
+            }
+            let name = "\(target.displayName) (\(target.id.short))"
+            switch try identityCall({ try accounts.caKeyStatus(target.id) }) {
+            case .absent:
+                emit("this device holds no CA key for \(name): nothing to protect")
+            case .protected(let parameters):
+                if let given = try secret.givenPassphrase() {
+                    try identityCall(wrongPassphrase: AccountCommand.wrongAccountPassphrase) {
+                        try accounts.protectAuthority(target.id, passphrase: given)
+                    }
+                    emit("the CA key of \(name) is already encrypted (scrypt \(parameters)), and the passphrase given opens it")
+                } else {
+                    emit("the CA key of \(name) is already encrypted under the account passphrase (scrypt \(parameters)); nothing to do")
+                }
+            case .clear:
+                let (passphrase, generated) = try secret.givenOrGenerated()
+                try identityCall(wrongPassphrase: AccountCommand.wrongAccountPassphrase) {
+                    try accounts.protectAuthority(target.id, passphrase: passphrase)
+                }
+                emit("encrypted the CA key of \(name) under the account passphrase; adding or removing a device now needs it")
+                if generated {
+                    AccountCommand.show(generated: passphrase, onStandardError: false)
+                    emit("on this household's other devices, protect with the same words: hearth account protect --passphrase-file FILE")
+                }
+            }
+            global.warnIfCAKeyInClear()
         }
     }
 
@@ -125,16 +181,28 @@ struct AccountCommand: AsyncParsableCommand {
             let accounts = global.accounts
             let current = try global.currentIdentity()
             let all = try identityCall { try accounts.accounts() }
+            let caKey = try current.map { current in try identityCall { try accounts.caKeyStatus(current.account.id) } }
             if json {
                 let list = all.map { "{\"id\":\"\($0.id.hex)\",\"name\":\(PropertyListJSON.quote($0.displayName)),\"current\":\($0.id == current?.account.id)}" }
-                emit("{\"signedIn\":\(current.map(AccountCommand.json) ?? "null"),\"accounts\":[\(list.joined(separator: ","))]}")
+                emit("{\"signedIn\":\(current.map(AccountCommand.json) ?? "null"),\"caKey\":\(caKey.map { "\"\(AccountCommand.word($0))\"" } ?? "null"),"
+                     + "\"accounts\":[\(list.joined(separator: ","))]}")
+                global.warnIfCAKeyInClear()
                 return
             }
-            if let current {
+            if let current, let caKey {
                 emit("signed in to \(current.account.displayName)")
                 emit("  account      \(current.account.id.hex)")
                 emit("  fingerprint  \(current.account.id.fingerprint)")
                 emit("  this device  \(current.deviceName) \(current.deviceID.hex)")
+                switch caKey {
+                case .protected(let parameters) where !parameters.isAtLeastAsCostly(as: .standard):
+                    // Only HEARTH_TEST_WEAK_SCRYPT writes these: say so wherever such a key ends up.
+                    emit("  CA key       \(caKey): below Hearth's standard \(ScryptParameters.standard), a test setting")
+                case .clear:
+                    emit("  CA key       \(caKey): run hearth account protect")
+                default:
+                    emit("  CA key       \(caKey)")
+                }
             } else {
                 emit("signed out (stores work on this device only)")
             }
@@ -144,6 +212,7 @@ struct AccountCommand: AsyncParsableCommand {
                 for account in others { emit("  \(account.id.short)  \(account.displayName)") }
             }
             emit("account directory: \(accounts.directory.path)")
+            global.warnIfCAKeyInClear()
         }
     }
 
@@ -166,15 +235,22 @@ struct AccountCommand: AsyncParsableCommand {
         @Argument(help: "The account's ID (or its first characters) or name.") var account: String
 
         func run() async throws {
-            let all = try identityCall { try global.accounts.accounts() }
-            let matches = all.filter { $0.id.hex.hasPrefix(account.lowercased()) || $0.displayName == account }
-            guard matches.count == 1, let target = matches.first else {
-                throw CommandError(.notFound, matches.isEmpty ? "no account \(account) on this device (see hearth account show)"
-                                   : "\(account) names \(matches.count) accounts; give more of the ID")
-            }
+            let target = try AccountCommand.find(account, in: global)
             try identityCall { try global.accounts.switchAccount(to: target.id) }
             emit("switched to \(target.displayName) (\(target.id.short)); running apps follow within a second")
+            global.warnIfCAKeyInClear()
         }
+    }
+
+    /// The one account stored here whose ID starts with `text` or whose name is `text`.
+    static func find(_ text: String, in global: GlobalOptions) throws -> Account {
+        let all = try identityCall { try global.accounts.accounts() }
+        let matches = all.filter { $0.id.hex.hasPrefix(text.lowercased()) || $0.displayName == text }
+        guard matches.count == 1, let target = matches.first else {
+            throw CommandError(.notFound, matches.isEmpty ? "no account \(text) on this device (see hearth account show)"
+                               : "\(text) names \(matches.count) accounts; give more of the ID")
+        }
+        return target
     }
 
     static let wrongAccountPassphrase = "wrong passphrase: it does not open this account's CA key"
@@ -190,6 +266,15 @@ struct AccountCommand: AsyncParsableCommand {
             "",
         ]
         for line in lines { onStandardError ? note(line) : emit(line) }
+    }
+
+    /// ``CAKeyStatus`` in one word, for JSON.
+    static func word(_ status: CAKeyStatus) -> String {
+        switch status {
+        case .protected: "protected"
+        case .clear: "clear"
+        case .absent: "absent"
+        }
     }
 
     static func json(_ identity: DeviceIdentity) -> String {
@@ -242,6 +327,18 @@ struct PassphraseOptions: ParsableArguments {
                  + "Leave out --passphrase to get six random words.")
         }
         return (given, false)
+    }
+}
+
+extension GlobalOptions {
+    /// One line on stderr when the signed-in account's CA key is stored unencrypted (an account
+    /// made before Hearth encrypted it). Silent when that cannot be read: the command says why
+    /// elsewhere if it matters.
+    func warnIfCAKeyInClear() {
+        let accounts = self.accounts
+        guard let id = try? accounts.currentAccountID(), (try? accounts.caKeyStatus(id)) == .clear else { return }
+        note("warning: the CA key of account \(id.short) is stored unencrypted, so a copy of this device's files could admit devices: "
+             + "run hearth account protect")
     }
 }
 

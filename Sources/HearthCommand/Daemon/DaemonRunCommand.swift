@@ -45,6 +45,8 @@ struct DaemonRunCommand: AsyncParsableCommand {
             ?? "this device (signed out)"
         if authority != nil { note("daemon: the account key is unlocked in memory; peers' certificates are renewed as they come due") }
         note("daemon \(getpid()): holding the stores of \(whose) under \(global.storeDataDirectory); peers: \(store.storeOptions.discoveryDescription). Ctrl-C to stop.")
+        // Once at start (the journal keeps it); the daemon does not look again after a switch.
+        global.warnIfCAKeyInClear()
         let running = Task { await daemon.run() }
         let reason = await signals.wait()
         if reason != .outputClosed { note("daemon: \(StoreSession.describe(reason)); saving and closing every store") }
