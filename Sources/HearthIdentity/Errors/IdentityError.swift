@@ -35,9 +35,10 @@ public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let wrongPassphrase = Code("wrongPassphrase")
         /// The join bundle is truncated, altered, or not a join bundle at all.
         public static let damagedBundle = Code("damagedBundle")
-        /// The join bundle's key is protected by another KDF or cipher than Hearth writes,
-        /// or by scrypt parameters costlier than ``ScryptParameters/maximum``: refused
-        /// before any key derivation, so a crafted bundle cannot hang the reader.
+        /// The sealed CA key (a join bundle's, or an account's `ca.key`) is protected by another
+        /// KDF or cipher than Hearth writes, or by scrypt parameters costlier than
+        /// ``ScryptParameters/maximum``: refused before any key derivation, so a crafted bundle
+        /// or file cannot hang the reader.
         public static let keyDerivationRefused = Code("keyDerivationRefused")
         /// The operation needs a current account and there is none.
         public static let notSignedIn = Code("notSignedIn")
