@@ -276,20 +276,22 @@ public struct AccountStore: Sendable {
     @discardableResult
     public func importJoinBundle(_ bundle: Data, passphrase: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
         let (authority, bundled) = try JoinBundle.openSealed(bundle, passphrase: passphrase)
-        let sealed = bundled.parameters.isAtLeastAsCostly(as: scrypt)
-            ? bundled : try authority.privateKey.sealed(passphrase: passphrase, scrypt: scrypt)
+        // Sealing again costs a derivation: only when the key is to be stored at all.
+        let sealed = {
+            bundled.parameters.isAtLeastAsCostly(as: scrypt) ? bundled : try authority.privateKey.sealed(passphrase: passphrase, scrypt: scrypt)
+        }
         let id = authority.account.id
         if let existing = try? loadIdentity(id) {
             switch try? storedCAKey(id) {
             case .sealed?: break
-            case .clear?: try writeCAKey(sealed, of: id, scrubbingReplaced: true)
-            case .absent?, nil: try writeCAKey(sealed, of: id, scrubbingReplaced: false)
+            case .clear?: try writeCAKey(try sealed(), of: id, scrubbingReplaced: true)
+            case .absent?, nil: try writeCAKey(try sealed(), of: id, scrubbingReplaced: false)
             }
             try signIn(id)
             return existing
         }
         let identity = try authority.makeDevice(named: deviceName)
-        try save(account: authority.account, sealedKey: sealed, device: identity)
+        try save(account: authority.account, sealedKey: try sealed(), device: identity)
         try signIn(id)
         logger.info("joined account", metadata: ["account": "\(id.short)", "device": "\(identity.deviceID.short)"])
         return identity
