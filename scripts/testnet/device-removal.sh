@@ -59,8 +59,8 @@ get_until() {   # get_until KEY EXPECTED SECONDS
 absent() { ! h get --store "$store" "$1" >/dev/null 2>&1; }
 
 if [ "$i" = 1 ]; then
-    h account create --name "Removal household" --device A >/dev/null
-    h account export --passphrase "$passphrase" --output "$shared/bundle" >/dev/null 2>&1
+    h account create --name "Removal household" --passphrase "$passphrase" --device A >/dev/null
+    h account export --output "$shared/bundle" >/dev/null 2>&1
     flag bundle
 else
     await bundle
