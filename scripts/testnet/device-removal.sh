@@ -77,6 +77,8 @@ case $i in
     # Without the passphrase nothing is removed.
     if HEARTH_PASSPHRASE= h device remove phone </dev/null >/dev/null 2>&1; then echo "check remove-without-passphrase succeeded"
     else echo "check remove-without-passphrase refused"; fi
+    if h device remove phone --passphrase "not the account passphrase" </dev/null >/dev/null 2>&1; then echo "check remove-wrong-passphrase succeeded"
+    else echo "check remove-wrong-passphrase refused"; fi
     h device remove phone --passphrase "$passphrase" >/dev/null
     date +%s.%N > "$shared/removed-at"
     flag removed
