@@ -33,7 +33,9 @@ struct DaemonRunCommand: AsyncParsableCommand {
                 throw CommandError(.notSignedIn, "--unlock: not signed in to an account")
             }
             let passphrase = try secret.resolvedPassphrase()
-            authority = try identityCall { try global.accounts.loadAuthority(identity.account.id, passphrase: passphrase) }
+            authority = try identityCall(wrongPassphrase: AccountCommand.wrongAccountPassphrase) {
+                try global.accounts.loadAuthority(identity.account.id, passphrase: passphrase)
+            }
         }
         let daemon = DeviceDaemon(global: global, options: store.storeOptions, rescanInterval: .milliseconds(Int(rescanInterval * 1000)),
                                   authority: authority)
