@@ -59,8 +59,8 @@ peers_of() {
 }
 
 echo "== $devices devices, $stores stores each ($([ "$namespace" -eq 1 ] && echo "mDNS in namespace $HEARTH_NETNS" || echo "static peers on 127.0.0.1"))"
-run_as 0 account create --name Bench --device d0 >/dev/null
-run_as 0 account export --passphrase "bench passphrase for a test household" --output "$work/bundle" >/dev/null 2>&1
+run_as 0 account create --name Bench --passphrase "bench passphrase for a test household" --device d0 >/dev/null
+run_as 0 account export --output "$work/bundle" >/dev/null 2>&1
 for i in $(seq 1 $((devices - 1))); do
   run_as "$i" account join "$work/bundle" --passphrase "bench passphrase for a test household" --device "d$i" >/dev/null &
 done

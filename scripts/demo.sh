@@ -73,11 +73,16 @@ watch_on() {
 prefix() { sed -u "s/^/  [$1] /"; }
 say() { echo; echo "== $*"; sleep 0.3; }
 
-say "laptop creates the household; kitchen and phone join it with the passphrase"
-as laptop account create --name "Our home" --device laptop
-as laptop account export --passphrase "correct horse" --output "$work/home.bundle"
+say "laptop creates the household (it prints the account passphrase once); kitchen and phone join it with that passphrase"
+command_for laptop account create --name "Our home" --device laptop
+created=$("${cmd[@]}" 2>&1)
+prefix laptop <<<"$created"
+# The six generated words: the indented line (a person would type them on each device).
+passphrase=$(sed -n 's/^    //p' <<<"$created" | head -n 1)
+[ -n "$passphrase" ] || { echo "no account passphrase in the output of account create"; exit 1; }
+as laptop account export --output "$work/home.bundle"
 for device in kitchen phone; do
-  as "$device" account join "$work/home.bundle" --passphrase "correct horse" --device "$device"
+  as "$device" account join "$work/home.bundle" --passphrase "$passphrase" --device "$device"
 done
 
 say "laptop and kitchen watch the store $store (hearth watch)"

@@ -12,8 +12,9 @@ done
 bin=$(swift build "${scratch[@]}" --show-bin-path)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-"$bin/hearth" account create --config-dir "$dir/a" --name Home --device laptop >/dev/null
-"$bin/hearth" account export --config-dir "$dir/a" --passphrase demo --output "$dir/home.bundle" 2>/dev/null
+# A throwaway account: "demo" as its passphrase (create warns that it is weak; hidden here).
+"$bin/hearth" account create --config-dir "$dir/a" --name Home --passphrase demo --device laptop >/dev/null 2>&1
+"$bin/hearth" account export --config-dir "$dir/a" --output "$dir/home.bundle" 2>/dev/null
 "$bin/hearth" account join "$dir/home.bundle" --passphrase demo --config-dir "$dir/b" --device kitchen >/dev/null
 run() { echo "$bin/hearth-color-sync --config-dir $dir/$1 --data-dir $dir/$1/data --port $2 --peer 127.0.0.1:$3 --defaults-suite colorsync-$1"; }
 env -u TMUX tmux -L hearth-colorsync new-session -s colorsync "$(run a 47411 47412)" \; split-window -h "$(run b 47412 47411)"

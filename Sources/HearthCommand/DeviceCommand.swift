@@ -74,7 +74,9 @@ struct DeviceCommand: AsyncParsableCommand {
                 return
             }
             let passphrase = try secret.resolvedPassphrase()
-            let authority = try identityCall { try accounts.loadAuthority(identity.account.id, passphrase: passphrase) }
+            let authority = try identityCall(wrongPassphrase: AccountCommand.wrongAccountPassphrase) {
+                try accounts.loadAuthority(identity.account.id, passphrase: passphrase)
+            }
             let record = try identityCall { try accounts.removeDevice(target.id, named: target.name, authority: authority) }
             if json {
                 emit(DeviceCommand.json(record))

@@ -34,7 +34,13 @@ struct GlobalOptions: ParsableArguments {
         return StoreLocation.defaultDataDirectory()
     }
 
-    var accounts: AccountStore { AccountStore(directory: accountDirectory, logger: logger) }
+    var accounts: AccountStore { AccountStore(directory: accountDirectory, logger: logger, scrypt: caKeyScrypt) }
+
+    /// The scrypt cost of the CA keys the command seals (`account create`, `protect`, joining
+    /// with an old cheap bundle): Hearth's standard, or N = 2^10 under
+    /// `HEARTH_TEST_WEAK_SCRYPT=1`, for the tests that spawn this command by the hundred
+    /// (docs/security.md: never for a real account). What is read is bounded the same either way.
+    var caKeyScrypt: ScryptParameters { environment["HEARTH_TEST_WEAK_SCRYPT"] == "1" ? .testing : .standard }
 
     var logger: Logger { logger(defaultLevel: .error) }
 

@@ -9,14 +9,14 @@ struct HearthCommand: AsyncParsableCommand {
         commandName: "hearth",
         abstract: "Sign this device in to a household account and read, write, watch and sync Hearth stores.",
         discussion: """
-        A household is an account; each device joins it with a join bundle and a passphrase. \
+        A household is an account; each device joins it with a join bundle and the account passphrase. \
         Stores sync with the account's other devices on the LAN: found with mDNS (Avahi), \
         or the peers in $HEARTH_PEERS / --peer.
 
         EXAMPLES
-          hearth account create --name "Home" --device laptop
-          hearth account export --passphrase "correct horse" --output home.bundle
-          hearth account join home.bundle --passphrase "correct horse" --device kitchen
+          hearth account create --name "Home" --device laptop     (prints the account passphrase once)
+          hearth account export --output home.bundle
+          hearth account join home.bundle --device kitchen        (asks for the account passphrase)
           hearth set --store com.example.colors backgroundColor 2
           hearth get --store com.example.colors backgroundColor --json
           hearth watch --store com.example.colors

@@ -19,6 +19,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Also print each external change, as hearth watch does.") var verbose = false
 
     func run() async throws {
+        // Once at start: serve runs for long, often where nobody reads its stderr again.
+        global.warnIfCAKeyInClear()
         let access = try StoreAccess(global: global, options: store)
         try await StoreSession(access: access, printChanges: verbose, json: false, label: "serving").run()
     }

@@ -23,6 +23,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let identity = try global.currentIdentity()
+        global.warnIfCAKeyInClear()
         let folder = StoreLocation(dataDirectory: global.storeDataDirectory, storeIdentifier: "x", account: identity?.account.id.hex).directory
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(".plist") }.sorted()
         var reports: [StoreReport] = []

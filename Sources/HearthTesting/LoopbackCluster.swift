@@ -48,6 +48,11 @@ public final class LoopbackCluster: Sendable {
     public let deviceIDs: [DeviceID]
     /// The throwaway account's ID.
     public let accountID: AccountID
+    /// The throwaway account's passphrase, which opens its CA key on every replica (to admit
+    /// or remove devices in a test). The key is sealed with cheap scrypt parameters, as befits
+    /// an account that lives for one test.
+    public var accountPassphrase: String { Self.passphrase }
+    private static let passphrase = "loopback"
 
     private let state: Locked<State>
 
@@ -87,13 +92,14 @@ public final class LoopbackCluster: Sendable {
         self.ports = ports
 
         // One account: created on device 0, joined by the others with a join bundle, as people do.
-        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/device0/config"))
-        let owner = try first.createAccount(displayName: "Loopback household", deviceName: "device-0")
-        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "loopback", scrypt: .testing)
+        // Cheap scrypt: at the standard cost, each replica would take a second and 256 MiB.
+        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/device0/config"), scrypt: .testing)
+        let owner = try first.createAccount(displayName: "Loopback household", passphrase: Self.passphrase, deviceName: "device-0")
+        let bundle = try first.exportJoinBundle(owner.account.id)
         var devices = [owner.deviceID]
         for i in 1..<replicas {
-            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/device\(i)/config"))
-            devices.append(try accounts.importJoinBundle(bundle, passphrase: "loopback", deviceName: "device-\(i)").deviceID)
+            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/device\(i)/config"), scrypt: .testing)
+            devices.append(try accounts.importJoinBundle(bundle, passphrase: Self.passphrase, deviceName: "device-\(i)").deviceID)
         }
         deviceIDs = devices
         accountID = owner.account.id

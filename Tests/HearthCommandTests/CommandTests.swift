@@ -24,11 +24,17 @@ enum HearthCLI {
 
     /// This process's environment without HEARTH_PEERS and friends: settings from the outside
     /// must not leak into the devices.
+    ///
+    /// With `HEARTH_TEST_WEAK_SCRYPT=1`: the accounts these tests create seal their CA key with
+    /// scrypt N = 2^10 instead of 2^18, so that `account create` and `account join` (a derivation
+    /// each) cost milliseconds, not a second and 256 MiB each, a hundred times over. The tests of
+    /// the real cost (`CAKeyCommandTests`) leave it out.
     static var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         for name in ["HEARTH_PEERS", "HEARTH_STORE_IDENTIFIER", "HEARTH_PASSPHRASE", "HEARTH_CONFIG_DIR", "HEARTH_DATA_DIR"] {
             environment[name] = nil
         }
+        environment["HEARTH_TEST_WEAK_SCRYPT"] = "1"
         return environment
     }
 
@@ -55,9 +61,9 @@ extension Device {
         let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
         let laptop = Device(name: "laptop", root: root, port: portA, peerPort: portB)
         let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
-        let created = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
+        let created = try await HearthCLI.run(["account", "create", "--passphrase", "pw", "--device", "laptop"] + laptop.directories)
         try #require(created.status == 0, "\(created.error)")
-        let exported = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/home.bundle"] + laptop.directories)
+        let exported = try await HearthCLI.run(["account", "export", "--output", "\(root)/home.bundle"] + laptop.directories)
         try #require(exported.status == 0, "\(exported.error)")
         let joined = try await HearthCLI.run(["account", "join", "\(root)/home.bundle", "--passphrase", "pw", "--device", "kitchen"]
                                              + kitchen.directories)
@@ -114,8 +120,9 @@ extension HearthCLI {
         let kitchen = Device(name: "kitchen", root: root, port: portB, peerPort: portA)
         let bundle = "\(root)/home.bundle"
 
-        // Device 1 creates the household and exports it; device 2 joins with the passphrase.
-        let created = try await HearthCLI.run(["account", "create", "--name", "Home", "--device", "laptop", "--json"] + laptop.directories)
+        // Device 1 creates the household and exports it (checking the passphrase); device 2 joins with it.
+        let created = try await HearthCLI.run(["account", "create", "--name", "Home", "--device", "laptop", "--passphrase", "correct horse", "--json"]
+                                              + laptop.directories)
         #expect(created.status == 0, "\(created.error)")
         #expect(created.output.contains("\"deviceName\":\"laptop\""))
         let exported = try await HearthCLI.run(["account", "export", "--passphrase", "correct horse", "--output", bundle] + laptop.directories)
@@ -188,8 +195,8 @@ extension HearthCLI {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let laptop = Device(name: "laptop", root: root, port: 0, peerPort: 0)
         let kitchen = Device(name: "kitchen", root: root, port: 0, peerPort: 0)
-        _ = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
-        _ = try await HearthCLI.run(["account", "export", "--passphrase", "pw", "--output", "\(root)/b"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "create", "--passphrase", "pw", "--device", "laptop"] + laptop.directories)
+        _ = try await HearthCLI.run(["account", "export", "--output", "\(root)/b"] + laptop.directories)
         _ = try await HearthCLI.run(["account", "join", "\(root)/b", "--passphrase", "pw", "--device", "kitchen"] + kitchen.directories)
 
         let watch = try ChildProcess(try #require(HearthCLI.binary),

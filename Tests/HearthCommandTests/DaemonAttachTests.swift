@@ -38,10 +38,10 @@ struct DaemonAttachTests {
         for host in [laptop, kitchen] {
             try FileManager.default.createDirectory(atPath: "\(runtime)/\(host.name)", withIntermediateDirectories: true)
         }
-        let created = try await HearthCLI.run(["account", "create", "--device", "laptop"] + laptop.directories)
+        let created = try await HearthCLI.run(["account", "create", "--passphrase", "a household passphrase of some length",
+                                               "--device", "laptop"] + laptop.directories)
         try #require(created.status == 0, "\(created.error)")
-        let exported = try await HearthCLI.run(["account", "export", "--passphrase", "a household passphrase of some length",
-                                                "--output", "\(root)/home.bundle"] + laptop.directories)
+        let exported = try await HearthCLI.run(["account", "export", "--output", "\(root)/home.bundle"] + laptop.directories)
         try #require(exported.status == 0, "\(exported.error)")
         let joined = try await HearthCLI.run(["account", "join", "\(root)/home.bundle", "--passphrase", "a household passphrase of some length",
                                               "--device", "kitchen"] + kitchen.directories)

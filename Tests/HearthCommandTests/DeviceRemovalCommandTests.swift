@@ -27,8 +27,11 @@ struct DeviceRemovalCommandTests {
         func check(_ host: Int, _ name: String) -> String? {
             lines.first { $0.hasPrefix("[h\(host)] check \(name) ") }.map { String($0.dropFirst("[h\(host)] check \(name) ".count)) }
         }
-        // A knew the phone before, lists it as removed after.
+        // A knew the phone before, lists it as removed after; without the account passphrase, or
+        // with a wrong one, nothing is removed (the CA key stays sealed).
         #expect(check(1, "a-list-before-phone") == "1", "\(result.output)")
+        #expect(check(1, "remove-without-passphrase") == "refused", "\(result.output)")
+        #expect(check(1, "remove-wrong-passphrase") == "refused", "\(result.output)")
         #expect(check(1, "a-list-after") == "1", "\(result.output)")
         // B: the phone's connection gone and the record held within 2 s of the command's return.
         let closed = check(2, "b-closed-phone-after").flatMap(Double.init)

@@ -12,8 +12,8 @@ extension AvahiTestNet {
         func threeStoresOneService() async throws {
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-oneservice-\(UUID())").path
             defer { try? FileManager.default.removeItem(atPath: root) }
-            let identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config"))
-                .createAccount(displayName: "One service", deviceName: "Service-\(randomHash().prefix(6))")
+            let identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
+                .createAccount(displayName: "One service", passphrase: "p", deviceName: "Service-\(randomHash().prefix(6))")
             let sync = SyncSettings(accountDirectory: "\(root)/config", discovery: .automatic, listenHost: "127.0.0.1")
             let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/data", sync: sync)
             let stores = try ["com.example.one", "com.example.two", "com.example.three"].map {

@@ -16,11 +16,11 @@ struct AccountStoreTests {
     func lifecycle() throws {
         let dir = makeTemporaryDirectory()
         defer { removeTemporaryDirectory(dir) }
-        let store = AccountStore(directory: dir.appendingPathComponent("hearth"))
+        let store = AccountStore(directory: dir.appendingPathComponent("hearth"), scrypt: .testing)
         #expect(try store.currentAccountID() == nil)
         #expect(try store.loadCurrentIdentity() == nil)
 
-        let smiths = try store.createAccount(displayName: "The Smiths", deviceName: "laptop")
+        let smiths = try store.createAccount(displayName: "The Smiths", passphrase: "pw", deviceName: "laptop")
         #expect(try store.currentAccountID() == smiths.account.id)
         let loaded = try #require(try store.loadCurrentIdentity())
         #expect(loaded.deviceID == smiths.deviceID)
@@ -38,7 +38,7 @@ struct AccountStoreTests {
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: accountDir.path).filter { $0.hasSuffix(".tmp") }
         #expect(leftovers.isEmpty)
 
-        let joneses = try store.createAccount(displayName: "The Joneses", deviceName: "laptop")
+        let joneses = try store.createAccount(displayName: "The Joneses", passphrase: "pw", deviceName: "laptop")
         #expect(try store.currentAccountID() == joneses.account.id)
         #expect(joneses.deviceID != smiths.deviceID)  // one device key per account
         #expect(try store.accounts().map(\.id).sorted() == [smiths.account.id, joneses.account.id].sorted())
@@ -64,9 +64,9 @@ struct AccountStoreTests {
     func sharedBetweenApps() throws {
         let dir = makeTemporaryDirectory()
         defer { removeTemporaryDirectory(dir) }
-        let app1 = AccountStore(directory: dir)
+        let app1 = AccountStore(directory: dir, scrypt: .testing)
         let app2 = AccountStore(directory: dir)
-        let identity = try app1.createAccount(displayName: "Home", deviceName: "pc")
+        let identity = try app1.createAccount(displayName: "Home", passphrase: "pw", deviceName: "pc")
         #expect(try app2.loadCurrentIdentity()?.deviceID == identity.deviceID)
         try app1.signOut()
         #expect(try app2.currentAccountID() == nil)

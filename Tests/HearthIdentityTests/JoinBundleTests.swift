@@ -8,16 +8,16 @@ struct JoinBundleTests {
     func exportImport() throws {
         let first = makeTemporaryDirectory(), second = makeTemporaryDirectory(), third = makeTemporaryDirectory()
         defer { [first, second, third].forEach(removeTemporaryDirectory) }
-        let laptop = AccountStore(directory: first)
-        let original = try laptop.createAccount(displayName: "The Smiths", deviceName: "laptop")
-        let bundle = try laptop.exportJoinBundle(original.account.id, passphrase: "correct horse battery staple", scrypt: .testing)
+        let laptop = AccountStore(directory: first, scrypt: .testing)
+        let original = try laptop.createAccount(displayName: "The Smiths", passphrase: "correct horse battery staple", deviceName: "laptop")
+        let bundle = try laptop.exportJoinBundle(original.account.id)
         let text = String(decoding: bundle, as: UTF8.self)
         #expect(text.hasPrefix(JoinBundle.header))
         #expect(text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----"))
         #expect(!text.contains("-----BEGIN PRIVATE KEY-----"))
 
         // Wrong passphrase: a clear error, nothing stored, still signed out.
-        let phone = AccountStore(directory: second)
+        let phone = AccountStore(directory: second, scrypt: .testing)
         let wrong = #expect(throws: IdentityError.self) {
             try phone.importJoinBundle(bundle, passphrase: "correct horse battery stapler", deviceName: "phone")
         }
@@ -38,10 +38,10 @@ struct JoinBundleTests {
         let again = try phone.importJoinBundle(bundle, passphrase: "correct horse battery staple", deviceName: "phone")
         #expect(again.deviceID == joined.deviceID)
 
-        // The joined device can itself export a bundle for a third device.
-        let tablet = AccountStore(directory: third)
-        let relayed = try phone.exportJoinBundle(joined.account.id, passphrase: "pass", scrypt: .testing)
-        #expect(try tablet.importJoinBundle(relayed, passphrase: "pass", deviceName: "tablet").account.id == original.account.id)
+        // The joined device can itself export a bundle for a third device, under the same account passphrase.
+        let tablet = AccountStore(directory: third, scrypt: .testing)
+        let relayed = try phone.exportJoinBundle(joined.account.id)
+        #expect(try tablet.importJoinBundle(relayed, passphrase: "correct horse battery staple", deviceName: "tablet").account.id == original.account.id)
     }
 
     @Test("Damaged bundles are refused as damaged")

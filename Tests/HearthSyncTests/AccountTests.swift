@@ -18,8 +18,8 @@ struct AccountTests {
     func switchAccounts() async throws {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"))
-        let y = try accounts.createAccount(displayName: "Household Y", deviceName: "laptop").account.id
+        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
+        let y = try accounts.createAccount(displayName: "Household Y", passphrase: "pw", deviceName: "laptop").account.id
         let store = try Self.open(root, sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"))
         defer { Task { await store.stopSync(); store.synchronize() } }
         #expect(store.accountID == y.hex)
@@ -27,7 +27,7 @@ struct AccountTests {
         store.set(Int64(3), forKey: "c")
         store.set(Int64(2), forKey: "b")
 
-        let x = try accounts.createAccount(displayName: "Household X", deviceName: "laptop").account.id   // signs in to X
+        let x = try accounts.createAccount(displayName: "Household X", passphrase: "pw", deviceName: "laptop").account.id   // signs in to X
         let toX = await events.next(.accountChange)
         #expect(Set(toX?.keys ?? []) == ["b", "c"])
         #expect(store.accountID == x.hex)
@@ -52,8 +52,8 @@ struct AccountTests {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
         // Device A: in the account, with data.
-        let accountsA = AccountStore(directory: URL(fileURLWithPath: "\(root)/a/config"))
-        let owner = try accountsA.createAccount(displayName: "Household", deviceName: "A")
+        let accountsA = AccountStore(directory: URL(fileURLWithPath: "\(root)/a/config"), scrypt: .testing)
+        let owner = try accountsA.createAccount(displayName: "Household", passphrase: "pw", deviceName: "A")
         let portA = try SyncCluster.freePort(), portB = try SyncCluster.freePort()
         let a = try Self.open("\(root)/a", sync: SyncSettings(accountDirectory: "\(root)/a/config", discovery: .staticPeers(["127.0.0.1:\(portB)"]),
                                                                listenHost: "127.0.0.1", port: portA))
@@ -71,8 +71,8 @@ struct AccountTests {
         b.set("B's newest", forKey: "newest")
 
         let events = EventLog(b)
-        let bundle = try accountsA.exportJoinBundle(owner.account.id, passphrase: "pw", scrypt: .testing)
-        _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b/config")).importJoinBundle(bundle, passphrase: "pw", deviceName: "B")
+        let bundle = try accountsA.exportJoinBundle(owner.account.id)
+        _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b/config"), scrypt: .testing).importJoinBundle(bundle, passphrase: "pw", deviceName: "B")
         let initial = await events.next(.initialSyncChange)
         #expect(Set(initial?.keys ?? []) == ["both", "shared"])
         let expected: [String: PropertyListValue] = ["both": "A's newer", "shared": "from A", "local": "offline", "newest": "B's newest"]
@@ -84,8 +84,8 @@ struct AccountTests {
     func strictMode() async throws {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"))
-        _ = try accounts.createAccount(displayName: "Household", deviceName: "alone")
+        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
+        _ = try accounts.createAccount(displayName: "Household", passphrase: "pw", deviceName: "alone")
         var settings = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
         settings.discardWritesBeforeInitialSync = true
         let store = try Self.open(root, sync: settings)

@@ -20,10 +20,10 @@ final class Household {
 
     init() async throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-household-\(UUID())").path
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/victim-config"))
-        let account = try owner.createAccount(displayName: "Household", deviceName: "victim")
-        let bundle = try owner.exportJoinBundle(account.account.id, passphrase: "p", scrypt: .testing)
-        _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config")).importJoinBundle(bundle, passphrase: "p", deviceName: "legit")
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/victim-config"), scrypt: .testing)
+        let account = try owner.createAccount(displayName: "Household", passphrase: "p", deviceName: "victim")
+        let bundle = try owner.exportJoinBundle(account.account.id)
+        _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "legit")
         let victimPort = try SyncCluster.freePort(), legitPort = try SyncCluster.freePort()
         self.victimPort = victimPort
         victim = try PeerProcess(name: "victim", data: "\(root)/victim-data",
@@ -78,7 +78,7 @@ final class Household {
             throw HouseholdError("no vector from the victim")
         }
         // Not the victim's own origins: those start with its device ID, the legitimate device's with its.
-        let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config")).loadCurrentIdentity()).deviceID
+        let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), scrypt: .testing).loadCurrentIdentity()).deviceID
         return try #require(vector.counters.keys.first { $0.isBound(to: legitDevice.data) })
     }
 

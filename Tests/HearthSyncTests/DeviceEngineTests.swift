@@ -20,11 +20,11 @@ final class MultiStoreDevices: Sendable {
         self.root = root
         self.accountDirectories = accountDirectories
         ports = try (0..<count).map { _ in try SyncCluster.freePort() }
-        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectories[0]))
-        let account = try owner.createAccount(displayName: "Stores", deviceName: "device-0")
-        let bundle = try owner.exportJoinBundle(account.account.id, passphrase: "p", scrypt: .testing)
+        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectories[0]), scrypt: .testing)
+        let account = try owner.createAccount(displayName: "Stores", passphrase: "p", deviceName: "device-0")
+        let bundle = try owner.exportJoinBundle(account.account.id)
         for i in 1..<count {
-            _ = try AccountStore(directory: URL(fileURLWithPath: accountDirectories[i])).importJoinBundle(bundle, passphrase: "p", deviceName: "device-\(i)")
+            _ = try AccountStore(directory: URL(fileURLWithPath: accountDirectories[i]), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "device-\(i)")
         }
     }
 

@@ -20,12 +20,12 @@ struct HostilePeer: Sendable {
     }
 
     /// Joins the account of the device whose account directory is `accountDirectory`, as a
-    /// user handed the join bundle would.
+    /// user handed the join bundle would (the account passphrase of the test households is "p").
     init(joining accountDirectory: String, root: String, storeIdentifier: String, name: String = "rogue") throws {
-        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectory))
+        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectory), scrypt: .testing)
         let account = try #require(try owner.currentAccountID())
-        let bundle = try owner.exportJoinBundle(account, passphrase: "p", scrypt: .testing)
-        identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/\(name)-\(UUID())"))
+        let bundle = try owner.exportJoinBundle(account)
+        identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/\(name)-\(UUID())"), scrypt: .testing)
             .importJoinBundle(bundle, passphrase: "p", deviceName: name)
         self.storeIdentifier = storeIdentifier
     }

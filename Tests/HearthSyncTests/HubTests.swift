@@ -25,11 +25,11 @@ struct HubTests {
     func hubRelaysStoresItNeverOpened() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
-        let a = try owner.createAccount(displayName: "Hub", deviceName: "A")
-        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
-        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
-        let d = try AccountStore(directory: URL(fileURLWithPath: "\(root)/d")).importJoinBundle(bundle, passphrase: "p", deviceName: "D")
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), scrypt: .testing)
+        let a = try owner.createAccount(displayName: "Hub", passphrase: "p", deviceName: "A")
+        let bundle = try owner.exportJoinBundle(a.account.id)
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let d = try AccountStore(directory: URL(fileURLWithPath: "\(root)/d"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "D")
         let stores = ["com.example.notes", "com.example.todo"]
 
         // C opens nothing: its provider makes a replica for any store a peer serves.
@@ -74,10 +74,10 @@ struct HubTests {
     func noProviderNoStore() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
-        let a = try owner.createAccount(displayName: "Hub", deviceName: "A")
-        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
-        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), scrypt: .testing)
+        let a = try owner.createAccount(displayName: "Hub", passphrase: "p", deviceName: "A")
+        let bundle = try owner.exportJoinBundle(a.account.id)
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
         let other = try SyncEngine(identity: c, replica: MemoryReplica(storeIdentifier: "com.example.other"), options: .init(host: "127.0.0.1"))
         let port = try await other.start()
         let writer = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "com.example.notes"), options: .init(host: "127.0.0.1"))
@@ -96,10 +96,10 @@ struct HubTests {
     func storeAttachedDuringHandshake() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
-        let a = try owner.createAccount(displayName: "Hub", deviceName: "A")
-        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
-        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c")).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), scrypt: .testing)
+        let a = try owner.createAccount(displayName: "Hub", passphrase: "p", deviceName: "A")
+        let bundle = try owner.exportJoinBundle(a.account.id)
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
         let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .seconds(30), timeout: .seconds(90)))
         let provided = Self.provideAnyStore(hub)
         let hubPort = try await hub.start()

@@ -18,11 +18,11 @@ final class ProcessCluster {
         self.avahi = avahi
         root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-processes-\(UUID())").path
         ports = try (0..<3).map { _ in try SyncCluster.freePort() }
-        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"))
-        let owner = try first.createAccount(displayName: "Processes", deviceName: names[0])
-        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "p", scrypt: .testing)
+        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"), scrypt: .testing)
+        let owner = try first.createAccount(displayName: "Processes", passphrase: "p", deviceName: names[0])
+        let bundle = try first.exportJoinBundle(owner.account.id)
         for i in 1..<3 {
-            _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"))
+            _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"), scrypt: .testing)
                 .importJoinBundle(bundle, passphrase: "p", deviceName: names[i])
         }
     }

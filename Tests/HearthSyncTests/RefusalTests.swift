@@ -134,10 +134,10 @@ struct RefusalTests {
     func stopIsABarrier() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-barrier-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"))
-        let a = try owner.createAccount(displayName: "Barrier", deviceName: "A")
-        let bundle = try owner.exportJoinBundle(a.account.id, passphrase: "p", scrypt: .testing)
-        let b = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b")).importJoinBundle(bundle, passphrase: "p", deviceName: "B")
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), scrypt: .testing)
+        let a = try owner.createAccount(displayName: "Barrier", passphrase: "p", deviceName: "A")
+        let bundle = try owner.exportJoinBundle(a.account.id)
+        let b = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "B")
 
         // A holds many entries, so that B spends a while verifying them.
         var replica = Replica(id: .random(boundTo: a.deviceID.data))

@@ -26,13 +26,13 @@ final class SyncCluster: Sendable {
         let ports = try (0..<count).map { _ in try Self.freePort() }
         let links = links ?? (0..<count).flatMap { i in (i + 1..<count).map { (i, $0) } }
         // One account: created on device 0, joined by the others with a bundle.
-        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"))
-        let owner = try first.createAccount(displayName: "Test household", deviceName: "device-0")
-        let bundle = try first.exportJoinBundle(owner.account.id, passphrase: "test", scrypt: .testing)
+        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"), scrypt: .testing)
+        let owner = try first.createAccount(displayName: "Test household", passphrase: "p", deviceName: "device-0")
+        let bundle = try first.exportJoinBundle(owner.account.id)
         var devices = [owner.deviceID]
         for i in 1..<count {
-            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"))
-            devices.append(try accounts.importJoinBundle(bundle, passphrase: "test", deviceName: "device-\(i)").deviceID)
+            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"), scrypt: .testing)
+            devices.append(try accounts.importJoinBundle(bundle, passphrase: "p", deviceName: "device-\(i)").deviceID)
         }
         var stores: [UbiquitousKeyValueStore] = []
         for i in 0..<count {

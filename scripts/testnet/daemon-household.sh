@@ -71,8 +71,8 @@ connections() { ss -tnH state established | awk '{print $4}' | sed 's/:[0-9]*$//
 
 # The household: h1 creates it, the others join it with a bundle.
 if [ "$i" = 1 ]; then
-    h account create --name "Test household" --device h1 >/dev/null
-    h account export --passphrase "$passphrase" --output "$shared/bundle" >/dev/null 2>&1
+    h account create --name "Test household" --passphrase "$passphrase" --device h1 >/dev/null
+    h account export --output "$shared/bundle" >/dev/null 2>&1
     flag bundle
 else
     await bundle

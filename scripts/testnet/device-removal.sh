@@ -59,8 +59,8 @@ get_until() {   # get_until KEY EXPECTED SECONDS
 absent() { ! h get --store "$store" "$1" >/dev/null 2>&1; }
 
 if [ "$i" = 1 ]; then
-    h account create --name "Removal household" --device A >/dev/null
-    h account export --passphrase "$passphrase" --output "$shared/bundle" >/dev/null 2>&1
+    h account create --name "Removal household" --passphrase "$passphrase" --device A >/dev/null
+    h account export --output "$shared/bundle" >/dev/null 2>&1
     flag bundle
 else
     await bundle
@@ -77,6 +77,8 @@ case $i in
     # Without the passphrase nothing is removed.
     if HEARTH_PASSPHRASE= h device remove phone </dev/null >/dev/null 2>&1; then echo "check remove-without-passphrase succeeded"
     else echo "check remove-without-passphrase refused"; fi
+    if h device remove phone --passphrase "not the account passphrase" </dev/null >/dev/null 2>&1; then echo "check remove-wrong-passphrase succeeded"
+    else echo "check remove-wrong-passphrase refused"; fi
     h device remove phone --passphrase "$passphrase" >/dev/null
     date +%s.%N > "$shared/removed-at"
     flag removed

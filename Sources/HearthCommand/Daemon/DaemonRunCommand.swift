@@ -33,7 +33,9 @@ struct DaemonRunCommand: AsyncParsableCommand {
                 throw CommandError(.notSignedIn, "--unlock: not signed in to an account")
             }
             let passphrase = try secret.resolvedPassphrase()
-            authority = try identityCall { try global.accounts.loadAuthority(identity.account.id, passphrase: passphrase) }
+            authority = try identityCall(wrongPassphrase: AccountCommand.wrongAccountPassphrase) {
+                try global.accounts.loadAuthority(identity.account.id, passphrase: passphrase)
+            }
         }
         let daemon = DeviceDaemon(global: global, options: store.storeOptions, rescanInterval: .milliseconds(Int(rescanInterval * 1000)),
                                   authority: authority)
@@ -45,6 +47,8 @@ struct DaemonRunCommand: AsyncParsableCommand {
             ?? "this device (signed out)"
         if authority != nil { note("daemon: the account key is unlocked in memory; peers' certificates are renewed as they come due") }
         note("daemon \(getpid()): holding the stores of \(whose) under \(global.storeDataDirectory); peers: \(store.storeOptions.discoveryDescription). Ctrl-C to stop.")
+        // Once at start (the journal keeps it); the daemon does not look again after a switch.
+        global.warnIfCAKeyInClear()
         let running = Task { await daemon.run() }
         let reason = await signals.wait()
         if reason != .outputClosed { note("daemon: \(StoreSession.describe(reason)); saving and closing every store") }

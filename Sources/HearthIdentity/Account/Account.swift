@@ -24,8 +24,10 @@ public struct Account: Sendable, CustomStringConvertible {
 
 /// An account together with its CA private key: what can admit new devices.
 ///
-/// Every device that joined the account holds it (the join bundle carries it), so any of
-/// them can let a new device in. docs/security.md discusses what that means.
+/// Devices store the key encrypted under the account passphrase (the join bundle carries it
+/// the same way), so a device lets a new one in only with that passphrase:
+/// ``AccountStore/loadAuthority(_:passphrase:)`` makes this value. docs/security.md discusses
+/// what that means.
 public struct AccountAuthority: Sendable {
     public let account: Account
     public let privateKey: Ed25519PrivateKey

@@ -55,14 +55,6 @@ extension AccountStore {
     }
 }
 
-extension AccountStore {
-    /// TEMPORARY until the encrypted CA key lands (issue 14, branch ca-key-encrypted): the
-    /// passphrase is not checked yet.
-    public func loadAuthority(_ id: AccountID, passphrase: String) throws -> AccountAuthority {
-        try loadAuthority(id)
-    }
-}
-
 /// The process's ``DeviceRemovals`` and ``KnownDevices`` by file: weakly held, so an account
 /// no store uses any more is forgotten.
 final class RemovalsRegistry: Sendable {

@@ -11,7 +11,8 @@ import Logging
 ///   current                           hex account ID of the signed-in account; absent when signed out
 ///   accounts/<account ID hex>/
 ///     ca.pem                          the account CA certificate
-///     ca.key                          the account CA private key (PKCS#8 PEM)       secret
+///     ca.key                          the account CA private key, encrypted         secret, sealed
+///                                     under the account passphrase (may be absent)
 ///     device.key                      this device's private key for the account     secret
 ///     device.pem                      this device's certificate, signed by the CA
 /// ```
@@ -20,16 +21,35 @@ import Logging
 /// linked to its ID in another. Signing out removes only the `current` pointer: the
 /// account stays on disk and signing in again restores the same device ID.
 ///
+/// The device key is stored unencrypted, because apps use it without a prompt; the CA key,
+/// which admits devices, is sealed under the account passphrase (PKCS#8, scrypt and
+/// AES-256-CBC, the format of join bundles), which is stored nowhere. Loading the device
+/// identity never needs the passphrase; ``loadAuthority(_:passphrase:)`` does. Accounts
+/// written before hold the CA key in the clear: ``caKeyStatus(_:)`` says so and
+/// ``protectAuthority(_:passphrase:)`` encrypts it.
+///
 /// Stateless apart from the files, so any number of processes may use the same directory;
 /// apps learn of a switch by re-reading ``currentAccountID()``.
 public struct AccountStore: Sendable {
     public let directory: URL
     private let logger: Logger
+    /// The scrypt cost of the CA keys this store seals (``ScryptParameters/standard`` unless
+    /// a test chose cheaper ones). What it reads is bounded by ``ScryptParameters/maximum``
+    /// whatever this is.
+    package let scrypt: ScryptParameters
 
     /// A store in `directory` (tests pass a temporary directory).
     public init(directory: URL, logger: Logger = Logger(label: "hearth.identity")) {
+        self.init(directory: directory, logger: logger, scrypt: .standard)
+    }
+
+    /// A store that seals CA keys with `scrypt`: ``ScryptParameters/testing`` for tests,
+    /// which create accounts by the hundred and cannot pay a second and 256 MiB for each.
+    package init(directory: URL, logger: Logger = Logger(label: "hearth.identity"), scrypt: ScryptParameters) {
+        precondition(scrypt.isWithinMaximum, "scrypt \(scrypt) is beyond what readers accept")
         self.directory = directory
         self.logger = logger
+        self.scrypt = scrypt
     }
 
     /// The store in the user's config directory.
@@ -59,11 +79,20 @@ public struct AccountStore: Sendable {
 
     /// Creates a new account (a new household) with this device as its first member, and
     /// signs in to it.
+    ///
+    /// The CA private key is written encrypted under `passphrase`, the account passphrase,
+    /// which is stored nowhere: it is needed to admit or remove devices (and by each device
+    /// that joins), never to use the account. Sealing costs one scrypt derivation (about a
+    /// second and 256 MiB with ``ScryptParameters/standard``).
+    ///
+    /// - Throws: ``IdentityError/Code/invalidArgument`` when `passphrase` is empty.
     @discardableResult
-    public func createAccount(displayName: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
+    public func createAccount(displayName: String, passphrase: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
+        guard !passphrase.isEmpty else { throw IdentityError(code: .invalidArgument, message: "the account passphrase is empty") }
         let authority = try AccountAuthority.create(displayName: displayName)
         let identity = try authority.makeDevice(named: deviceName)
-        try save(authority: authority, device: identity)
+        let sealed = try authority.privateKey.sealed(passphrase: passphrase, scrypt: scrypt)
+        try save(account: authority.account, sealedKey: sealed, device: identity)
         try signIn(authority.account.id)
         logger.info("created account", metadata: ["account": "\(authority.account.id.short)", "device": "\(identity.deviceID.short)"])
         return identity
@@ -122,9 +151,76 @@ public struct AccountStore: Sendable {
         return account
     }
 
-    /// The account `id` with its CA key (to export it or admit devices).
-    public func loadAuthority(_ id: AccountID) throws -> AccountAuthority {
-        try AccountAuthority(account: loadAccount(id), privateKey: Ed25519PrivateKey(pemRepresentation: readText("ca.key", of: id)))
+    /// The account `id` with its CA key, decrypted with the account passphrase: what admits
+    /// or removes devices. Costs one scrypt derivation (about a second and 256 MiB).
+    ///
+    /// - Throws: ``IdentityError/Code/wrongPassphrase`` when `passphrase` does not open the
+    ///   key; ``IdentityError/Code/caKeyAbsent`` when this device holds no CA key for the
+    ///   account; ``IdentityError/Code/caKeyInClear`` when the key is stored unencrypted
+    ///   (``protectAuthority(_:passphrase:)`` first); ``IdentityError/Code/unknownAccount``,
+    ///   ``IdentityError/Code/damagedAccount``.
+    public func loadAuthority(_ id: AccountID, passphrase: String) throws -> AccountAuthority {
+        let account = try loadAccount(id)
+        let sealed: EncryptedPrivateKeyInfo
+        switch try storedCAKey(id) {
+        case .sealed(let key): sealed = key
+        case .clear: throw Self.inClear(id)
+        case .absent: throw Self.absent(id)
+        }
+        return try unseal(sealed, of: account, passphrase: passphrase)
+    }
+
+    /// How this device holds the CA key of account `id`: encrypted (with which scrypt
+    /// parameters), in the clear (an account written before Hearth encrypted it), or not at
+    /// all. Runs no key derivation: the file is only parsed.
+    ///
+    /// - Throws: ``IdentityError/Code/unknownAccount``; ``IdentityError/Code/damagedAccount``
+    ///   when `ca.key` holds neither kind of key.
+    public func caKeyStatus(_ id: AccountID) throws -> CAKeyStatus {
+        _ = try loadAccount(id)
+        switch try storedCAKey(id) {
+        case .sealed(let key): return .protected(key.parameters)
+        case .clear: return .clear
+        case .absent: return .absent
+        }
+    }
+
+    /// Encrypts the CA key of account `id`, stored in the clear by an earlier Hearth, under
+    /// the account passphrase `passphrase` (the migration to sealed CA keys).
+    ///
+    /// The new `ca.key` replaces the clear one atomically (temporary file, fsync, rename), so
+    /// a crash leaves one or the other, never neither; the replaced file's bytes are then
+    /// overwritten with zeros unless another link to it exists (best effort: a copy-on-write
+    /// file system, an SSD or a backup may still hold the clear key). The device identity is
+    /// untouched. Sealing costs one scrypt derivation.
+    ///
+    /// - Returns: true when a clear key was encrypted; false when the key was encrypted
+    ///   already, and `passphrase` opens it (checked: one more derivation).
+    /// - Throws: ``IdentityError/Code/caKeyAbsent`` when there is no CA key here;
+    ///   ``IdentityError/Code/wrongPassphrase`` when the key is already encrypted under
+    ///   another passphrase; ``IdentityError/Code/invalidArgument`` when `passphrase` is empty;
+    ///   ``IdentityError/Code/damagedAccount`` when the clear key is not the CA's.
+    @discardableResult
+    public func protectAuthority(_ id: AccountID, passphrase: String) throws -> Bool {
+        guard !passphrase.isEmpty else { throw IdentityError(code: .invalidArgument, message: "the account passphrase is empty") }
+        let account = try loadAccount(id)
+        switch try storedCAKey(id) {
+        case .absent:
+            throw Self.absent(id)
+        case .sealed(let sealed):
+            _ = try unseal(sealed, of: account, passphrase: passphrase)
+            return false
+        case .clear(let key):
+            let authority: AccountAuthority
+            do {
+                authority = try AccountAuthority(account: account, privateKey: key)
+            } catch {
+                throw IdentityError(code: .damagedAccount, message: "the clear CA key in \(accountDirectory(id).path) is not the account CA certificate's")
+            }
+            try writeCAKey(try authority.privateKey.sealed(passphrase: passphrase, scrypt: scrypt), of: id, scrubbingReplaced: true)
+            logger.info("encrypted the CA key under the account passphrase", metadata: ["account": "\(id.short)", "scrypt": "\(scrypt)"])
+            return true
+        }
     }
 
     /// This device's identity in account `id`.
@@ -145,33 +241,57 @@ public struct AccountStore: Sendable {
 
     // MARK: Join bundles
 
-    /// The join bundle of account `id`, sealed under `passphrase`.
-    public func exportJoinBundle(_ id: AccountID, passphrase: String) throws -> Data {
-        try JoinBundle.export(loadAuthority(id), passphrase: passphrase)
+    /// The join bundle of account `id`: its CA certificate and its CA key exactly as this
+    /// device stores it, sealed under the account passphrase.
+    ///
+    /// Needs no passphrase and runs no key derivation: re-sealing under the same passphrase
+    /// would only change the salt, and under another would leave the joiner's CA key under a
+    /// passphrase that is not the account's. A leaked bundle is therefore worth what this
+    /// device's `ca.key` is: the account passphrase must still be guessed.
+    ///
+    /// - Throws: ``IdentityError/Code/caKeyInClear`` when the key is stored unencrypted
+    ///   (``protectAuthority(_:passphrase:)`` first), ``IdentityError/Code/caKeyAbsent`` when
+    ///   this device holds none.
+    public func exportJoinBundle(_ id: AccountID) throws -> Data {
+        let account = try loadAccount(id)
+        switch try storedCAKey(id) {
+        case .sealed(let sealed): return JoinBundle.make(certificate: account.caCertificate, sealedKey: sealed)
+        case .clear: throw Self.inClear(id)
+        case .absent: throw Self.absent(id)
+        }
     }
 
-    /// The same with chosen scrypt parameters (``ScryptParameters/testing`` for test
-    /// clusters that join many devices).
-    package func exportJoinBundle(_ id: AccountID, passphrase: String, scrypt: ScryptParameters) throws -> Data {
-        try JoinBundle.export(loadAuthority(id), passphrase: passphrase, scrypt: scrypt)
-    }
-
-    /// Joins the account in `bundle`: stores its CA, makes this device's key and
-    /// certificate for it, and signs in to it. Joining an account already stored keeps
-    /// the existing device identity.
+    /// Joins the account in `bundle`: opens it with `passphrase` (the account passphrase,
+    /// or for a bundle made before, the bundle's own), stores its CA certificate and its
+    /// sealed CA key, makes this device's key and certificate for it, and signs in to it.
+    ///
+    /// The CA key is stored as the bundle seals it, so this device too can admit and remove
+    /// devices with the same passphrase; a bundle sealed more cheaply than this store seals
+    /// (scrypt N = 2^14, from an older Hearth) is sealed again under the same passphrase.
+    /// Joining an account already stored keeps the existing device identity (and takes the
+    /// bundle's CA key if this device had none, or only a clear one).
     ///
     /// - Throws: ``IdentityError/Code/wrongPassphrase``, ``IdentityError/Code/damagedBundle``
     ///   or ``IdentityError/Code/keyDerivationRefused``.
     @discardableResult
     public func importJoinBundle(_ bundle: Data, passphrase: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
-        let authority = try JoinBundle.open(bundle, passphrase: passphrase)
+        let (authority, bundled) = try JoinBundle.openSealed(bundle, passphrase: passphrase)
+        // Sealing again costs a derivation: only when the key is to be stored at all.
+        let sealed = {
+            bundled.parameters.isAtLeastAsCostly(as: scrypt) ? bundled : try authority.privateKey.sealed(passphrase: passphrase, scrypt: scrypt)
+        }
         let id = authority.account.id
         if let existing = try? loadIdentity(id) {
+            switch try? storedCAKey(id) {
+            case .sealed?: break
+            case .clear?: try writeCAKey(try sealed(), of: id, scrubbingReplaced: true)
+            case .absent?, nil: try writeCAKey(try sealed(), of: id, scrubbingReplaced: false)
+            }
             try signIn(id)
             return existing
         }
         let identity = try authority.makeDevice(named: deviceName)
-        try save(authority: authority, device: identity)
+        try save(account: authority.account, sealedKey: try sealed(), device: identity)
         try signIn(id)
         logger.info("joined account", metadata: ["account": "\(id.short)", "device": "\(identity.deviceID.short)"])
         return identity
@@ -185,12 +305,68 @@ public struct AccountStore: Sendable {
 
     // MARK: Files
 
-    private func save(authority: AccountAuthority, device: DeviceIdentity) throws {
-        let dir = accountDirectory(authority.account.id)
-        try SecureFile.write(Array(authority.account.caCertificate.pemEncoded.utf8), to: dir.appendingPathComponent("ca.pem"))
-        try SecureFile.write(Array(try authority.privateKey.pemRepresentation().utf8), to: dir.appendingPathComponent("ca.key"))
+    private func save(account: Account, sealedKey: EncryptedPrivateKeyInfo, device: DeviceIdentity) throws {
+        let dir = accountDirectory(account.id)
+        try SecureFile.write(Array(account.caCertificate.pemEncoded.utf8), to: dir.appendingPathComponent("ca.pem"))
+        try writeCAKey(sealedKey, of: account.id, scrubbingReplaced: false)
         try SecureFile.write(Array(try device.privateKey.pemRepresentation().utf8), to: dir.appendingPathComponent("device.key"))
         try SecureFile.write(Array(device.certificate.pemEncoded.utf8), to: dir.appendingPathComponent("device.pem"))
+    }
+
+    private func writeCAKey(_ sealed: EncryptedPrivateKeyInfo, of id: AccountID, scrubbingReplaced: Bool) throws {
+        try SecureFile.write(Array(sealed.pem.utf8), to: accountDirectory(id).appendingPathComponent("ca.key"),
+                             scrubbingReplaced: scrubbingReplaced)
+    }
+
+    /// What `ca.key` holds. Only parsed: nothing is derived or decrypted.
+    private enum StoredCAKey {
+        case sealed(EncryptedPrivateKeyInfo)
+        case clear(Ed25519PrivateKey)
+        case absent
+    }
+
+    private func storedCAKey(_ id: AccountID) throws -> StoredCAKey {
+        let url = accountDirectory(id).appendingPathComponent("ca.key")
+        guard let bytes = try SecureFile.read(url) else { return .absent }
+        let text = String(decoding: bytes, as: UTF8.self)
+        if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+            do {
+                return .sealed(try EncryptedPrivateKeyInfo(pem: text))
+            } catch where error.code == .keyDerivationRefused {
+                throw IdentityError(code: .keyDerivationRefused, message: "\(url.path): \(error.message)")
+            } catch {
+                throw IdentityError(code: .damagedAccount, message: "\(url.path) is damaged: \(error.message)")
+            }
+        }
+        if text.contains("-----BEGIN PRIVATE KEY-----"), let key = try? Ed25519PrivateKey(pemRepresentation: text) {
+            return .clear(key)
+        }
+        OpenSSLErrorQueue.clear()
+        throw IdentityError(code: .damagedAccount, message: "\(url.path) holds no readable CA key")
+    }
+
+    private func unseal(_ sealed: EncryptedPrivateKeyInfo, of account: Account, passphrase: String) throws -> AccountAuthority {
+        let key: Ed25519PrivateKey
+        do {
+            key = try Ed25519PrivateKey(sealed: sealed, passphrase: passphrase)
+        } catch let error as IdentityError where error.code == .wrongPassphrase {
+            throw IdentityError(code: .wrongPassphrase,
+                                message: "the passphrase does not open the CA key of account \(account.id.short) (or the key is damaged)",
+                                openSSLReasons: error.openSSLReasons)
+        }
+        do {
+            return try AccountAuthority(account: account, privateKey: key)
+        } catch {
+            throw IdentityError(code: .damagedAccount, message: "the CA key in \(accountDirectory(account.id).path) is not the account CA certificate's")
+        }
+    }
+
+    private static func inClear(_ id: AccountID) -> IdentityError {
+        IdentityError(code: .caKeyInClear, message: "the CA key of account \(id.short) is stored unencrypted; protect it with the account passphrase first")
+    }
+
+    private static func absent(_ id: AccountID) -> IdentityError {
+        IdentityError(code: .caKeyAbsent, message: "this device holds no CA key for account \(id.short)")
     }
 
     private func readText(_ name: String, of id: AccountID) throws -> String {

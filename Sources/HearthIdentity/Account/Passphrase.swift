@@ -1,8 +1,10 @@
-/// Passphrases for join bundles: generated ones, and a check for weak given ones.
+/// Account passphrases (which seal the CA key on every device and in join bundles):
+/// generated ones, and a check for weak given ones.
 ///
-/// A join bundle that leaks can be attacked offline at the bundle's scrypt cost per guess
-/// (about a second per core with ``ScryptParameters/standard``); six words from the EFF
-/// list (77 bits) are out of reach of guessing at any such rate, a short phrase is not.
+/// A copy of a device's `ca.key` or a join bundle that leaks can be attacked offline at the
+/// key's scrypt cost per guess (about a second per core with ``ScryptParameters/standard``);
+/// six words from the EFF list (77 bits) are out of reach of guessing at any such rate, a
+/// short phrase is not.
 public enum Passphrase {
     /// The words of a generated passphrase.
     public static let wordCount = 6

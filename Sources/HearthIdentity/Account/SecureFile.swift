@@ -4,7 +4,37 @@ import Foundation
 /// atomically (temporary file, fsync, rename, fsync of the directory) so that a crash or
 /// a concurrent reader never sees half a key or half a pointer.
 package enum SecureFile {
-    package static func write(_ bytes: some Collection<UInt8>, to url: URL) throws {
+    /// Writes `bytes` to `url`, replacing any file there atomically.
+    ///
+    /// With `scrubbingReplaced`, the file replaced (a key stored in the clear that is now
+    /// stored encrypted) is overwritten with zeros once the new file is durable, unless another
+    /// link keeps it: a best effort, since a copy-on-write file system, an SSD's remapping or
+    /// a backup may keep the old bytes anyway. Never before the rename, so a crash cannot lose
+    /// both versions.
+    package static func write(_ bytes: some Collection<UInt8>, to url: URL, scrubbingReplaced: Bool = false) throws {
+        // Opened before the rename, so it is the replaced file that gets scrubbed.
+        let replaced = scrubbingReplaced ? open(url.path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) : -1
+        defer { if replaced >= 0 { close(replaced) } }
+        try writeAtomically(bytes, to: url)
+        if replaced >= 0 { scrub(replaced) }
+    }
+
+    /// Overwrites an unlinked regular file with zeros and syncs it.
+    private static func scrub(_ fd: Int32) {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 0, info.st_size > 0 else { return }
+        let zeros = [UInt8](repeating: 0, count: Int(info.st_size))
+        var done = 0
+        while done < zeros.count {
+            let n = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(done)) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            done += n
+        }
+        _ = fsync(fd)
+    }
+
+    private static func writeAtomically(_ bytes: some Collection<UInt8>, to url: URL) throws {
         let bytes = Array(bytes)
         let directory = url.deletingLastPathComponent()
         try makeDirectory(directory)

@@ -31,13 +31,14 @@ public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let unknownSigner = Code("unknownSigner")
         /// The signer was removed from the account before the entry's timestamp.
         public static let removedSigner = Code("removedSigner")
-        /// The passphrase does not open the join bundle.
+        /// The passphrase does not open the join bundle, or the account's CA key.
         public static let wrongPassphrase = Code("wrongPassphrase")
         /// The join bundle is truncated, altered, or not a join bundle at all.
         public static let damagedBundle = Code("damagedBundle")
-        /// The join bundle's key is protected by another KDF or cipher than Hearth writes,
-        /// or by scrypt parameters costlier than ``ScryptParameters/maximum``: refused
-        /// before any key derivation, so a crafted bundle cannot hang the reader.
+        /// The sealed CA key (a join bundle's, or an account's `ca.key`) is protected by another
+        /// KDF or cipher than Hearth writes, or by scrypt parameters costlier than
+        /// ``ScryptParameters/maximum``: refused before any key derivation, so a crafted bundle
+        /// or file cannot hang the reader.
         public static let keyDerivationRefused = Code("keyDerivationRefused")
         /// The operation needs a current account and there is none.
         public static let notSignedIn = Code("notSignedIn")
@@ -49,6 +50,13 @@ public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let fileSystem = Code("fileSystem")
         /// An argument is out of range (an empty name or passphrase).
         public static let invalidArgument = Code("invalidArgument")
+        /// This device holds no CA key for the account, so it cannot admit or remove
+        /// devices (``CAKeyStatus/absent``).
+        public static let caKeyAbsent = Code("caKeyAbsent")
+        /// The account's CA key is stored unencrypted, as Hearth stored it before it sealed
+        /// it under the account passphrase (``CAKeyStatus/clear``): it must be protected
+        /// (``AccountStore/protectAuthority(_:passphrase:)``) before it is used.
+        public static let caKeyInClear = Code("caKeyInClear")
     }
 
     public var code: Code

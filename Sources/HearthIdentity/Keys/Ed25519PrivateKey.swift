@@ -67,8 +67,13 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     ///   parameters are not what Hearth writes, ``IdentityError/Code/invalidKey`` when
     ///   there is no well-formed key to decrypt.
     public convenience init(encryptedPEMRepresentation pem: String, passphrase: String) throws {
+        try self.init(sealed: try EncryptedPrivateKeyInfo(pem: pem), passphrase: passphrase)
+    }
+
+    /// Decrypts an already parsed (and so already bounded) encrypted key; see
+    /// ``init(encryptedPEMRepresentation:passphrase:)``.
+    package convenience init(sealed: EncryptedPrivateKeyInfo, passphrase: String) throws {
         _ = OpenSSLRuntime.ready
-        let sealed = try EncryptedPrivateKeyInfo(pem: pem)
         var passBytes = Array(passphrase.utf8)
         defer { for i in passBytes.indices { passBytes[i] = 0 } }
         var plaintext = try sealed.open(passphrase: passBytes)
@@ -135,6 +140,12 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     /// The same with chosen scrypt parameters: for cheap test clusters (a writer's
     /// choice only; readers accept at most ``ScryptParameters/maximum``).
     package func encryptedPEMRepresentation(passphrase: String, scrypt: ScryptParameters) throws -> String {
+        try sealed(passphrase: passphrase, scrypt: scrypt).pem
+    }
+
+    /// The key sealed under `passphrase` with `scrypt`, as a parsed structure (what an
+    /// account's `ca.key` and a join bundle hold).
+    package func sealed(passphrase: String, scrypt: ScryptParameters) throws -> EncryptedPrivateKeyInfo {
         guard !passphrase.isEmpty else { throw IdentityError(code: .invalidArgument, message: "the passphrase is empty") }
         guard scrypt.isWithinMaximum else {
             throw IdentityError(code: .invalidArgument, message: "scrypt \(scrypt) is beyond what readers accept (\(ScryptParameters.maximum))")
@@ -152,6 +163,6 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
         guard written == length else { throw IdentityError.openSSL("i2d_PKCS8_PRIV_KEY_INFO") }
         var passBytes = Array(passphrase.utf8)
         defer { for i in passBytes.indices { passBytes[i] = 0 } }
-        return try EncryptedPrivateKeyInfo(sealing: plaintext, passphrase: passBytes, parameters: scrypt).pem
+        return try EncryptedPrivateKeyInfo(sealing: plaintext, passphrase: passBytes, parameters: scrypt)
     }
 }

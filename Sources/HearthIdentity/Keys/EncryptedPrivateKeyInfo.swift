@@ -2,13 +2,13 @@ import CHearthOpenSSL
 import Foundation
 
 /// A PKCS#8 EncryptedPrivateKeyInfo sealed with PBES2 (RFC 8018): scrypt (RFC 7914) and
-/// AES-256-CBC, the key of a join bundle.
+/// AES-256-CBC: the CA key of a join bundle, and of an account's `ca.key`.
 ///
 /// Parsed and written here rather than by OpenSSL's PEM functions for two reasons:
-/// the scrypt parameters come from the (untrusted) bundle and must be bounded before the
+/// the scrypt parameters come from the (untrusted) bundle or file and must be bounded before the
 /// KDF runs, and OpenSSL's PKCS#8 code caps scrypt at 32 MiB, below what Hearth writes
 /// (N = 2^18, r = 8: 256 MiB). The crypto itself is OpenSSL's (EVP_PBE_scrypt, EVP AES).
-package struct EncryptedPrivateKeyInfo {
+package struct EncryptedPrivateKeyInfo: Sendable {
     static let pemLabel = "ENCRYPTED PRIVATE KEY"
     /// 1.2.840.113549.1.5.13
     static let pbes2: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x05, 0x0D]

@@ -1,6 +1,7 @@
-/// The scrypt cost of a join bundle's key encryption (RFC 7914: N, r, p).
+/// The scrypt cost of an encrypted CA key (RFC 7914: N, r, p): an account's `ca.key`,
+/// sealed under the account passphrase, and the same key in a join bundle.
 ///
-/// A bundle carries its own parameters, so a reader must bound them before deriving
+/// A sealed key carries its own parameters, so a reader must bound them before deriving
 /// anything: scrypt's cost grows with N · r · p and its memory with N · r, and a crafted
 /// bundle with p = 8000 kept `hearth account join` busy for over a minute. A reader
 /// accepts at most ``maximum`` (what Hearth writes), which also keeps bundles written
@@ -27,10 +28,20 @@ public struct ScryptParameters: Hashable, Sendable, CustomStringConvertible {
     /// so anything more is a crafted bundle.
     public static let maximum = standard
 
-    /// Cheap parameters for the library's own test clusters, which join many devices per
-    /// test. Only a writer can choose them (a `package` knob, not reachable from a bundle);
-    /// a reader's ceiling stays ``maximum``.
+    /// Cheap parameters for tests, which create accounts and join devices by the hundred:
+    /// the library's own test clusters (``AccountStore``'s `scrypt` knob, a `package`
+    /// initialiser) and, under `HEARTH_TEST_WEAK_SCRYPT=1`, the `hearth` command the tests
+    /// spawn. Only a writer can choose them (not reachable from a bundle or a file); a
+    /// reader's ceiling stays ``maximum``. A guess at a key sealed with them costs 256 times
+    /// less than with ``standard``: for test accounts only.
     package static let testing = ScryptParameters(n: 1 << 10, r: 8, p: 1)
+
+    /// Whether a guess with these parameters costs at least what one with `other` does, in
+    /// work (N · r · p) and in memory (N · r). Parameters read from a key are already bounded
+    /// by ``maximum``, so the products cannot overflow.
+    package func isAtLeastAsCostly(as other: ScryptParameters) -> Bool {
+        n * r * p >= other.n * other.r * other.p && n * r >= other.n * other.r
+    }
 
     /// The memory scrypt needs with these parameters, as OpenSSL counts it
     /// (128 · r · (N + 2) for V plus 128 · r · p for B), in bytes.
