@@ -72,7 +72,13 @@ case $i in
     start_daemon daemon.log; flag up-1
     get_until early 1 60 || { echo "FAIL: A never got early"; exit 1; }
     await has-early-2; await has-early-4
-    h device list > "$me/list-before.txt"
+    # The daemon saves the devices it met just after the connection (or the relayed entry)
+    # arrived: give it a moment.
+    for _ in $(seq 50); do
+        h device list > "$me/list-before.txt"
+        grep -q '^phone ' "$me/list-before.txt" && break
+        sleep 0.2
+    done
     echo "check a-list-before-phone $(grep -c '^phone ' "$me/list-before.txt" || true)"
     # Without the passphrase nothing is removed.
     if HEARTH_PASSPHRASE= h device remove phone </dev/null >/dev/null 2>&1; then echo "check remove-without-passphrase succeeded"
