@@ -50,6 +50,16 @@ public struct AccountTrust: Sendable {
         return DeviceID(publicKey: key)
     }
 
+    /// Checks that this account's CA issued `certificate` as a device certificate, whether or
+    /// not it has expired since: its chain is checked as of the start of its validity (or the
+    /// CA's, if the certificate is backdated before it). For what an expired certificate still
+    /// vouches for: the entries its device signed while it was valid, the devices met.
+    @discardableResult
+    public func validateIssued(_ certificate: Certificate) throws -> DeviceID {
+        let date = max(certificate.notValidBefore, caCertificate.notValidBefore)
+        return try validateDevice(certificate, at: min(date, certificate.notValidAfter))
+    }
+
     /// Verifies an entry's signature with the signing device's certificate.
     ///
     /// Checks that the certificate is a device of this account, that it is the device

@@ -37,10 +37,7 @@ public final class DeviceCertificateCache: Sendable {
            known.certificate == certificate {
             return DeviceID(publicKey: key)
         }
-        // Checked when both it and the CA were valid (a certificate backdated before the account
-        // existed is checked from the account's start).
-        let date = max(certificate.notValidBefore, trust.caCertificate.notValidBefore)
-        let device = try trust.validateDevice(certificate, at: min(date, certificate.notValidAfter))
+        let device = try trust.validateIssued(certificate)
         guard let key = certificate.publicKey else { throw IdentityError.certificateRejected("the device key is not Ed25519") }
         certificates.withLock { table in
             if let known = table[device], known.certificate.notValidAfter >= certificate.notValidAfter { return }

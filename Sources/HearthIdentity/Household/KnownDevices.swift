@@ -27,6 +27,9 @@ public final class KnownDevices: Sendable {
         public var lastSeenDate: Date? { lastSeen.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
     }
 
+    /// The file's last-seen times are updated only when they are at least this old (ms).
+    static let lastSeenResolution: UInt64 = 600_000
+
     /// At most this many devices are kept (more are not recorded; nothing depends on the list).
     public static let maximumDevices = 1024
 
@@ -61,21 +64,28 @@ public final class KnownDevices: Sendable {
     /// Notes `certificate` (verified against the account CA here) and, with `seen`, that its
     /// device was connected just now.
     public func note(_ certificate: Certificate, seen: Bool) {
-        guard let id = try? trust.validateDevice(certificate, at: certificate.notValidBefore) else { return }
+        guard let id = try? trust.validateIssued(certificate) else { return }
         let now = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
         let changed = devices.withLock { table -> Bool in
             let known = table[id]
             guard known != nil || table.count < Self.maximumDevices else { return false }
             var device = known ?? Device(id: id, name: certificate.commonName ?? "", certificate: certificate.derEncoded,
                                          lastSeen: nil, expires: certificate.notValidAfter)
+            var worthSaving = known == nil
             if certificate.notValidAfter > device.expires {
                 device.certificate = certificate.derEncoded
                 device.expires = certificate.notValidAfter
                 device.name = certificate.commonName ?? device.name
+                worthSaving = true
             }
-            if seen { device.lastSeen = now }
+            if seen {
+                // A link that drops and comes back (or two connections meeting, one kept) is not
+                // worth a write each time: the file's "last seen" is precise to ten minutes.
+                if device.lastSeen.map({ now >= $0 + Self.lastSeenResolution }) ?? true { worthSaving = true }
+                device.lastSeen = now
+            }
             table[id] = device
-            return device != known
+            return worthSaving
         }
         if changed { scheduleSave() }
     }
@@ -119,7 +129,7 @@ public final class KnownDevices: Sendable {
         for item in (document?.dictionaryValue?["devices"]?.arrayValue ?? []).prefix(maximumDevices) {
             guard let fields = item.dictionaryValue, let der = fields["certificate"]?.dataValue,
                   let certificate = try? Certificate(derEncoded: der),
-                  let id = try? trust.validateDevice(certificate, at: certificate.notValidBefore) else { continue }
+                  let id = try? trust.validateIssued(certificate) else { continue }
             let seen = fields["lastSeen"]?.integerValue.flatMap { $0 >= 0 ? UInt64($0) : nil }
             result[id] = Device(id: id, name: certificate.commonName ?? "", certificate: Array(der), lastSeen: seen,
                                 expires: certificate.notValidAfter)
