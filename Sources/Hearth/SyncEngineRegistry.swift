@@ -63,7 +63,7 @@ final class SyncEngineRegistry: Sendable {
         }
         // Built outside the lock (it reads the identity's certificate, the account's removals,
         // and sets up TLS).
-        let accounts = AccountStore(directory: URL(fileURLWithPath: settings.accountDirectory ?? AccountStore.defaultDirectory().path))
+        let accounts = AccountStore(directory: URL(fileURLWithPath: settings.accountDirectory ?? AccountStore.defaultDirectory().path), logger: logger)
         let removals = try accounts.removals(of: identity.account.id)
         let engine = try SyncEngine(identity: identity,
                                     options: .init(host: settings.listenHost, port: settings.port,

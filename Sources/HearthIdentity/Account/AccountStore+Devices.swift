@@ -16,7 +16,7 @@ extension AccountStore {
     public func removals(of id: AccountID) throws -> DeviceRemovals {
         let account = try loadAccount(id)
         let file = removalsFile(of: id)
-        return RemovalsRegistry.shared.removals(for: file, trust: account.trust)
+        return RemovalsRegistry.shared.removals(for: file, trust: account.trust, logger: logger)
     }
 
     /// The file that keeps the devices of account `id` met on this device.
@@ -27,7 +27,7 @@ extension AccountStore {
     /// The devices of account `id` met on this device (shared in the process, like ``removals(of:)``).
     public func knownDevices(of id: AccountID) throws -> KnownDevices {
         let account = try loadAccount(id)
-        return RemovalsRegistry.shared.devices(for: knownDevicesFile(of: id), trust: account.trust)
+        return RemovalsRegistry.shared.devices(for: knownDevicesFile(of: id), trust: account.trust, logger: logger)
     }
 
     /// Saves a renewed certificate of this device in account `id` (atomically; the key stays).
@@ -68,12 +68,12 @@ final class RemovalsRegistry: Sendable {
 
     private let table = Locked<[String: WeakBox]>([:])
 
-    func removals(for file: URL, trust: AccountTrust) -> DeviceRemovals {
-        shared(file) { DeviceRemovals(trust: trust, file: file) }
+    func removals(for file: URL, trust: AccountTrust, logger: Logger) -> DeviceRemovals {
+        shared(file) { DeviceRemovals(trust: trust, file: file, logger: logger) }
     }
 
-    func devices(for file: URL, trust: AccountTrust) -> KnownDevices {
-        shared(file) { KnownDevices(trust: trust, file: file) }
+    func devices(for file: URL, trust: AccountTrust, logger: Logger) -> KnownDevices {
+        shared(file) { KnownDevices(trust: trust, file: file, logger: logger) }
     }
 
     /// The live instance for `file`, or a new one made by `make` (outside the lock: it reads the

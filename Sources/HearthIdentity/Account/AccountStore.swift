@@ -32,7 +32,7 @@ import Logging
 /// apps learn of a switch by re-reading ``currentAccountID()``.
 public struct AccountStore: Sendable {
     public let directory: URL
-    private let logger: Logger
+    let logger: Logger
     /// The scrypt cost of the CA keys this store seals (``ScryptParameters/standard`` unless
     /// a test chose cheaper ones). What it reads is bounded by ``ScryptParameters/maximum``
     /// whatever this is.
