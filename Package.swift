@@ -137,7 +137,7 @@ let package = Package(
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
-        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthTesting", "HearthTestSupport"], swiftSettings: strict),
+        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthTesting", "HearthTestSupport", "HearthTransport"], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth"], swiftSettings: strict),
 
         // The fuzz targets' decoders and seeds (Fuzz/, scripts/fuzz.sh), also replayed by a unit test.
