@@ -91,13 +91,18 @@ extension SyncSession {
             if state.vector != nil { stores.withLock { $0.ignored[name] = state } }
             return
         }
-        let answer = stores.withLock { s -> Bool in
+        let (answer, isNew) = stores.withLock { s -> (Bool, Bool) in
+            let isNew = s.shared[name] == nil
             var shared = s.shared[name] ?? Shared(store: store)
             defer { s.shared[name] = shared }
-            guard state.vector != nil, !shared.sentState else { return false }
+            guard state.vector != nil, !shared.sentState else { return (false, isNew) }
             shared.sentState = true
-            return true
+            return (true, isNew)
         }
+        // Shared from now on, by the peer's word before ours (its state came before this device
+        // announced the store, and announce() will find it shared): admit its certificate here,
+        // or its own entries would fail as unknown signers (seen under load in DeviceEngineTests).
+        if isNew { store.keep(peerCertificate: peer.certificate, of: peer.deviceID) }
         if let peers = state.peers {
             let ours = context.identity.deviceID.data
             store.replica.learnOfDevices(peers.filter { $0 != ours }.map { Hex.encode($0) })
