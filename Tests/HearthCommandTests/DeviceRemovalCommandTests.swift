@@ -13,20 +13,8 @@ struct DeviceRemovalCommandTests {
           .enabled(if: HearthCLI.binary != nil, "swift build first"),
           .timeLimit(.minutes(4)))
     func removal() async throws {
-        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-mh-removal-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: shared) }
-        let root = MultiHostDaemonTests.repositoryRoot
-        let result = try await ChildProcess.run(
-            "\(root)/scripts/testnet/multihost.sh",
-            ["-n", "4", "-4", "--", "\(root)/scripts/testnet/device-removal.sh", shared, try #require(HearthCLI.binary)],
-            environment: HearthCLI.environment, timeout: .seconds(200))
-        print(result.output)
-        #expect(result.status == 0, "multihost.sh failed:\n\(result.output)\n\(result.error)")
-        let lines = result.output.split(separator: "\n").map(String.init)
-        func check(_ host: Int, _ name: String) -> String? {
-            lines.first { $0.hasPrefix("[h\(host)] check \(name) ") }.map { String($0.dropFirst("[h\(host)] check \(name) ".count)) }
-        }
+        let result = try await MultiHostRun.run(hosts: 4, script: "device-removal.sh", arguments: [try #require(HearthCLI.binary)])
+        let check = result.check
         // A knew the phone before, lists it as removed after; without the account passphrase, or
         // with a wrong one, nothing is removed (the CA key stays sealed).
         #expect(check(1, "a-list-before-phone") == "1", "\(result.output)")

@@ -8,29 +8,15 @@ import Testing
 /// scripts/testnet/daemon-household.sh, says what each host does; this test reads its checks.
 @Suite("The daemon on four virtual hosts")
 struct MultiHostDaemonTests {
-    static let repositoryRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-
     @Test("Points 1, 2 and 4: a value left on A is read at open on B; a NAS hub hands a store to a phone that reaches only it; 3 apps and 5 stores are one service and one connection per peer",
           .enabled(if: getuid() == 0, "building host namespaces needs root"),
           .enabled(if: HearthCLI.binary != nil && ChildProcess.builtProduct("hearth-test-writer") != nil, "swift build --build-tests first"),
           .timeLimit(.minutes(4)))
     func household() async throws {
-        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-mh-daemon-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: shared) }
-        let result = try await ChildProcess.run(
-            "\(Self.repositoryRoot)/scripts/testnet/multihost.sh",
-            ["-n", "4", "-4", "--", "\(Self.repositoryRoot)/scripts/testnet/daemon-household.sh", shared,
-             try #require(HearthCLI.binary), try #require(ChildProcess.builtProduct("hearth-test-writer"))],
-            environment: HearthCLI.environment, timeout: .seconds(200))
-        print(result.output)
-        #expect(result.status == 0, "multihost.sh failed:\n\(result.output)\n\(result.error)")
-        let lines = result.output.split(separator: "\n").map(String.init)
-        func check(_ host: Int, _ name: String) -> String? {
-            lines.first { $0.hasPrefix("[h\(host)] check \(name) ") }.map { String($0.dropFirst("[h\(host)] check \(name) ".count)) }
-        }
-
+        let run = try await MultiHostRun.run(hosts: 4, script: "daemon-household.sh", arguments: [
+            try #require(HearthCLI.binary), try #require(ChildProcess.builtProduct("hearth-test-writer"))])
+        let check = run.check
+        let result = run
         // Point 1: B's new app process attached to B's daemon and had k = 1 at open, though no
         // app on B ever opened the store and A's writer had exited 10 s before.
         #expect(check(2, "background-read") == "read attached 1", "\(result.output)")
