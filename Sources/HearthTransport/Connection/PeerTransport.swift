@@ -34,18 +34,31 @@ public struct PeerTransport: Sendable {
                            try SSLContext(configuration: configuration, role: .client)))
     }
 
-    /// The configuration of the current contexts.
-    public var configuration: TLSConfiguration { contexts.withLock { $0.server.configuration } }
+    /// The configuration of the current contexts; nil for a pairing transport
+    /// (``init(pairing:maximumFrameLength:group:)``).
+    public var configuration: TLSConfiguration? { contexts.withLock { $0.server.configuration } }
     var serverContext: SSLContext { contexts.withLock { $0.server } }
     var clientContext: SSLContext { contexts.withLock { $0.client } }
 
     /// Presents `identity` (the same key with a renewed certificate) on connections made from now
     /// on; connections already up keep theirs.
     public func replaceIdentity(_ identity: DeviceIdentity) throws {
-        var configuration = self.configuration
+        guard var configuration = self.configuration else {
+            throw TLSError(code: .configuration, reason: "a pairing transport has no device identity to replace")
+        }
         configuration.identity = identity
         let fresh = (try SSLContext(configuration: configuration, role: .server), try SSLContext(configuration: configuration, role: .client))
         contexts.withLock { $0 = fresh }
+    }
+
+    /// A transport for pairing connections (docs/protocol.md, "Pairing"): the same listener,
+    /// dialler, frames and timeouts, with ``PairingTLSConfiguration``'s handshake. Its
+    /// connections' ``TLSPeer`` is whoever proved the key of the certificate it presented.
+    public init(pairing: PairingTLSConfiguration, maximumFrameLength: Int,
+                group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+        self.maximumFrameLength = maximumFrameLength
+        self.group = group
+        contexts = Locked((try SSLContext(pairing: pairing, role: .server), try SSLContext(pairing: pairing, role: .client)))
     }
 
     public init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, logger: Logger = Logger(label: "hearth.transport"),
@@ -67,7 +80,7 @@ public struct PeerTransport: Sendable {
         let (connections, continuation) = AsyncStream<PeerConnection>.makeStream()
         let contexts = contexts
         let maximumFrameLength = maximumFrameLength
-        let logger = configuration.logger
+        let logger = serverContext.logger
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -133,7 +146,7 @@ public struct PeerTransport: Sendable {
                  socketHandlers: @escaping @Sendable () -> [any ChannelHandler]) async throws -> PeerConnection {
         let clientContext = clientContext
         let maximumFrameLength = maximumFrameLength
-        let logger = configuration.logger
+        let logger = clientContext.logger
         let promiseBox = EstablishmentBox()
         let channel = try await ClientBootstrap(group: group)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)

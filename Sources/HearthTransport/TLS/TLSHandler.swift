@@ -31,7 +31,9 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private let connection: SSLConnection
-    private let configuration: TLSConfiguration
+    private let handshakeTimeoutAmount: TimeAmount
+    private let alpnProtocol: String
+    private let isPairing: Bool
     private let role: SSLContext.Role
     private let expectedPeer: DeviceID?
     private var logger: Logger
@@ -49,10 +51,12 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     ///     the account.
     public init(context: SSLContext, expectedPeer: DeviceID? = nil) throws {
         connection = try SSLConnection(context: context)
-        configuration = context.configuration
+        handshakeTimeoutAmount = context.handshakeTimeout
+        alpnProtocol = context.alpnProtocol
+        isPairing = context.isPairing
         role = context.role
         self.expectedPeer = expectedPeer
-        logger = context.configuration.logger
+        logger = context.logger
     }
 
     /// Succeeds with the authenticated peer once the handshake completes, fails with the
@@ -85,7 +89,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func start(context: ChannelHandlerContext) {
         guard case .idle = state else { return }
         state = .handshaking
-        let timeout = configuration.handshakeTimeout
+        let timeout = handshakeTimeoutAmount
         handshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
             guard case .handshaking = state else { return }
             fail(TLSError(code: .handshakeTimeout, reason: "no handshake within \(timeout)"), context: context)
@@ -197,12 +201,13 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var alpnLength: UInt32 = 0
         SSL_get0_alpn_selected(connection.ssl, &alpn, &alpnLength)
         let selected = alpn.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) }
-        guard selected == TLSConfiguration.alpnProtocol else {
-            fail(TLSError(code: .alpnMismatch, reason: "the peer did not agree on ALPN \(TLSConfiguration.alpnProtocol)"), context: context)
+        guard selected == alpnProtocol else {
+            fail(TLSError(code: .alpnMismatch, reason: "the peer did not agree on ALPN \(alpnProtocol)"), context: context)
             return
         }
-        // OpenSSL has verified the chain against the account CA; what is left is to name
-        // the peer. A CA certificate as leaf was already refused by the purpose check.
+        // OpenSSL has verified the chain against the account CA (for pairing: the leaf alone);
+        // what is left is to name the peer. A CA certificate as leaf was already refused by the
+        // purpose check.
         guard let x509 = SSL_get0_peer_certificate(connection.ssl) else {
             fail(.certificateRejected("the peer presented no certificate"), context: context)
             return
@@ -221,7 +226,8 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         handshakeTimeout?.cancel()
         handshakeTimeout = nil
         logger[metadataKey: "device"] = "\(peer.deviceID.short)"
-        logger.debug("TLS handshake completed", metadata: ["name": "\(certificate.commonName ?? "?")"])
+        logger.debug(isPairing ? "TLS pairing handshake completed" : "TLS handshake completed",
+                     metadata: ["name": "\(certificate.commonName ?? "?")"])
         handshakePromise?.succeed(peer)
         context.fireUserInboundEventTriggered(TLSEvent.handshakeCompleted(peer))
         guard case .active = state else { return }  // the event's receivers may have closed
