@@ -63,7 +63,7 @@ public final class AvahiDiscovery: PeerDiscovery {
         }
         let milliseconds = options.staleGracePeriod.components.seconds * 1000
             + options.staleGracePeriod.components.attoseconds / 1_000_000_000_000_000
-        let session = try AvahiSession(service: service, logger: logger, registry: registry,
+        let session = try AvahiSession(service: service.avahiSpec, logger: logger, registry: registry,
                                        staleGraceMilliseconds: UInt32(clamping: max(0, milliseconds)))
         try session.start(requiringDaemon: options.requiresDaemonAtStart)
         let lost = phase.withLock { phase -> Bool in

@@ -13,7 +13,8 @@ struct AvahiHandle: @unchecked Sendable, Hashable {
     let pointer: OpaquePointer
 }
 
-/// The avahi-client glue behind ``AvahiDiscovery``: one `AvahiThreadedPoll`, one client,
+/// The avahi-client glue behind ``AvahiDiscovery`` and ``PairingDiscovery``: one service type
+/// (``AvahiServiceSpec``), one `AvahiThreadedPoll`, one client,
 /// one entry group (our service), one browser and one resolver per remote instance.
 ///
 /// Threading: Avahi runs callbacks on its poll thread with the poll lock held; the few calls
@@ -40,14 +41,14 @@ final class AvahiSession: Sendable {
         var stopping = false
     }
 
-    let service: ServiceDescription
+    let service: AvahiServiceSpec
     let logger: Logger
     let registry: PeerRegistry
     let staleGraceMilliseconds: UInt32
     private let poll: AvahiHandle
     private let state: Locked<State>
 
-    init(service: ServiceDescription, logger: Logger, registry: PeerRegistry, staleGraceMilliseconds: UInt32) throws(DiscoveryError) {
+    init(service: AvahiServiceSpec, logger: Logger, registry: PeerRegistry, staleGraceMilliseconds: UInt32) throws(DiscoveryError) {
         guard let poll = avahi_threaded_poll_new() else {
             throw .avahiFailure(code: Int32(AVAHI_ERR_NO_MEMORY), message: "cannot create the Avahi poll")
         }
@@ -56,7 +57,7 @@ final class AvahiSession: Sendable {
         self.registry = registry
         self.staleGraceMilliseconds = staleGraceMilliseconds
         self.poll = AvahiHandle(pointer: poll)
-        self.state = Locked(State(name: service.instanceName))
+        self.state = Locked(State(name: service.publication?.instanceName ?? ""))
     }
 
     private var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
@@ -215,6 +216,7 @@ final class AvahiSession: Sendable {
     // MARK: Publishing
 
     private func publish(_ client: OpaquePointer) {
+        guard service.publication != nil else { return }
         var group = state.withLock { $0.group }
         if group == nil {
             guard let made = avahi_entry_group_new(client, Self.groupCallback, userdata) else {
@@ -230,14 +232,15 @@ final class AvahiSession: Sendable {
 
     /// Adds our service to the (empty) group and commits it, renaming on local collisions.
     private func addService(_ group: OpaquePointer, client: OpaquePointer) {
+        guard let publication = service.publication else { return }
         var txt: UnsafeMutablePointer<AvahiStringList>? = nil
-        for entry in service.txtStrings.reversed() { txt = avahi_string_list_add(txt, entry) }
+        for entry in publication.txt.reversed() { txt = avahi_string_list_add(txt, entry) }
         defer { avahi_string_list_free(txt) }
         for _ in 0..<20 {
             let name = state.withLock { $0.name }
             let result = avahi_entry_group_add_service_strlst(
                 group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0),
-                name, ServiceDescription.serviceType, nil, nil, service.port, txt)
+                name, service.serviceType, nil, nil, publication.port, txt)
             if result == Int32(AVAHI_ERR_COLLISION) {
                 // Another service on this very daemon has the name: pick the next one.
                 renameAfterCollision(name)
@@ -245,7 +248,7 @@ final class AvahiSession: Sendable {
                 continue
             }
             if result < 0 {
-                logger.error("cannot publish \(ServiceDescription.serviceType) as \"\(name)\": \(Self.message(result))")
+                logger.error("cannot publish \(service.serviceType) as \"\(name)\": \(Self.message(result))")
                 return
             }
             let commit = avahi_entry_group_commit(group)
@@ -277,7 +280,7 @@ final class AvahiSession: Sendable {
                 s.established = true
                 return s.name
             }
-            logger.info("published \(ServiceDescription.serviceType) as \"\(name)\" on port \(service.port)")
+            logger.info("published \(service.serviceType) as \"\(name)\" on port \(service.publication?.port ?? 0)")
         case AVAHI_ENTRY_GROUP_COLLISION:
             // Someone else on the network holds the name: take an alternative and re-publish.
             let name = state.withLock { $0.name }
@@ -295,12 +298,12 @@ final class AvahiSession: Sendable {
     // MARK: Browsing
 
     private func ensureBrowser(_ client: OpaquePointer) {
-        guard state.withLock({ $0.browser == nil }) else { return }
+        guard service.browses, state.withLock({ $0.browser == nil }) else { return }
         guard let browser = avahi_service_browser_new(
             client, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC),
-            ServiceDescription.serviceType, nil, AvahiLookupFlags(0), Self.browserCallback, userdata)
+            service.serviceType, nil, AvahiLookupFlags(0), Self.browserCallback, userdata)
         else {
-            logger.error("cannot browse \(ServiceDescription.serviceType): \(Self.message(avahi_client_errno(client)))")
+            logger.error("cannot browse \(service.serviceType): \(Self.message(avahi_client_errno(client)))")
             return
         }
         state.withLock { $0.browser = AvahiHandle(pointer: browser) }
@@ -344,7 +347,7 @@ final class AvahiSession: Sendable {
         else { return }
         // Kept open: Avahi then reports every later change of address, port or TXT.
         guard let resolver = avahi_service_resolver_new(
-            client, key.interfaceIndex, key.ipProtocol, key.name, ServiceDescription.serviceType, key.domain,
+            client, key.interfaceIndex, key.ipProtocol, key.name, service.serviceType, key.domain,
             AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiLookupFlags(0), Self.resolverCallback, userdata)
         else {
             logger.warning("cannot resolve \"\(Self.printable(key.name))\": \(Self.message(avahi_client_errno(client)))")
@@ -380,25 +383,21 @@ final class AvahiSession: Sendable {
         }
         let where_ = "\"\(Self.printable(key.name))\" on \(Self.interfaceName(interface) ?? "interface \(interface)")"
         let entries = Self.entries(of: txt)
-        let record: ServiceRecord
-        switch ServiceRecord.parse(txt: entries) {
-        case .failure(let rejection):
-            logger.warning("ignoring \(ServiceDescription.serviceType) service \(where_): \(rejection)")
+        let record: ServiceRecord?
+        switch service.judge(entries) {
+        case .malformed(let rejection):
+            logger.warning("ignoring \(service.serviceType) service \(where_): \(rejection)")
             remove(key)
             return
-        case .success(let parsed):
-            record = parsed
-        }
-        if record.deviceHash == service.deviceHash {
+        case .own:
             logger.debug("ignoring our own service \(where_)")
             return
-        }
-        // A device's service (no store hash) speaks to devices' services only; a store's service
-        // (an older build) to those of the same store.
-        if record.accountHash != service.accountHash || record.storeHash != service.storeHash {
+        case .foreign:
             logger.debug("ignoring service \(where_) of another account, store or protocol")
             remove(key)
             return
+        case .accept(let parsed):
+            record = parsed
         }
         guard let address, let peerAddress = Self.peerAddress(address, interface: interface) else { return }
         var fields: [String: String] = [:]

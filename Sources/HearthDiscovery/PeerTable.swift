@@ -19,7 +19,7 @@ struct PeerTable: Sendable {
         var address: PeerAddress
         var port: UInt16
         var txt: [String: String]
-        var record: ServiceRecord
+        var record: ServiceRecord?
     }
 
     private var instances: [InstanceKey: Resolution] = [:]

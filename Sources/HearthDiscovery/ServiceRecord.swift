@@ -74,6 +74,32 @@ public struct ServiceRecord: Sendable, Hashable {
     ///
     /// Unknown keys are kept out of the record but allowed, so later versions can add fields.
     public static func parse(txt entries: [[UInt8]]) -> Result<ServiceRecord, Rejection> {
+        let fields: [String: String]
+        switch Self.fields(txt: entries) {
+        case .failure(let rejection): return .failure(rejection)
+        case .success(let parsed): fields = parsed
+        }
+        let version: Int
+        switch Self.version(in: fields) {
+        case .failure(let rejection): return .failure(rejection)
+        case .success(let parsed): version = parsed
+        }
+        var hashes: [String] = []
+        for key in [Key.account, Key.device] {
+            guard let value = fields[key] else { return .failure(.missingKey(key)) }
+            guard isValidHash(value) else { return .failure(.invalidValue(key: key)) }
+            hashes.append(value)
+        }
+        // Optional: a device's service (protocol 3) names no store; one that does must be valid.
+        let store = fields[Key.store]
+        if let store, !isValidHash(store) { return .failure(.invalidValue(key: Key.store)) }
+        return .success(ServiceRecord(protocolVersion: version, accountHash: hashes[0],
+                                      storeHash: store, deviceHash: hashes[1]))
+    }
+
+    /// The TXT strings as key → value, within the size caps, printable ASCII, keys lowercased
+    /// and unique: what every Hearth service type's record is read from.
+    static func fields(txt entries: [[UInt8]]) -> Result<[String: String], Rejection> {
         let total = entries.reduce(0) { $0 + $1.count + 1 }
         if total > maximumTXTBytes { return .failure(.tooLarge(bytes: total)) }
         if entries.count > maximumTXTEntries { return .failure(.tooManyEntries(entries.count)) }
@@ -96,21 +122,16 @@ public struct ServiceRecord: Sendable, Hashable {
             if fields[key] != nil { return .failure(.duplicateKey(key)) }
             fields[key] = value
         }
+        return .success(fields)
+    }
+
+    /// The version `v` (decimal, in ``protocolVersions``) of `fields`.
+    static func version(in fields: [String: String]) -> Result<Int, Rejection> {
         guard let versionText = fields[Key.version] else { return .failure(.missingKey(Key.version)) }
         guard versionText.count <= 4, versionText.allSatisfy(\.isASCIIDigit),
               let version = Int(versionText), protocolVersions.contains(version)
         else { return .failure(.invalidValue(key: Key.version)) }
-        var hashes: [String] = []
-        for key in [Key.account, Key.device] {
-            guard let value = fields[key] else { return .failure(.missingKey(key)) }
-            guard isValidHash(value) else { return .failure(.invalidValue(key: key)) }
-            hashes.append(value)
-        }
-        // Optional: a device's service (protocol 3) names no store; one that does must be valid.
-        let store = fields[Key.store]
-        if let store, !isValidHash(store) { return .failure(.invalidValue(key: Key.store)) }
-        return .success(ServiceRecord(protocolVersion: version, accountHash: hashes[0],
-                                      storeHash: store, deviceHash: hashes[1]))
+        return .success(version)
     }
 
     /// Lowercase hex of an accepted length.

@@ -1,0 +1,107 @@
+import HearthCore
+import Logging
+
+/// Pairing requests on the LAN through Avahi: a newcomer publishes its
+/// ``PairingAnnouncement``, a member browses everyone's.
+///
+/// ```swift
+/// // the newcomer
+/// let announcer = PairingDiscovery(announcing: PairingAnnouncement(instanceName: "kitchen", port: port, keyHash: hash))
+/// try await announcer.start()
+/// // a member
+/// let browser = PairingDiscovery.browsing()
+/// try await browser.start()
+/// for await case .appeared(let peer) in browser.events() {
+///     guard let request = PairingAnnouncement(peer: peer) else { continue }
+///     … dial peer.addresses / request.port …
+/// }
+/// ```
+///
+/// ``start()`` throws ``DiscoveryError/daemonUnavailable(_:)`` when no avahi-daemon runs: the
+/// caller then pairs by address instead (`hearth device approve --address`).
+public final class PairingDiscovery: Sendable {
+    private enum Phase {
+        case idle
+        case running(AvahiSession)
+        case stopped
+    }
+
+    /// What this discovery publishes; nil for a member's browser.
+    public let announcement: PairingAnnouncement?
+    private let logger: Logger
+    private let registry = PeerRegistry()
+    private let phase = Locked(Phase.idle)
+
+    /// A newcomer's: publishes `announcement`, browses nothing.
+    public init(announcing announcement: PairingAnnouncement, logger: Logger = Logger(label: "hearth.discovery.pairing")) {
+        self.announcement = announcement
+        self.logger = logger
+    }
+
+    private init(logger: Logger) {
+        announcement = nil
+        self.logger = logger
+    }
+
+    /// A member's: browses requests, publishes nothing.
+    public static func browsing(logger: Logger = Logger(label: "hearth.discovery.pairing")) -> PairingDiscovery {
+        PairingDiscovery(logger: logger)
+    }
+
+    /// Connects to avahi-daemon and publishes or browses.
+    ///
+    /// - Throws: ``DiscoveryError/daemonUnavailable(_:)``, ``DiscoveryError/invalidServiceDescription(_:)``,
+    ///   ``DiscoveryError/alreadyStarted``.
+    public func start() async throws {
+        try announcement?.validate()
+        guard phase.withLock({ if case .idle = $0 { return true } else { return false } }) else {
+            throw DiscoveryError.alreadyStarted
+        }
+        let session = try AvahiSession(service: PairingAnnouncement.spec(publishing: announcement), logger: logger,
+                                       registry: registry, staleGraceMilliseconds: 5000)
+        try session.start(requiringDaemon: true)
+        let lost = phase.withLock { phase -> Bool in
+            guard case .idle = phase else { return true }
+            phase = .running(session)
+            return false
+        }
+        if lost {
+            session.stop()
+            throw DiscoveryError.alreadyStarted
+        }
+    }
+
+    /// Withdraws the request (or stops browsing) and finishes every event stream.
+    public func stop() async {
+        let session = phase.withLock { phase -> AvahiSession? in
+            defer { phase = .stopped }
+            if case .running(let session) = phase { return session }
+            return nil
+        }
+        session?.stop()
+        registry.finishAll()
+    }
+
+    // Avahi's thread holds an unretained pointer to the session (see AvahiDiscovery).
+    deinit {
+        if case .running(let session) = phase.withLock({ $0 }) {
+            session.stop()
+            registry.finishAll()
+        }
+    }
+
+    /// Requests as they appear, change and go (a member's browser); replays those known.
+    public func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
+
+    /// The requests seen right now.
+    public var peers: [DiscoveredPeer] { registry.peers }
+
+    /// The name the request is published under once the daemon confirmed it; nil before.
+    public var publishedName: String? {
+        let session = phase.withLock { phase -> AvahiSession? in
+            if case .running(let session) = phase { return session }
+            return nil
+        }
+        return session?.publishedName
+    }
+}
