@@ -73,7 +73,7 @@ public struct AccountStore: Sendable {
 
     private var currentFile: URL { directory.appendingPathComponent("current") }
     private var accountsDirectory: URL { directory.appendingPathComponent("accounts", isDirectory: true) }
-    private func accountDirectory(_ id: AccountID) -> URL { accountsDirectory.appendingPathComponent(id.hex, isDirectory: true) }
+    func accountDirectory(_ id: AccountID) -> URL { accountsDirectory.appendingPathComponent(id.hex, isDirectory: true) }
 
     // MARK: Accounts
 
@@ -305,27 +305,28 @@ public struct AccountStore: Sendable {
 
     // MARK: Files
 
-    private func save(account: Account, sealedKey: EncryptedPrivateKeyInfo, device: DeviceIdentity) throws {
+    /// Writes an account's files; with no `sealedKey`, `ca.key` is left as it is (absent on a new account).
+    func save(account: Account, sealedKey: EncryptedPrivateKeyInfo?, device: DeviceIdentity) throws {
         let dir = accountDirectory(account.id)
         try SecureFile.write(Array(account.caCertificate.pemEncoded.utf8), to: dir.appendingPathComponent("ca.pem"))
-        try writeCAKey(sealedKey, of: account.id, scrubbingReplaced: false)
+        if let sealedKey { try writeCAKey(sealedKey, of: account.id, scrubbingReplaced: false) }
         try SecureFile.write(Array(try device.privateKey.pemRepresentation().utf8), to: dir.appendingPathComponent("device.key"))
         try SecureFile.write(Array(device.certificate.pemEncoded.utf8), to: dir.appendingPathComponent("device.pem"))
     }
 
-    private func writeCAKey(_ sealed: EncryptedPrivateKeyInfo, of id: AccountID, scrubbingReplaced: Bool) throws {
+    func writeCAKey(_ sealed: EncryptedPrivateKeyInfo, of id: AccountID, scrubbingReplaced: Bool) throws {
         try SecureFile.write(Array(sealed.pem.utf8), to: accountDirectory(id).appendingPathComponent("ca.key"),
                              scrubbingReplaced: scrubbingReplaced)
     }
 
     /// What `ca.key` holds. Only parsed: nothing is derived or decrypted.
-    private enum StoredCAKey {
+    enum StoredCAKey {
         case sealed(EncryptedPrivateKeyInfo)
         case clear(Ed25519PrivateKey)
         case absent
     }
 
-    private func storedCAKey(_ id: AccountID) throws -> StoredCAKey {
+    func storedCAKey(_ id: AccountID) throws -> StoredCAKey {
         let url = accountDirectory(id).appendingPathComponent("ca.key")
         guard let bytes = try SecureFile.read(url) else { return .absent }
         let text = String(decoding: bytes, as: UTF8.self)
@@ -361,11 +362,11 @@ public struct AccountStore: Sendable {
         }
     }
 
-    private static func inClear(_ id: AccountID) -> IdentityError {
+    static func inClear(_ id: AccountID) -> IdentityError {
         IdentityError(code: .caKeyInClear, message: "the CA key of account \(id.short) is stored unencrypted; protect it with the account passphrase first")
     }
 
-    private static func absent(_ id: AccountID) -> IdentityError {
+    static func absent(_ id: AccountID) -> IdentityError {
         IdentityError(code: .caKeyAbsent, message: "this device holds no CA key for account \(id.short)")
     }
 
