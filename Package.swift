@@ -79,6 +79,25 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Pairing (issue 14): a new device joins by asking a member on the LAN, the two comparing
+        // a code; identity, the transport's pairing TLS mode and discovery's `_hearth-pair._tcp`.
+        .target(
+            name: "HearthPairing",
+            dependencies: [
+                "HearthCore", "HearthIdentity", "HearthTransport", "HearthDiscovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HearthPairingTests",
+            dependencies: ["HearthPairing", "HearthIdentity", "HearthTransport", "HearthDiscovery", "HearthCore",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
         // Layer 7: the sync engine, joining replica, identity, transport and discovery.
         .target(
             name: "HearthSync",
@@ -127,7 +146,7 @@ let package = Package(
         // The hearth command, the example apps and the loopback test harness (issue 6).
         .executableTarget(
             name: "HearthCommand",
-            dependencies: ["Hearth", "HearthCore", "HearthIdentity",
+            dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthPairing",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
