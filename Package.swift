@@ -146,7 +146,7 @@ let package = Package(
         // The hearth command, the example apps and the loopback test harness (issue 6).
         .executableTarget(
             name: "HearthCommand",
-            dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthPairing",
+            dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthPairing", "HearthDiscovery",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict

@@ -50,14 +50,42 @@ struct AccountCommand: AsyncParsableCommand {
 
     struct Join: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Join the account in a join bundle (made by 'hearth account export' on a member device) and sign in to it.")
+            abstract: "Join the account in a join bundle (made by 'hearth account export' on a member device), or by pairing with a member on the LAN (--pair), and sign in to it.",
+            discussion: """
+                With --pair this device asks a member to admit it: it listens (--port), announces itself by mDNS, \
+                and once a member runs hearth device approve, both show a six-digit code. Type y, or the code the \
+                member shows, if they are the same (a script writes that line to standard input); anything else \
+                refuses. No passphrase is typed here: the member's person gives it. Exit status 12 if either side \
+                refuses, 13 if no member approves within --timeout seconds.
+                """)
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The join bundle file, or - for standard input.") var bundle: String
+        @Argument(help: "The join bundle file, or - for standard input (not with --pair).") var bundle: String?
         @OptionGroup var secret: PassphraseOptions
         @Option(help: "This device's name in the account (default: the host name).") var device: String?
+        @Flag(help: "Ask a member on the LAN to admit this device (hearth device approve on it) instead of reading a bundle.")
+        var pair = false
+        @Option(help: "With --pair: the TCP port to listen on for the member (default: any free port).") var port: Int?
+        @Option(help: "With --pair: seconds to wait for a member to approve.") var timeout = 300
         @Flag(help: "Print JSON for scripts.") var json = false
 
+        func validate() throws {
+            if pair {
+                guard bundle == nil else { throw ValidationError("--pair takes no join bundle") }
+                guard secret.passphrase == nil, secret.passphraseFile == nil else {
+                    throw ValidationError("--pair needs no passphrase here: the approving member's person gives it")
+                }
+                if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0-65535") }
+                guard timeout > 0 else { throw ValidationError("--timeout must be at least 1 second") }
+            } else {
+                guard bundle != nil else { throw ValidationError("give a join bundle file (or - for standard input), or --pair") }
+                guard port == nil else { throw ValidationError("--port goes with --pair") }
+            }
+        }
+
         func run() async throws {
+            guard let bundle else {
+                return try await PairingJoin.run(global: global, device: device, port: port, timeout: timeout, json: json)
+            }
             let data: Data
             if bundle == "-" {
                 data = FileHandle.standardInput.readDataToEndOfFile()

@@ -15,6 +15,8 @@ struct CommandError: Error, CustomStringConvertible {
         case outcomeUnknown = 9
         case daemonRunning = 10
         case daemonNotRunning = 11
+        case pairingRefused = 12
+        case pairingTimedOut = 13
 
         var meaning: String {
             switch self {
@@ -29,6 +31,8 @@ struct CommandError: Error, CustomStringConvertible {
             case .outcomeUnknown: "outcome unknown: the write may or may not have been applied (its hearth process stopped answering)"
             case .daemonRunning: "a Hearth daemon already runs for this user (hearth daemon)"
             case .daemonNotRunning: "no Hearth daemon runs for this user (hearth daemon status)"
+            case .pairingRefused: "pairing refused or failed (the codes differ, a device refused, a grant did not check out); nothing was admitted"
+            case .pairingTimedOut: "pairing timed out: no member approved, or no request was found, in time; nothing was admitted"
             }
         }
     }

@@ -7,8 +7,8 @@ import HearthIdentity
 struct DeviceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
-        abstract: "List the devices of the signed-in account, or remove one (a lost or sold device).",
-        subcommands: [List.self, Remove.self]
+        abstract: "List the devices of the signed-in account, approve a new one (pairing), or remove one (a lost or sold device).",
+        subcommands: [List.self, Approve.self, Remove.self]
     )
 
     struct List: AsyncParsableCommand {
