@@ -35,7 +35,8 @@ enum PairingJoin {
                 say("pairing code: \(offer.code)")
                 let answer = await Prompt.line("Does \(member) show the same code? Type y, or the code \(member) shows, to join; anything else refuses: ")
                 let decision = PairingDecision.typed(answer, for: offer.code)
-                if case .refuse(let reason) = decision { note("refusing: \(reason)") }
+                // Cancelled: the member ended the pairing first, and says why.
+                if case .refuse(let reason) = decision, !Task.isCancelled { note("refusing: \(reason)") }
                 return decision
             })
         } catch {
@@ -125,7 +126,7 @@ extension DeviceCommand {
                     say("pairing code: \(offer.code)")
                     let answer = await Prompt.line("Does \(name) show the same code? Type y, or the code \(name) shows, to approve; anything else refuses: ")
                     let decision = PairingDecision.typed(answer, for: offer.code)
-                    if case .refuse(let reason) = decision { note("refusing: \(reason)") }
+                    if case .refuse(let reason) = decision, !Task.isCancelled { note("refusing: \(reason)") }
                     return decision
                 }, passphrase: {
                     try await Blocking.run { try secret.resolvedPassphrase() }
