@@ -19,7 +19,7 @@ import Logging
 ///
 /// ``start()`` throws ``DiscoveryError/daemonUnavailable(_:)`` when no avahi-daemon runs: the
 /// caller then pairs by address instead (`hearth device approve --address`).
-public final class PairingDiscovery: Sendable {
+public final class PairingDiscovery: PeerDiscovery {
     private enum Phase {
         case idle
         case running(AvahiSession)
