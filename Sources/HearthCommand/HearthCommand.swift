@@ -9,7 +9,8 @@ struct HearthCommand: AsyncParsableCommand {
         commandName: "hearth",
         abstract: "Sign this device in to a household account and read, write, watch and sync Hearth stores.",
         discussion: """
-        A household is an account; each device joins it with a join bundle and the account passphrase. \
+        A household is an account; each device joins it with a join bundle and the account passphrase, \
+        or by pairing with a member on the LAN (the two compare a code, the member's person gives the passphrase). \
         Stores sync with the account's other devices on the LAN: found with mDNS (Avahi), \
         or the peers in $HEARTH_PEERS / --peer.
 
@@ -17,6 +18,7 @@ struct HearthCommand: AsyncParsableCommand {
           hearth account create --name "Home" --device laptop     (prints the account passphrase once)
           hearth account export --output home.bundle
           hearth account join home.bundle --device kitchen        (asks for the account passphrase)
+          hearth account join --pair --device kitchen             (or: ask a member on the LAN; on it: hearth device approve)
           hearth set --store com.example.colors backgroundColor 2
           hearth get --store com.example.colors backgroundColor --json
           hearth watch --store com.example.colors

@@ -1,10 +1,12 @@
 import HearthIdentity
 
-/// The authenticated peer of a TLS connection: a device of the same account.
+/// The authenticated peer of a TLS connection: a device of the same account (on a pairing
+/// connection, ``PairingTLSConfiguration``: whoever proved the key of the certificate it presented).
 public struct TLSPeer: Sendable, CustomStringConvertible {
     /// SHA-256 of the peer's device public key, from its verified certificate.
     public let deviceID: DeviceID
-    /// The peer's device certificate, verified against the account CA during the handshake.
+    /// The peer's device certificate, verified against the account CA during the handshake
+    /// (pairing: the leaf alone, its key proven).
     public let certificate: Certificate
 
     public var description: String { "\(certificate.commonName ?? "?") (\(deviceID.short))" }
