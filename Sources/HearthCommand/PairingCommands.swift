@@ -208,7 +208,8 @@ enum Prompt {
                 thread.start()
             }
         } onCancel: {
-            waiter.resume(nil)
+            // The other device ended the pairing while the person was deciding: end the prompt's line.
+            if waiter.resume(nil), isatty(0) == 1 { StandardStreams.write(Array("\n".utf8), to: STDERR_FILENO) }
         }
     }
 
@@ -225,14 +226,17 @@ enum Prompt {
             if let ready { continuation.resume(returning: ready) }
         }
 
-        func resume(_ line: String?) {
-            let waiting = state.withLock { s -> CheckedContinuation<String?, Never>? in
-                guard s.result == nil else { return nil }
+        /// Whether this call settled it (false: a line or a cancellation came first).
+        @discardableResult
+        func resume(_ line: String?) -> Bool {
+            let (settled, waiting) = state.withLock { s -> (Bool, CheckedContinuation<String?, Never>?) in
+                guard s.result == nil else { return (false, nil) }
                 s.result = .some(line)
                 defer { s.continuation = nil }
-                return s.continuation
+                return (true, s.continuation)
             }
             waiting?.resume(returning: line)
+            return settled
         }
     }
 

@@ -198,9 +198,17 @@ public struct PairingApprover: Sendable {
             let code = PairingCode(memberKey: myKey, newcomerKey: newcomerKey, memberNonce: nonce, newcomerNonce: newcomerNonce)
             let offer = PairingOffer(code: code, deviceName: name, deviceID: DeviceID(publicKey: newcomerKey), accountName: nil,
                                      address: address)
-            if case .refuse(let reason) = await confirm(offer) {
+            // The newcomer may refuse, or go away, while the person decides: that ends the question.
+            let person = Task { await confirm(offer) }
+            defer { person.cancel() }
+            switch await link.decision(of: person) {
+            case .refuse(let reason)?:
                 await link.refuse(reason, ending: PairingError(code: .refused, message: reason))
                 throw PairingError(code: .refused, message: reason)
+            case nil:
+                throw link.endReason ?? PairingError(code: .connectionLost, message: "the new device went away")
+            case .approve?:
+                break
             }
             // The newcomer's person may have said no meanwhile: no passphrase for nothing.
             if let reason = link.refusalFromPeer { throw PairingError(code: .refusedByPeer, message: reason) }

@@ -44,34 +44,31 @@ final class PairingLink: Sendable {
         }
     }
 
-    /// Reads frames into ``messages`` until the connection ends, a frame is malformed or the
-    /// link is interrupted.
+    /// Reads frames into ``messages`` until the connection ends, a frame is malformed, the other
+    /// side refuses or the link is interrupted.
     private func pump(_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>) async {
         do {
             for try await frame in inbound {
                 let message = try PairingMessage.decode(Data(frame.readableBytesView))
-                if case .refused(let reason) = message { peerRefusal.withLock { $0 = $0 ?? reason } }
                 continuation.yield(message)
+                if case .refused(let reason) = message {
+                    // Nothing follows a refusal; a person still deciding here need not go on.
+                    // The reader gets the message first, then this.
+                    peerRefusal.withLock { $0 = $0 ?? reason }
+                    interrupt(PairingError(code: .refusedByPeer, message: reason))
+                }
             }
-            finish(PairingError(code: .connectionLost, message: "the other device closed the connection"))
+            interrupt(PairingError(code: .connectionLost, message: "the other device closed the connection"))
         } catch let error as PairingError {
-            finish(error)
+            interrupt(error)
         } catch {
-            finish(PairingError(code: .connectionLost, message: "the connection failed: \(error)"))
+            interrupt(PairingError(code: .connectionLost, message: "the connection failed: \(error)"))
         }
     }
 
-    private func finish(_ error: PairingError) {
-        // The first reason wins: a timeout stays a timeout even though the connection then closes.
-        let reason = ending.withLock { e -> PairingError in
-            if e == nil { e = error }
-            return e!
-        }
-        continuation.finish(throwing: reason)
-    }
-
-    /// Ends the wait for messages with `error` (a timeout, a refusal made here); runs the
-    /// interrupt handlers once.
+    /// Ends the wait for messages with `error` (a timeout, a refusal, the connection's end)
+    /// after those already read; runs the interrupt handlers once. The first reason wins: a
+    /// timeout stays a timeout even though the connection then closes.
     func interrupt(_ error: PairingError) {
         let first = ending.withLock { e -> Bool in
             guard e == nil else { return false }
@@ -81,6 +78,24 @@ final class PairingLink: Sendable {
         continuation.finish(throwing: ending.withLock { $0! })
         guard first else { return }
         for handler in onInterrupt.withLock({ h in defer { h = [] }; return h }) { handler() }
+    }
+
+    /// The decision of `person` (a task asking a person), or nil when the link ends first (the
+    /// other side refused or went away, a timeout): then the task is cancelled and not waited
+    /// for, so a person who never answers cannot hold the pairing.
+    func decision(of person: Task<PairingDecision, Never>) async -> PairingDecision? {
+        let waiting = Locked<CheckedContinuation<PairingDecision?, Never>?>(nil)
+        let finish: @Sendable (PairingDecision?) -> Void = { value in
+            waiting.withLock { c in defer { c = nil }; return c }?.resume(returning: value)
+        }
+        return await withCheckedContinuation { continuation in
+            waiting.withLock { $0 = continuation }
+            Task { finish(await person.value) }
+            whenInterrupted {
+                person.cancel()
+                finish(nil)
+            }
+        }
     }
 
     /// Why the link ended, if it did.

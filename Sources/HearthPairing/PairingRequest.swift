@@ -166,7 +166,9 @@ public final class PairingRequest: Sendable {
         let watchdog = Task {
             try await Task.sleep(until: deadline)
             sink.finish()
-            current.withLock { $0 }?.interrupt(PairingError(code: .timedOut, message: "no member approved this device within \(timeout)"))
+            // A member still at it hears why, rather than just losing the connection.
+            await current.withLock { $0 }?.refuse("the new device stopped waiting (\(timeout) passed)",
+                                                  ending: PairingError(code: .timedOut, message: "no member approved this device within \(timeout)"))
         }
         defer {
             acceptor.cancel()
@@ -254,15 +256,14 @@ public final class PairingRequest: Sendable {
             let offer = PairingOffer(code: code, deviceName: memberCertificate.commonName ?? "?",
                                      deviceID: DeviceID(publicKey: memberKey), accountName: memberCertificate.issuerCommonName,
                                      address: address)
-            let decision = Task { await confirm(offer) }
-            link.whenInterrupted { decision.cancel() }
+            let person = Task { await confirm(offer) }
             // The person may say no before the member says anything: tell the member at once.
             let watcher = Task {
-                if case .refuse(let reason) = await decision.value {
+                if case .refuse(let reason)? = await link.decision(of: person) {
                     await link.refuse(reason, ending: PairingError(code: .refused, message: reason))
                 }
             }
-            defer { decision.cancel(); watcher.cancel() }
+            defer { person.cancel(); watcher.cancel() }
             do {
                 let remaining = max(.zero, deadline - ContinuousClock.now)
                 let message = try await reader.next(within: remaining, waitingFor: "a grant from the member")
@@ -270,7 +271,7 @@ public final class PairingRequest: Sendable {
                 case .refused(let reason):
                     throw PairingError(code: .refusedByPeer, message: reason)
                 case .grant(let grant):
-                    guard case .approve = await decision.value, link.endReason == nil else {
+                    guard case .approve? = await link.decision(of: person), link.endReason == nil else {
                         throw link.endReason ?? PairingError(code: .refused, message: "refused here")
                     }
                     let identity: DeviceIdentity

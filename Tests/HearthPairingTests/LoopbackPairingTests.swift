@@ -408,3 +408,53 @@ struct HostilePairingTests {
         #expect(try Household.isEmpty(home.newcomer))
     }
 }
+
+@Suite("Pairing with a person who never answers", .timeLimit(.minutes(1)))
+struct StubbornPersonTests {
+    /// A person who never answers, and ignores cancellation too.
+    static let stubborn: @Sendable (PairingOffer) async -> PairingDecision = { _ in
+        await withUnsafeContinuation { continuation in
+            DispatchQueue.global().asyncAfter(deadline: .now() + 3600) { continuation.resume(returning: .approve) }
+        }
+    }
+
+    @Test("The member refusing ends the newcomer's wait at once, its person still deciding")
+    func memberRefuses() async throws {
+        let home = try Household()
+        defer { home.remove() }
+        let request = try await home.request()
+        let joined = Task { try await request.waitForGrant(timeout: .seconds(60), confirm: Self.stubborn) }
+        let started = ContinuousClock.now
+        await #expect(throws: PairingError.self) {
+            _ = try await PairingApprover(accounts: home.member)
+                .approve(PairingCandidate(name: "kitchen", host: "127.0.0.1", port: request.port),
+                         confirm: { _ in .refuse("the codes differ") }, passphrase: { Household.passphrase })
+        }
+        await #expect { _ = try await joined.value } throws: { ($0 as? PairingError)?.code == .refusedByPeer }
+        #expect(ContinuousClock.now - started < .seconds(10))
+        await request.close()
+        #expect(try Household.isEmpty(home.newcomer))
+    }
+
+    @Test("The newcomer timing out ends the member's wait at once, its person still deciding")
+    func newcomerTimesOut() async throws {
+        let home = try Household()
+        defer { home.remove() }
+        let request = try await home.request()
+        let joined = Task { try await request.waitForGrant(timeout: .seconds(3)) { _ in .approve } }
+        let started = ContinuousClock.now
+        await #expect {
+            _ = try await PairingApprover(accounts: home.member)
+                .approve(PairingCandidate(name: "kitchen", host: "127.0.0.1", port: request.port),
+                         confirm: Self.stubborn, passphrase: { Household.passphrase })
+        } throws: { error in
+            guard let error = error as? PairingError else { return false }
+            return error.code == .refusedByPeer && error.message.contains("stopped waiting")
+        }
+        await #expect { _ = try await joined.value } throws: { ($0 as? PairingError)?.code == .timedOut }
+        #expect(ContinuousClock.now - started < .seconds(15))
+        await request.close()
+        #expect(try Household.isEmpty(home.newcomer))
+        #expect(try !home.memberKnows(request.deviceID))
+    }
+}
