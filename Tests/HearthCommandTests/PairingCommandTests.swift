@@ -21,7 +21,7 @@ struct PairingCommandTests {
         let result = try await ChildProcess.run(
             "\(root)/scripts/testnet/multihost.sh",
             ["-n", "2", "-4", "--", "\(root)/scripts/testnet/pairing.sh", shared, try #require(HearthCLI.binary)],
-            environment: HearthCLI.environment, timeout: .seconds(200))
+            environment: HearthCLI.environment, timeout: .seconds(220))
         print(result.output)
         #expect(result.status == 0, "multihost.sh failed:\n\(result.output)\n\(result.error)")
         let lines = result.output.split(separator: "\n").map(String.init)

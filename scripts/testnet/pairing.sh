@@ -139,15 +139,18 @@ fi
 start_daemon
 flag "up-$i"
 await up-1; await up-2
+# On a miss, what the daemon and the write said, for the test's report.
+explain() { sed 's/^/  [set] /' "$me/set.out" >&2; tail -n 30 "$me/daemon.log" | sed 's/^/  [daemon] /' >&2; }
 if [ "$i" = 1 ]; then
-    h set --store "$store" from-laptop 1 --wait 30 >/dev/null 2>&1 || true
-    get_until from-kitchen 2 60 && echo "check sync-kitchen-to-laptop ok" || echo "check sync-kitchen-to-laptop missing"
+    h set --store "$store" from-laptop 1 --wait 30 >"$me/set.out" 2>&1 || true
+    if get_until from-kitchen 2 90; then echo "check sync-kitchen-to-laptop ok"; else echo "check sync-kitchen-to-laptop missing"; explain; fi
     flag laptop-synced
-    await kitchen-synced 90
+    await kitchen-synced 120
 else
-    get_until from-laptop 1 60 && echo "check sync-laptop-to-kitchen ok" || echo "check sync-laptop-to-kitchen missing"
-    h set --store "$store" from-kitchen 2 --wait 30 >/dev/null 2>&1 || true
+    if get_until from-laptop 1 90; then echo "check sync-laptop-to-kitchen ok"; else echo "check sync-laptop-to-kitchen missing"; fi
+    h set --store "$store" from-kitchen 2 --wait 30 >"$me/set.out" 2>&1 || true
     flag kitchen-synced
-    await laptop-synced 90
+    await laptop-synced 120
+    grep -q 'confirmed by' "$me/set.out" || explain
 fi
 stop_daemon
