@@ -66,6 +66,8 @@ struct AccountCommand: AsyncParsableCommand {
         var pair = false
         @Option(help: "With --pair: the TCP port to listen on for the member (default: any free port).") var port: Int?
         @Option(help: "With --pair: seconds to wait for a member to approve.") var timeout = 300
+        @Flag(name: .customLong("no-announce"), help: "With --pair: do not announce the request by mDNS (the member gives --address).")
+        var noAnnounce = false
         @Flag(help: "Print JSON for scripts.") var json = false
 
         func validate() throws {
@@ -78,13 +80,13 @@ struct AccountCommand: AsyncParsableCommand {
                 guard timeout > 0 else { throw ValidationError("--timeout must be at least 1 second") }
             } else {
                 guard bundle != nil else { throw ValidationError("give a join bundle file (or - for standard input), or --pair") }
-                guard port == nil else { throw ValidationError("--port goes with --pair") }
+                guard port == nil, !noAnnounce else { throw ValidationError("--port and --no-announce go with --pair") }
             }
         }
 
         func run() async throws {
             guard let bundle else {
-                return try await PairingJoin.run(global: global, device: device, port: port, timeout: timeout, json: json)
+                return try await PairingJoin.run(global: global, device: device, port: port, announce: !noAnnounce, timeout: timeout, json: json)
             }
             let data: Data
             if bundle == "-" {

@@ -8,13 +8,13 @@ import HearthPairing
 
 /// `hearth account join --pair`: this device asks a member on the LAN to admit it.
 enum PairingJoin {
-    static func run(global: GlobalOptions, device: String?, port: Int?, timeout: Int, json: Bool) async throws {
+    static func run(global: GlobalOptions, device: String?, port: Int?, announce: Bool, timeout: Int, json: Bool) async throws {
         let accounts = global.accounts
         let name = device ?? AccountStore.defaultDeviceName
         let request: PairingRequest
         do {
             request = try await PairingRequest.start(deviceName: name, accounts: accounts,
-                                                     options: .init(port: port ?? 0), logger: global.logger)
+                                                     options: .init(port: port ?? 0, announce: announce), logger: global.logger)
         } catch let error as IdentityError {
             throw CommandError(.usage, "cannot ask to join as \"\(name)\": \(error.message)")
         } catch {
@@ -22,7 +22,9 @@ enum PairingJoin {
         }
         let say: @Sendable (String) -> Void = { json ? note($0) : emit($0) }
         say("waiting for a member to approve \(name) (device \(request.deviceID.short)): on a device of the household run: hearth device approve \(name)")
-        if let problem = request.announcementProblem {
+        if !announce {
+            say("listening on port \(request.port), not announced: on the member, hearth device approve --address THIS-HOST:\(request.port)")
+        } else if let problem = request.announcementProblem {
             say("not announced on the LAN (\(problem)); on the member: hearth device approve --address THIS-HOST:\(request.port)")
         } else {
             say("listening on port \(request.port), announced as \(PairingAnnouncement.serviceType) \"\(name)\"")

@@ -30,8 +30,6 @@ public struct PairingError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let timedOut = Code("timedOut")
         /// The connection ended before the pairing did.
         public static let connectionLost = Code("connectionLost")
-        /// No pairing request was found.
-        public static let noRequest = Code("noRequest")
     }
 
     public var code: Code
