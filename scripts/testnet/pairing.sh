@@ -94,6 +94,7 @@ round() {   # round NAME KITCHEN-ANSWER LAPTOP-ANSWER PASSPHRASE
         wait "$join" || status=$?
         echo "check $name-join-status $status"
         signed_in && echo "check $name-joined yes" || echo "check $name-joined no"
+        code_in "$me/$name.out" > "$shared/$name-kitchen-shown"
         flag "$name-kitchen-done"
         await "$name-laptop-done"
     else
@@ -107,11 +108,13 @@ round() {   # round NAME KITCHEN-ANSWER LAPTOP-ANSWER PASSPHRASE
         local listed
         listed=$(h device list | grep -c '^kitchen ' || true)
         echo "check $name-laptop-lists-kitchen $listed"
+        code_in "$me/$name.out" > "$shared/$name-laptop-shown"
         flag "$name-laptop-done"
         await "$name-kitchen-done"
     fi
-    # Both sides saw the same code in every round (no one in the middle).
-    if [ -s "$shared/$name-kitchen-code" ] && [ "$(cat "$shared/$name-kitchen-code")" = "$(cat "$shared/$name-laptop-code" 2>/dev/null)" ]; then
+    # Both sides showed the same code in every round (no one in the middle): read from what each
+    # printed, once both are done (the copies made for the people may lag a refusal).
+    if [ -s "$shared/$name-kitchen-shown" ] && [ "$(cat "$shared/$name-kitchen-shown")" = "$(cat "$shared/$name-laptop-shown")" ]; then
         echo "check $name-codes-match yes"
     else
         echo "check $name-codes-match no"
