@@ -15,21 +15,10 @@ struct PairingCommandTests {
           .enabled(if: HearthCLI.binary != nil, "swift build first"),
           .timeLimit(.minutes(4)))
     func pairing() async throws {
-        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-mh-pairing-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: shared) }
-        let root = MultiHostDaemonTests.repositoryRoot
-        let result = try await ChildProcess.run(
-            "\(root)/scripts/testnet/multihost.sh",
-            ["-n", "2", "-4", "--", "\(root)/scripts/testnet/pairing.sh", shared, try #require(HearthCLI.binary)],
-            environment: HearthCLI.environment, timeout: .seconds(220))
-        print(result.output)
-        #expect(result.status == 0, "multihost.sh failed:\n\(result.output)\n\(result.error)")
-        let lines = result.output.split(separator: "\n").map(String.init)
-        func check(_ host: Int, _ name: String) -> String? {
-            lines.first { $0.hasPrefix("[h\(host)] check \(name) ") }.map { String($0.dropFirst("[h\(host)] check \(name) ".count)) }
-        }
-        let context = "\(result.output)\n\(result.error)"
+        let run = try await MultiHostRun.run(hosts: 2, script: "pairing.sh", arguments: [try #require(HearthCLI.binary)],
+                                             timeout: .seconds(220))
+        let check = run.check
+        let context = run.output
         // Every round showed the same code on both screens: nobody in the middle.
         for round in ["wrong-code", "newcomer-refuses", "wrong-passphrase", "ok"] {
             #expect(check(1, "\(round)-codes-match") == "yes", "\(round): \(context)")
