@@ -166,9 +166,7 @@ public final class PairingRequest: Sendable {
         let watchdog = Task {
             try await Task.sleep(until: deadline)
             sink.finish()
-            // A member still at it hears why, rather than just losing the connection.
-            await current.withLock { $0 }?.refuse("the new device stopped waiting (\(timeout) passed)",
-                                                  ending: PairingError(code: .timedOut, message: "no member approved this device within \(timeout)"))
+            current.withLock { $0 }?.interrupt(PairingError(code: .timedOut, message: "no member approved this device within \(timeout)"))
         }
         defer {
             acceptor.cancel()
@@ -266,7 +264,7 @@ public final class PairingRequest: Sendable {
             defer { person.cancel(); watcher.cancel() }
             do {
                 let remaining = max(.zero, deadline - ContinuousClock.now)
-                let message = try await reader.next(within: remaining, waitingFor: "a grant from the member")
+                let message = try await reader.next(within: remaining, waitingFor: "grant from the member")
                 switch message {
                 case .refused(let reason):
                     throw PairingError(code: .refusedByPeer, message: reason)
@@ -293,6 +291,9 @@ public final class PairingRequest: Sendable {
                     throw PairingError.malformed("expected pair-grant or pair-refused, got \(message.type)")
                 }
             } catch let error as PairingError {
+                // A member still at it hears why, rather than just losing the connection (the
+                // link is ended, the connection not yet).
+                if error.code == .timedOut { await link.refuse("the new device stopped waiting (\(error.message))", ending: error) }
                 throw SessionFailure.afterCode(error)
             } catch {
                 throw SessionFailure.afterCode(PairingError(code: .connectionLost, message: "\(error)"))
