@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
         --busy) busy=$2; shift 2 ;;
         --quiet) quiet=$2; shift 2 ;;
         --summary) summary=$2; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
         *) echo "streak: unknown option $1" >&2; exit 2 ;;
     esac
 done
