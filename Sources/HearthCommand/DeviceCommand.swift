@@ -96,13 +96,14 @@ struct DeviceCommand: AsyncParsableCommand {
         let expires: Date?
         let removed: DeviceRemoval?
 
-        static let header = "NAME                 ID        LAST SEEN             EXPIRES      STATUS"
+        static let header = "NAME                 ID        LAST SEEN             EXPIRES      STATUS                      FINGERPRINT"
 
         var line: String {
             func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count) }
             let status = removed.map { "removed \(Row.format($0.date))" } ?? (isThisDevice ? "this device" : expires.map { $0 < Date() ? "certificate expired" : "member" } ?? "member")
+            // The fingerprint last: what two people read aloud to compare devices.
             return pad(name.isEmpty ? "?" : name, 21) + pad(id.short, 10) + pad(isThisDevice ? "now" : lastSeen.map(Row.format) ?? "never", 22)
-                + pad(expires.map { Row.day($0) } ?? "?", 13) + status
+                + pad(expires.map { Row.day($0) } ?? "?", 13) + pad(status, 28) + id.fingerprint
         }
 
         var json: String {
