@@ -30,18 +30,11 @@ public final class AvahiDiscovery: PeerDiscovery {
         }
     }
 
-    private enum Phase {
-        case idle
-        case running(AvahiSession)
-        case stopped
-    }
-
     /// What this device publishes.
     public let service: ServiceDescription
     private let options: Options
     private let logger: Logger
-    private let registry = PeerRegistry()
-    private let phase = Locked(Phase.idle)
+    private let holder = AvahiSessionHolder()
 
     /// A discovery for `service`; nothing happens until ``start()``.
     public init(service: ServiceDescription, options: Options = Options(),
@@ -58,48 +51,20 @@ public final class AvahiDiscovery: PeerDiscovery {
     ///   ``DiscoveryError/alreadyStarted``.
     public func start() async throws {
         try service.validate()
-        guard phase.withLock({ if case .idle = $0 { return true } else { return false } }) else {
-            throw DiscoveryError.alreadyStarted
-        }
         let milliseconds = options.staleGracePeriod.components.seconds * 1000
             + options.staleGracePeriod.components.attoseconds / 1_000_000_000_000_000
-        let session = try AvahiSession(service: service.avahiSpec, logger: logger, registry: registry,
-                                       staleGraceMilliseconds: UInt32(clamping: max(0, milliseconds)))
-        try session.start(requiringDaemon: options.requiresDaemonAtStart)
-        let lost = phase.withLock { phase -> Bool in
-            guard case .idle = phase else { return true }
-            phase = .running(session)
-            return false
-        }
-        if lost {   // start raced with another start or a stop
-            session.stop()
-            throw DiscoveryError.alreadyStarted
+        try holder.start(requiringDaemon: options.requiresDaemonAtStart) { registry in
+            try AvahiSession(service: service.avahiSpec, logger: logger, registry: registry,
+                             staleGraceMilliseconds: UInt32(clamping: max(0, milliseconds)))
         }
     }
 
     /// Withdraws the service, stops browsing and finishes every event stream.
-    public func stop() async {
-        let session = phase.withLock { phase -> AvahiSession? in
-            defer { phase = .stopped }
-            if case .running(let session) = phase { return session }
-            return nil
-        }
-        session?.stop()
-        registry.finishAll()
-    }
+    public func stop() async { holder.stop() }
 
-    // Avahi's thread holds an unretained pointer to the session: it must stop before the
-    // session can go, even if the owner forgot stop().
-    deinit {
-        if case .running(let session) = phase.withLock({ $0 }) {
-            session.stop()
-            registry.finishAll()
-        }
-    }
+    public func events() -> AsyncStream<PeerEvent> { holder.registry.subscribe() }
 
-    public func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
-
-    public var peers: [DiscoveredPeer] { registry.peers }
+    public var peers: [DiscoveredPeer] { holder.registry.peers }
 
     /// The instance name the service is published under once the daemon confirmed it
     /// (it differs from ``ServiceDescription/instanceName`` after a collision); nil before.
@@ -111,7 +76,5 @@ public final class AvahiDiscovery: PeerDiscovery {
     /// How many times the connection to avahi-daemon was re-established since ``start()``.
     public var reconnectCount: Int { currentSession?.reconnectCount ?? 0 }
 
-    private var currentSession: AvahiSession? {
-        phase.withLock { if case .running(let session) = $0 { return session } else { return nil } }
-    }
+    private var currentSession: AvahiSession? { holder.session }
 }

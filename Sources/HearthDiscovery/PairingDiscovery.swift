@@ -20,17 +20,10 @@ import Logging
 /// ``start()`` throws ``DiscoveryError/daemonUnavailable(_:)`` when no avahi-daemon runs: the
 /// caller then pairs by address instead (`hearth device approve --address`).
 public final class PairingDiscovery: PeerDiscovery {
-    private enum Phase {
-        case idle
-        case running(AvahiSession)
-        case stopped
-    }
-
     /// What this discovery publishes; nil for a member's browser.
     public let announcement: PairingAnnouncement?
     private let logger: Logger
-    private let registry = PeerRegistry()
-    private let phase = Locked(Phase.idle)
+    private let holder = AvahiSessionHolder()
 
     /// A newcomer's: publishes `announcement`, browses nothing.
     public init(announcing announcement: PairingAnnouncement, logger: Logger = Logger(label: "hearth.discovery.pairing")) {
@@ -54,54 +47,21 @@ public final class PairingDiscovery: PeerDiscovery {
     ///   ``DiscoveryError/alreadyStarted``.
     public func start() async throws {
         try announcement?.validate()
-        guard phase.withLock({ if case .idle = $0 { return true } else { return false } }) else {
-            throw DiscoveryError.alreadyStarted
-        }
-        let session = try AvahiSession(service: PairingAnnouncement.spec(publishing: announcement), logger: logger,
-                                       registry: registry, staleGraceMilliseconds: 5000)
-        try session.start(requiringDaemon: true)
-        let lost = phase.withLock { phase -> Bool in
-            guard case .idle = phase else { return true }
-            phase = .running(session)
-            return false
-        }
-        if lost {
-            session.stop()
-            throw DiscoveryError.alreadyStarted
+        try holder.start(requiringDaemon: true) { registry in
+            try AvahiSession(service: PairingAnnouncement.spec(publishing: announcement), logger: logger,
+                             registry: registry, staleGraceMilliseconds: 5000)
         }
     }
 
     /// Withdraws the request (or stops browsing) and finishes every event stream.
-    public func stop() async {
-        let session = phase.withLock { phase -> AvahiSession? in
-            defer { phase = .stopped }
-            if case .running(let session) = phase { return session }
-            return nil
-        }
-        session?.stop()
-        registry.finishAll()
-    }
-
-    // Avahi's thread holds an unretained pointer to the session (see AvahiDiscovery).
-    deinit {
-        if case .running(let session) = phase.withLock({ $0 }) {
-            session.stop()
-            registry.finishAll()
-        }
-    }
+    public func stop() async { holder.stop() }
 
     /// Requests as they appear, change and go (a member's browser); replays those known.
-    public func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
+    public func events() -> AsyncStream<PeerEvent> { holder.registry.subscribe() }
 
     /// The requests seen right now.
-    public var peers: [DiscoveredPeer] { registry.peers }
+    public var peers: [DiscoveredPeer] { holder.registry.peers }
 
     /// The name the request is published under once the daemon confirmed it; nil before.
-    public var publishedName: String? {
-        let session = phase.withLock { phase -> AvahiSession? in
-            if case .running(let session) = phase { return session }
-            return nil
-        }
-        return session?.publishedName
-    }
+    public var publishedName: String? { holder.session?.publishedName }
 }
