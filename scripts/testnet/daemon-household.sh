@@ -14,37 +14,13 @@
 # non-zero if a wait times out. The daemons are stopped on exit.
 set -euo pipefail
 shared=$1 hearth=$2 writer=$3
-i=$HEARTH_HOST_INDEX
-me="$shared/h$i"
-mkdir -p "$me"
-# The runtime folder (daemon and attach sockets) must be the host's own: /run is per host.
-export XDG_RUNTIME_DIR=/run/hearth-user
-mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
-# The default folders ($XDG_CONFIG_HOME/hearth, $XDG_DATA_HOME/hearth), as an app has them.
-export XDG_CONFIG_HOME="$me/config" XDG_DATA_HOME="$me/data"
-unset HEARTH_PEERS HEARTH_CONFIG_DIR HEARTH_DATA_DIR
-data="$XDG_DATA_HOME/hearth"
-folders=(--config-dir "$XDG_CONFIG_HOME/hearth" --data-dir "$data")
+. "$(dirname "$0")/host-lib.sh"
 passphrase="a household passphrase for the daemon test"
 
-h() { "$hearth" "$@" "${folders[@]}"; }
-flag() { touch "$shared/$1"; }
 started=$(date +%s.%N)
 since() { awk -v now="$(date +%s.%N)" -v then="$1" 'BEGIN { printf "%.1f s", now - then }'; }
 elapsed() { since "$started"; }
-await() {   # await FLAG [SECONDS]
-    local n=$(( ${2:-90} * 10 ))
-    for _ in $(seq "$n"); do [ -e "$shared/$1" ] && return 0; sleep 0.1; done
-    echo "FAIL: h$i timed out waiting for $1"; exit 1
-}
-daemon_pid=""
 holders=()
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill -TERM "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=""
-}
 cleanup() {
     for pid in "${holders[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     stop_daemon

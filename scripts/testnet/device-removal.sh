@@ -13,34 +13,13 @@
 # non-zero if a wait times out. The daemons are stopped on exit.
 set -euo pipefail
 shared=$1 hearth=$2
-i=$HEARTH_HOST_INDEX
-me="$shared/h$i"
-mkdir -p "$me"
-export XDG_RUNTIME_DIR=/run/hearth-user
-mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
-export XDG_CONFIG_HOME="$me/config" XDG_DATA_HOME="$me/data"
-unset HEARTH_PEERS HEARTH_CONFIG_DIR HEARTH_DATA_DIR
-folders=(--config-dir "$XDG_CONFIG_HOME/hearth" --data-dir "$XDG_DATA_HOME/hearth")
+. "$(dirname "$0")/host-lib.sh"
 passphrase="a household passphrase for the removal test"
 names=(x A B phone C)
 store=com.example.notes
 
-h() { "$hearth" "$@" "${folders[@]}"; }
-flag() { touch "$shared/$1"; }
 now() { date +%s.%N; }
 since() { awk -v now="$(now)" -v then="$1" 'BEGIN { printf "%.2f", now - then }'; }
-await() {   # await FLAG [SECONDS]
-    local n=$(( ${2:-90} * 10 ))
-    for _ in $(seq "$n"); do [ -e "$shared/$1" ] && return 0; sleep 0.1; done
-    echo "FAIL: h$i timed out waiting for $1"; exit 1
-}
-daemon_pid=""
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill -TERM "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=""
-}
 trap stop_daemon EXIT
 start_daemon() {   # start_daemon LOG
     "$hearth" daemon --log-level info --port 7400 "${folders[@]}" 2>>"$me/$1" &

@@ -18,24 +18,10 @@
 # non-zero if a wait times out. The daemons are stopped on exit.
 set -euo pipefail
 shared=$1 hearth=$2
-i=$HEARTH_HOST_INDEX
-me="$shared/h$i"
-mkdir -p "$me"
-export XDG_RUNTIME_DIR=/run/hearth-user
-mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
-export XDG_CONFIG_HOME="$me/config" XDG_DATA_HOME="$me/data"
-unset HEARTH_PEERS HEARTH_CONFIG_DIR HEARTH_DATA_DIR HEARTH_PASSPHRASE
-folders=(--config-dir "$XDG_CONFIG_HOME/hearth" --data-dir "$XDG_DATA_HOME/hearth")
+. "$(dirname "$0")/host-lib.sh"
 passphrase="a household passphrase for the pairing test"
 store=com.example.pairing
 
-h() { "$hearth" "$@" "${folders[@]}"; }
-flag() { touch "$shared/$1"; }
-await() {   # await FLAG [SECONDS]
-    local n=$(( ${2:-90} * 10 ))
-    for _ in $(seq "$n"); do [ -e "$shared/$1" ] && return 0; sleep 0.1; done
-    echo "FAIL: h$i timed out waiting for $1"; exit 1
-}
 # The code a running command printed ("pairing code: 123 456") into FILE, as digits, or nothing.
 code_in() { sed -n 's/^pairing code: \([0-9]\{3\}\) \([0-9]\{3\}\)$/\1\2/p' "$1" | head -n 1; }
 # Copies the code COMMAND-OUTPUT shows to SHARED/NAME once it appears (in the background).
@@ -52,13 +38,6 @@ answer() {   # answer NAME [ANSWER]
 }
 signed_in() { h account show --json | grep -q '"signedIn":{'; }
 
-daemon_pid=""
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill -TERM "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=""
-}
 trap stop_daemon EXIT
 # Give up before the test does, so that multihost.sh still prints what each host saw.
 trap 'echo "FAIL: h$i gave up after 170 s"; for f in "$me"/*.out "$me"/*.err; do [ -e "$f" ] && sed "s|^|  [$(basename "$f")] |" "$f" >&2; done; stop_daemon; exit 1' USR1
