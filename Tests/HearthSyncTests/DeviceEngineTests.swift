@@ -89,7 +89,11 @@ struct DeviceEngineTests {
         for (i, store) in a.enumerated() { store.set("from A to \(names[i])", forKey: "key-\(i)") }
         for (i, store) in b.enumerated() { store.set(Int64(i), forKey: "b-\(i)") }
         try await eventually(timeout: .seconds(15), "every store converged") {
-            a.indices.allSatisfy { i in b[i].string(forKey: "key-\(i)") == "from A to \(names[i])" && a[i].longLong(forKey: "b-\(i)") == Int64(i) }
+            // object(forKey:), not longLong(forKey:): for i = 0 a missing key also reads as 0, and the
+            // wait ended before b-0 had arrived (a ThreadSanitizer run of CI caught it).
+            a.indices.allSatisfy { i in
+                b[i].string(forKey: "key-\(i)") == "from A to \(names[i])" && (a[i].object(forKey: "b-\(i)") as? NSNumber)?.int64Value == Int64(i)
+            }
         }
         // Each store holds its own keys only.
         for i in a.indices {
