@@ -166,7 +166,7 @@ public final class LoopbackCluster: Sendable {
     ///
     /// - Throws: ``LoopbackClusterError`` naming what each replica holds, after `timeout`.
     public func waitUntilConverged(_ indices: [Int]? = nil, expected: [String: PropertyListValue]? = nil,
-                                   timeout: Duration = .seconds(10)) async throws {
+                                   timeout: Duration = .seconds(30)) async throws {
         let chosen = indices ?? state.withLock { s in s.stores.indices.filter { !s.isolated.contains($0) } }
         let deadline = ContinuousClock.now + timeout
         while true {
@@ -261,7 +261,7 @@ public final class LoopbackCluster: Sendable {
     ///
     /// - Throws: ``LoopbackClusterError`` if none comes in time.
     public func nextNotification(on index: Int, reason: ChangeReason,
-                                 timeout: Duration = .seconds(10)) async throws -> ChangeEvent {
+                                 timeout: Duration = .seconds(30)) async throws -> ChangeEvent {
         let deadline = ContinuousClock.now + timeout
         while true {
             let found = state.withLock { s -> ChangeEvent? in

@@ -112,7 +112,7 @@ final class SyncCluster: Sendable {
 }
 
 /// Waits for a condition, recording an issue on timeout.
-func eventually(timeout: Duration = .seconds(10), _ what: String = "condition",
+func eventually(timeout: Duration = .seconds(30), _ what: String = "condition",
                 _ condition: () -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
@@ -141,7 +141,7 @@ final class EventLog: Sendable {
 
     /// The next unconsumed event with `reason` (earlier ones of other reasons are skipped),
     /// waiting up to `timeout`.
-    func next(_ reason: ChangeReason, timeout: Duration = .seconds(10)) async -> ChangeEvent? {
+    func next(_ reason: ChangeReason, timeout: Duration = .seconds(30)) async -> ChangeEvent? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let event = box.take(reason) { return event }
