@@ -22,7 +22,9 @@ extension AvahiTestNet {
             #expect(peer.port == 7201 && peer.txt == ["v": "1", "k": hash] && peer.record == nil)
             #expect(PairingAnnouncement(peer: peer)?.keyHash == hash)
             #expect(peer.addresses.contains { $0.host == "127.0.0.1" })
-            #expect(announcer.publishedName == name)
+            // The browser can hear of the service before the announcer's own Avahi client is told
+            // it is established (two clients of the daemon; streak run H3 at f853e52, 4 CPU hogs).
+            #expect(await eventually(upTo: .seconds(5)) { announcer.publishedName == name })
             // The browser reports requests only; the sync discovery never sees one.
             try await Task.sleep(for: .milliseconds(700))
             #expect(!requests.saw(named: sync.service.instanceName))
