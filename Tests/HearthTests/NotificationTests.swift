@@ -32,7 +32,7 @@ final class NotificationProbe: Sendable {
     var all: [Note] { notes.withLock { $0 } }
 
     /// The first note, waiting up to `timeout` for it.
-    func first(timeout: Duration = .seconds(5)) async -> Note? {
+    func first(timeout: Duration = .seconds(30)) async -> Note? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let note = all.first { return note }
