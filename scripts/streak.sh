@@ -21,6 +21,9 @@ while [ $# -gt 0 ]; do
         *) echo "streak: unknown option $1" >&2; exit 2 ;;
     esac
 done
+# One streak at a time: a second one would delete the first one's clone under its feet.
+exec 9>/tmp/hearth-streak.lock
+flock -n 9 || { echo "streak: another streak is running" >&2; exit 2; }
 source_repo=$(cd "$(dirname "$0")/.." && pwd)
 : > "$summary"
 run() {   # run NAME DIR HOGS
