@@ -38,7 +38,7 @@ struct CertificateRenewalTests {
         engineB.onCertificateRenewed = { renewed in saved.withLock { $0.append(renewed) } }
         engineB.addPeer(host: "127.0.0.1", port: portA)
         let yearFromNow = Date().addingTimeInterval(300 * 86_400)
-        try await eventually(timeout: .seconds(30), "B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
+        try await eventually("B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
         let renewed = engineB.currentIdentity
         #expect(renewed.deviceID == b.deviceID, "the same key, so the same device ID")
         #expect(renewed.deviceName == "B")
@@ -57,7 +57,7 @@ struct CertificateRenewalTests {
         let (engineC, _) = try await Self.engine(c)
         defer { Task { await engineC.stop() } }
         engineC.addPeer(host: "127.0.0.1", port: portB)
-        try await eventually(timeout: .seconds(30), "C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
+        try await eventually("C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
     }
 
     @Test("Without the unlocked CA nothing is issued; unlocking it later answers the request already made")
@@ -69,11 +69,11 @@ struct CertificateRenewalTests {
         let (engineB, _) = try await Self.engine(b)
         defer { Task { await engineA.stop(); await engineB.stop() } }
         engineB.addPeer(host: "127.0.0.1", port: portA)
-        try await eventually(timeout: .seconds(30), "connected") { engineA.connectedPeers.contains(b.deviceID) }
+        try await eventually("connected") { engineA.connectedPeers.contains(b.deviceID) }
         try await Task.sleep(for: .seconds(1))
         #expect(engineB.currentIdentity.certificate == b.certificate)
         engineA.authority = authority
-        try await eventually(timeout: .seconds(30), "B's certificate renewed once A unlocked the CA") {
+        try await eventually("B's certificate renewed once A unlocked the CA") {
             engineB.currentIdentity.certificate.notValidAfter > Date().addingTimeInterval(300 * 86_400)
         }
     }
@@ -132,7 +132,7 @@ struct CertificateRenewalTests {
                                    vector: VersionVector())))
         let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
         #expect(refusal.entries.map(\.key) == ["late"], "\(refusal.entries)")
-        try await eventually(timeout: .seconds(30), "the early write applied") { replica.replica.entries["early"] != nil }
+        try await eventually("the early write applied") { replica.replica.entries["early"] != nil }
         await link.close()
 
         // A renewal is not undone by the older certificate arriving later.

@@ -32,7 +32,7 @@ final class Household {
                                 arguments: ["--config", "\(root)/legit-config", "--port", "\(legitPort)", "--peer", "127.0.0.1:\(victimPort)",
                                             "--write", "--interval", "200"])
         hostile = try HostilePeer(joining: "\(root)/victim-config", root: root, storeIdentifier: Self.store)
-        try await eventually(timeout: .seconds(30), "the victim to hold the legitimate device's writes") { self.legitCounterAtVictim > 0 }
+        try await eventually("the victim to hold the legitimate device's writes") { self.legitCounterAtVictim > 0 }
     }
 
     /// The legitimate device's counter as the victim holds it.
@@ -162,7 +162,7 @@ struct CompromisedDeviceTests {
                                                 "--peer", "127.0.0.1:\(household.victimPort)", "--write", "--interval", "200"])
         defer { legit.kill(.kill) }
         let before = household.legitCounterAtVictim
-        try await eventually(timeout: .seconds(30), "the legitimate device's new writes at the victim") {
+        try await eventually("the legitimate device's new writes at the victim") {
             household.legitCounterAtVictim > before + 2
         }
         #expect(household.victim.snapshot["squat"] == nil)
@@ -267,7 +267,7 @@ struct CompromisedDeviceTests {
         let second = try await household.hostile.connect(port: household.victimPort)
         try second.send(try household.hostile.greeting())
         second.send(raw: Self.repeated(entry, count: SyncMessage.maximumDeltaEntries))
-        try await eventually(timeout: .seconds(30), "the entry to land") { household.victim.snapshot["once"] != nil }
+        try await eventually("the entry to land") { household.victim.snapshot["once"] != nil }
         let spent = household.victimCPUSeconds - cpu
         #expect(spent < 3, "the victim spent \(spent) s of CPU")
         #expect(await household.legitStillSyncs())
@@ -330,7 +330,7 @@ struct CompromisedDeviceTests {
         #expect(try await link.isAnswering())
         // The store the two share still syncs on the same link.
         try link.send(household.hostile.delta([try household.hostile.entry("here", "y", origin: origin, sequence: 2)]))
-        try await eventually(timeout: .seconds(30), "the entry of the shared store to land") { household.victim.snapshot["here"] != nil }
+        try await eventually("the entry of the shared store to land") { household.victim.snapshot["here"] != nil }
         #expect(household.victim.snapshot["stray"] == nil)
         #expect(link.all.compactMap { if case .refused(let r) = $0 { r } else { nil } }.isEmpty)
         #expect(!link.isClosed)

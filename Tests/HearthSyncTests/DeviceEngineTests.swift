@@ -84,11 +84,11 @@ struct DeviceEngineTests {
         let b = try names.map { try devices.open($0, on: 1) }
         for store in a + b { _ = try await store.syncPort() }
         #expect(Set(try await a.asyncMap { try await $0.syncPort() }) == [devices.ports[0]])
-        try await eventually(timeout: .seconds(30), "every store connected") { (a + b).allSatisfy { $0.connectedPeerCount == 1 } }
+        try await eventually("every store connected") { (a + b).allSatisfy { $0.connectedPeerCount == 1 } }
 
         for (i, store) in a.enumerated() { store.set("from A to \(names[i])", forKey: "key-\(i)") }
         for (i, store) in b.enumerated() { store.set(Int64(i), forKey: "b-\(i)") }
-        try await eventually(timeout: .seconds(30), "every store converged") {
+        try await eventually("every store converged") {
             // object(forKey:), not longLong(forKey:): for i = 0 a missing key also reads as 0, and the
             // wait ended before b-0 had arrived (a ThreadSanitizer run of CI caught it).
             a.indices.allSatisfy { i in
@@ -103,7 +103,7 @@ struct DeviceEngineTests {
         // One listener per device, one TCP connection between them, whatever the number of stores.
         #expect(Sockets.listening(on: devices.ports[0]) == 1)
         #expect(Sockets.listening(on: devices.ports[1]) == 1)
-        try await eventually(timeout: .seconds(30), "one connection") {
+        try await eventually("one connection") {
             Sockets.established(to: devices.ports[0]) + Sockets.established(to: devices.ports[1]) == 1
         }
         #expect(a[0].syncMetrics?.sessions == a[count - 1].syncMetrics?.sessions)
@@ -114,7 +114,7 @@ struct DeviceEngineTests {
         let devices = try MultiStoreDevices(count: 2)
         defer { Task { await devices.shutdown() } }
         let stores = try [0, 1].flatMap { device in try ["com.example.idle-a", "com.example.idle-b"].map { try devices.open($0, on: device, heartbeat: .seconds(1)) } }
-        try await eventually(timeout: .seconds(30), "connected") { stores.allSatisfy { $0.connectedPeerCount == 1 } }
+        try await eventually("connected") { stores.allSatisfy { $0.connectedPeerCount == 1 } }
         // Two devices dialling each other at once may both pass the hello before one link is dropped.
         try await Task.sleep(for: .seconds(2))
         let before = try #require(stores[0].syncMetrics?.sessions)
@@ -139,10 +139,10 @@ struct DeviceEngineTests {
         let shared = try devices.open("com.example.shared", on: 0)
         let lonely = try devices.open("com.example.lonely", on: 0)
         let peerShared = try devices.open("com.example.shared", on: 1)
-        try await eventually(timeout: .seconds(30), "connected") { shared.connectedPeerCount == 1 && peerShared.connectedPeerCount == 1 }
+        try await eventually("connected") { shared.connectedPeerCount == 1 && peerShared.connectedPeerCount == 1 }
         lonely.set("only here", forKey: "k")
         shared.set("everywhere", forKey: "k")
-        try await eventually(timeout: .seconds(30), "the shared store synced") { peerShared.string(forKey: "k") == "everywhere" }
+        try await eventually("the shared store synced") { peerShared.string(forKey: "k") == "everywhere" }
         #expect(lonely.connectedPeerCount == 0)
         #expect(await !lonely.waitUntilSynced(timeout: .milliseconds(300)))
         // Two devices dialling each other at once may both pass the hello before one link is dropped.
@@ -151,13 +151,13 @@ struct DeviceEngineTests {
 
         // Opened on device 1 while the link is up: announced on it, no new connection.
         let peerLonely = try devices.open("com.example.lonely", on: 1)
-        try await eventually(timeout: .seconds(30), "the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
+        try await eventually("the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
         #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
         // Closed again: the other end hears of it, and the shared store goes on.
         await peerLonely.stopSync()
-        try await eventually(timeout: .seconds(30), "the store left") { lonely.connectedPeerCount == 0 }
+        try await eventually("the store left") { lonely.connectedPeerCount == 0 }
         shared.set("still", forKey: "k")
-        try await eventually(timeout: .seconds(30), "the shared store still syncs") { peerShared.string(forKey: "k") == "still" }
+        try await eventually("the shared store still syncs") { peerShared.string(forKey: "k") == "still" }
         #expect(shared.syncMetrics?.sessions == sessions)
         #expect(shared.connectedPeerCount == 1)
         // Detached and attached again at once: its leaving and its return both reach the peer.
@@ -165,7 +165,7 @@ struct DeviceEngineTests {
         await peerLonely.stopSync()
         #expect(peerLonely.resumeSync())
         lonely.set("again", forKey: "k2")
-        try await eventually(timeout: .seconds(30), "the store synced again") { peerLonely.string(forKey: "k2") == "again" }
+        try await eventually("the store synced again") { peerLonely.string(forKey: "k2") == "again" }
         #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
         #expect(shared.syncMetrics?.sessions == sessions)
     }
@@ -187,12 +187,12 @@ struct DeleteConfirmationTests {
         defer { Task { await devices.shutdown() } }
         let a = try devices.open("com.example.deletes", on: 0)
         let b = try devices.open("com.example.deletes", on: 1)
-        try await eventually(timeout: .seconds(30), "connected") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
+        try await eventually("connected") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
         a.set("v", forKey: "k")
         #expect(await a.waitUntilSynced(timeout: .seconds(10)))
-        try await eventually(timeout: .seconds(30), "the value") { b.string(forKey: "k") == "v" }
+        try await eventually("the value") { b.string(forKey: "k") == "v" }
         b.removeObject(forKey: "k")
         #expect(await b.waitUntilSynced(timeout: .seconds(10)))
-        try await eventually(timeout: .seconds(30), "the delete") { a.object(forKey: "k") == nil }
+        try await eventually("the delete") { a.object(forKey: "k") == nil }
     }
 }

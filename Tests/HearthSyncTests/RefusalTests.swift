@@ -161,7 +161,7 @@ struct RefusalTests {
         await receiver.stop()
         let stoppedAt = events.withLock { $0.count }
         // Its verification ends a little later (the clock is read right after it); nothing may follow.
-        try await eventually(timeout: .seconds(30), "the end of the verification") {
+        try await eventually("the end of the verification") {
             events.withLock { $0[stoppedAt...].contains { if case .wallAfterWinners = $0 { true } else { false } } }
         }
         try await Task.sleep(for: .milliseconds(500))
