@@ -11,14 +11,22 @@ swift build --build-tests
 
 # At most 6 tests at once (scripts/setup.sh; HEARTH_TEST_PARALLELISM sets it).
 
+# The output also goes to a log; on failure its failed tests are printed again at the end.
+log=$(mktemp /tmp/hearth-test.XXXXXX.log)
 if [ "$(id -u)" -eq 0 ] && scripts/testnet/up.sh; then
   trap 'scripts/testnet/down.sh' EXIT
-  scripts/testnet/run.sh swift test --skip-build "$@"
+  status=0
+  scripts/testnet/run.sh swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
   scripts/testnet/down.sh
   trap - EXIT
 else
   echo "test: no test network (needs root and iproute2); the Avahi tests are skipped" >&2
-  swift test --skip-build "$@"
+  status=0
+  swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
+fi
+if [ "$status" != 0 ]; then
+  scripts/failures.sh "$log"
+  exit "$status"
 fi
 
 # Then the same code under ThreadSanitizer (docs/architecture.md, "Checking with

@@ -12,5 +12,11 @@ swift build --build-tests --sanitize=thread --scratch-path .build-tsan
 # a test's liveness timeouts (10 s to connect, to converge) measured the whole suite's CPU
 # demand on a slower CI machine, not the test's own. Fewer at once; the same coverage.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${HEARTH_TSAN_PARALLELISM:-3}"
+log=$(mktemp /tmp/hearth-tsan.XXXXXX.log)
+status=0
 swift test --skip-build --sanitize=thread --scratch-path .build-tsan \
-  --skip "HearthCommandTests|ProcessTests|LeakTests|CompromisedDeviceTests" "$@"
+  --skip "HearthCommandTests|ProcessTests|LeakTests|CompromisedDeviceTests" "$@" 2>&1 | tee "$log" || status=$?
+if [ "$status" != 0 ]; then
+  scripts/failures.sh "$log"
+  exit "$status"
+fi
