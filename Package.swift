@@ -20,6 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // `swift package generate-documentation` (scripts/docs.sh): the Hearth and HearthTesting catalogs.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // Layer 1-3: values, the replica model and persistence. Pure Swift, no sockets.
@@ -31,7 +33,7 @@ let package = Package(
         // The public, Apple-compatible store.
         .target(
             name: "Hearth",
-            dependencies: ["HearthCore", "HearthSync", "HearthIdentity", "HearthDiscovery", "HearthTransport",
+            dependencies: ["HearthCore", "HearthSync", "HearthIdentity", "HearthTransport",
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")],
@@ -52,7 +54,7 @@ let package = Package(
         .target(
             name: "HearthTransport",
             dependencies: [
-                "HearthIdentity", "CHearthOpenSSL",
+                "HearthCore", "HearthIdentity", "CHearthOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -93,8 +95,7 @@ let package = Package(
         .testTarget(
             name: "HearthPairingTests",
             dependencies: ["HearthPairing", "HearthIdentity", "HearthTransport", "HearthDiscovery", "HearthCore",
-                           .product(name: "NIOCore", package: "swift-nio"),
-                           .product(name: "Logging", package: "swift-log")],
+                           .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
 
@@ -119,7 +120,8 @@ let package = Package(
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport"], swiftSettings: strict),
-        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthTesting", "HearthTestSupport", "hearth-test-writer"],
+        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthTesting", "HearthTestSupport", "hearth-test-writer",
+                                                        .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         // Examples.
         .executableTarget(name: "hearth-local-demo", dependencies: ["Hearth"], path: "Examples/LocalDemo", swiftSettings: strict),
@@ -129,7 +131,7 @@ let package = Package(
         .testTarget(
             name: "HearthTransportTests",
             dependencies: [
-                "HearthTransport", "HearthIdentity", "HearthTesting",
+                "HearthTransport", "HearthIdentity", "HearthTesting", "HearthTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -138,8 +140,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthDiscoveryTests",
-            dependencies: ["HearthDiscovery", "Hearth", "HearthIdentity", "HearthTesting", "HearthTestSupport",
-                           .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HearthDiscovery", "Hearth", "HearthIdentity", "HearthTesting", "HearthTestSupport"],
             swiftSettings: strict
         ),
 
@@ -151,13 +152,16 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
-        .target(name: "HearthTesting", dependencies: ["Hearth", "HearthIdentity"], swiftSettings: strict),
+        .target(name: "HearthTesting", dependencies: ["Hearth", "HearthCore", "HearthIdentity", .product(name: "Logging", package: "swift-log"),
+                                                   .product(name: "InMemoryLogging", package: "swift-log")],
+                swiftSettings: strict),
         .executableTarget(name: "hearth-color-sync", dependencies: ["Hearth"], path: "Examples/ColorSync",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
-        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthTesting", "HearthTestSupport", "HearthTransport"], swiftSettings: strict),
-        .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth"], swiftSettings: strict),
+        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthCore", "HearthIdentity",
+                                                               "HearthTesting", "HearthTestSupport", "HearthTransport"], swiftSettings: strict),
+        .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth", "HearthCore"], swiftSettings: strict),
 
         // The fuzz targets' decoders and seeds (Fuzz/, scripts/fuzz.sh), also replayed by a unit test.
         .target(

@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 
+# Package.swift, the imports and docs/architecture.md agree (issue 15); seconds, so first.
+python3 scripts/check-imports.py
+
 swift build --build-tests
 
 # At most 6 tests at once (scripts/setup.sh; HEARTH_TEST_PARALLELISM sets it).
@@ -27,6 +30,12 @@ fi
 if [ "$status" != 0 ]; then
   scripts/failures.sh "$log"
   exit "$status"
+fi
+
+# The products' DocC catalogs: built with warnings as errors, every public symbol documented
+# (scripts/docs.sh); HEARTH_SKIP_DOCS=1 leaves it out of a quick local run.
+if [ "${HEARTH_SKIP_DOCS:-0}" != 1 ] && [ $# -eq 0 ]; then
+  scripts/docs.sh
 fi
 
 # Then the same code under ThreadSanitizer (docs/architecture.md, "Checking with

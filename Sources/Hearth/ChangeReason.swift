@@ -1,7 +1,9 @@
 import Foundation
 import HearthCore
 
+/// Why values changed from outside the app: Apple's `NSUbiquitousKeyValueStoreChangeReasonKey` values.
 public typealias ChangeReason = HearthCore.ChangeReason
+/// One external change: its reason and the keys it touched (``UbiquitousKeyValueStore/changes``).
 public typealias ChangeEvent = HearthCore.ChangeEvent
 
 // MARK: - Apple's global names

@@ -20,17 +20,17 @@ import HearthSync
 /// // … later
 /// await sync?.stop()
 /// ```
-public final class DeviceSync: Sendable {
+package final class DeviceSync: Sendable {
     private let lease: SyncEngineRegistry.Lease
     /// The stores opened for peers: kept open for as long as this runs.
     private let adopted = Locked<[String: UbiquitousKeyValueStore]>([:])
 
     /// The account's device ID this engine syncs as.
-    public let deviceID: String
+    package let deviceID: String
 
     /// Starts (or joins) the engine for `configuration`'s signed-in account; `nil` when sync is
     /// off or nobody is signed in.
-    public static func start(configuration: UbiquitousKeyValueStore.Configuration,
+    package static func start(configuration: UbiquitousKeyValueStore.Configuration,
                              open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) throws(KeyValueStoreError) -> DeviceSync? {
         guard let identity = StoreRegistry.signedInIdentity(configuration) else { return nil }
         let lease: SyncEngineRegistry.Lease
@@ -57,22 +57,22 @@ public final class DeviceSync: Sendable {
     }
 
     /// The port the engine listens on, once it does.
-    public var port: Int {
+    package var port: Int {
         get async throws { try await lease.started.value }
     }
 
     /// The stores opened because a peer served them, by identifier.
-    public var adoptedStores: [String: UbiquitousKeyValueStore] { adopted.withLock { $0 } }
+    package var adoptedStores: [String: UbiquitousKeyValueStore] { adopted.withLock { $0 } }
 
     /// The account CA unlocked here (the owner entered the passphrase): peers' certificate
     /// renewals are answered for as long as this device syncs (see `SyncEngine.authority`).
-    public var authority: AccountAuthority? {
+    package var authority: AccountAuthority? {
         get { lease.engine.authority }
         set { lease.engine.authority = newValue }
     }
 
     /// Stops taking up stores and lets go of the engine (it stops with the last store using it).
-    public func stop() async {
+    package func stop() async {
         lease.engine.storeProvider = nil
         await SyncEngineRegistry.shared.release(lease)
     }

@@ -14,9 +14,14 @@ import HearthCore
 /// }
 /// ```
 public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure this is: compare it with the static members (`error.code == .storeFull`).
+    /// An extensible set, so new codes can come without breaking `switch` statements.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, such as `"storeFull"`.
         public let rawValue: String
+        /// A code of this name.
         public init(rawValue: String) { self.rawValue = rawValue }
+        /// The code's name.
         public var description: String { rawValue }
 
         /// The key is longer than 64 bytes of UTF-8.
@@ -47,18 +52,21 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         public static let daemonUnavailable = Code(rawValue: "daemonUnavailable")
     }
 
+    /// What kind of failure this is.
     public let code: Code
     /// The key concerned, if any.
     public let key: String?
     /// What went wrong, for people.
     public let reason: String
 
+    /// An error of `code` about `key`, explained by `reason`.
     public init(code: Code, key: String?, reason: String) {
         self.code = code
         self.key = key
         self.reason = reason
     }
 
+    /// The reason, with the key if there is one.
     public var description: String {
         key.map { "\(reason) (key \(String(reflecting: $0)))" } ?? reason
     }

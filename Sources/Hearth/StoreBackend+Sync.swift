@@ -1,6 +1,5 @@
 import Foundation
 import HearthCore
-import HearthDiscovery
 import HearthIdentity
 import HearthSync
 import Logging

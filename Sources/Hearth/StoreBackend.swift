@@ -145,7 +145,7 @@ final class StoreBackend: Sendable {
             // exact figure, a lookup of the key's current entry, is not needed.
             let usage = s.replica.usage
             if let value, usage.keys >= StoreLimits.maximumKeyCount || usage.bytes + size > StoreLimits.maximumTotalSize {
-                let after = s.replica.usage(afterWriting: value, forKey: key)
+                let after = s.replica.usage(afterWriting: value, forKey: key, size: size)
                 // A write that shrinks or keeps usage is always allowed, so a full store can be edited down.
                 if after.keys > StoreLimits.maximumKeyCount && after.keys > s.replica.usage.keys { throw .tooManyKeys(name) }
                 if after.bytes > StoreLimits.maximumTotalSize && after.bytes > s.replica.usage.bytes {
@@ -154,7 +154,8 @@ final class StoreBackend: Sendable {
             }
             // Attached: the host re-stamps what its own clock put ahead; this copy only follows.
             let restamped = s.attachment == nil ? restampIfClockWasAhead(&s, wall: wall) : []
-            guard let entry = s.replica.write(value, forKey: key, wall: wall) else {
+            // The size measured before the lock: a large value is not walked again under it.
+            guard let entry = s.replica.write(value, forKey: key, wall: wall, size: size) else {
                 // Deleting an absent key changes nothing, but a re-stamp still needs saving and pushing.
                 return restamped.isEmpty ? (false, nil, [], nil) : (scheduleSave(&s), s.localChangeHandler, restamped, nil)
             }

@@ -1,6 +1,5 @@
 import Foundation
 import HearthCore
-import HearthDiscovery
 import HearthIdentity
 import HearthSync
 import Logging
@@ -37,14 +36,11 @@ final class SyncEngineRegistry: Sendable {
         let key: Key
         let engine: SyncEngine
         let started: Task<Int, any Error>
-        /// The watch on the account's `removals` file (directory and token), if any.
-        let removalsWatch: (directory: String, token: UInt64)?
 
-        init(key: Key, engine: SyncEngine, started: Task<Int, any Error>, removalsWatch: (directory: String, token: UInt64)?) {
+        init(key: Key, engine: SyncEngine, started: Task<Int, any Error>) {
             self.key = key
             self.engine = engine
             self.started = started
-            self.removalsWatch = removalsWatch
         }
     }
 
@@ -61,14 +57,9 @@ final class SyncEngineRegistry: Sendable {
         }) {
             return lease
         }
-        // Built outside the lock (it reads the identity's certificate, the account's removals,
-        // and sets up TLS).
-        let accounts = AccountStore(directory: URL(fileURLWithPath: settings.accountDirectory ?? AccountStore.defaultDirectory().path), logger: logger)
-        let removals = try accounts.removals(of: identity.account.id)
-        let engine = try SyncEngine(identity: identity,
-                                    options: .init(host: settings.listenHost, port: settings.port,
-                                                   heartbeatInterval: settings.heartbeatInterval, timeout: settings.timeout),
-                                    removals: removals, devices: try accounts.knownDevices(of: identity.account.id), logger: logger)
+        // Built outside the lock (it reads the account's removals and sets up TLS).
+        let setup = settings.setup
+        let engine = try SyncEngine(identity: identity, setup: setup, logger: logger)
         let (lease, fresh) = engines.withLock { table -> (Lease, Bool) in
             // Another store may have made one meanwhile: use it, and drop ours unstarted.
             if let entry = table[key] {
@@ -77,7 +68,7 @@ final class SyncEngineRegistry: Sendable {
             }
             let started = Task { () throws -> Int in
                 do {
-                    return try await Self.run(engine, identity: identity, settings: settings, logger: logger)
+                    return try await engine.start(discovering: setup.discovery)
                 } catch is CancellationError {
                     throw CancellationError()
                 } catch {
@@ -85,30 +76,11 @@ final class SyncEngineRegistry: Sendable {
                     throw error
                 }
             }
-            // `hearth device remove` and other processes write the file: honour what they add
-            // at once (it is one inotify watch per account directory, shared with `current`'s).
-            let directory = removals.file?.deletingLastPathComponent().path
-            let token = directory.map { AccountDirectoryWatcher.shared.subscribe($0, file: "removals") { removals.reload() } }
-            let lease = Lease(key: key, engine: engine, started: started,
-                              removalsWatch: directory.flatMap { d in token.map { (d, $0) } })
+            let lease = Lease(key: key, engine: engine, started: started)
             table[key] = (lease, 1)
             return (lease, true)
         }
         if !fresh { Task { await engine.stop() } }
-        if fresh {
-            // A renewed certificate is saved for the next start (and the other processes of the
-            // user), off the engine's threads: it is an fsync.
-            let accountID = identity.account.id
-            engine.onCertificateRenewed = { renewed in
-                DispatchQueue.global().async {
-                    do { try accounts.replaceDeviceCertificate(renewed.certificate, of: accountID) } catch {
-                        logger.error("could not save the renewed device certificate: \(error)")
-                    }
-                }
-            }
-        }
-        // Written between the file's reading and the watch: read it once more.
-        if fresh { removals.reload() }
         return lease
     }
 
@@ -124,31 +96,8 @@ final class SyncEngineRegistry: Sendable {
             return true
         }
         guard last else { return }
-        if let watch = lease.removalsWatch { AccountDirectoryWatcher.shared.unsubscribe(watch.directory, token: watch.token) }
         lease.started.cancel()
         await lease.engine.stop()
         _ = try? await lease.started.value   // a start still binding sees the stop and gives up
-    }
-
-    /// Starts the engine's listener, then the discovery the settings ask for: one service per
-    /// engine, naming the device and account only.
-    private static func run(_ engine: SyncEngine, identity: DeviceIdentity, settings: SyncSettings, logger: Logger) async throws -> Int {
-        let port = try await engine.start()
-        let discovery: (any PeerDiscovery)?
-        switch settings.discovery {
-        case .automatic:
-            let service = ServiceDescription(
-                instanceName: identity.deviceName, port: UInt16(port), protocolVersion: SyncMessage.protocolVersion,
-                accountHash: identity.account.id.shortHash, storeHash: nil, deviceHash: identity.deviceID.shortHash)
-            discovery = try await DefaultDiscovery.start(service: service, logger: logger)
-        case .staticPeers(let peers):
-            let list = StaticDiscovery(endpoints: try peers.map { try StaticDiscovery.Endpoint(parsing: $0) }, logger: logger)
-            try await list.start()
-            discovery = list
-        case .none:
-            discovery = nil
-        }
-        if let discovery { engine.follow(discovery) }
-        return port
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HearthSync
 
 /// How a store syncs with the household's other devices.
 ///
@@ -11,6 +12,7 @@ import Foundation
 /// configuration.sync = SyncSettings(discovery: .staticPeers(["192.168.1.20:7420"]), port: 7420)
 /// ```
 public struct SyncSettings: Sendable {
+    /// How the store finds the account's other devices.
     public enum Discovery: Sendable, Equatable {
         /// mDNS through Avahi; static peers from the environment or config file if Avahi is absent.
         case automatic
@@ -24,9 +26,11 @@ public struct SyncSettings: Sendable {
     public var isEnabled: Bool
     /// The account directory (default `$XDG_CONFIG_HOME/hearth`).
     public var accountDirectory: String?
+    /// How peers are found (default ``Discovery/automatic``).
     public var discovery: Discovery
-    /// Where the sync listener binds (default every interface, a free port).
+    /// Where the sync listener binds (default every interface).
     public var listenHost: String
+    /// The port the sync listener binds (default 0: a free port).
     public var port: Int
     /// How long a link may be idle before it is pinged (one ping per connection, whatever the
     /// number of stores; it also tells peers what this device has). Default 30 s.
@@ -41,6 +45,7 @@ public struct SyncSettings: Sendable {
     /// such writes and reconciles them by timestamp (offline first).
     public var discardWritesBeforeInitialSync = false
 
+    /// Settings with these values; every one has a default.
     public init(isEnabled: Bool = true, accountDirectory: String? = nil, discovery: Discovery = .automatic,
                 listenHost: String = "0.0.0.0", port: Int = 0,
                 heartbeatInterval: Duration = .seconds(30), timeout: Duration = .seconds(90)) {
@@ -57,4 +62,18 @@ public struct SyncSettings: Sendable {
     public static let automatic = SyncSettings()
     /// Never sync: the store is local only.
     public static let disabled = SyncSettings(isEnabled: false)
+}
+
+extension SyncSettings {
+    /// These settings as HearthSync's composition root takes them.
+    var setup: SyncSetup {
+        let discovery: SyncSetup.Discovery
+        switch self.discovery {
+        case .automatic: discovery = .automatic
+        case .staticPeers(let peers): discovery = .staticPeers(peers)
+        case .none: discovery = .none
+        }
+        return SyncSetup(accountDirectory: accountDirectory.map { URL(fileURLWithPath: $0) }, discovery: discovery,
+                         options: .init(host: listenHost, port: port, heartbeatInterval: heartbeatInterval, timeout: timeout))
+    }
 }

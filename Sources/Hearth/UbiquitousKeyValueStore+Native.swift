@@ -1,7 +1,9 @@
 import Foundation
 import HearthCore
 
-public typealias StoreUsage = HearthCore.Replica.Usage
+/// How much of its quota a store uses (``UbiquitousKeyValueStore/usage``).
+public typealias StoreUsage = HearthCore.StoreUsage
+/// A key exactly as written: two keys that differ only in Unicode normalisation are two keys, as in Apple's store.
 public typealias StoreKey = HearthCore.StoreKey
 
 // The Swift-native API: typed values, throwing setters, and an AsyncSequence of changes.

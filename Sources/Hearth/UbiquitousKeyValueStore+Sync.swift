@@ -2,8 +2,14 @@ import Foundation
 import HearthCore
 import HearthSync
 
+/// A peer device refused a write of this device (``UbiquitousKeyValueStore/syncRefusals``).
 public typealias SyncRefusal = HearthSync.SyncRefusal
+/// What this device's sync has sent and received (``UbiquitousKeyValueStore/syncMetrics``).
+public typealias SyncCounters = HearthSync.SyncCounters
+/// An entry a peer refused, and why (``SyncRefusal/entry``).
 public typealias RefusedEntry = HearthCore.RefusedEntry
+/// The run of a store that wrote an entry: 16 random bytes, new each time a store opens.
+public typealias ReplicaID = HearthCore.ReplicaID
 
 // Sync status and control, beyond Apple's API (where iCloud hides all of this).
 
@@ -78,8 +84,13 @@ extension UbiquitousKeyValueStore {
     /// ```
     public var syncRefusals: [SyncRefusal] { backend.syncEngine?.refusals ?? [] }
 
-    /// Frame and entry counters of the sync engine.
-    public var syncMetrics: SyncMetrics.Snapshot? { backend.syncEngine?.metrics.snapshot }
+    /// What this device's sync engine has sent and received since it started (shared by the
+    /// stores that sync as this device); nil while the store does not sync.
+    ///
+    /// ```swift
+    /// if let counters = store.syncMetrics { print("\(counters.entriesSent) entries sent") }
+    /// ```
+    public var syncMetrics: SyncCounters? { backend.syncEngine?.metrics.snapshot }
 
     /// Starts syncing again after ``stopSync()``, as it was started when the store opened.
     @discardableResult

@@ -2,7 +2,9 @@ import Foundation
 import HearthCore
 import Logging
 
+/// A property-list value, the only kind the store holds (``UbiquitousKeyValueStore/value(forKey:)``).
 public typealias PropertyListValue = HearthCore.PropertyListValue
+/// An object that is not made of property-list types, with the path to the culprit.
 public typealias NotAPropertyListError = HearthCore.NotAPropertyListError
 
 /// A key-value store shared by every device of a household: Apple's iCloud key-value
@@ -37,6 +39,7 @@ public final class UbiquitousKeyValueStore: Sendable {
         public var dataDirectory: String
         /// How long after a change it is written to disk at the latest (default 1 s).
         public var writeBehindDelay: Duration
+        /// Where the store and its sync log (default label `hearth`); pass your app's logger.
         public var logger: Logger
         /// Whether and how to sync with the account's other devices (default: when signed in).
         public var sync: SyncSettings
@@ -46,6 +49,7 @@ public final class UbiquitousKeyValueStore: Sendable {
         /// Shifts this store's clock, so tests can play devices whose clocks are wrong.
         package var clockSkew: Duration = .zero
 
+        /// Settings with these values; every one has a default.
         public init(dataDirectory: String = StoreLocation.defaultDataDirectory(),
                     writeBehindDelay: Duration = .seconds(1),
                     sync: SyncSettings = .automatic,

@@ -11,33 +11,33 @@ import Logging
 ///   ``DiscoveryError/daemonUnavailable(_:)`` so the caller can fall back to ``StaticDiscovery``.
 /// - If the daemon restarts later, the service is re-published and browsing resumes by itself;
 ///   peers the new daemon does not report again within ``Options/staleGracePeriod`` are gone.
-public final class AvahiDiscovery: PeerDiscovery {
+package final class AvahiDiscovery: PeerDiscovery {
     /// Tuning knobs; the defaults suit a household LAN.
-    public struct Options: Sendable, Hashable {
+    package struct Options: Sendable, Hashable {
         /// After a daemon restart, how long a previously known peer may stay unseen before
         /// it is reported gone. Long enough for peers to re-announce themselves.
-        public var staleGracePeriod: Duration
+        package var staleGracePeriod: Duration
         /// When true (the default), ``AvahiDiscovery/start()`` throws
         /// ``DiscoveryError/daemonUnavailable(_:)`` if avahi-daemon is not running, so the caller
         /// can fall back. When false, it succeeds and publishes once the daemon appears (for
         /// apps started at boot before the daemon). A missing D-Bus always throws.
-        public var requiresDaemonAtStart: Bool
+        package var requiresDaemonAtStart: Bool
 
         /// Options with the given values.
-        public init(staleGracePeriod: Duration = .seconds(5), requiresDaemonAtStart: Bool = true) {
+        package init(staleGracePeriod: Duration = .seconds(5), requiresDaemonAtStart: Bool = true) {
             self.staleGracePeriod = staleGracePeriod
             self.requiresDaemonAtStart = requiresDaemonAtStart
         }
     }
 
     /// What this device publishes.
-    public let service: ServiceDescription
+    package let service: ServiceDescription
     private let options: Options
     private let logger: Logger
     private let holder = AvahiSessionHolder()
 
     /// A discovery for `service`; nothing happens until ``start()``.
-    public init(service: ServiceDescription, options: Options = Options(),
+    package init(service: ServiceDescription, options: Options = Options(),
                 logger: Logger = Logger(label: "hearth.discovery.avahi")) {
         self.service = service
         self.options = options
@@ -49,7 +49,7 @@ public final class AvahiDiscovery: PeerDiscovery {
     /// - Throws: ``DiscoveryError/daemonUnavailable(_:)`` when no daemon (or no system D-Bus)
     ///   is reachable; ``DiscoveryError/invalidServiceDescription(_:)``;
     ///   ``DiscoveryError/alreadyStarted``.
-    public func start() async throws {
+    package func start() async throws {
         try service.validate()
         let milliseconds = options.staleGracePeriod.components.seconds * 1000
             + options.staleGracePeriod.components.attoseconds / 1_000_000_000_000_000
@@ -60,21 +60,21 @@ public final class AvahiDiscovery: PeerDiscovery {
     }
 
     /// Withdraws the service, stops browsing and finishes every event stream.
-    public func stop() async { holder.stop() }
+    package func stop() async { holder.stop() }
 
-    public func events() -> AsyncStream<PeerEvent> { holder.registry.subscribe() }
+    package func events() -> AsyncStream<PeerEvent> { holder.registry.subscribe() }
 
-    public var peers: [DiscoveredPeer] { holder.registry.peers }
+    package var peers: [DiscoveredPeer] { holder.registry.peers }
 
     /// The instance name the service is published under once the daemon confirmed it
     /// (it differs from ``ServiceDescription/instanceName`` after a collision); nil before.
-    public var publishedName: String? { currentSession?.publishedName }
+    package var publishedName: String? { currentSession?.publishedName }
 
     /// Whether avahi-daemon is connected right now (false while it restarts).
-    public var isConnected: Bool { currentSession?.isConnected ?? false }
+    package var isConnected: Bool { currentSession?.isConnected ?? false }
 
     /// How many times the connection to avahi-daemon was re-established since ``start()``.
-    public var reconnectCount: Int { currentSession?.reconnectCount ?? 0 }
+    package var reconnectCount: Int { currentSession?.reconnectCount ?? 0 }
 
     private var currentSession: AvahiSession? { holder.session }
 }

@@ -4,7 +4,7 @@ import Logging
 /// The discovery the sync engine should use: Avahi when a daemon runs, plus the static peers
 /// of `HEARTH_PEERS` or the peer file when there are any; only the static peers when no
 /// daemon runs.
-public enum DefaultDiscovery {
+package enum DefaultDiscovery {
     /// Starts the default discovery for `service`.
     ///
     /// - Avahi running, no static peers configured: an ``AvahiDiscovery``.
@@ -14,7 +14,7 @@ public enum DefaultDiscovery {
     ///
     /// - Throws: errors other than ``DiscoveryError/daemonUnavailable(_:)``, e.g. an invalid
     ///   service description or a malformed `HEARTH_PEERS`.
-    public static func start(
+    package static func start(
         service: ServiceDescription,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger = Logger(label: "hearth.discovery")

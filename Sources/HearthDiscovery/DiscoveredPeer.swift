@@ -1,21 +1,21 @@
 /// A peer found by discovery: where to connect, and what it announced.
-public struct DiscoveredPeer: Sendable, Hashable, Identifiable {
+package struct DiscoveredPeer: Sendable, Hashable, Identifiable {
     /// Stable identity within one discovery: `mdns:<instance>.<domain>` for Avahi,
     /// `static:<host>:<port>` for ``StaticDiscovery``.
-    public var id: String
+    package var id: String
     /// The DNS-SD instance name, or `host:port` for a static peer.
-    public var name: String
+    package var name: String
     /// Addresses to try, IPv4 first. May hold several (IPv4 and IPv6, several interfaces).
-    public var addresses: [PeerAddress]
+    package var addresses: [PeerAddress]
     /// The peer's sync TCP port.
-    public var port: UInt16
+    package var port: UInt16
     /// The TXT record as text, key to value (empty for static peers).
-    public var txt: [String: String]
+    package var txt: [String: String]
     /// The validated Hearth fields, nil for static peers (their identity is proven by TLS).
-    public var record: ServiceRecord?
+    package var record: ServiceRecord?
 
     /// A peer from its parts.
-    public init(id: String, name: String, addresses: [PeerAddress], port: UInt16,
+    package init(id: String, name: String, addresses: [PeerAddress], port: UInt16,
                 txt: [String: String] = [:], record: ServiceRecord? = nil) {
         self.id = id
         self.name = name
@@ -27,9 +27,9 @@ public struct DiscoveredPeer: Sendable, Hashable, Identifiable {
 }
 
 /// One address of a peer.
-public struct PeerAddress: Sendable, Hashable, Comparable, CustomStringConvertible {
+package struct PeerAddress: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// What kind of host string ``host`` is.
-    public enum Family: Int, Sendable, Hashable {
+    package enum Family: Int, Sendable, Hashable {
         /// A dotted IPv4 address.
         case ipv4 = 4
         /// A numeric IPv6 address (without scope).
@@ -39,16 +39,16 @@ public struct PeerAddress: Sendable, Hashable, Comparable, CustomStringConvertib
     }
 
     /// Numeric address (no `%scope`) or host name.
-    public var host: String
+    package var host: String
     /// The kind of ``host``.
-    public var family: Family
+    package var family: Family
     /// Index of the interface the address was seen on (mDNS only).
-    public var interfaceIndex: Int32?
+    package var interfaceIndex: Int32?
     /// Name of that interface, e.g. `eth0` (mDNS only).
-    public var interfaceName: String?
+    package var interfaceName: String?
 
     /// An address from its parts.
-    public init(host: String, family: Family, interfaceIndex: Int32? = nil, interfaceName: String? = nil) {
+    package init(host: String, family: Family, interfaceIndex: Int32? = nil, interfaceName: String? = nil) {
         self.host = host
         self.family = family
         self.interfaceIndex = interfaceIndex
@@ -57,14 +57,14 @@ public struct PeerAddress: Sendable, Hashable, Comparable, CustomStringConvertib
 
     /// The host to pass to a socket connect: IPv6 link-local addresses get their `%interface`
     /// scope, without which the kernel cannot route them.
-    public var connectHost: String {
+    package var connectHost: String {
         if family == .ipv6, host.lowercased().hasPrefix("fe80"), let interfaceName {
             return "\(host)%\(interfaceName)"
         }
         return host
     }
 
-    public var description: String {
+    package var description: String {
         switch family {
         case .ipv6: "[\(connectHost)]"
         default: connectHost
@@ -72,7 +72,7 @@ public struct PeerAddress: Sendable, Hashable, Comparable, CustomStringConvertib
     }
 
     /// IPv4 first (it needs no scope), then IPv6, then names; then by text.
-    public static func < (lhs: PeerAddress, rhs: PeerAddress) -> Bool {
+    package static func < (lhs: PeerAddress, rhs: PeerAddress) -> Bool {
         func rank(_ family: Family) -> Int { family == .ipv4 ? 0 : family == .ipv6 ? 1 : 2 }
         if rank(lhs.family) != rank(rhs.family) { return rank(lhs.family) < rank(rhs.family) }
         if lhs.host != rhs.host { return lhs.host < rhs.host }

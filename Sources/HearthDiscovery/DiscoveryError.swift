@@ -1,5 +1,5 @@
 /// Errors of the discovery layer.
-public enum DiscoveryError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum DiscoveryError: Error, Sendable, Hashable, CustomStringConvertible {
     /// No Avahi daemon (or no system D-Bus) is reachable. The engine should fall back to
     /// ``StaticDiscovery``. The string says what was tried and how to fix it.
     case daemonUnavailable(String)
@@ -14,7 +14,7 @@ public enum DiscoveryError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A static peer config file could not be read.
     case unreadableConfigFile(path: String, reason: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .daemonUnavailable(let why): "mDNS unavailable: \(why)"
         case .invalidServiceDescription(let why): "invalid service description: \(why)"

@@ -3,20 +3,20 @@ import HearthCore
 /// Several discoveries seen as one, e.g. Avahi plus the static peers of `HEARTH_PEERS` that
 /// mDNS cannot reach (another subnet, a VPN). Events of every member are forwarded as they
 /// come; peer IDs stay distinct because each kind has its own prefix (`mdns:`, `static:`).
-public final class MergedDiscovery: PeerDiscovery {
+package final class MergedDiscovery: PeerDiscovery {
     /// The discoveries merged, in start order.
-    public let members: [any PeerDiscovery]
+    package let members: [any PeerDiscovery]
     private let registry = PeerRegistry()
     private let forwarders = Locked<[Task<Void, Never>]>([])
 
     /// Merges `members`; nothing starts until ``start()``.
-    public init(_ members: [any PeerDiscovery]) {
+    package init(_ members: [any PeerDiscovery]) {
         self.members = members
     }
 
     /// Starts every member in order. If one fails, those already started are stopped and
     /// the error is rethrown (so ``DiscoveryError/daemonUnavailable(_:)`` still reaches the caller).
-    public func start() async throws {
+    package func start() async throws {
         var started: [any PeerDiscovery] = []
         for member in members {
             do {
@@ -37,7 +37,7 @@ public final class MergedDiscovery: PeerDiscovery {
     }
 
     /// Stops every member, then finishes the merged streams once their last events are in.
-    public func stop() async {
+    package func stop() async {
         for member in members { await member.stop() }
         // Members' streams finish on stop, so the forwarders end by themselves.
         let tasks = forwarders.withLock { $0 }
@@ -45,7 +45,7 @@ public final class MergedDiscovery: PeerDiscovery {
         registry.finishAll()
     }
 
-    public func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
+    package func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
 
-    public var peers: [DiscoveredPeer] { registry.peers }
+    package var peers: [DiscoveredPeer] { registry.peers }
 }

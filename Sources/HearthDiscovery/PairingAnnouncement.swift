@@ -4,33 +4,33 @@
 ///
 /// Like the sync service's, the record is a hint for whom to dial, never trusted: the pairing
 /// code the people compare decides who is who.
-public struct PairingAnnouncement: Sendable, Hashable {
+package struct PairingAnnouncement: Sendable, Hashable {
     /// The DNS-SD service type of pairing requests.
-    public static let serviceType = "_hearth-pair._tcp"
+    package static let serviceType = "_hearth-pair._tcp"
 
     /// The pairing protocol version this build speaks (TXT key `v`).
-    public static let currentVersion = 1
+    package static let currentVersion = 1
 
     /// TXT keys.
-    public enum Key {
+    package enum Key {
         /// The pairing protocol version, decimal.
-        public static let version = "v"
+        package static let version = "v"
         /// A short hash of the newcomer's public key, lowercase hex.
-        public static let key = "k"
+        package static let key = "k"
     }
 
     /// The device name (cut to 63 bytes of UTF-8); Avahi may publish it as "kitchen #2" after a
     /// collision.
-    public var instanceName: String
+    package var instanceName: String
     /// The TCP port of the pairing listener.
-    public var port: UInt16
+    package var port: UInt16
     /// The pairing protocol version.
-    public var version: Int
+    package var version: Int
     /// Lowercase hex, 8 to 64 characters: the caller's short hash of the key the listener
     /// presents (Hearth uses SHA-256("hearth-mdns-pair-v1" 00 · raw public key), cut to 16).
-    public var keyHash: String
+    package var keyHash: String
 
-    public init(instanceName: String, port: UInt16, version: Int = Self.currentVersion, keyHash: String) {
+    package init(instanceName: String, port: UInt16, version: Int = Self.currentVersion, keyHash: String) {
         self.instanceName = ServiceDescription.truncatedInstanceName(instanceName)
         self.port = port
         self.version = version
@@ -38,11 +38,11 @@ public struct PairingAnnouncement: Sendable, Hashable {
     }
 
     /// The TXT strings to publish.
-    public var txtStrings: [String] { ["\(Key.version)=\(version)", "\(Key.key)=\(keyHash)"] }
+    package var txtStrings: [String] { ["\(Key.version)=\(version)", "\(Key.key)=\(keyHash)"] }
 
     /// The version and key hash of a request's TXT record, validated as untrusted input (the
     /// size caps and rules of ``ServiceRecord/parse(txt:)``).
-    public static func parse(txt entries: [[UInt8]]) -> Result<(version: Int, keyHash: String), ServiceRecord.Rejection> {
+    package static func parse(txt entries: [[UInt8]]) -> Result<(version: Int, keyHash: String), ServiceRecord.Rejection> {
         let fields: [String: String]
         switch ServiceRecord.fields(txt: entries) {
         case .failure(let rejection): return .failure(rejection)
@@ -59,14 +59,14 @@ public struct PairingAnnouncement: Sendable, Hashable {
     }
 
     /// The request a browsed peer announces, or nil when its TXT record is not one.
-    public init?(peer: DiscoveredPeer) {
+    package init?(peer: DiscoveredPeer) {
         guard let version = peer.txt[Key.version].flatMap(Int.init), let hash = peer.txt[Key.key],
               ServiceRecord.isValidHash(hash) else { return nil }
         self.init(instanceName: peer.name, port: peer.port, version: version, keyHash: hash)
     }
 
     /// Checks what a member would check, so that a request is never published in a form members ignore.
-    public func validate() throws(DiscoveryError) {
+    package func validate() throws(DiscoveryError) {
         if instanceName.isEmpty { throw .invalidServiceDescription("instance name is empty") }
         if port == 0 { throw .invalidServiceDescription("port 0 cannot be connected to") }
         if case .failure(let rejection) = Self.parse(txt: txtStrings.map { Array($0.utf8) }) {

@@ -19,14 +19,14 @@ import Logging
 ///
 /// ``start()`` throws ``DiscoveryError/daemonUnavailable(_:)`` when no avahi-daemon runs: the
 /// caller then pairs by address instead (`hearth device approve --address`).
-public final class PairingDiscovery: PeerDiscovery {
+package final class PairingDiscovery: PeerDiscovery {
     /// What this discovery publishes; nil for a member's browser.
-    public let announcement: PairingAnnouncement?
+    package let announcement: PairingAnnouncement?
     private let logger: Logger
     private let holder = AvahiSessionHolder()
 
     /// A newcomer's: publishes `announcement`, browses nothing.
-    public init(announcing announcement: PairingAnnouncement, logger: Logger = Logger(label: "hearth.discovery.pairing")) {
+    package init(announcing announcement: PairingAnnouncement, logger: Logger = Logger(label: "hearth.discovery.pairing")) {
         self.announcement = announcement
         self.logger = logger
     }
@@ -37,7 +37,7 @@ public final class PairingDiscovery: PeerDiscovery {
     }
 
     /// A member's: browses requests, publishes nothing.
-    public static func browsing(logger: Logger = Logger(label: "hearth.discovery.pairing")) -> PairingDiscovery {
+    package static func browsing(logger: Logger = Logger(label: "hearth.discovery.pairing")) -> PairingDiscovery {
         PairingDiscovery(logger: logger)
     }
 
@@ -45,7 +45,7 @@ public final class PairingDiscovery: PeerDiscovery {
     ///
     /// - Throws: ``DiscoveryError/daemonUnavailable(_:)``, ``DiscoveryError/invalidServiceDescription(_:)``,
     ///   ``DiscoveryError/alreadyStarted``.
-    public func start() async throws {
+    package func start() async throws {
         try announcement?.validate()
         try holder.start(requiringDaemon: true) { registry in
             try AvahiSession(service: PairingAnnouncement.spec(publishing: announcement), logger: logger,
@@ -54,14 +54,14 @@ public final class PairingDiscovery: PeerDiscovery {
     }
 
     /// Withdraws the request (or stops browsing) and finishes every event stream.
-    public func stop() async { holder.stop() }
+    package func stop() async { holder.stop() }
 
     /// Requests as they appear, change and go (a member's browser); replays those known.
-    public func events() -> AsyncStream<PeerEvent> { holder.registry.subscribe() }
+    package func events() -> AsyncStream<PeerEvent> { holder.registry.subscribe() }
 
     /// The requests seen right now.
-    public var peers: [DiscoveredPeer] { holder.registry.peers }
+    package var peers: [DiscoveredPeer] { holder.registry.peers }
 
     /// The name the request is published under once the daemon confirmed it; nil before.
-    public var publishedName: String? { holder.session?.publishedName }
+    package var publishedName: String? { holder.session?.publishedName }
 }

@@ -11,7 +11,7 @@
 ///     }
 /// }
 /// ```
-public protocol PeerDiscovery: Sendable {
+package protocol PeerDiscovery: Sendable {
     /// Starts publishing this device (where the mechanism publishes) and looking for peers.
     ///
     /// - Throws: ``DiscoveryError``; ``DiscoveryError/daemonUnavailable(_:)`` means the

@@ -1,5 +1,5 @@
 /// A change in the set of peers a ``PeerDiscovery`` sees.
-public enum PeerEvent: Sendable, Hashable {
+package enum PeerEvent: Sendable, Hashable {
     /// A peer of our account and store can now be connected to.
     case appeared(DiscoveredPeer)
     /// A known peer changed: an address was added or lost, the port or the TXT changed.
@@ -9,7 +9,7 @@ public enum PeerEvent: Sendable, Hashable {
     case gone(DiscoveredPeer)
 
     /// The peer the event is about.
-    public var peer: DiscoveredPeer {
+    package var peer: DiscoveredPeer {
         switch self {
         case .appeared(let peer), .updated(let peer), .gone(let peer): peer
         }

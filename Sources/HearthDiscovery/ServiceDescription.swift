@@ -4,28 +4,28 @@
 /// Discovery never sees account, store or device *names*: the caller passes short hashes
 /// (computed by the identity layer), so this module does not depend on it and nothing
 /// readable about the household leaks onto the network through TXT records.
-public struct ServiceDescription: Sendable, Hashable {
+package struct ServiceDescription: Sendable, Hashable {
     /// The DNS-SD service type every Hearth peer publishes and browses.
-    public static let serviceType = "_hearth._tcp"
+    package static let serviceType = "_hearth._tcp"
 
     /// Longest DNS label: an instance name is cut to this many bytes of UTF-8.
-    public static let maximumInstanceNameBytes = 63
+    package static let maximumInstanceNameBytes = 63
 
     /// The human-readable instance name, usually the device name ("Kitchen laptop").
     /// Avahi may publish it under an alternative ("Kitchen laptop #2") after a collision.
-    public var instanceName: String
+    package var instanceName: String
     /// The TCP port of this device's sync listener.
-    public var port: UInt16
+    package var port: UInt16
     /// The sync protocol version this device speaks (TXT key `v`).
-    public var protocolVersion: Int
+    package var protocolVersion: Int
     /// Short lowercase hex hash of the account (household) ID (TXT key `a`).
-    public var accountHash: String
+    package var accountHash: String
     /// Short lowercase hex hash of the store identifier (TXT key `s`), for a service of one
     /// store (protocol 2 and earlier); `nil` for a device's service carrying every store
     /// (protocol 3), whose TXT has no `s`.
-    public var storeHash: String?
+    package var storeHash: String?
     /// Short lowercase hex hash of this device's ID (TXT key `d`).
-    public var deviceHash: String
+    package var deviceHash: String
 
     /// Describes the service to publish.
     ///
@@ -36,7 +36,7 @@ public struct ServiceDescription: Sendable, Hashable {
     ///   - accountHash: lowercase hex, 8 to 64 characters (Hearth uses 16).
     ///   - storeHash: lowercase hex, 8 to 64 characters, or `nil` for a service of the device.
     ///   - deviceHash: lowercase hex, 8 to 64 characters.
-    public init(
+    package init(
         instanceName: String, port: UInt16, protocolVersion: Int,
         accountHash: String, storeHash: String? = nil, deviceHash: String
     ) {
@@ -49,13 +49,13 @@ public struct ServiceDescription: Sendable, Hashable {
     }
 
     /// The record peers will parse out of our TXT, for comparisons.
-    public var record: ServiceRecord {
+    package var record: ServiceRecord {
         ServiceRecord(protocolVersion: protocolVersion, accountHash: accountHash,
                       storeHash: storeHash, deviceHash: deviceHash)
     }
 
     /// The TXT strings to publish, `key=value`, in a fixed order.
-    public var txtStrings: [String] {
+    package var txtStrings: [String] {
         ["\(ServiceRecord.Key.version)=\(protocolVersion)",
          "\(ServiceRecord.Key.account)=\(accountHash)"]
             + (storeHash.map { ["\(ServiceRecord.Key.store)=\($0)"] } ?? [])
@@ -65,7 +65,7 @@ public struct ServiceDescription: Sendable, Hashable {
     /// Checks what a peer would check, so we never publish something peers reject.
     ///
     /// - Throws: ``DiscoveryError/invalidServiceDescription(_:)``.
-    public func validate() throws(DiscoveryError) {
+    package func validate() throws(DiscoveryError) {
         if instanceName.isEmpty { throw .invalidServiceDescription("instance name is empty") }
         if port == 0 { throw .invalidServiceDescription("port 0 cannot be connected to") }
         let entries = txtStrings.map { Array($0.utf8) }

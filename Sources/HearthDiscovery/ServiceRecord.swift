@@ -2,41 +2,41 @@
 ///
 /// A TXT record is untrusted input from anyone on the LAN: ``parse(txt:)`` accepts only
 /// small, well-formed records and says why it rejected the others.
-public struct ServiceRecord: Sendable, Hashable {
+package struct ServiceRecord: Sendable, Hashable {
     /// TXT keys. Short, since every byte is multicast with each announcement.
-    public enum Key {
+    package enum Key {
         /// Sync protocol version, decimal.
-        public static let version = "v"
+        package static let version = "v"
         /// Account hash, lowercase hex.
-        public static let account = "a"
+        package static let account = "a"
         /// Store hash, lowercase hex: only in services of one store (protocol 2 and earlier).
-        public static let store = "s"
+        package static let store = "s"
         /// Device hash, lowercase hex.
-        public static let device = "d"
+        package static let device = "d"
     }
 
     /// Largest TXT record accepted, all strings with their length bytes. Ours is under 100;
     /// the cap keeps hostile records from costing memory or log space.
-    public static let maximumTXTBytes = 1024
+    package static let maximumTXTBytes = 1024
     /// Most TXT strings accepted (unknown keys are allowed for later protocol versions).
-    public static let maximumTXTEntries = 32
+    package static let maximumTXTEntries = 32
     /// Accepted hash lengths, in hex characters.
-    public static let hashLengths = 8...64
+    package static let hashLengths = 8...64
     /// Accepted protocol versions.
-    public static let protocolVersions = 1...9999
+    package static let protocolVersions = 1...9999
 
     /// The peer's sync protocol version.
-    public var protocolVersion: Int
+    package var protocolVersion: Int
     /// The peer's account hash.
-    public var accountHash: String
+    package var accountHash: String
     /// The peer's store hash, if its service is of one store (protocol 2 and earlier); `nil`
     /// for a device's service carrying every store.
-    public var storeHash: String?
+    package var storeHash: String?
     /// The peer's device hash.
-    public var deviceHash: String
+    package var deviceHash: String
 
     /// A record from its fields (not validated; see ``parse(txt:)``).
-    public init(protocolVersion: Int, accountHash: String, storeHash: String? = nil, deviceHash: String) {
+    package init(protocolVersion: Int, accountHash: String, storeHash: String? = nil, deviceHash: String) {
         self.protocolVersion = protocolVersion
         self.accountHash = accountHash
         self.storeHash = storeHash
@@ -44,7 +44,7 @@ public struct ServiceRecord: Sendable, Hashable {
     }
 
     /// Why a TXT record was refused.
-    public enum Rejection: Error, Sendable, Hashable, CustomStringConvertible {
+    package enum Rejection: Error, Sendable, Hashable, CustomStringConvertible {
         /// The record is larger than ``ServiceRecord/maximumTXTBytes``.
         case tooLarge(bytes: Int)
         /// The record has more than ``ServiceRecord/maximumTXTEntries`` strings.
@@ -58,7 +58,7 @@ public struct ServiceRecord: Sendable, Hashable {
         /// A required key's value is not in the expected format.
         case invalidValue(key: String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .tooLarge(let bytes): "TXT record too large (\(bytes) bytes, limit \(ServiceRecord.maximumTXTBytes))"
             case .tooManyEntries(let count): "TXT record has too many strings (\(count), limit \(ServiceRecord.maximumTXTEntries))"
@@ -73,7 +73,7 @@ public struct ServiceRecord: Sendable, Hashable {
     /// Parses raw TXT strings (each one `key=value` bytes, as on the wire).
     ///
     /// Unknown keys are kept out of the record but allowed, so later versions can add fields.
-    public static func parse(txt entries: [[UInt8]]) -> Result<ServiceRecord, Rejection> {
+    package static func parse(txt entries: [[UInt8]]) -> Result<ServiceRecord, Rejection> {
         let fields: [String: String]
         switch Self.fields(txt: entries) {
         case .failure(let rejection): return .failure(rejection)
@@ -135,7 +135,7 @@ public struct ServiceRecord: Sendable, Hashable {
     }
 
     /// Lowercase hex of an accepted length.
-    public static func isValidHash(_ value: String) -> Bool {
+    package static func isValidHash(_ value: String) -> Bool {
         hashLengths.contains(value.utf8.count)
             && value.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }

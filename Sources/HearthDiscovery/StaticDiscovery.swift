@@ -8,19 +8,19 @@ import Logging
 /// (`"192.168.1.20:7420, laptop.lan:7420, [fd00::2]:7420"`), or from a file
 /// (`$XDG_CONFIG_HOME/hearth/peers`, one entry per line, `#` starts a comment).
 /// Static peers carry no ``ServiceRecord``: who they are is proven by TLS when connecting.
-public final class StaticDiscovery: PeerDiscovery {
+package final class StaticDiscovery: PeerDiscovery {
     /// The environment variable read by ``fromEnvironment(_:)``.
-    public static let environmentVariable = "HEARTH_PEERS"
+    package static let environmentVariable = "HEARTH_PEERS"
 
     /// One `host:port` entry.
-    public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+    package struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         /// Host name or numeric address (IPv6 without brackets).
-        public var host: String
+        package var host: String
         /// TCP port.
-        public var port: UInt16
+        package var port: UInt16
 
         /// An endpoint from its parts.
-        public init(host: String, port: UInt16) {
+        package init(host: String, port: UInt16) {
             self.host = host
             self.port = port
         }
@@ -28,7 +28,7 @@ public final class StaticDiscovery: PeerDiscovery {
         /// Parses `host:port`, `1.2.3.4:port` or `[v6addr]:port`.
         ///
         /// - Throws: ``DiscoveryError/invalidStaticPeer(entry:reason:)``.
-        public init(parsing text: String) throws(DiscoveryError) {
+        package init(parsing text: String) throws(DiscoveryError) {
             let entry = text.trimmingCharacters(in: .whitespaces)
             func fail(_ reason: String) -> DiscoveryError { .invalidStaticPeer(entry: entry, reason: reason) }
             let host: Substring, portText: Substring
@@ -54,7 +54,7 @@ public final class StaticDiscovery: PeerDiscovery {
             self.init(host: String(host), port: port)
         }
 
-        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+        package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
         var peer: DiscoveredPeer {
             let family: PeerAddress.Family =
@@ -67,12 +67,12 @@ public final class StaticDiscovery: PeerDiscovery {
     }
 
     /// The configured endpoints.
-    public let endpoints: [Endpoint]
+    package let endpoints: [Endpoint]
     private let logger: Logger
     private let registry = PeerRegistry()
 
     /// A discovery of exactly these endpoints (duplicates dropped).
-    public init(endpoints: [Endpoint], logger: Logger = Logger(label: "hearth.discovery.static")) {
+    package init(endpoints: [Endpoint], logger: Logger = Logger(label: "hearth.discovery.static")) {
         var seen = Set<Endpoint>()
         self.endpoints = endpoints.filter { seen.insert($0).inserted }
         self.logger = logger
@@ -82,12 +82,12 @@ public final class StaticDiscovery: PeerDiscovery {
     /// `#` comments out the rest of a line.
     ///
     /// - Throws: ``DiscoveryError/invalidStaticPeer(entry:reason:)`` for the first bad entry.
-    public convenience init(parsing list: String, logger: Logger = Logger(label: "hearth.discovery.static")) throws {
+    package convenience init(parsing list: String, logger: Logger = Logger(label: "hearth.discovery.static")) throws {
         try self.init(endpoints: Self.parse(list), logger: logger)
     }
 
     /// Parses a peer list (see ``init(parsing:logger:)``).
-    public static func parse(_ list: String) throws(DiscoveryError) -> [Endpoint] {
+    package static func parse(_ list: String) throws(DiscoveryError) -> [Endpoint] {
         var endpoints: [Endpoint] = []
         for line in list.split(whereSeparator: \.isNewline) {
             let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
@@ -99,7 +99,7 @@ public final class StaticDiscovery: PeerDiscovery {
     }
 
     /// The peers of `HEARTH_PEERS`, or nil when it is unset or empty.
-    public static func fromEnvironment(
+    package static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger = Logger(label: "hearth.discovery.static")
     ) throws -> StaticDiscovery? {
@@ -110,7 +110,7 @@ public final class StaticDiscovery: PeerDiscovery {
     }
 
     /// The default peer file: `$XDG_CONFIG_HOME/hearth/peers`, else `~/.config/hearth/peers`.
-    public static func defaultConfigPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func defaultConfigPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
             return config + "/hearth/peers"
         }
@@ -122,7 +122,7 @@ public final class StaticDiscovery: PeerDiscovery {
     ///
     /// - Throws: ``DiscoveryError/unreadableConfigFile(path:reason:)`` or
     ///   ``DiscoveryError/invalidStaticPeer(entry:reason:)``.
-    public static func fromConfigFile(
+    package static func fromConfigFile(
         at path: String, logger: Logger = Logger(label: "hearth.discovery.static")
     ) throws -> StaticDiscovery {
         let text: String
@@ -135,7 +135,7 @@ public final class StaticDiscovery: PeerDiscovery {
     }
 
     /// `HEARTH_PEERS` if set, else the default peer file if it exists, else nil.
-    public static func fromDefaultSources(
+    package static func fromDefaultSources(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger = Logger(label: "hearth.discovery.static")
     ) throws -> StaticDiscovery? {
@@ -147,14 +147,14 @@ public final class StaticDiscovery: PeerDiscovery {
 
     /// Reports every endpoint as appeared. Static peers never go away by themselves: a peer
     /// that is down simply fails to connect, and the engine retries.
-    public func start() async throws {
+    package func start() async throws {
         logger.info("static discovery with \(endpoints.count) peer(s): \(endpoints.map(\.description).joined(separator: ", "))")
         registry.replaceAll(with: endpoints.map(\.peer))
     }
 
-    public func stop() async { registry.finishAll() }
+    package func stop() async { registry.finishAll() }
 
-    public func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
+    package func events() -> AsyncStream<PeerEvent> { registry.subscribe() }
 
-    public var peers: [DiscoveredPeer] { registry.peers }
+    package var peers: [DiscoveredPeer] { registry.peers }
 }

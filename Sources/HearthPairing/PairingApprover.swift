@@ -8,17 +8,17 @@ import NIOCore
 
 /// A pairing request to approve: where a newcomer listens, found by mDNS
 /// (``init(peer:)``) or given by hand (``init(name:host:port:)``).
-public struct PairingCandidate: Sendable, Hashable, CustomStringConvertible {
+package struct PairingCandidate: Sendable, Hashable, CustomStringConvertible {
     /// The name it announces (its mDNS instance name), or what the caller calls it.
-    public var name: String
+    package var name: String
     /// Addresses to try in order (IPv4 first; IPv6 link-local ones with their scope).
-    public var hosts: [String]
-    public var port: Int
+    package var hosts: [String]
+    package var port: Int
     /// The key hash its announcement carries (TXT `k`): the device reached must present a key
     /// with this hash. Nil when given by hand.
-    public var keyHash: String?
+    package var keyHash: String?
 
-    public init(name: String, host: String, port: Int) {
+    package init(name: String, host: String, port: Int) {
         self.name = name
         hosts = [host]
         self.port = port
@@ -26,7 +26,7 @@ public struct PairingCandidate: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The request an mDNS peer announces (``PairingDiscovery``), or nil when it is not one.
-    public init?(peer: DiscoveredPeer) {
+    package init?(peer: DiscoveredPeer) {
         guard let announcement = PairingAnnouncement(peer: peer), !peer.addresses.isEmpty else { return nil }
         name = peer.name
         hosts = peer.addresses.map(\.connectHost)
@@ -34,20 +34,20 @@ public struct PairingCandidate: Sendable, Hashable, CustomStringConvertible {
         keyHash = announcement.keyHash
     }
 
-    public var description: String { "\(name) at \(hosts.first ?? "?") port \(port)" }
+    package var description: String { "\(name) at \(hosts.first ?? "?") port \(port)" }
 }
 
 /// What a member did when a newcomer accepted its grant.
-public struct PairingApproval: Sendable {
+package struct PairingApproval: Sendable {
     /// The device certificate issued for the newcomer's key.
-    public let certificate: Certificate
+    package let certificate: Certificate
     /// The newcomer's device ID in the account.
-    public let deviceID: DeviceID
+    package let deviceID: DeviceID
     /// Its name in the certificate.
-    public let deviceName: String
+    package let deviceName: String
     /// Whether the grant carried the sealed account key (so the newcomer too can admit and
     /// remove devices, with the passphrase).
-    public let sentCAKey: Bool
+    package let sentCAKey: Bool
 }
 
 /// A member admitting a newcomer by pairing: the member's side.
@@ -77,16 +77,16 @@ public struct PairingApproval: Sendable {
 /// }
 /// await browser.stop()
 /// ```
-public struct PairingApprover: Sendable {
+package struct PairingApprover: Sendable {
     /// Time limits.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// How long the newcomer may take to answer each message before the code.
-        public var stepTimeout: Duration
+        package var stepTimeout: Duration
         /// How long, after the grant is sent, the newcomer's person may take to confirm.
-        public var confirmationTimeout: Duration
-        public var handshakeTimeout: Duration
+        package var confirmationTimeout: Duration
+        package var handshakeTimeout: Duration
 
-        public init(stepTimeout: Duration = .seconds(15), confirmationTimeout: Duration = .seconds(300),
+        package init(stepTimeout: Duration = .seconds(15), confirmationTimeout: Duration = .seconds(300),
                     handshakeTimeout: Duration = .seconds(10)) {
             self.stepTimeout = stepTimeout
             self.confirmationTimeout = confirmationTimeout
@@ -95,15 +95,15 @@ public struct PairingApprover: Sendable {
     }
 
     /// This device, which dials with its certificate and whose account admits the newcomer.
-    public let identity: DeviceIdentity
-    public let accounts: AccountStore
-    public var options: Options
+    package let identity: DeviceIdentity
+    package let accounts: AccountStore
+    package var options: Options
     private let logger: Logger
 
     /// An approver for `identity` (default: the device signed in to `accounts`).
     ///
     /// - Throws: ``IdentityError/Code/notSignedIn`` when there is no identity.
-    public init(accounts: AccountStore, identity: DeviceIdentity? = nil, options: Options = Options(),
+    package init(accounts: AccountStore, identity: DeviceIdentity? = nil, options: Options = Options(),
                 logger: Logger = Logger(label: "hearth.pairing")) throws {
         guard let identity = try identity ?? accounts.loadCurrentIdentity() else {
             throw IdentityError(code: .notSignedIn, message: "not signed in to an account")
@@ -123,7 +123,7 @@ public struct PairingApprover: Sendable {
     /// - Throws: ``IdentityError/Code/wrongPassphrase`` (the newcomer was told "refused"),
     ///   ``IdentityError/Code/caKeyAbsent``/``IdentityError/Code/caKeyInClear`` before any
     ///   connection; ``PairingError`` otherwise.
-    public func approve(_ candidate: PairingCandidate, includeCAKey: Bool = true,
+    package func approve(_ candidate: PairingCandidate, includeCAKey: Bool = true,
                         confirm: @escaping @Sendable (PairingOffer) async -> PairingDecision,
                         passphrase: @escaping @Sendable () async throws -> String) async throws -> PairingApproval {
         let accounts = self.accounts
@@ -141,7 +141,7 @@ public struct PairingApprover: Sendable {
     ///
     /// - Parameter sealedCAKey: the account key as this device stores it (PEM), to send along; nil
     ///   admits a device that only syncs.
-    public func approve(_ candidate: PairingCandidate, authority: AccountAuthority, sealedCAKey: String? = nil,
+    package func approve(_ candidate: PairingCandidate, authority: AccountAuthority, sealedCAKey: String? = nil,
                         confirm: @escaping @Sendable (PairingOffer) async -> PairingDecision) async throws -> PairingApproval {
         try await run(candidate, confirm: confirm) { (authority, sealedCAKey) }
     }

@@ -24,24 +24,24 @@ import HearthIdentity
 /// print(code)                                  // "236 738"
 /// PairingCode(typed: "236738") == code         // true: what a person types is compared this way
 /// ```
-public struct PairingCode: Hashable, Sendable, CustomStringConvertible {
+package struct PairingCode: Hashable, Sendable, CustomStringConvertible {
     /// The six digits, without a space.
-    public let digits: String
+    package let digits: String
 
     /// How many digits a code has.
-    public static let length = 6
+    package static let length = 6
     /// Bytes of each side's nonce.
-    public static let nonceLength = 32
+    package static let nonceLength = 32
 
     /// The code of a pairing between `memberKey` and `newcomerKey` (each as the other side saw it
     /// in the handshake) with these nonces.
-    public init(memberKey: Ed25519PublicKey, newcomerKey: Ed25519PublicKey, memberNonce: [UInt8], newcomerNonce: [UInt8]) {
+    package init(memberKey: Ed25519PublicKey, newcomerKey: Ed25519PublicKey, memberNonce: [UInt8], newcomerNonce: [UInt8]) {
         self.init(memberKey: memberKey.rawRepresentation, newcomerKey: newcomerKey.rawRepresentation,
                   memberNonce: memberNonce, newcomerNonce: newcomerNonce)
     }
 
     /// The same from raw 32-byte keys (test vectors, docs/protocol.md).
-    public init(memberKey: [UInt8], newcomerKey: [UInt8], memberNonce: [UInt8], newcomerNonce: [UInt8]) {
+    package init(memberKey: [UInt8], newcomerKey: [UInt8], memberNonce: [UInt8], newcomerNonce: [UInt8]) {
         let digest = SHA256.hash(Array("hearth-pair-code-v1".utf8) + [0] + memberKey + newcomerKey + memberNonce + newcomerNonce)
         let value = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
         let text = String(value)
@@ -49,25 +49,25 @@ public struct PairingCode: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// What a person typed, if it is a code: six digits, spaces and dashes ignored.
-    public init?(typed text: String) {
+    package init?(typed text: String) {
         let kept = text.filter { $0 != " " && $0 != "-" && $0 != "\t" }
         guard kept.count == Self.length, kept.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
         digits = kept
     }
 
     /// "123 456": two groups of three, easy to read out and compare.
-    public var description: String { "\(digits.prefix(3)) \(digits.suffix(3))" }
+    package var description: String { "\(digits.prefix(3)) \(digits.suffix(3))" }
 
     /// The member's commitment to its nonce, sent before it learns the newcomer's:
     /// SHA-256("hearth-pair-commit-v1" 00 · member key · newcomer key · member nonce).
-    public static func commitment(memberKey: [UInt8], newcomerKey: [UInt8], memberNonce: [UInt8]) -> [UInt8] {
+    package static func commitment(memberKey: [UInt8], newcomerKey: [UInt8], memberNonce: [UInt8]) -> [UInt8] {
         SHA256.hash(Array("hearth-pair-commit-v1".utf8) + [0] + memberKey + newcomerKey + memberNonce)
     }
 
     /// The short hash of a newcomer's key in its mDNS announcement (TXT `k`): 16 hex digits of
     /// SHA-256("hearth-mdns-pair-v1" 00 · raw public key). A hint for a member to check that it
     /// reached the device it found, never a security decision.
-    public static func announcementHash(of key: Ed25519PublicKey) -> String {
+    package static func announcementHash(of key: Ed25519PublicKey) -> String {
         String(Hex.encode(SHA256.hash(Array("hearth-mdns-pair-v1".utf8) + [0] + key.rawRepresentation)).prefix(16))
     }
 

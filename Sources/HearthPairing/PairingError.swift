@@ -4,44 +4,44 @@
 /// newcomer's disk (a member's certificate is issued only after its person confirmed the code and
 /// its passphrase opened the account key, and a newcomer stores one only after its own person
 /// confirmed and the grant checked out).
-public struct PairingError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct PairingError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The kind of failure. Extensible: compare against the static members.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let name: String
-        public init(_ name: String) { self.name = name }
-        public var description: String { name }
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        package let name: String
+        package init(_ name: String) { self.name = name }
+        package var description: String { name }
 
         /// This device refused: its person said the codes differ (or did not confirm), or the
         /// account passphrase given here did not open the account key.
-        public static let refused = Code("refused")
+        package static let refused = Code("refused")
         /// The other device refused, and said why (``PairingError/message``).
-        public static let refusedByPeer = Code("refusedByPeer")
+        package static let refusedByPeer = Code("refusedByPeer")
         /// The newcomer is pairing with another member already.
-        public static let busy = Code("busy")
+        package static let busy = Code("busy")
         /// A frame that is not a pairing message, a field out of bounds, or a message out of turn.
-        public static let malformed = Code("malformed")
+        package static let malformed = Code("malformed")
         /// The member's nonce does not open the commitment it sent first.
-        public static let commitmentMismatch = Code("commitmentMismatch")
+        package static let commitmentMismatch = Code("commitmentMismatch")
         /// The grant does not check out: the CA, the member's certificate or the granted one.
-        public static let invalidGrant = Code("invalidGrant")
+        package static let invalidGrant = Code("invalidGrant")
         /// The device reached is not the one announced (its key's hash differs from the TXT record's).
-        public static let unexpectedPeer = Code("unexpectedPeer")
+        package static let unexpectedPeer = Code("unexpectedPeer")
         /// Nothing happened in time.
-        public static let timedOut = Code("timedOut")
+        package static let timedOut = Code("timedOut")
         /// The connection ended before the pairing did.
-        public static let connectionLost = Code("connectionLost")
+        package static let connectionLost = Code("connectionLost")
     }
 
-    public var code: Code
+    package var code: Code
     /// What happened, in words.
-    public var message: String
+    package var message: String
 
-    public init(code: Code, message: String) {
+    package init(code: Code, message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { "\(code): \(message)" }
+    package var description: String { "\(code): \(message)" }
 
     static func malformed(_ message: String) -> PairingError { PairingError(code: .malformed, message: message) }
 }

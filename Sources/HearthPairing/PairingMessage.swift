@@ -15,7 +15,7 @@ import HearthCore
 /// Decoding is strict: every field is checked for type and size, and anything else is a
 /// ``PairingError/Code/malformed`` error naming what is wrong. Unknown keys are ignored (a
 /// later version may add some).
-public enum PairingMessage: Sendable, Equatable {
+package enum PairingMessage: Sendable, Equatable {
     /// The member's commitment to its nonce (``PairingCode/commitment(memberKey:newcomerKey:memberNonce:)``).
     case hello(commitment: [UInt8])
     /// The newcomer's nonce.
@@ -30,16 +30,16 @@ public enum PairingMessage: Sendable, Equatable {
     case refused(reason: String)
 
     /// The largest frame either side sends or reads: a grant is about 1.5 KB.
-    public static let maximumFrameLength = 16 * 1024
+    package static let maximumFrameLength = 16 * 1024
     /// A certificate in a grant is at most this many bytes of DER.
-    public static let maximumCertificateSize = 4096
+    package static let maximumCertificateSize = 4096
     /// The sealed account key in a grant is at most this many bytes of PEM.
-    public static let maximumSealedKeySize = 4096
+    package static let maximumSealedKeySize = 4096
     /// A reason is at most this many bytes of UTF-8 (longer ones are cut when sent).
-    public static let maximumReasonBytes = 512
+    package static let maximumReasonBytes = 512
 
     /// The `type` field of each message.
-    public var type: String {
+    package var type: String {
         switch self {
         case .hello: "pair-hello"
         case .nonce: "pair-nonce"
@@ -51,7 +51,7 @@ public enum PairingMessage: Sendable, Equatable {
     }
 
     /// The frame payload.
-    public func encoded() throws -> Data {
+    package func encoded() throws -> Data {
         var fields: [String: PropertyListValue] = ["type": .string(type)]
         switch self {
         case .hello(let commitment): fields["commitment"] = .data(Data(commitment))
@@ -69,7 +69,7 @@ public enum PairingMessage: Sendable, Equatable {
     /// Parses a frame payload.
     ///
     /// - Throws: ``PairingError/Code/malformed`` with what is wrong.
-    public static func decode(_ data: Data) throws(PairingError) -> PairingMessage {
+    package static func decode(_ data: Data) throws(PairingError) -> PairingMessage {
         guard data.count <= maximumFrameLength else {
             throw .malformed("a frame of \(data.count) bytes; pairing frames are at most \(maximumFrameLength)")
         }
@@ -140,15 +140,15 @@ public enum PairingMessage: Sendable, Equatable {
 /// What a member sends to admit a newcomer: the account CA certificate, the device certificate
 /// it issued for the newcomer's key, and (unless it keeps it) the account's CA key as it stores
 /// it, sealed under the account passphrase.
-public struct PairingGrant: Sendable, Equatable {
+package struct PairingGrant: Sendable, Equatable {
     /// DER.
-    public var caCertificate: [UInt8]
+    package var caCertificate: [UInt8]
     /// DER.
-    public var certificate: [UInt8]
+    package var certificate: [UInt8]
     /// PEM ("ENCRYPTED PRIVATE KEY"), or nil when the member admits a device that cannot admit others.
-    public var sealedCAKey: String?
+    package var sealedCAKey: String?
 
-    public init(caCertificate: [UInt8], certificate: [UInt8], sealedCAKey: String?) {
+    package init(caCertificate: [UInt8], certificate: [UInt8], sealedCAKey: String?) {
         self.caCertificate = caCertificate
         self.certificate = certificate
         self.sealedCAKey = sealedCAKey

@@ -3,21 +3,21 @@ import HearthIdentity
 
 /// What a device shows its person once the code is known: the code, and who is at the other
 /// end by its own account (its certificate).
-public struct PairingOffer: Sendable, CustomStringConvertible {
+package struct PairingOffer: Sendable, CustomStringConvertible {
     /// The code; the person compares it with the other device's screen.
-    public let code: PairingCode
+    package let code: PairingCode
     /// The other device's name, from the certificate it presented: its own claim.
-    public let deviceName: String
+    package let deviceName: String
     /// SHA-256 of the other device's key (its device ID in the account once admitted).
-    public let deviceID: DeviceID
+    package let deviceID: DeviceID
     /// On the newcomer: the account the member's certificate names as its issuer, a claim
     /// until the grant's CA is checked against that certificate (before anything is stored).
     /// Nil on the member.
-    public let accountName: String?
+    package let accountName: String?
     /// Where the other device connected from or was reached at.
-    public let address: String?
+    package let address: String?
 
-    public init(code: PairingCode, deviceName: String, deviceID: DeviceID, accountName: String?, address: String?) {
+    package init(code: PairingCode, deviceName: String, deviceID: DeviceID, accountName: String?, address: String?) {
         self.code = code
         self.deviceName = deviceName
         self.deviceID = deviceID
@@ -25,13 +25,13 @@ public struct PairingOffer: Sendable, CustomStringConvertible {
         self.address = address
     }
 
-    public var description: String {
+    package var description: String {
         "\(deviceName) (\(deviceID.short))\(accountName.map { " of \($0)" } ?? ""): code \(code)"
     }
 }
 
 /// A person's answer to a ``PairingOffer``.
-public enum PairingDecision: Sendable, Hashable {
+package enum PairingDecision: Sendable, Hashable {
     /// The codes match: go on.
     case approve
     /// Stop, telling the other device why (e.g. "the codes differ").
@@ -40,7 +40,7 @@ public enum PairingDecision: Sendable, Hashable {
     /// The decision a typed answer makes: "y" or "yes", or six digits equal to `code`, approve;
     /// anything else (other digits, nothing, end of input) refuses. What `hearth` reads from its
     /// person or from a script's standard input.
-    public static func typed(_ answer: String?, for code: PairingCode) -> PairingDecision {
+    package static func typed(_ answer: String?, for code: PairingCode) -> PairingDecision {
         guard let answer = answer?.trimmingCharacters(in: .whitespacesAndNewlines), !answer.isEmpty else {
             return .refuse("no confirmation was given")
         }

@@ -35,22 +35,22 @@ import NIOCore
 /// not, so that whoever connects gets one try per request. `confirm` is asked before anything is
 /// stored; it should return when its task is cancelled (the request timed out or the member
 /// refused).
-public final class PairingRequest: Sendable {
+package final class PairingRequest: Sendable {
     /// Where to listen, and how long each step may take.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// The address to listen on.
-        public var host: String
+        package var host: String
         /// The TCP port (0: any free one).
-        public var port: Int
+        package var port: Int
         /// Whether to announce the request by mDNS (Avahi). Without it, or without an
         /// avahi-daemon, members need the address (`hearth device approve --address`).
-        public var announce: Bool
+        package var announce: Bool
         /// How long a member may take between the messages before the code is shown.
-        public var stepTimeout: Duration
+        package var stepTimeout: Duration
         /// How long the TLS handshake may take.
-        public var handshakeTimeout: Duration
+        package var handshakeTimeout: Duration
 
-        public init(host: String = "0.0.0.0", port: Int = 0, announce: Bool = true,
+        package init(host: String = "0.0.0.0", port: Int = 0, announce: Bool = true,
                     stepTimeout: Duration = .seconds(15), handshakeTimeout: Duration = .seconds(10)) {
             self.host = host
             self.port = port
@@ -61,15 +61,15 @@ public final class PairingRequest: Sendable {
     }
 
     /// The name this device asks to be admitted under (its self-signed certificate's).
-    public let deviceName: String
+    package let deviceName: String
     /// The port members connect to.
-    public let port: Int
+    package let port: Int
     /// The key's hash announced in the TXT record (`k`).
-    public let keyHash: String
+    package let keyHash: String
     /// The device ID this device will have in the account (SHA-256 of its new key).
-    public let deviceID: DeviceID
+    package let deviceID: DeviceID
     /// Why the request is not announced by mDNS, if it is not (no avahi-daemon, or not asked).
-    public let announcementProblem: String?
+    package let announcementProblem: String?
 
     private let accounts: AccountStore
     private let tls: PairingTLSConfiguration
@@ -101,7 +101,7 @@ public final class PairingRequest: Sendable {
     ///   - accounts: where a granted account is stored.
     /// - Throws: ``IdentityError`` (an unusable name), a socket error (the port is taken).
     ///   No avahi-daemon is not an error: ``announcementProblem`` says so.
-    public static func start(deviceName: String, accounts: AccountStore, options: Options = Options(),
+    package static func start(deviceName: String, accounts: AccountStore, options: Options = Options(),
                              logger: Logger = Logger(label: "hearth.pairing")) async throws -> PairingRequest {
         let tls = try await OffPool.run {
             try PairingTLSConfiguration.selfSigned(deviceName: deviceName, handshakeTimeout: .init(options.handshakeTimeout),
@@ -127,7 +127,7 @@ public final class PairingRequest: Sendable {
     }
 
     /// Withdraws the announcement and stops listening.
-    public func close() async {
+    package func close() async {
         await discovery?.stop()
         await listener.close()
     }
@@ -143,7 +143,7 @@ public final class PairingRequest: Sendable {
     ///   member said no: the codes differ, or its passphrase was wrong), `.invalidGrant`,
     ///   `.timedOut`, `.connectionLost` (the member went away after the code was shown);
     ///   `CancellationError`. In every case nothing was stored.
-    public func waitForGrant(timeout: Duration,
+    package func waitForGrant(timeout: Duration,
                              confirm: @escaping @Sendable (PairingOffer) async -> PairingDecision) async throws -> DeviceIdentity {
         guard started.withLock({ s in defer { s = true }; return !s }) else {
             throw PairingError(code: .malformed, message: "waitForGrant was called twice on one request")

@@ -1,27 +1,37 @@
 import Foundation
 import HearthCore
 
-/// Counters of what the engine sent and received, for tests, `hearth status` and benchmarks.
-public final class SyncMetrics: Sendable {
-    public struct Snapshot: Sendable, Equatable {
-        /// Bytes of frames, including the 4-byte length prefix (TLS overhead not included).
-        public var bytesSent = 0
-        public var bytesReceived = 0
-        public var entriesSent = 0
-        public var entriesReceived = 0
-        /// Sessions that passed the hello (two devices dialling each other at once may both
-        /// get this far before one connection is dropped).
-        public var sessions = 0
-        /// When entries last went to or came from a peer (wall clock), nil if they never did.
-        /// Kept here so that "last exchange" needs no one polling the counters.
-        public var lastEntriesMoved: Date?
-    }
+/// What a device's sync engine has sent and received since it started, for apps
+/// (`UbiquitousKeyValueStore.syncMetrics`), `hearth status` and the benchmarks.
+public struct SyncCounters: Sendable, Equatable {
+    /// Bytes of frames sent, including the 4-byte length prefix (TLS overhead not included).
+    public var bytesSent = 0
+    /// Bytes of frames received, including the 4-byte length prefix.
+    public var bytesReceived = 0
+    /// Entries sent to peers (each copy counts: one entry sent to two peers is two).
+    public var entriesSent = 0
+    /// Entries received from peers, applied or not.
+    public var entriesReceived = 0
+    /// Sessions that passed the hello (two devices dialling each other at once may both
+    /// get this far before one connection is dropped).
+    public var sessions = 0
+    /// When entries last went to or came from a peer (wall clock), nil if they never did.
+    /// Kept here so that "last exchange" needs no one polling the counters.
+    public var lastEntriesMoved: Date?
+
+    /// No traffic yet.
+    public init() {}
+}
+
+/// The engine's counters, behind a lock.
+package final class SyncMetrics: Sendable {
+    package typealias Snapshot = SyncCounters
 
     private let counters = Locked(Snapshot())
 
-    public init() {}
+    package init() {}
 
-    public var snapshot: Snapshot { counters.withLock { $0 } }
+    package var snapshot: Snapshot { counters.withLock { $0 } }
 
     func sent(bytes: Int) { counters.withLock { $0.bytesSent += bytes } }
     func received(bytes: Int) { counters.withLock { $0.bytesReceived += bytes } }

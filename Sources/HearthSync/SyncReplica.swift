@@ -5,7 +5,7 @@ import HearthCore
 ///
 /// The store implements it (`Hearth`'s backend); tests can implement it over a plain
 /// ``Replica``. Every method is atomic with respect to the store's writes.
-public protocol SyncReplica: AnyObject, Sendable {
+package protocol SyncReplica: AnyObject, Sendable {
     /// The store identifier that entries are signed for.
     var storeIdentifier: String { get }
 

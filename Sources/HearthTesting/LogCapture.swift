@@ -1,4 +1,4 @@
-import HearthCore
+import InMemoryLogging
 import Logging
 
 /// Keeps what Hearth logs, so a test can check that a refusal or a recovery was reported
@@ -14,9 +14,13 @@ import Logging
 public final class LogCapture: Sendable {
     /// One log event.
     public struct Record: Sendable {
+        /// The logger's label.
         public var label: String
+        /// The level it was logged at.
         public var level: Logger.Level
+        /// The message, without metadata.
         public var message: String
+        /// The metadata, each value as text.
         public var metadata: [String: String]
 
         /// The message, then the metadata as sorted `key=value` pairs.
@@ -25,17 +29,36 @@ public final class LogCapture: Sendable {
         }
     }
 
-    private let records = Locked<[Record]>([])
+    /// swift-log's own in-memory handler keeps the events: every logger made here shares its
+    /// store (copies of the handler do), so the events of every label stay in one order.
+    private let handler: InMemoryLogHandler
+    /// The metadata key under which each event carries its logger's label (removed from records).
+    private static let labelKey = "hearth.capture.label"
 
-    public init() {}
+    /// A capture with no records yet.
+    public init() {
+        var handler = InMemoryLogHandler()
+        handler.logLevel = .trace
+        self.handler = handler
+    }
 
     /// A logger whose events (at every level) are kept here.
     public func logger(_ label: String) -> Logger {
-        Logger(label: label) { label in Handler(label: label, capture: self) }
+        Logger(label: label) { [handler] label in
+            var labelled = handler
+            labelled.metadata[Self.labelKey] = .string(label)
+            return labelled
+        }
     }
 
     /// Everything logged so far, in order.
-    public var all: [Record] { records.withLock { $0 } }
+    public var all: [Record] {
+        handler.entries.map { entry in
+            var metadata = entry.metadata.mapValues { "\($0)" }
+            let label = metadata.removeValue(forKey: Self.labelKey) ?? ""
+            return Record(label: label, level: entry.level, message: "\(entry.message)", metadata: metadata)
+        }
+    }
 
     /// Waits up to `timeout` for an event whose ``Record/text`` contains `text`.
     public func waitFor(_ text: String, timeout: Duration = .seconds(5)) async -> Record? {
@@ -45,25 +68,5 @@ public final class LogCapture: Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
         return all.first(where: { $0.text.contains(text) })   // the deadline may pass while we wait
-    }
-
-    private func append(_ record: Record) { records.withLock { $0.append(record) } }
-
-    private struct Handler: LogHandler {
-        let label: String
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            capture.append(Record(label: label, level: event.level, message: "\(event.message)",
-                                  metadata: merged.mapValues { "\($0)" }))
-        }
     }
 }

@@ -44,10 +44,11 @@ public final class LoopbackCluster: Sendable {
     public let rootDirectory: String
     /// Each replica's sync port on 127.0.0.1.
     public let ports: [Int]
-    /// Each replica's device ID in the throwaway account.
-    public let deviceIDs: [DeviceID]
-    /// The throwaway account's ID.
-    public let accountID: AccountID
+    /// Each replica's device ID in the throwaway account, hex (as `SyncRefusal.device` and
+    /// `hearth device list` show them).
+    public let deviceIDs: [String]
+    /// The throwaway account's ID, hex (as `UbiquitousKeyValueStore.accountID` shows it).
+    public let accountID: String
     /// The throwaway account's passphrase, which opens its CA key on every replica (to admit
     /// or remove devices in a test). The key is sealed with cheap scrypt parameters, as befits
     /// an account that lives for one test.
@@ -101,8 +102,8 @@ public final class LoopbackCluster: Sendable {
             let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/device\(i)/config"), scrypt: .testing)
             devices.append(try accounts.importJoinBundle(bundle, passphrase: Self.passphrase, deviceName: "device-\(i)").deviceID)
         }
-        deviceIDs = devices
-        accountID = owner.account.id
+        deviceIDs = devices.map(\.hex)
+        accountID = owner.account.id.hex
 
         let logger = logger ?? {
             var logger = Logger(label: "hearth.loopback")

@@ -39,7 +39,7 @@ import Testing
         let piped = try Self.bash("\"$HEARTH\" \(arguments) 2>'\(errors)' | head -n 1; echo \"watch exited ${PIPESTATUS[0]}\"")
         defer { piped.terminate() }
         var sets = 0
-        let watchEnded = try await HearthCLI.eventually(upTo: .seconds(60)) {
+        let watchEnded = try await eventually(timeout: .seconds(60)) {
             guard piped.isRunning else { return true }
             guard let log = try? String(contentsOfFile: errors, encoding: .utf8), log.contains("listening on port") else { return false }
             sets += 1

@@ -96,15 +96,6 @@ extension HearthCLI {
         return child
     }
 
-    /// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-    static func eventually(upTo timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async rethrows -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if try await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-        return try await condition()     // the deadline may pass while we sleep
-    }
 }
 
 /// Waits for peers are long (`--wait 30`): they end as soon as a peer confirms, and a loaded

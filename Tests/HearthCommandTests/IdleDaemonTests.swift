@@ -49,7 +49,7 @@ import Testing
             #expect(await daemon.waitForOutput("holding store \(store)", inErrors: true, upTo: .seconds(30)), "\(daemon.errorOutput)")
         }
         // Connected both ways, and the first exchanges over: every device holds the three keys.
-        let converged = try await HearthCLI.eventually(upTo: .seconds(120)) {
+        let converged = try await eventually(timeout: .seconds(120)) {
             for device in devices {
                 let status = try await HearthCLI.run(["status", "--json"] + device.directories).output
                 guard status.contains("\"keys\":3,"), status.contains("\"pending\":0,") else { return false }

@@ -44,7 +44,7 @@ import Testing
         // watch stops: the app takes the store over, and keeps every value.
         watch.terminate()
         _ = await watch.wait(upTo: .seconds(30))
-        let tookOver = await HearthCLI.eventually(upTo: .seconds(20)) { !app.isAttached }
+        let tookOver = await eventually(timeout: .seconds(20)) { !app.isAttached }
         #expect(tookOver)
         try app.setValue(.integer(3), forKey: "backgroundColor")
         #expect(app.synchronize())

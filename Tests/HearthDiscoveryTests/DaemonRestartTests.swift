@@ -30,8 +30,8 @@ extension AvahiTestNet {
             let restarted = clock.now
 
             // The same objects reconnect and re-publish.
-            #expect(await eventually(upTo: .seconds(10)) { a.reconnectCount >= 1 && a.isConnected && a.publishedName != nil })
-            #expect(await eventually(upTo: .seconds(10)) { b.reconnectCount >= 1 && b.publishedName != nil })
+            #expect(await eventually(timeout: .seconds(10)) { a.reconnectCount >= 1 && a.isConnected && a.publishedName != nil })
+            #expect(await eventually(timeout: .seconds(10)) { b.reconnectCount >= 1 && b.publishedName != nil })
             print("re-published \(clock.now - restarted) after the restart finished")
             #expect(logs.all.contains { $0.message.contains("lost avahi-daemon") })
 
@@ -44,7 +44,7 @@ extension AvahiTestNet {
             #expect(listed, "avahi-browse does not list the service after the restart")
 
             // Browsing resumed: the neighbour is (again) present, and a newcomer is found.
-            #expect(await eventually(upTo: .seconds(10)) { a.peers.map(\.name).contains(b.service.instanceName) })
+            #expect(await eventually(timeout: .seconds(10)) { a.peers.map(\.name).contains(b.service.instanceName) })
             let newcomer = AvahiDiscovery(service: makeService("Newcomer-\(tag)", port: 7503, account: account, store: store))
             try await newcomer.start()
             #expect(await recorder.wait(upTo: .seconds(5)) { _ in recorder.peer(named: newcomer.service.instanceName) != nil } != nil)
@@ -85,9 +85,9 @@ extension AvahiTestNet {
             #expect(!patient.isConnected)
 
             #expect(await restart.wait(upTo: .seconds(15)) == 0, "avahi-restart.sh failed: \(restart.errorOutput)")
-            #expect(await eventually(upTo: .seconds(10)) { patient.publishedName == "Patient-\(tag)" })
-            #expect(await eventually(upTo: .seconds(10)) { patient.peers.map(\.name) == ["Witness-\(tag)"] })
-            #expect(await eventually(upTo: .seconds(10)) { witness.peers.map(\.name) == ["Patient-\(tag)"] })
+            #expect(await eventually(timeout: .seconds(10)) { patient.publishedName == "Patient-\(tag)" })
+            #expect(await eventually(timeout: .seconds(10)) { patient.peers.map(\.name) == ["Witness-\(tag)"] })
+            #expect(await eventually(timeout: .seconds(10)) { witness.peers.map(\.name) == ["Patient-\(tag)"] })
             await patient.stop()
             await witness.stop()
         }

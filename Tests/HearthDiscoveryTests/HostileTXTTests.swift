@@ -41,7 +41,7 @@ extension AvahiTestNet {
             publishers.append(try ChildProcess("/bin/sh", ["-c", "exec avahi-publish -s fine-\(tag) _hearth._tcp 7302 \(good) d=00000000000000f1"]))
             defer { for publisher in publishers { publisher.terminate() } }
 
-            let allLogged = await eventually(upTo: .seconds(8)) {
+            let allLogged = await eventually(timeout: .seconds(8)) {
                 hostile.allSatisfy { entry in logged("ignoring _hearth._tcp service \"\(entry.name)\"") }
             }
             let warnings = logs.all.map(\.message).filter { $0.contains("hostile-") && $0.contains(tag) }

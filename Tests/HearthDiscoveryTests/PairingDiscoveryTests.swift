@@ -24,7 +24,7 @@ extension AvahiTestNet {
             #expect(peer.addresses.contains { $0.host == "127.0.0.1" })
             // The browser can hear of the service before the announcer's own Avahi client is told
             // it is established (two clients of the daemon; streak run H3 at f853e52, 4 CPU hogs).
-            #expect(await eventually(upTo: .seconds(5)) { announcer.publishedName == name })
+            #expect(await eventually(timeout: .seconds(5)) { announcer.publishedName == name })
             // The browser reports requests only; the sync discovery never sees one.
             try await Task.sleep(for: .milliseconds(700))
             #expect(!requests.saw(named: sync.service.instanceName))

@@ -84,13 +84,3 @@ final class EventRecorder: Sendable {
     func saw(named name: String) -> Bool { all.contains { $0.peer.name == name } }
 }
 
-/// Waits until `condition` is true, polling; false on timeout.
-func eventually(upTo timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let start = clock.now
-    while clock.now - start < timeout {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}

@@ -43,9 +43,6 @@ struct SignatureTests {
         "00000000000000010000000000000002", "0000000000000007",
         "00112233445566778899aabbccddeeff", "000000000000002a",
     ].joined()
-    static let expectedVectorSignature =
-        "aa8178192af45f06f1bd9f4452650ade184b6de2d797f9ffcb0d071aa32af67c"
-        + "60ad175911fb2ab956d0f478af7da0a0dc474e6a3615152bbd0b00b911a5660f"
 
     static func fixedKey() throws -> Ed25519PrivateKey {
         try Ed25519PrivateKey(rawRepresentation: seed)
@@ -79,21 +76,22 @@ struct SignatureTests {
         #expect(Hex.encode(signature.signer) == Self.expectedDeviceID)
         var signed = Self.entry
         signed.signature = signature
-        try identity.account.trust.verify(entry: signed, storeIdentifier: Self.storeIdentifier, certificate: identity.certificate)
+        try Self.verifier(identity).verify(entry: signed, storeIdentifier: Self.storeIdentifier)
     }
 
-    @Test("Version-vector signing bytes and signature match the documented vector")
+    /// The production path: the certificate admitted once, then entries verified against it.
+    static func verifier(_ identity: DeviceIdentity) throws -> DeviceCertificateCache {
+        let cache = DeviceCertificateCache(trust: identity.account.trust)
+        try cache.admit(identity.certificate)
+        return cache
+    }
+
+    @Test("Version-vector canonical bytes match the documented vector (hello digests hash them)")
     func vectorVector() throws {
         #expect(Hex.encode(Self.vector.signingBytes) == Self.expectedVectorSigningBytes)
-        let identity = try Self.fixedIdentity()
-        let signature = try identity.sign(vector: Self.vector)
-        #expect(Hex.encode(signature.bytes) == Self.expectedVectorSignature)
-        try identity.account.trust.verify(vector: Self.vector, signature: signature, certificate: identity.certificate)
         var other = Self.vector
         other.advance(origin: Self.origin, to: 43)
-        #expect(throws: IdentityError.self) {
-            try identity.account.trust.verify(vector: other, signature: signature, certificate: identity.certificate)
-        }
+        #expect(other.signingBytes != Self.vector.signingBytes)
     }
 
     /// Flips one bit of the field `field` of a signed entry.
@@ -133,11 +131,12 @@ struct SignatureTests {
     func bitFlip(_ field: String) throws {
         let identity = try Self.fixedIdentity()
         let signed = try identity.signed(Self.entry, storeIdentifier: Self.storeIdentifier)
-        try identity.account.trust.verify(entry: signed, storeIdentifier: Self.storeIdentifier, certificate: identity.certificate)
+        let verifier = try Self.verifier(identity)
+        try verifier.verify(entry: signed, storeIdentifier: Self.storeIdentifier)
         let tampered = Self.flipped(signed, field)
         #expect(tampered != signed)
         #expect(throws: IdentityError.self) {
-            try identity.account.trust.verify(entry: tampered, storeIdentifier: Self.storeIdentifier, certificate: identity.certificate)
+            try verifier.verify(entry: tampered, storeIdentifier: Self.storeIdentifier)
         }
     }
 
@@ -146,7 +145,7 @@ struct SignatureTests {
         let identity = try Self.fixedIdentity()
         let signed = try identity.signed(Self.entry, storeIdentifier: Self.storeIdentifier)
         #expect(throws: IdentityError.self) {
-            try identity.account.trust.verify(entry: signed, storeIdentifier: "com.example.notez", certificate: identity.certificate)
+            try Self.verifier(identity).verify(entry: signed, storeIdentifier: "com.example.notez")
         }
     }
 
@@ -166,18 +165,24 @@ struct SignatureTests {
         let identity = try Self.fixedIdentity()
         let stranger = try AccountAuthority.create(displayName: "Strangers").makeDevice(named: "intruder")
         let forged = try stranger.signed(Self.entry, storeIdentifier: Self.storeIdentifier)
+        let verifier = try Self.verifier(identity)
         // The stranger's certificate does not chain to this account's CA.
-        let error = #expect(throws: IdentityError.self) {
-            try identity.account.trust.verify(entry: forged, storeIdentifier: Self.storeIdentifier, certificate: stranger.certificate)
-        }
+        let error = #expect(throws: IdentityError.self) { try verifier.admit(stranger.certificate) }
         #expect(error?.code == .certificateRejected)
-        // The stranger's signature presented with the genuine device's certificate.
+        // The stranger's signature, with only the genuine device's certificate admitted.
         let mismatch = #expect(throws: IdentityError.self) {
-            try identity.account.trust.verify(entry: forged, storeIdentifier: Self.storeIdentifier, certificate: identity.certificate)
+            try verifier.verify(entry: forged, storeIdentifier: Self.storeIdentifier)
         }
-        #expect(mismatch?.code == .signerMismatch)
+        #expect(mismatch?.code == .unknownSigner)
+        // The stranger's signature claiming to be the genuine device.
+        var impostor = forged
+        impostor.signature?.signer = identity.deviceID.data
+        let impersonated = #expect(throws: IdentityError.self) {
+            try verifier.verify(entry: impostor, storeIdentifier: Self.storeIdentifier)
+        }
+        #expect(impersonated?.code == .badSignature)
         let unsigned = #expect(throws: IdentityError.self) {
-            try identity.account.trust.verify(entry: Self.entry, storeIdentifier: Self.storeIdentifier, certificate: identity.certificate)
+            try verifier.verify(entry: Self.entry, storeIdentifier: Self.storeIdentifier)
         }
         #expect(unsigned?.code == .badSignature)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Hearth
 import HearthIdentity
+import HearthTestSupport
 import Testing
 
 @Suite("Signing in, switching and signing out")

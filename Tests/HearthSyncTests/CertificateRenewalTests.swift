@@ -2,6 +2,7 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import HearthSync
+import HearthTestSupport
 import HearthTransport
 import Testing
 

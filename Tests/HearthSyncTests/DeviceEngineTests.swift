@@ -3,6 +3,7 @@ import Hearth
 import HearthCore
 import HearthIdentity
 import HearthSync
+import HearthTestSupport
 import HearthTesting
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import HearthSync
+import HearthTestSupport
 import Testing
 
 /// Removing a device (issue 14): a record signed by the account CA, synced like data, honoured

@@ -2,6 +2,7 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import HearthSync
+import HearthTestSupport
 import Testing
 
 @Suite("A hub keeps stores it never opened")
@@ -61,10 +62,13 @@ struct HubTests {
             received.enumerated().allSatisfy { i, replica in replica.replica.entries["k"]?.value == .string("value of \(stores[i])") }
         }
         // Signed by A, for its store: each entry verifies for its own store only.
+        let verifier = DeviceCertificateCache(trust: a.account.trust)
+        try verifier.admit(a.certificate)
         for (i, replica) in received.enumerated() {
             let entry = try #require(replica.replica.entries["k"])
             #expect(entry.signature?.signer == a.deviceID.data)
-            #expect(throws: (any Error).self) { try a.account.trust.verify(entry: entry, storeIdentifier: stores[1 - i], certificate: a.certificate) }
+            try verifier.verify(entry: entry, storeIdentifier: stores[i])
+            #expect(throws: IdentityError.self) { try verifier.verify(entry: entry, storeIdentifier: stores[1 - i]) }
         }
         await newcomer.stop()
         await hub.stop()

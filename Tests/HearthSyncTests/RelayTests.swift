@@ -2,6 +2,7 @@ import Foundation
 import Hearth
 import HearthCore
 import HearthIdentity
+import HearthTestSupport
 import Testing
 
 @Suite("Relays and concurrent writers")
@@ -20,7 +21,9 @@ struct RelayTests {
         #expect(entry.origin == a.replica.id)
         // Check the signature independently with A's certificate.
         let identityA = try #require(try AccountStore(directory: URL(fileURLWithPath: cluster.accountDirectories[0])).loadCurrentIdentity())
-        try identityA.account.trust.verify(entry: entry, storeIdentifier: cluster.storeIdentifier, certificate: identityA.certificate)
+        let verifier = DeviceCertificateCache(trust: identityA.account.trust)
+        try verifier.admit(identityA.certificate)
+        try verifier.verify(entry: entry, storeIdentifier: cluster.storeIdentifier)
         // And C's write travels back to A through B.
         c.set("from C", forKey: "back")
         try await eventually("A to receive C's write") { a.string(forKey: "back") == "from C" }

@@ -111,19 +111,6 @@ final class SyncCluster: Sendable {
     }
 }
 
-/// Waits for a condition, recording an issue on timeout.
-func eventually(timeout: Duration = .seconds(30), _ what: String = "condition",
-                _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now > deadline {
-            Issue.record("timed out waiting for \(what)")
-            return
-        }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-}
-
 /// Records a store's change events as they come, for tests to wait on with a timeout.
 final class EventLog: Sendable {
     private let task: Task<Void, Never>

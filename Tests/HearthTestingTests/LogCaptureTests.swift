@@ -14,7 +14,7 @@ struct LogCaptureTests {
         try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
         try Data("not a property list".utf8).write(to: URL(fileURLWithPath: location.filePath))
 
-        // As docs/testing-your-app.md shows it.
+        // As Sources/HearthTesting/HearthTesting.docc/TestingYourApp.md shows it.
         let capture = LogCapture()
         var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: folder, sync: SyncSettings(isEnabled: false))
         configuration.logger = capture.logger("hearth")

@@ -3,7 +3,7 @@ import Hearth
 import HearthTesting
 import Testing
 
-// The first test is quoted, between the doc markers, in docs/testing-your-app.md; the last
+// The first test is quoted, between the doc markers, in Sources/HearthTesting/HearthTesting.docc/TestingYourApp.md; the last
 // test checks that the two stay identical.
 
 // doc:begin
@@ -89,9 +89,9 @@ import Testing
 @Test func guideQuotesTheFirstTestExactly() throws {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-    let guide = try String(contentsOf: root.appendingPathComponent("docs/testing-your-app.md"), encoding: .utf8)
+    let guide = try String(contentsOf: root.appendingPathComponent("Sources/HearthTesting/HearthTesting.docc/TestingYourApp.md"), encoding: .utf8)
     let begin = try #require(source.range(of: "// doc:begin\n"))
     let end = try #require(source.range(of: "// doc:end"))
     let quoted = String(source[begin.upperBound..<end.lowerBound])
-    #expect(guide.contains(quoted), "docs/testing-your-app.md must quote the test between the doc markers verbatim")
+    #expect(guide.contains(quoted), "Sources/HearthTesting/HearthTesting.docc/TestingYourApp.md must quote the test between the doc markers verbatim")
 }

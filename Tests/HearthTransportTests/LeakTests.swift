@@ -1,5 +1,6 @@
 import Foundation
 import HearthIdentity
+import HearthTestSupport
 @testable import HearthTransport
 import NIOCore
 import Testing
@@ -7,15 +8,6 @@ import Testing
 extension TransportTests {
     @Suite("Resource leaks")
     struct LeakTests {
-        /// Waits until `condition` holds, or `timeout` passes; returns whether it held.
-        func eventually(_ timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline {
-                if condition() { return true }
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-            return condition()
-        }
 
         func oneConnection(_ transport: PeerTransport, port: Int, _ i: Int) async throws {
             let connection = try await transport.connect(host: "127.0.0.1", port: port)

@@ -6,12 +6,12 @@ import Foundation
 /// atomic), which is flushed with `fsync`, renamed over the target, and then the directory
 /// is flushed so the rename itself survives a power cut. A crash at any moment leaves
 /// either the old file or the new one, never a mixture.
-public enum AtomicFile {
+package enum AtomicFile {
     /// Suffix of temporary files; a leftover one is a write that was interrupted.
-    public static let temporaryMarker = ".tmp-"
+    package static let temporaryMarker = ".tmp-"
 
     /// Replaces `path` with `data`, with permissions `mode`.
-    public static func write(_ data: Data, to path: String, mode: mode_t = 0o600) throws(PersistenceError) {
+    package static func write(_ data: Data, to path: String, mode: mode_t = 0o600) throws(PersistenceError) {
         let temporary = path + temporaryMarker + String(getpid())
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw .io("open", path: temporary) }
@@ -45,7 +45,7 @@ public enum AtomicFile {
     }
 
     /// Flushes the directory holding `path`, so a rename or creation in it is durable.
-    public static func syncDirectory(of path: String) throws(PersistenceError) {
+    package static func syncDirectory(of path: String) throws(PersistenceError) {
         let directory = (path as NSString).deletingLastPathComponent
         let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw .io("open directory", path: directory) }
@@ -54,7 +54,7 @@ public enum AtomicFile {
     }
 
     /// The file's bytes, or `nil` when it does not exist.
-    public static func read(_ path: String) throws(PersistenceError) -> Data? {
+    package static func read(_ path: String) throws(PersistenceError) -> Data? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }
@@ -85,7 +85,7 @@ public enum AtomicFile {
     }
 
     /// Creates `path` and its parents with permissions `mode` where missing.
-    public static func createDirectory(_ path: String, mode: mode_t = 0o700) throws(PersistenceError) {
+    package static func createDirectory(_ path: String, mode: mode_t = 0o700) throws(PersistenceError) {
         do {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: Int(mode)])

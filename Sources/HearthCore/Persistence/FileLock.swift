@@ -5,13 +5,13 @@ import Foundation
 /// `flock(2)` locks belong to the open file, so the kernel releases them when the process
 /// dies, even by `SIGKILL`: a crashed app never leaves its store locked. The holder's pid
 /// is written into the file so the error for a second process can name it.
-public final class FileLock: Sendable {
-    public let path: String
+package final class FileLock: Sendable {
+    package let path: String
     private let fd: Int32
 
     /// Takes the lock, or throws ``PersistenceError/Code/locked`` at once if another open
     /// file holds it.
-    public init(path: String) throws(PersistenceError) {
+    package init(path: String) throws(PersistenceError) {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io("open lock file", path: path) }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {

@@ -1,8 +1,8 @@
 import Foundation
 
 /// Why a replica file could not be opened, read or written.
-public struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable {
+package struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertible {
+    package enum Code: String, Sendable {
         /// Another process has the store open.
         case locked
         /// A system call failed (the reason carries `strerror`).
@@ -14,17 +14,17 @@ public struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertib
         case unencodable
     }
 
-    public let code: Code
-    public let path: String
-    public let reason: String
+    package let code: Code
+    package let path: String
+    package let reason: String
 
-    public init(_ code: Code, path: String, reason: String) {
+    package init(_ code: Code, path: String, reason: String) {
         self.code = code
         self.path = path
         self.reason = reason
     }
 
-    public var description: String {
+    package var description: String {
         switch code {
         case .locked: return "store file \(path) is in use by another process (\(reason))"
         case .io: return "cannot access \(path): \(reason)"

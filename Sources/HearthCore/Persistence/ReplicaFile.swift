@@ -23,31 +23,31 @@ import Foundation
 ///
 /// `python3 -c 'import plistlib,sys; print(plistlib.load(open(sys.argv[1],"rb")))' FILE`
 /// prints it.
-public enum ReplicaFile {
-    public static let format = "hearth-replica"
-    public static let version: Int64 = 2
+package enum ReplicaFile {
+    package static let format = "hearth-replica"
+    package static let version: Int64 = 2
 
     /// What a file holds besides the replica.
-    public struct Header: Sendable, Equatable {
-        public var storeIdentifier: String
+    package struct Header: Sendable, Equatable {
+        package var storeIdentifier: String
         /// The account ID, or `""` for the signed-out (local) replica.
-        public var account: String
+        package var account: String
 
-        public init(storeIdentifier: String, account: String) {
+        package init(storeIdentifier: String, account: String) {
             self.storeIdentifier = storeIdentifier
             self.account = account
         }
     }
 
     /// A file read back.
-    public struct Contents: Sendable {
-        public var replica: Replica
-        public var header: Header
+    package struct Contents: Sendable {
+        package var replica: Replica
+        package var header: Header
         /// Entries that could not be loaded, each with why; the rest of the file loaded.
-        public var setAside: [RefusedEntry]
+        package var setAside: [RefusedEntry]
     }
 
-    public static func encode(_ replica: Replica, header: Header) throws(PropertyListEncodingError) -> Data {
+    package static func encode(_ replica: Replica, header: Header) throws(PropertyListEncodingError) -> Data {
         let document: PropertyListValue = .dictionary([
             "format": .string(format),
             "version": .integer(version),
@@ -72,7 +72,7 @@ public enum ReplicaFile {
     /// one: one that is malformed or breaks ``StoreLimits`` is left out and listed in
     /// ``Contents/setAside``, and the others load. Counters of the vector are then what the
     /// loaded entries justify, so peers that hold a set-aside entry send it again.
-    public static func decode(_ data: Data, path: String) throws(PersistenceError) -> Contents {
+    package static func decode(_ data: Data, path: String) throws(PersistenceError) -> Contents {
         func damaged(_ reason: String) -> PersistenceError { PersistenceError(.damaged, path: path, reason: reason) }
         /// Runs one step of reading the envelope; a decoding failure makes the file damaged.
         func reading<T>(_ what: String, _ step: () throws(PropertyListDecodingError) -> T) throws(PersistenceError) -> T {

@@ -9,9 +9,9 @@ import Logging
 /// and starts empty: the damaged bytes are kept for inspection, never overwritten. A file
 /// whose header is sound but some of whose entries are not loads every other entry, and a
 /// copy of it is kept beside it with the entries that were set aside.
-public final class ReplicaStorage: Sendable {
+package final class ReplicaStorage: Sendable {
     /// What ``load()`` found.
-    public enum LoadResult: Sendable {
+    package enum LoadResult: Sendable {
         /// No file yet.
         case fresh
         case loaded(Replica)
@@ -21,11 +21,11 @@ public final class ReplicaStorage: Sendable {
         case recovered(error: PersistenceError, movedTo: String)
     }
 
-    public let location: StoreLocation
+    package let location: StoreLocation
     private let lock: FileLock
     private let logger: Logger
 
-    public init(location: StoreLocation, logger: Logger = Logger(label: "hearth.persistence")) throws(PersistenceError) {
+    package init(location: StoreLocation, logger: Logger = Logger(label: "hearth.persistence")) throws(PersistenceError) {
         try AtomicFile.createDirectory(location.directory)
         lock = try FileLock(path: location.lockPath)
         self.location = location
@@ -38,7 +38,7 @@ public final class ReplicaStorage: Sendable {
     }
 
     /// Reads the replica, moving a damaged file aside.
-    public func load() throws(PersistenceError) -> LoadResult {
+    package func load() throws(PersistenceError) -> LoadResult {
         let path = location.filePath
         guard let data = try AtomicFile.read(path) else { return .fresh }
         let contents: ReplicaFile.Contents
@@ -66,7 +66,7 @@ public final class ReplicaStorage: Sendable {
     }
 
     /// Writes the replica atomically and durably.
-    public func save(_ replica: Replica) throws(PersistenceError) {
+    package func save(_ replica: Replica) throws(PersistenceError) {
         let data: Data
         do { data = try ReplicaFile.encode(replica, header: header) } catch {
             throw PersistenceError(.unencodable, path: location.filePath, reason: error.reason)

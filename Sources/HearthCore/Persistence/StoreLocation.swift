@@ -8,12 +8,12 @@ import Foundation
 /// `XDG_DATA_HOME` is unset or not absolute (as the XDG Base Directory spec says).
 public struct StoreLocation: Sendable, Hashable {
     /// The directory that holds every account's folder.
-    public var dataDirectory: String
-    public var storeIdentifier: String
+    package var dataDirectory: String
+    package var storeIdentifier: String
     /// The account ID, or `nil` when signed out.
-    public var account: String?
+    package var account: String?
 
-    public init(dataDirectory: String = StoreLocation.defaultDataDirectory(), storeIdentifier: String, account: String? = nil) {
+    package init(dataDirectory: String = StoreLocation.defaultDataDirectory(), storeIdentifier: String, account: String? = nil) {
         self.dataDirectory = dataDirectory
         self.storeIdentifier = storeIdentifier
         self.account = account
@@ -29,21 +29,21 @@ public struct StoreLocation: Sendable, Hashable {
     }
 
     /// The folder of this account (or of the signed-out replicas).
-    public var directory: String {
+    package var directory: String {
         (dataDirectory as NSString).appendingPathComponent(account.map(Self.escape) ?? "local")
     }
 
-    public var filePath: String {
+    package var filePath: String {
         (directory as NSString).appendingPathComponent(Self.escape(storeIdentifier) + ".plist")
     }
 
-    public var lockPath: String {
+    package var lockPath: String {
         (directory as NSString).appendingPathComponent(Self.escape(storeIdentifier) + ".lock")
     }
 
     /// Store identifiers are reverse-DNS names, but any string must map to one safe file
     /// name: bytes outside `[A-Za-z0-9._-]` become `%XX`, and a leading dot is escaped too.
-    public static func escape(_ name: String) -> String {
+    package static func escape(_ name: String) -> String {
         var out = ""
         for (i, byte) in name.utf8.enumerated() {
             let c = Character(Unicode.Scalar(byte))
@@ -55,7 +55,7 @@ public struct StoreLocation: Sendable, Hashable {
 
     /// The store identifier a store file is named after (`escape(identifier) + ".plist"`), or
     /// nil for any other name: how the daemon finds the stores of an account.
-    public static func storeIdentifier(fromFileName name: String) -> String? {
+    package static func storeIdentifier(fromFileName name: String) -> String? {
         guard name.hasSuffix(".plist") else { return nil }
         let escaped = Array(name.utf8.dropLast(6))
         guard !escaped.isEmpty else { return nil }

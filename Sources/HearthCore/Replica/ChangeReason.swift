@@ -23,10 +23,12 @@ public enum ChangeReason: Int, Sendable, Hashable, CaseIterable {
 /// }
 /// ```
 public struct ChangeEvent: Sendable, Hashable {
+    /// Why the values changed.
     public var reason: ChangeReason
     /// The keys whose values changed (for a quota violation: the key of the refused write).
     public var keys: [String]
 
+    /// A change of `keys` for `reason`.
     public init(reason: ChangeReason, keys: [String]) {
         self.reason = reason
         self.keys = keys

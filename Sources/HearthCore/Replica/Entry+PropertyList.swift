@@ -5,7 +5,7 @@ import Foundation
 
 extension Entry {
     /// `{key, value?, timestamp, origin, sequence, signer?, signature?}`; no `value` is a tombstone.
-    public var propertyList: PropertyListValue {
+    package var propertyList: PropertyListValue {
         var fields: [String: PropertyListValue] = [
             "key": .string(key.string),
             "timestamp": .integer(Int64(bitPattern: timestamp.rawValue)),
@@ -26,7 +26,7 @@ extension Entry {
     /// A problem gives a ``RefusedEntry`` naming as much of the entry as could be read (its key,
     /// origin and sequence), so the caller can set it aside or refuse it alone. `key` is for
     /// files of format version 1, which kept the key outside the entry's dictionary.
-    public static func decode(_ object: BinaryPropertyList.Document.Object, in document: inout BinaryPropertyList.Document,
+    package static func decode(_ object: BinaryPropertyList.Document.Object, in document: inout BinaryPropertyList.Document,
                               key outerKey: StoreKey? = nil) -> Result<Entry, RefusedEntry> {
         var refusal = RefusedEntry(key: outerKey, origin: nil, sequence: nil, reason: .malformed, detail: "")
         func refuse(_ reason: RefusedEntry.Reason, _ detail: String) -> Result<Entry, RefusedEntry> {
@@ -97,12 +97,12 @@ extension Entry {
 
 extension VersionVector {
     /// `{<origin hex>: counter}`.
-    public var propertyList: PropertyListValue {
+    package var propertyList: PropertyListValue {
         .dictionary(Dictionary(uniqueKeysWithValues: counters.map { ($0.key.hex, .integer(Int64(bitPattern: $0.value))) }))
     }
 
     /// Reads ``propertyList`` back; `nil` if malformed.
-    public init?(propertyList: PropertyListValue) {
+    package init?(propertyList: PropertyListValue) {
         guard let fields = propertyList.dictionaryValue else { return nil }
         var counters: [ReplicaID: UInt64] = [:]
         for (hex, value) in fields {

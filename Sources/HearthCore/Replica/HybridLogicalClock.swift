@@ -5,28 +5,28 @@ import Foundation
 ///
 /// Comparing the raw values orders events so that anything a replica writes after it
 /// has seen a timestamp is later than that timestamp, whatever the wall clocks say.
-public struct HLCTimestamp: Hashable, Comparable, Sendable {
-    public let rawValue: UInt64
+package struct HLCTimestamp: Hashable, Comparable, Sendable {
+    package let rawValue: UInt64
 
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    package init(rawValue: UInt64) { self.rawValue = rawValue }
 
-    public init(milliseconds: UInt64, counter: UInt16) {
+    package init(milliseconds: UInt64, counter: UInt16) {
         rawValue = (milliseconds << 16) | UInt64(counter)
     }
 
-    public var milliseconds: UInt64 { rawValue >> 16 }
-    public var counter: UInt16 { UInt16(truncatingIfNeeded: rawValue) }
+    package var milliseconds: UInt64 { rawValue >> 16 }
+    package var counter: UInt16 { UInt16(truncatingIfNeeded: rawValue) }
 
-    public static let zero = HLCTimestamp(rawValue: 0)
+    package static let zero = HLCTimestamp(rawValue: 0)
 
-    public static func < (a: HLCTimestamp, b: HLCTimestamp) -> Bool { a.rawValue < b.rawValue }
+    package static func < (a: HLCTimestamp, b: HLCTimestamp) -> Bool { a.rawValue < b.rawValue }
 
     /// The wall-clock part as a `Date`.
-    public var date: Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+    package var date: Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 }
 
 extension HLCTimestamp: CustomStringConvertible {
-    public var description: String { "\(milliseconds).\(counter)" }
+    package var description: String { "\(milliseconds).\(counter)" }
 }
 
 /// A hybrid logical clock (Kulkarni et al., 2014).
@@ -37,23 +37,23 @@ extension HLCTimestamp: CustomStringConvertible {
 /// A remote timestamp more than ``maximumDrift`` ahead of the local wall clock is not
 /// trusted: `observe` refuses it, so one device with a wrong clock cannot drag every
 /// other device's clock (and every later write) into the future.
-public struct HybridLogicalClock: Sendable, Equatable {
+package struct HybridLogicalClock: Sendable, Equatable {
     /// How far ahead of the local wall clock a remote timestamp may be (12 hours).
-    public static let maximumDrift: UInt64 = 12 * 3_600_000
+    package static let maximumDrift: UInt64 = 12 * 3_600_000
 
-    public private(set) var last: HLCTimestamp
+    package private(set) var last: HLCTimestamp
 
-    public init(last: HLCTimestamp = .zero) { self.last = last }
+    package init(last: HLCTimestamp = .zero) { self.last = last }
 
     /// The local wall clock in milliseconds since 1970.
-    public static func wallMilliseconds() -> UInt64 {
+    package static func wallMilliseconds() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return UInt64(max(0, ts.tv_sec)) * 1000 + UInt64(max(0, ts.tv_nsec)) / 1_000_000
     }
 
     /// A timestamp for a local event, later than every timestamp this clock has produced or seen.
-    public mutating func tick(wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> HLCTimestamp {
+    package mutating func tick(wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> HLCTimestamp {
         if wall > last.milliseconds {
             last = HLCTimestamp(milliseconds: wall, counter: 0)
         } else {
@@ -63,14 +63,14 @@ public struct HybridLogicalClock: Sendable, Equatable {
     }
 
     /// Whether a remote timestamp is within ``maximumDrift`` of `wall`.
-    public static func isAcceptable(_ remote: HLCTimestamp, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
+    package static func isAcceptable(_ remote: HLCTimestamp, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
         remote.milliseconds <= wall &+ maximumDrift
     }
 
     /// Folds in a timestamp seen from a peer. Returns `false`, and changes nothing, for a
     /// timestamp beyond ``maximumDrift`` into the future.
     @discardableResult
-    public mutating func observe(_ remote: HLCTimestamp, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
+    package mutating func observe(_ remote: HLCTimestamp, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
         guard Self.isAcceptable(remote, wall: wall) else { return false }
         if remote > last { last = remote }
         return true

@@ -6,6 +6,7 @@ import Foundation
 /// It names as much of the entry as could be read: an entry too deep to decode still has
 /// its key, origin and sequence.
 public struct RefusedEntry: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Why an entry was refused.
     public enum Reason: String, Sendable, CaseIterable {
         /// A field is missing, of the wrong type, or does not decode.
         case malformed
@@ -41,14 +42,18 @@ public struct RefusedEntry: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The entry's key, if it could be read.
     public var key: StoreKey?
+    /// The store run that wrote it, if it could be read.
     public var origin: ReplicaID?
+    /// Its writer's sequence number, if it could be read.
     public var sequence: UInt64?
+    /// Why it was refused.
     public var reason: Reason
     /// What was wrong, for people.
     public var detail: String
 
-    public init(key: StoreKey?, origin: ReplicaID?, sequence: UInt64?, reason: Reason, detail: String) {
+    package init(key: StoreKey?, origin: ReplicaID?, sequence: UInt64?, reason: Reason, detail: String) {
         self.key = key
         self.origin = origin
         self.sequence = sequence
@@ -57,15 +62,16 @@ public struct RefusedEntry: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The refused entry's metadata, when the entry itself is at hand.
-    public init(_ entry: Entry, reason: Reason, detail: String) {
+    package init(_ entry: Entry, reason: Reason, detail: String) {
         self.init(key: entry.key, origin: entry.origin, sequence: entry.sequence, reason: reason, detail: detail)
     }
 
     /// Whether this refuses exactly `entry` (the same key, origin and sequence).
-    public func refers(to entry: Entry) -> Bool {
+    package func refers(to entry: Entry) -> Bool {
         key == entry.key && origin == entry.origin && sequence == entry.sequence
     }
 
+    /// The key, the reason and the detail, for a log line.
     public var description: String {
         let name = key.map { String(reflecting: $0.string) } ?? "an unreadable entry"
         let id = origin.map { " (origin \($0), sequence \(sequence.map(String.init) ?? "?"))" } ?? ""
@@ -75,7 +81,7 @@ public struct RefusedEntry: Error, Sendable, Hashable, CustomStringConvertible {
 
 extension RefusedEntry {
     /// `{key?, origin?, sequence?, reason, detail}`, as a `refused` message carries it.
-    public var propertyList: PropertyListValue {
+    package var propertyList: PropertyListValue {
         var fields: [String: PropertyListValue] = ["reason": .string(reason.rawValue), "detail": .string(detail)]
         if let key { fields["key"] = .string(key.string) }
         if let origin { fields["origin"] = .data(Data(origin.bytes)) }
@@ -85,7 +91,7 @@ extension RefusedEntry {
 
     /// Reads ``propertyList`` back; `nil` if malformed. An unknown reason reads as `malformed`
     /// (a later version may know more reasons), and the detail is cut to 512 characters.
-    public init?(propertyList: PropertyListValue) {
+    package init?(propertyList: PropertyListValue) {
         guard let fields = propertyList.dictionaryValue, let reason = fields["reason"]?.stringValue else { return nil }
         var origin: ReplicaID?
         if let bytes = fields["origin"]?.dataValue {

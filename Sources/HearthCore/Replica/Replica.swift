@@ -12,56 +12,45 @@ import Foundation
 /// let entry = a.write(.string("blue"), forKey: "colour")!
 /// let changed = b.apply([entry], coveredBy: a.vector)   // ["colour"]
 /// ```
-public struct Replica: Sendable, Equatable {
-    /// The quota-relevant totals of the live (non-tombstone) entries.
-    public struct Usage: Sendable, Equatable {
-        /// Sum of ``Entry/quotaSize`` over live entries.
-        public var bytes: Int
-        /// Number of live keys.
-        public var keys: Int
+package struct Replica: Sendable, Equatable {
+    package typealias Usage = StoreUsage
 
-        public init(bytes: Int = 0, keys: Int = 0) {
-            self.bytes = bytes
-            self.keys = keys
-        }
-    }
-
-    public let id: ReplicaID
-    public private(set) var clock: HybridLogicalClock
+    package let id: ReplicaID
+    package private(set) var clock: HybridLogicalClock
     /// The sequence number of this replica's latest local write.
-    public private(set) var sequence: UInt64
-    public private(set) var vector: VersionVector
+    package private(set) var sequence: UInt64
+    package private(set) var vector: VersionVector
     /// Every key's current entry, tombstones included.
-    public private(set) var entries: [StoreKey: Entry]
-    public private(set) var usage: Usage
+    package private(set) var entries: [StoreKey: Entry]
+    package private(set) var usage: Usage
     /// How many current entries (tombstones included) each origin owns: the origins worth a
     /// counter in the vector.
-    public private(set) var originEntries: [ReplicaID: Int] = [:]
+    package private(set) var originEntries: [ReplicaID: Int] = [:]
     /// What each signing device's current entries take, for the bounds on what one device may
     /// put in a store (see `SyncReplica.applyRemote`).
-    public private(set) var signerUsage: [Data: SignerUsage] = [:]
+    package private(set) var signerUsage: [Data: SignerUsage] = [:]
     /// The vector each peer device (by device ID hex) last acknowledged: what it is known
     /// to have. Tombstones that all of them cover can go.
-    public private(set) var peerVectors: [String: VersionVector]
+    package private(set) var peerVectors: [String: VersionVector]
     /// Whether this replica has had its first download from the account's peers.
-    public var hasSynced = false
+    package var hasSynced = false
     /// The DER certificates of devices that signed entries, by signer (device ID bytes).
     ///
     /// Kept with the entries so that this replica can prove them to a peer after a restart,
     /// even while their signer is away: a relayed entry travels with its signer's certificate.
     /// Opaque here; the sync engine checks each one against the account CA when it loads them.
-    public private(set) var certificates: [Data: Data]
+    package private(set) var certificates: [Data: Data]
 
     /// What one signing device's current entries take.
-    public struct SignerUsage: Sendable, Equatable {
+    package struct SignerUsage: Sendable, Equatable {
         /// ``Entry/quotaSize`` of its live entries.
-        public var bytes = 0
+        package var bytes = 0
         /// Its live keys.
-        public var keys = 0
+        package var keys = 0
         /// Its tombstones.
-        public var tombstones = 0
+        package var tombstones = 0
 
-        public init(bytes: Int = 0, keys: Int = 0, tombstones: Int = 0) {
+        package init(bytes: Int = 0, keys: Int = 0, tombstones: Int = 0) {
             self.bytes = bytes
             self.keys = keys
             self.tombstones = tombstones
@@ -69,7 +58,7 @@ public struct Replica: Sendable, Equatable {
     }
 
     /// An empty replica.
-    public init(id: ReplicaID = .random()) {
+    package init(id: ReplicaID = .random()) {
         self.init(id: id, clock: HybridLogicalClock(), sequence: 0, vector: VersionVector(), entries: [:],
                   peerVectors: [:], certificates: [:])
     }
@@ -77,7 +66,7 @@ public struct Replica: Sendable, Equatable {
     /// A replica restored from saved state. The clock and the local sequence are raised
     /// to at least what the entries show, so a damaged header can never make the
     /// replica reuse a timestamp or a sequence number it has already given out.
-    public init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
+    package init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
                 entries: [StoreKey: Entry], peerVectors: [String: VersionVector] = [:],
                 certificates: [Data: Data] = [:]) {
         self.id = id
@@ -108,27 +97,28 @@ public struct Replica: Sendable, Equatable {
     // MARK: Reading
 
     /// The visible value of `key`: `nil` when absent or deleted.
-    public func value(forKey key: StoreKey) -> PropertyListValue? {
+    package func value(forKey key: StoreKey) -> PropertyListValue? {
         entries[key]?.value
     }
 
     /// Every visible key and value.
-    public var visibleValues: [StoreKey: PropertyListValue] {
+    package var visibleValues: [StoreKey: PropertyListValue] {
         var result: [StoreKey: PropertyListValue] = [:]
         result.reserveCapacity(usage.keys)
         for (key, entry) in entries { if let value = entry.value { result[key] = value } }
         return result
     }
 
-    /// The usage after replacing `key`'s value with `value` (`nil`: deleting it).
-    public func usage(afterWriting value: PropertyListValue?, forKey key: StoreKey) -> Usage {
+    /// The usage after replacing `key`'s value with `value` (`nil`: deleting it); `size` is the
+    /// new entry's quota size if the caller measured it (``StoreLimits/check(key:value:)``).
+    package func usage(afterWriting value: PropertyListValue?, forKey key: StoreKey, size: Int? = nil) -> Usage {
         var u = usage
         if let old = entries[key], !old.isTombstone {
             u.bytes -= old.quotaSize
             u.keys -= 1
         }
         if let value {
-            u.bytes += key.utf8.count + value.canonicalSize
+            u.bytes += size ?? key.utf8.count + value.canonicalSize
             u.keys += 1
         }
         return u
@@ -141,11 +131,12 @@ public struct Replica: Sendable, Equatable {
     /// Returns `nil` and changes nothing when deleting a key that has no visible value,
     /// as Apple's `removeObject(forKey:)` does nothing for an absent key.
     @discardableResult
-    public mutating func write(_ value: PropertyListValue?, forKey key: StoreKey,
-                               wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Entry? {
+    package mutating func write(_ value: PropertyListValue?, forKey key: StoreKey,
+                               wall: UInt64 = HybridLogicalClock.wallMilliseconds(), size: Int? = nil) -> Entry? {
         if value == nil, entries[key]?.value == nil { return nil }
         sequence += 1
-        let entry = Entry(key: key, value: value, timestamp: clock.tick(wall: wall), origin: id, sequence: sequence)
+        let entry = Entry(key: key, value: value, timestamp: clock.tick(wall: wall), origin: id, sequence: sequence,
+                          quotaSize: size)
         store(entry)
         vector.advance(origin: id, to: sequence)
         return entry
@@ -158,7 +149,7 @@ public struct Replica: Sendable, Equatable {
     /// The version vector is not touched: a delta advances it as a whole, once every entry
     /// of the delta is in (see ``apply(_:coveredBy:wall:)``).
     @discardableResult
-    public mutating func merge(_ remote: Entry, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
+    package mutating func merge(_ remote: Entry, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
         clock.observe(remote.timestamp, wall: wall)
         if let current = entries[remote.key] {
             guard remote.wins(over: current) else { return false }
@@ -176,7 +167,7 @@ public struct Replica: Sendable, Equatable {
     ///
     /// Returns the keys whose visible value changed, in the order of the delta.
     @discardableResult
-    public mutating func apply(_ delta: [Entry], coveredBy senderVector: VersionVector? = nil,
+    package mutating func apply(_ delta: [Entry], coveredBy senderVector: VersionVector? = nil,
                                wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> [StoreKey] {
         var before: [StoreKey: PropertyListValue?] = [:]
         var order: [StoreKey] = []
@@ -196,7 +187,7 @@ public struct Replica: Sendable, Equatable {
 
     /// Every current entry, tombstones included, that `peer` does not cover, in sequence
     /// order per origin (so a receiver can advance a vector as it goes).
-    public func delta(for peer: VersionVector) -> [Entry] {
+    package func delta(for peer: VersionVector) -> [Entry] {
         entries.values
             .filter { !peer.covers($0) }
             .sorted { ($0.origin, $0.sequence) < ($1.origin, $1.sequence) }
@@ -205,7 +196,7 @@ public struct Replica: Sendable, Equatable {
     /// Lowers the vector below `entry`, so that peers send it again: the receiver refused it
     /// for now (see `SyncReplica.applyRemote(_:heldBack:reason:)`), and a later entry of the
     /// same origin must not make it look received.
-    public mutating func uncover(_ entry: Entry) {
+    package mutating func uncover(_ entry: Entry) {
         vector.lower(origin: entry.origin, to: entry.sequence &- 1)
     }
 
@@ -213,7 +204,7 @@ public struct Replica: Sendable, Equatable {
 
     /// Attaches a signature to `key`'s entry, if that entry is still the one signed.
     @discardableResult
-    public mutating func attach(_ signature: EntrySignature, forKey key: StoreKey, origin: ReplicaID,
+    package mutating func attach(_ signature: EntrySignature, forKey key: StoreKey, origin: ReplicaID,
                                 sequence: UInt64) -> Bool {
         guard var entry = entries[key], entry.origin == origin, entry.sequence == sequence else { return false }
         count(entry, -1)
@@ -238,7 +229,7 @@ public struct Replica: Sendable, Equatable {
     /// local writes, which sync like any other. Their old versions lose nothing: no peer took
     /// them. Values are unchanged, so nothing is posted.
     @discardableResult
-    public mutating func restampFutureEntries(wall: UInt64) -> [StoreKey] {
+    package mutating func restampFutureEntries(wall: UInt64) -> [StoreKey] {
         let bound = wall &+ HybridLogicalClock.maximumDrift
         guard clock.last.milliseconds > bound else { return [] }
         let future = entries.values.filter { $0.timestamp.milliseconds > bound }.sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
@@ -263,7 +254,7 @@ public struct Replica: Sendable, Equatable {
     /// Keeping the timestamp keeps last-writer-wins as it was: a later write elsewhere still
     /// wins over the moved entry, and the moved entry ties its old self on value.
     @discardableResult
-    public mutating func adoptUnboundEntries(of device: Data) -> [StoreKey] {
+    package mutating func adoptUnboundEntries(of device: Data) -> [StoreKey] {
         let unbound = entries.values.filter { entry in
             (entry.signature == nil || entry.signature?.signer == device) && !entry.origin.isBound(to: device)
         }.sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
@@ -285,7 +276,7 @@ public struct Replica: Sendable, Equatable {
     /// the lost writes come back from the peers that have them, as any other origin's would.
     /// Vector counters of origins that no longer have a current entry are dropped: at worst a
     /// peer sends such an entry again, and it loses to what replaced it.
-    public func reopened(as id: ReplicaID = .random()) -> Replica {
+    package func reopened(as id: ReplicaID = .random()) -> Replica {
         let origins = Set(entries.values.map(\.origin))
         var copy = Replica(id: id, clock: clock, sequence: 0,
                            vector: VersionVector(vector.counters.filter { origins.contains($0.key) }),
@@ -297,12 +288,12 @@ public struct Replica: Sendable, Equatable {
     // MARK: Signers' certificates
 
     /// Remembers `der` as the certificate of `signer` (whose entries this replica may hold).
-    public mutating func keepCertificate(_ der: Data, signer: Data) {
+    package mutating func keepCertificate(_ der: Data, signer: Data) {
         certificates[signer] = der
     }
 
     /// The certificates of the devices that signed a current entry: what is worth saving.
-    public var certificatesInUse: [Data: Data] {
+    package var certificatesInUse: [Data: Data] {
         let signers = Set(entries.values.compactMap { $0.signature?.signer })
         return certificates.filter { signers.contains($0.key) }
     }
@@ -310,17 +301,17 @@ public struct Replica: Sendable, Equatable {
     // MARK: Peers and tombstones
 
     /// Records what `device` has acknowledged.
-    public mutating func notePeer(_ device: String, acknowledged peerVector: VersionVector) {
+    package mutating func notePeer(_ device: String, acknowledged peerVector: VersionVector) {
         peerVectors[device, default: VersionVector()].formUnion(peerVector)
     }
 
     /// Records `device` as known, with nothing acknowledged yet, unless it is known already.
-    public mutating func learnOf(device: String) {
+    package mutating func learnOf(device: String) {
         if peerVectors[device] == nil { peerVectors[device] = VersionVector() }
     }
 
     /// What every known peer and this replica have all seen; `nil` with no known peer.
-    public var stableVector: VersionVector? {
+    package var stableVector: VersionVector? {
         guard !peerVectors.isEmpty else { return nil }
         return peerVectors.values.reduce(vector) { $0.intersection($1) }
     }
@@ -328,7 +319,7 @@ public struct Replica: Sendable, Equatable {
     /// Removes tombstones that `stable` covers (every known peer has seen them, so none
     /// can send an older value back) or older than `horizon`. Returns how many went.
     @discardableResult
-    public mutating func collectTombstones(coveredBy stable: VersionVector? = nil,
+    package mutating func collectTombstones(coveredBy stable: VersionVector? = nil,
                                            olderThan horizon: HLCTimestamp? = nil) -> Int {
         let doomed = entries.values.filter { entry in
             guard entry.isTombstone else { return false }
@@ -348,7 +339,7 @@ public struct Replica: Sendable, Equatable {
 
     /// At most this many origins have a counter in a vector, so that a hello stays small
     /// (a few hundred kilobytes at most) whatever peers send.
-    public static let maximumVectorOrigins = 4096
+    package static let maximumVectorOrigins = 4096
 
     /// Keeps counters only for origins that own a current entry (and this replica's own), at
     /// most ``maximumVectorOrigins`` of them (those owning the most entries).
@@ -357,7 +348,7 @@ public struct Replica: Sendable, Equatable {
     /// each loses to (or equals) what this replica holds. It bounds what a hello carries and
     /// what a peer can make a replica remember: a made-up origin lasts only as long as one of
     /// its entries is current here.
-    public mutating func compactVector() {
+    package mutating func compactVector() {
         var kept = vector.counters.filter { $0.key == id || originEntries[$0.key] != nil }
         if kept.count > Self.maximumVectorOrigins {
             let ranked = kept.keys.filter { $0 != id }.sorted { (originEntries[$0] ?? 0, $0) > (originEntries[$1] ?? 0, $1) }

@@ -8,16 +8,16 @@ import Foundation
 /// starts with an ID nobody has recorded.
 public struct ReplicaID: Hashable, Comparable, Sendable {
     /// The 16 bytes as two big-endian halves, so that comparison is the byte order.
-    public let high: UInt64
-    public let low: UInt64
+    package let high: UInt64
+    package let low: UInt64
 
-    public init(high: UInt64, low: UInt64) {
+    package init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
     }
 
     /// A new random ID.
-    public static func random() -> ReplicaID {
+    package static func random() -> ReplicaID {
         var rng = SystemRandomNumberGenerator()
         return ReplicaID(high: rng.next(), low: rng.next())
     }
@@ -30,13 +30,13 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
     /// (``isBound(to:)``). Otherwise a device could sign an entry under another device's origin
     /// with a huge sequence number, and every receiver's vector would then cover, and never ask
     /// for, that device's real writes. 64 random bits per run keep the runs of one device apart.
-    public static func random(boundTo device: Data) -> ReplicaID {
+    package static func random(boundTo device: Data) -> ReplicaID {
         var rng = SystemRandomNumberGenerator()
         return ReplicaID(high: prefix(of: device), low: rng.next())
     }
 
     /// Whether this origin belongs to the device whose 32-byte ID is `device`.
-    public func isBound(to device: Data) -> Bool {
+    package func isBound(to device: Data) -> Bool {
         device.count >= 8 && high == Self.prefix(of: device)
     }
 
@@ -45,7 +45,7 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
     }
 
     /// Reads 16 bytes; `nil` for any other length.
-    public init?(bytes: some Collection<UInt8>) {
+    package init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }
         var high: UInt64 = 0, low: UInt64 = 0
         for (i, b) in bytes.enumerated() {
@@ -55,13 +55,13 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
     }
 
     /// Parses 32 hexadecimal digits.
-    public init?(hex: String) {
+    package init?(hex: String) {
         guard let bytes = Hex.decode(hex) else { return nil }
         self.init(bytes: bytes)
     }
 
     /// The 16 bytes, big-endian.
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(16)
         withUnsafeBytes(of: high.bigEndian) { out.append(contentsOf: $0) }
@@ -69,13 +69,16 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
         return out
     }
 
+    /// The 16 bytes as 32 lowercase hex digits.
     public var hex: String { Hex.encode(bytes) }
 
+    /// Byte order, the order that breaks timestamp ties between writers.
     public static func < (a: ReplicaID, b: ReplicaID) -> Bool {
         (a.high, a.low) < (b.high, b.low)
     }
 }
 
 extension ReplicaID: CustomStringConvertible {
+    /// The first 8 hex digits.
     public var description: String { String(hex.prefix(8)) }
 }

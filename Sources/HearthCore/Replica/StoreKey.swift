@@ -22,17 +22,21 @@ public struct StoreKey: Sendable, Hashable, Comparable, CustomStringConvertible,
     /// The key as written.
     public let string: String
 
+    /// The key `string`, exactly as given.
     public init(_ string: String) { self.string = string }
 
+    /// The key written as a literal.
     public init(stringLiteral value: String) { self.init(value) }
 
     /// The key's UTF-8 bytes: what its length limit counts and what the encodings carry.
     public var utf8: String.UTF8View { string.utf8 }
 
+    /// Equal when the UTF-8 bytes are (not when the strings are canonically equivalent).
     public static func == (a: StoreKey, b: StoreKey) -> Bool {
         a.withUTF8 { x in b.withUTF8 { y in x.count == y.count && (x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0) } }
     }
 
+    /// Hashes the UTF-8 bytes, to agree with ``==(_:_:)``.
     public func hash(into hasher: inout Hasher) {
         withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
@@ -54,5 +58,6 @@ public struct StoreKey: Sendable, Hashable, Comparable, CustomStringConvertible,
         return string.withUTF8(body)
     }
 
+    /// The key itself.
     public var description: String { string }
 }

@@ -5,32 +5,32 @@ import Foundation
 ///
 /// An entry (origin, sequence) is *covered* by a vector when `vector[origin] >= sequence`;
 /// a peer sends exactly the entries the other's vector does not cover.
-public struct VersionVector: Hashable, Sendable {
-    public private(set) var counters: [ReplicaID: UInt64]
+package struct VersionVector: Hashable, Sendable {
+    package private(set) var counters: [ReplicaID: UInt64]
 
-    public init(_ counters: [ReplicaID: UInt64] = [:]) {
+    package init(_ counters: [ReplicaID: UInt64] = [:]) {
         self.counters = counters.filter { $0.value > 0 }
     }
 
-    public subscript(origin: ReplicaID) -> UInt64 {
+    package subscript(origin: ReplicaID) -> UInt64 {
         counters[origin] ?? 0
     }
 
-    public func covers(origin: ReplicaID, sequence: UInt64) -> Bool {
+    package func covers(origin: ReplicaID, sequence: UInt64) -> Bool {
         self[origin] >= sequence
     }
 
-    public func covers(_ entry: Entry) -> Bool {
+    package func covers(_ entry: Entry) -> Bool {
         covers(origin: entry.origin, sequence: entry.sequence)
     }
 
     /// Whether every counter of `other` is covered by this vector.
-    public func dominates(_ other: VersionVector) -> Bool {
+    package func dominates(_ other: VersionVector) -> Bool {
         other.counters.allSatisfy { self[$0.key] >= $0.value }
     }
 
     /// Raises `origin`'s counter to `sequence` (never lowers it).
-    public mutating func advance(origin: ReplicaID, to sequence: UInt64) {
+    package mutating func advance(origin: ReplicaID, to sequence: UInt64) {
         // One lookup, in place (a local write advances its own origin every time).
         guard sequence > 0 else { return }
         func raise(_ counter: inout UInt64) { if sequence > counter { counter = sequence } }
@@ -38,7 +38,7 @@ public struct VersionVector: Hashable, Sendable {
     }
 
     /// Lowers `origin`'s counter to `sequence` (never raises it).
-    public mutating func lower(origin: ReplicaID, to sequence: UInt64) {
+    package mutating func lower(origin: ReplicaID, to sequence: UInt64) {
         guard sequence < self[origin] else { return }
         counters[origin] = sequence > 0 ? sequence : nil
     }
@@ -46,24 +46,24 @@ public struct VersionVector: Hashable, Sendable {
     /// This vector with only the origins `other` names: what a peer says it has, cut to what
     /// is worth remembering (a peer's counters for origins this replica does not know would
     /// never decide what it sends, and a peer could make up any number of them).
-    public func restricted(to other: VersionVector) -> VersionVector {
+    package func restricted(to other: VersionVector) -> VersionVector {
         guard counters.contains(where: { other.counters[$0.key] == nil }) else { return self }
         return VersionVector(counters.filter { other.counters[$0.key] != nil })
     }
 
     /// The pointwise maximum.
-    public mutating func formUnion(_ other: VersionVector) {
+    package mutating func formUnion(_ other: VersionVector) {
         for (origin, sequence) in other.counters { advance(origin: origin, to: sequence) }
     }
 
-    public func union(_ other: VersionVector) -> VersionVector {
+    package func union(_ other: VersionVector) -> VersionVector {
         var copy = self
         copy.formUnion(other)
         return copy
     }
 
     /// The pointwise minimum over origins present in both (what all of them have seen).
-    public func intersection(_ other: VersionVector) -> VersionVector {
+    package func intersection(_ other: VersionVector) -> VersionVector {
         var result: [ReplicaID: UInt64] = [:]
         for (origin, sequence) in counters {
             let theirs = other[origin]
@@ -78,7 +78,7 @@ public struct VersionVector: Hashable, Sendable {
     /// ```text
     /// "hearth-vector-v1" 00 · u32 count · (16-byte origin · u64 counter)*
     /// ```
-    public var signingBytes: [UInt8] {
+    package var signingBytes: [UInt8] {
         var w = CanonicalWriter(capacity: 24 + counters.count * 24)
         w.writeBytes(Array("hearth-vector-v1".utf8) + [0])
         w.writeUInt32(UInt32(counters.count))
@@ -91,7 +91,7 @@ public struct VersionVector: Hashable, Sendable {
 }
 
 extension VersionVector: CustomStringConvertible {
-    public var description: String {
+    package var description: String {
         "{" + counters.keys.sorted().map { "\($0): \(counters[$0]!)" }.joined(separator: ", ") + "}"
     }
 }

@@ -15,13 +15,13 @@ import Darwin
 /// let counter = Locked(0)
 /// counter.withLock { $0 += 1 }
 /// ```
-public final class Locked<Value: ~Copyable & Sendable>: @unchecked Sendable {
+package final class Locked<Value: ~Copyable & Sendable>: @unchecked Sendable {
     // @unchecked: `value` is touched only inside `withLock`, with `mutex` held. Inlinable, so
     // callers in other modules get a specialised, closure-free critical section, as with Mutex.
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline var value: Value
 
-    public init(_ value: consuming Value) {
+    package init(_ value: consuming Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         let status = pthread_mutex_init(mutex, nil)
@@ -37,7 +37,7 @@ public final class Locked<Value: ~Copyable & Sendable>: @unchecked Sendable {
     /// Runs `body` with the value, exclusively. Never call user code, block, or take the
     /// same lock again in `body`.
     @inlinable
-    public func withLock<Result: ~Copyable, Failure: Error>(
+    package func withLock<Result: ~Copyable, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)

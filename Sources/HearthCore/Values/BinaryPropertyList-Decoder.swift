@@ -1,36 +1,36 @@
 import Foundation
 
 /// Why a byte string is not a property list Hearth accepts.
-public struct PropertyListDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct PropertyListDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What kind of problem, for code; ``reason`` says it for people.
-    public enum Code: String, Sendable {
+    package enum Code: String, Sendable {
         case notBinaryPropertyList, truncated, badTrailer, badReference, badObject
         case unsupportedType, tooDeep, tooLarge, cycle, nonStringKey, integerOutOfRange, duplicateKey
     }
 
-    public let code: Code
-    public let reason: String
+    package let code: Code
+    package let reason: String
 
-    public init(_ code: Code, _ reason: String) {
+    package init(_ code: Code, _ reason: String) {
         self.code = code
         self.reason = reason
     }
 
-    public var description: String { "invalid binary property list (\(code.rawValue)): \(reason)" }
+    package var description: String { "invalid binary property list (\(code.rawValue)): \(reason)" }
 }
 
 extension BinaryPropertyList {
     /// How deeply a whole document may nest: a value at ``StoreLimits/maximumNestingDepth``
     /// plus the few levels of the file or message around it. The encoder refuses to write
     /// deeper documents, so it never writes what this decoder refuses.
-    public static let maximumDocumentDepth = StoreLimits.maximumNestingDepth + 8
+    package static let maximumDocumentDepth = StoreLimits.maximumNestingDepth + 8
 
     /// Decodes a whole `bplist00` document.
     ///
     /// Every offset, reference and length is checked against the input before use, so a
     /// truncated, garbage or hostile document throws rather than crashing; see ``Document``
     /// for the bounds on nesting and on what shared objects may expand to.
-    public static func decode(_ data: Data) throws(PropertyListDecodingError) -> PropertyListValue {
+    package static func decode(_ data: Data) throws(PropertyListDecodingError) -> PropertyListValue {
         var document = try Document(data)
         return try document.value(document.root, maximumDepth: maximumDocumentDepth)
     }
@@ -51,9 +51,9 @@ extension BinaryPropertyList {
     ///   document whose array references one 2 MB data object a million times (2 TB expanded)
     ///   is refused after a few MB, not decoded. Honest documents expand little: Hearth's
     ///   writer shares only equal scalars, and a store holds at most 1 MB of values.
-    public struct Document: Sendable {
+    package struct Document: Sendable {
         /// A reference to one object of the document.
-        public struct Object: Hashable, Sendable {
+        package struct Object: Hashable, Sendable {
             let index: Int
         }
 
@@ -68,7 +68,7 @@ extension BinaryPropertyList {
         private var budget: Budget
 
         /// Reads the trailer and checks the offset table fits the document.
-        public init(_ data: Data) throws(PropertyListDecodingError) {
+        package init(_ data: Data) throws(PropertyListDecodingError) {
             self.data = data
             let parsed: Result<Layout, PropertyListDecodingError> = data.withUnsafeBytes { raw in
                 do throws(PropertyListDecodingError) { return .success(try Layout(bytes: raw)) } catch { return .failure(error) }
@@ -78,17 +78,17 @@ extension BinaryPropertyList {
         }
 
         /// The top-level object.
-        public var root: Object { Object(index: layout.root) }
+        package var root: Object { Object(index: layout.root) }
 
         /// The object as a whole value, nesting at most `maximumDepth` levels below it.
-        public mutating func value(_ object: Object, maximumDepth: Int = StoreLimits.maximumNestingDepth) throws(PropertyListDecodingError) -> PropertyListValue {
+        package mutating func value(_ object: Object, maximumDepth: Int = StoreLimits.maximumNestingDepth) throws(PropertyListDecodingError) -> PropertyListValue {
             try withDecoder { (decoder) throws(PropertyListDecodingError) in try decoder.decodeObject(object.index, depth: 0, limit: maximumDepth) }
         }
 
         /// The object's keys and value references, in document order, if it is a dictionary;
         /// `nil` if it is another kind of object. Keys keep their exact spelling, and two keys
         /// that Swift's `String` would call equal are both returned.
-        public mutating func dictionary(_ object: Object) throws(PropertyListDecodingError) -> [(key: String, value: Object)]? {
+        package mutating func dictionary(_ object: Object) throws(PropertyListDecodingError) -> [(key: String, value: Object)]? {
             try withDecoder { (decoder) throws(PropertyListDecodingError) in
                 guard let (keys, values) = try decoder.dictionaryReferences(object.index) else { return nil }
                 var pairs: [(key: String, value: Object)] = []
@@ -101,7 +101,7 @@ extension BinaryPropertyList {
         }
 
         /// The object's element references, if it is an array; `nil` if it is another kind.
-        public mutating func array(_ object: Object) throws(PropertyListDecodingError) -> [Object]? {
+        package mutating func array(_ object: Object) throws(PropertyListDecodingError) -> [Object]? {
             try withDecoder { (decoder) throws(PropertyListDecodingError) in
                 try decoder.arrayReferences(object.index)?.map { Object(index: $0) }
             }

@@ -8,12 +8,12 @@ import Foundation
 /// them. It has its own codec rather than Foundation's because it must keep Booleans and
 /// integers apart exactly, write the same bytes for the same value every time
 /// (dictionary keys sorted, scalars shared), and refuse hostile input without crashing.
-public enum BinaryPropertyList {
+package enum BinaryPropertyList {
     /// Encodes `value` as a `bplist00` document.
     ///
     /// - Throws: ``PropertyListEncodingError`` when arrays and dictionaries nest deeper than
     ///   ``maximumDocumentDepth``: the decoder would refuse the document, so it is not written.
-    public static func encode(_ value: PropertyListValue) throws(PropertyListEncodingError) -> Data {
+    package static func encode(_ value: PropertyListValue) throws(PropertyListEncodingError) -> Data {
         var encoder = Encoder()
         try encoder.flatten(value, depth: 0)
         return encoder.write()
@@ -21,10 +21,10 @@ public enum BinaryPropertyList {
 }
 
 /// Why a value cannot be written as a binary property list.
-public struct PropertyListEncodingError: Error, Hashable, Sendable, CustomStringConvertible {
-    public let reason: String
+package struct PropertyListEncodingError: Error, Hashable, Sendable, CustomStringConvertible {
+    package let reason: String
 
-    public var description: String { "cannot encode a binary property list: \(reason)" }
+    package var description: String { "cannot encode a binary property list: \(reason)" }
 }
 
 extension BinaryPropertyList {

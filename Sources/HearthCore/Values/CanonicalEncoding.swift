@@ -23,14 +23,14 @@ import Foundation
 /// | dictionary | `09` · u32 count · for each key in ascending UTF-8 byte order: u32 length · key · value |
 ///
 /// docs/protocol.md documents it with test vectors.
-public enum CanonicalEncoding {
-    public enum Tag: UInt8, Sendable {
+package enum CanonicalEncoding {
+    package enum Tag: UInt8, Sendable {
         case string = 0x01, integer = 0x02, double = 0x03, boolFalse = 0x04, boolTrue = 0x05
         case date = 0x06, data = 0x07, array = 0x08, dictionary = 0x09
     }
 
     /// The canonical bytes of `value`.
-    public static func encode(_ value: PropertyListValue) -> [UInt8] {
+    package static func encode(_ value: PropertyListValue) -> [UInt8] {
         var writer = CanonicalWriter(capacity: value.canonicalSize)
         writer.write(value)
         return writer.bytes
@@ -39,15 +39,15 @@ public enum CanonicalEncoding {
 
 /// Appends canonical encodings to a byte buffer. Other layers (signatures) build their
 /// payloads with it so that every canonical byte string is written by one piece of code.
-public struct CanonicalWriter: Sendable {
-    public private(set) var bytes: [UInt8]
+package struct CanonicalWriter: Sendable {
+    package private(set) var bytes: [UInt8]
 
-    public init(capacity: Int = 64) {
+    package init(capacity: Int = 64) {
         bytes = []
         bytes.reserveCapacity(capacity)
     }
 
-    public mutating func write(_ value: PropertyListValue) {
+    package mutating func write(_ value: PropertyListValue) {
         switch value {
         case .string(let s):
             writeByte(CanonicalEncoding.Tag.string.rawValue)
@@ -81,18 +81,18 @@ public struct CanonicalWriter: Sendable {
         }
     }
 
-    public mutating func writeByte(_ b: UInt8) { bytes.append(b) }
+    package mutating func writeByte(_ b: UInt8) { bytes.append(b) }
 
-    public mutating func writeUInt32(_ v: UInt32) {
+    package mutating func writeUInt32(_ v: UInt32) {
         withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
-    public mutating func writeUInt64(_ v: UInt64) {
+    package mutating func writeUInt64(_ v: UInt64) {
         withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// u32 UTF-8 length, then the UTF-8 bytes.
-    public mutating func writeString(_ s: String) {
+    package mutating func writeString(_ s: String) {
         var s = s
         s.withUTF8 { utf8 in
             writeUInt32(UInt32(utf8.count))
@@ -100,13 +100,13 @@ public struct CanonicalWriter: Sendable {
         }
     }
 
-    public mutating func writeBytes(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
+    package mutating func writeBytes(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
 }
 
 extension CanonicalEncoding {
     /// Orders strings by their UTF-8 bytes (unsigned), the one order every platform agrees on.
     /// Swift's `<` on `String` compares by Unicode scalars after normalisation, which is not it.
-    public static func utf8Less(_ a: String, _ b: String) -> Bool {
+    package static func utf8Less(_ a: String, _ b: String) -> Bool {
         a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 }
@@ -116,7 +116,7 @@ extension PropertyListValue {
     ///
     /// This is the value's size for the quotas: an entry costs the UTF-8 bytes of its key
     /// plus this. A small string costs 5 bytes plus its text, a number 9, a Boolean 1.
-    public var canonicalSize: Int {
+    package var canonicalSize: Int {
         switch self {
         case .string(let s): return 5 + s.utf8.count
         case .integer, .double, .date: return 9

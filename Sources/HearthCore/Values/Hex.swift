@@ -1,6 +1,6 @@
 /// Lower-case hexadecimal, for IDs, serials and test vectors.
-public enum Hex {
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+package enum Hex {
+    package static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         for b in bytes {
@@ -11,7 +11,7 @@ public enum Hex {
     }
 
     /// Parses hexadecimal digits (either case, no separators); nil if malformed.
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         let utf8 = Array(text.utf8)
         guard utf8.count % 2 == 0 else { return nil }
         func nibble(_ c: UInt8) -> UInt8? {

@@ -10,6 +10,7 @@ public struct NotAPropertyListError: Error, Hashable, Sendable, CustomStringConv
     /// store reports that as `tooDeep`, not as a value that is not a property list).
     public var isTooDeep = false
 
+    /// Where and what, for a log line.
     public var description: String { "\(path) is not a property-list value (found \(found))" }
 }
 

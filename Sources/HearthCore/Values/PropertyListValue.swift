@@ -27,6 +27,7 @@ public enum PropertyListValue: Sendable {
 }
 
 extension PropertyListValue: Equatable {
+    /// Equal values of the same kind: strings by their UTF-8 bytes, doubles and dates by bit pattern.
     public static func == (lhs: PropertyListValue, rhs: PropertyListValue) -> Bool {
         switch (lhs, rhs) {
         case let (.string(a), .string(b)): return a.utf8.elementsEqual(b.utf8)
@@ -52,6 +53,7 @@ extension PropertyListValue: Equatable {
 }
 
 extension PropertyListValue: Hashable {
+    /// Hashes what ``==(_:_:)`` compares.
     public func hash(into hasher: inout Hasher) {
         switch self {
         case .string(let v):
@@ -72,22 +74,27 @@ extension PropertyListValue: Hashable {
 // MARK: - Literals
 
 extension PropertyListValue: ExpressibleByStringLiteral {
+    /// A ``string(_:)`` from a literal.
     public init(stringLiteral value: String) { self = .string(value) }
 }
 
 extension PropertyListValue: ExpressibleByIntegerLiteral {
+    /// An ``integer(_:)`` from a literal.
     public init(integerLiteral value: Int64) { self = .integer(value) }
 }
 
 extension PropertyListValue: ExpressibleByFloatLiteral {
+    /// A ``double(_:)`` from a literal.
     public init(floatLiteral value: Double) { self = .double(value) }
 }
 
 extension PropertyListValue: ExpressibleByBooleanLiteral {
+    /// A ``bool(_:)`` from a literal.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
 }
 
 extension PropertyListValue: ExpressibleByArrayLiteral {
+    /// An ``array(_:)`` from a literal.
     public init(arrayLiteral elements: PropertyListValue...) { self = .array(elements) }
 }
 
@@ -104,7 +111,7 @@ extension PropertyListValue {
     /// How deeply arrays and dictionaries nest in this value: 0 for a scalar, 1 for `[1]` or
     /// `[:]`, 2 for `[[1]]`, and so on; counted only up to `limit + 1`, so that checking a value
     /// against a limit costs no deeper recursion than the limit itself.
-    public func nestingDepth(upTo limit: Int = StoreLimits.maximumNestingDepth) -> Int {
+    package func nestingDepth(upTo limit: Int = StoreLimits.maximumNestingDepth) -> Int {
         switch self {
         case .array(let elements):
             guard limit >= 0 else { return 1 }
@@ -148,6 +155,7 @@ extension PropertyListValue {
 }
 
 extension PropertyListValue: CustomStringConvertible {
+    /// The value as a short, readable text.
     public var description: String {
         switch self {
         case .string(let v): return String(reflecting: v)

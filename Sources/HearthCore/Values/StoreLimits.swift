@@ -39,7 +39,9 @@ public enum StoreLimits {
     /// docs/protocol.md, "Refused entries"), so a transient excess resolves once the replica
     /// catches up.
     public static let maximumSignerBytes = 2 * maximumTotalSize
+    /// At most this many live keys per signing device (see ``maximumSignerBytes``).
     public static let maximumSignerKeys = 2 * maximumKeyCount
+    /// At most this many deletes kept per signing device (see ``maximumSignerBytes``).
     public static let maximumSignerTombstones = 16_384
 
     /// Checks one entry against the per-entry rules: key length, nesting, then size. The
@@ -48,7 +50,7 @@ public enum StoreLimits {
     ///
     /// Returns the entry's quota size (key bytes plus the value's canonical size; 0 for a delete).
     @discardableResult
-    public static func check(key: StoreKey, value: PropertyListValue?) throws(EntryRuleViolation) -> Int {
+    package static func check(key: StoreKey, value: PropertyListValue?) throws(EntryRuleViolation) -> Int {
         let keyLength = key.utf8.count
         guard keyLength <= maximumKeyLength else {
             throw EntryRuleViolation(.keyTooLong, "key is \(keyLength) bytes of UTF-8; the limit is \(maximumKeyLength)")
@@ -67,18 +69,18 @@ public enum StoreLimits {
 }
 
 /// Why one entry breaks ``StoreLimits``' per-entry rules.
-public struct EntryRuleViolation: Error, Hashable, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable {
+package struct EntryRuleViolation: Error, Hashable, Sendable, CustomStringConvertible {
+    package enum Code: String, Sendable {
         case keyTooLong, tooDeep, valueTooLarge
     }
 
-    public let code: Code
-    public let reason: String
+    package let code: Code
+    package let reason: String
 
-    public init(_ code: Code, _ reason: String) {
+    package init(_ code: Code, _ reason: String) {
         self.code = code
         self.reason = reason
     }
 
-    public var description: String { reason }
+    package var description: String { reason }
 }

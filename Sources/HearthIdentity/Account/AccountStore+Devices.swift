@@ -4,7 +4,7 @@ import Logging
 
 extension AccountStore {
     /// The file that keeps the device removals of account `id`.
-    public func removalsFile(of id: AccountID) -> URL {
+    package func removalsFile(of id: AccountID) -> URL {
         directory.appendingPathComponent("accounts", isDirectory: true)
             .appendingPathComponent(id.hex, isDirectory: true)
             .appendingPathComponent("removals")
@@ -13,19 +13,19 @@ extension AccountStore {
     /// The device removals of account `id` in this directory: one instance per file in the
     /// process, shared by every store, engine and TLS context, so that a removal learned by
     /// one is honoured by all at once.
-    public func removals(of id: AccountID) throws -> DeviceRemovals {
+    package func removals(of id: AccountID) throws -> DeviceRemovals {
         let account = try loadAccount(id)
         let file = removalsFile(of: id)
         return RemovalsRegistry.shared.removals(for: file, trust: account.trust, logger: logger)
     }
 
     /// The file that keeps the devices of account `id` met on this device.
-    public func knownDevicesFile(of id: AccountID) -> URL {
+    package func knownDevicesFile(of id: AccountID) -> URL {
         removalsFile(of: id).deletingLastPathComponent().appendingPathComponent("devices")
     }
 
     /// The devices of account `id` met on this device (shared in the process, like ``removals(of:)``).
-    public func knownDevices(of id: AccountID) throws -> KnownDevices {
+    package func knownDevices(of id: AccountID) throws -> KnownDevices {
         let account = try loadAccount(id)
         return RemovalsRegistry.shared.devices(for: knownDevicesFile(of: id), trust: account.trust, logger: logger)
     }
@@ -34,7 +34,7 @@ extension AccountStore {
     ///
     /// - Throws: ``IdentityError/Code/invalidKey`` when it is not for this device's key, or
     ///   ``IdentityError/Code/certificateRejected`` when the account CA did not issue it.
-    public func replaceDeviceCertificate(_ certificate: Certificate, of id: AccountID) throws {
+    package func replaceDeviceCertificate(_ certificate: Certificate, of id: AccountID) throws {
         let current = try loadIdentity(id)
         _ = try DeviceIdentity(account: current.account, privateKey: current.privateKey, certificate: certificate)
         try current.account.trust.validateDevice(certificate)
@@ -46,7 +46,7 @@ extension AccountStore {
     /// process; engines of other processes read the file (they watch it) and every device of
     /// the account learns it from its peers.
     @discardableResult
-    public func removeDevice(_ device: DeviceID, named name: String, authority: AccountAuthority, at date: Date = Date()) throws -> DeviceRemoval {
+    package func removeDevice(_ device: DeviceID, named name: String, authority: AccountAuthority, at date: Date = Date()) throws -> DeviceRemoval {
         let removals = try removals(of: authority.account.id)
         let record = try authority.removal(of: device, named: name, at: date)
         removals.merge([record])

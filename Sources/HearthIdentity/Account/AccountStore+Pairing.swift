@@ -30,7 +30,7 @@ extension AccountStore {
     ///   ``IdentityError/Code/damagedBundle`` (the sealed key does not parse),
     ///   ``IdentityError/Code/keyDerivationRefused`` (it asks for a KDF Hearth does not read).
     @discardableResult
-    public func importPairing(caCertificate: Certificate, deviceKey: Ed25519PrivateKey,
+    package func importPairing(caCertificate: Certificate, deviceKey: Ed25519PrivateKey,
                               deviceCertificate: Certificate, sealedCAKey: String?) throws -> DeviceIdentity {
         let account = try Account(caCertificate: caCertificate)
         let identity = try DeviceIdentity(account: account, privateKey: deviceKey, certificate: deviceCertificate)

@@ -30,8 +30,8 @@ import Logging
 ///
 /// Stateless apart from the files, so any number of processes may use the same directory;
 /// apps learn of a switch by re-reading ``currentAccountID()``.
-public struct AccountStore: Sendable {
-    public let directory: URL
+package struct AccountStore: Sendable {
+    package let directory: URL
     let logger: Logger
     /// The scrypt cost of the CA keys this store seals (``ScryptParameters/standard`` unless
     /// a test chose cheaper ones). What it reads is bounded by ``ScryptParameters/maximum``
@@ -39,7 +39,7 @@ public struct AccountStore: Sendable {
     package let scrypt: ScryptParameters
 
     /// A store in `directory` (tests pass a temporary directory).
-    public init(directory: URL, logger: Logger = Logger(label: "hearth.identity")) {
+    package init(directory: URL, logger: Logger = Logger(label: "hearth.identity")) {
         self.init(directory: directory, logger: logger, scrypt: .standard)
     }
 
@@ -53,13 +53,13 @@ public struct AccountStore: Sendable {
     }
 
     /// The store in the user's config directory.
-    public init(logger: Logger = Logger(label: "hearth.identity")) {
+    package init(logger: Logger = Logger(label: "hearth.identity")) {
         self.init(directory: Self.defaultDirectory(), logger: logger)
     }
 
     /// `$XDG_CONFIG_HOME/hearth`, or `~/.config/hearth` when the variable is unset, empty
     /// or relative (as the XDG base directory specification says).
-    public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+    package static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
             return URL(fileURLWithPath: config, isDirectory: true).appendingPathComponent("hearth", isDirectory: true)
         }
@@ -87,7 +87,7 @@ public struct AccountStore: Sendable {
     ///
     /// - Throws: ``IdentityError/Code/invalidArgument`` when `passphrase` is empty.
     @discardableResult
-    public func createAccount(displayName: String, passphrase: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
+    package func createAccount(displayName: String, passphrase: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
         guard !passphrase.isEmpty else { throw IdentityError(code: .invalidArgument, message: "the account passphrase is empty") }
         let authority = try AccountAuthority.create(displayName: displayName)
         let identity = try authority.makeDevice(named: deviceName)
@@ -99,13 +99,13 @@ public struct AccountStore: Sendable {
     }
 
     /// The accounts stored on this device.
-    public func accounts() throws -> [Account] {
+    package func accounts() throws -> [Account] {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: accountsDirectory.path) else { return [] }
         return try names.compactMap { AccountID(hex: $0) }.sorted().map { try loadAccount($0) }
     }
 
     /// The signed-in account's ID, or nil when signed out.
-    public func currentAccountID() throws -> AccountID? {
+    package func currentAccountID() throws -> AccountID? {
         guard let bytes = try SecureFile.read(currentFile) else { return nil }
         let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let id = AccountID(hex: text) else {
@@ -116,23 +116,23 @@ public struct AccountStore: Sendable {
 
     /// Makes `id` the current account. Signing in to another account while signed in is
     /// a switch.
-    public func signIn(_ id: AccountID) throws {
+    package func signIn(_ id: AccountID) throws {
         _ = try loadAccount(id)  // only point at an account that exists
         try SecureFile.write(Array((id.hex + "\n").utf8), to: currentFile)
         logger.info("signed in", metadata: ["account": "\(id.short)"])
     }
 
     /// Switches to `id` (the same as ``signIn(_:)``; named for the command line).
-    public func switchAccount(to id: AccountID) throws { try signIn(id) }
+    package func switchAccount(to id: AccountID) throws { try signIn(id) }
 
     /// Signs out: no current account. The account's files stay.
-    public func signOut() throws {
+    package func signOut() throws {
         try SecureFile.remove(currentFile)
         logger.info("signed out")
     }
 
     /// Deletes an account's files from this device, signing out first if it is current.
-    public func removeAccount(_ id: AccountID) throws {
+    package func removeAccount(_ id: AccountID) throws {
         if try currentAccountID() == id { try signOut() }
         let dir = accountDirectory(id)
         for name in ["device.key", "device.pem", "ca.key", "ca.pem"] {
@@ -142,7 +142,7 @@ public struct AccountStore: Sendable {
     }
 
     /// The account `id` (public parts only).
-    public func loadAccount(_ id: AccountID) throws -> Account {
+    package func loadAccount(_ id: AccountID) throws -> Account {
         let certificate = try Certificate(pemEncoded: try readText("ca.pem", of: id))
         let account = try Account(caCertificate: certificate)
         guard account.id == id else {
@@ -159,7 +159,7 @@ public struct AccountStore: Sendable {
     ///   account; ``IdentityError/Code/caKeyInClear`` when the key is stored unencrypted
     ///   (``protectAuthority(_:passphrase:)`` first); ``IdentityError/Code/unknownAccount``,
     ///   ``IdentityError/Code/damagedAccount``.
-    public func loadAuthority(_ id: AccountID, passphrase: String) throws -> AccountAuthority {
+    package func loadAuthority(_ id: AccountID, passphrase: String) throws -> AccountAuthority {
         let account = try loadAccount(id)
         let sealed: EncryptedPrivateKeyInfo
         switch try storedCAKey(id) {
@@ -176,7 +176,7 @@ public struct AccountStore: Sendable {
     ///
     /// - Throws: ``IdentityError/Code/unknownAccount``; ``IdentityError/Code/damagedAccount``
     ///   when `ca.key` holds neither kind of key.
-    public func caKeyStatus(_ id: AccountID) throws -> CAKeyStatus {
+    package func caKeyStatus(_ id: AccountID) throws -> CAKeyStatus {
         _ = try loadAccount(id)
         switch try storedCAKey(id) {
         case .sealed(let key): return .protected(key.parameters)
@@ -201,7 +201,7 @@ public struct AccountStore: Sendable {
     ///   another passphrase; ``IdentityError/Code/invalidArgument`` when `passphrase` is empty;
     ///   ``IdentityError/Code/damagedAccount`` when the clear key is not the CA's.
     @discardableResult
-    public func protectAuthority(_ id: AccountID, passphrase: String) throws -> Bool {
+    package func protectAuthority(_ id: AccountID, passphrase: String) throws -> Bool {
         guard !passphrase.isEmpty else { throw IdentityError(code: .invalidArgument, message: "the account passphrase is empty") }
         let account = try loadAccount(id)
         switch try storedCAKey(id) {
@@ -224,7 +224,7 @@ public struct AccountStore: Sendable {
     }
 
     /// This device's identity in account `id`.
-    public func loadIdentity(_ id: AccountID) throws -> DeviceIdentity {
+    package func loadIdentity(_ id: AccountID) throws -> DeviceIdentity {
         let account = try loadAccount(id)
         let key = try Ed25519PrivateKey(pemRepresentation: readText("device.key", of: id))
         let certificate = try Certificate(pemEncoded: readText("device.pem", of: id))
@@ -234,7 +234,7 @@ public struct AccountStore: Sendable {
     }
 
     /// This device's identity in the current account, or nil when signed out.
-    public func loadCurrentIdentity() throws -> DeviceIdentity? {
+    package func loadCurrentIdentity() throws -> DeviceIdentity? {
         guard let id = try currentAccountID() else { return nil }
         return try loadIdentity(id)
     }
@@ -252,7 +252,7 @@ public struct AccountStore: Sendable {
     /// - Throws: ``IdentityError/Code/caKeyInClear`` when the key is stored unencrypted
     ///   (``protectAuthority(_:passphrase:)`` first), ``IdentityError/Code/caKeyAbsent`` when
     ///   this device holds none.
-    public func exportJoinBundle(_ id: AccountID) throws -> Data {
+    package func exportJoinBundle(_ id: AccountID) throws -> Data {
         let account = try loadAccount(id)
         switch try storedCAKey(id) {
         case .sealed(let sealed): return JoinBundle.make(certificate: account.caCertificate, sealedKey: sealed)
@@ -274,7 +274,7 @@ public struct AccountStore: Sendable {
     /// - Throws: ``IdentityError/Code/wrongPassphrase``, ``IdentityError/Code/damagedBundle``
     ///   or ``IdentityError/Code/keyDerivationRefused``.
     @discardableResult
-    public func importJoinBundle(_ bundle: Data, passphrase: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
+    package func importJoinBundle(_ bundle: Data, passphrase: String, deviceName: String = Self.defaultDeviceName) throws -> DeviceIdentity {
         let (authority, bundled) = try JoinBundle.openSealed(bundle, passphrase: passphrase)
         // Sealing again costs a derivation: only when the key is to be stored at all.
         let sealed = {
@@ -298,7 +298,7 @@ public struct AccountStore: Sendable {
     }
 
     /// The host name, the default name of this device in its certificate.
-    public static var defaultDeviceName: String {
+    package static var defaultDeviceName: String {
         let name = ProcessInfo.processInfo.hostName
         return name.isEmpty ? "device" : name
     }

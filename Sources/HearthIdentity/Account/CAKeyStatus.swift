@@ -1,6 +1,6 @@
 /// How this device holds an account's CA private key (the key that admits and removes
 /// devices), as ``AccountStore/caKeyStatus(_:)`` finds it in the account's `ca.key`.
-public enum CAKeyStatus: Hashable, Sendable, CustomStringConvertible {
+package enum CAKeyStatus: Hashable, Sendable, CustomStringConvertible {
     /// Encrypted under the account passphrase (PKCS#8, PBES2 with scrypt at these parameters
     /// and AES-256-CBC): the device's files alone cannot admit a device.
     case protected(ScryptParameters)
@@ -11,7 +11,7 @@ public enum CAKeyStatus: Hashable, Sendable, CustomStringConvertible {
     /// Not on this device: it can sync but not admit or remove devices.
     case absent
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .protected(let parameters): "encrypted under the account passphrase (scrypt \(parameters))"
         case .clear: "stored unencrypted"

@@ -19,18 +19,18 @@ import Foundation
 ///
 /// The certificate is not encrypted, but it is bound to the key: import checks that the
 /// decrypted key is the certificate's, so an altered certificate is refused as damaged.
-public struct JoinBundle: Sendable {
+package struct JoinBundle: Sendable {
     /// The first line of every bundle.
-    public static let header = "Hearth join bundle v1"
+    package static let header = "Hearth join bundle v1"
 
     /// The largest bundle read: a certificate and a key take about 1.5 KB.
-    public static let maximumSize = 64 * 1024
+    package static let maximumSize = 64 * 1024
 
     /// Seals `authority` under `passphrase` with scrypt ``ScryptParameters/standard``.
     ///
     /// A joiner stores the key as sealed here, so `passphrase` becomes its account passphrase:
     /// give the account's. ``AccountStore/exportJoinBundle(_:)`` needs no passphrase at all.
-    public static func export(_ authority: AccountAuthority, passphrase: String) throws -> Data {
+    package static func export(_ authority: AccountAuthority, passphrase: String) throws -> Data {
         try export(authority, passphrase: passphrase, scrypt: .standard)
     }
 
@@ -54,7 +54,7 @@ public struct JoinBundle: Sendable {
     ///   cipher or scrypt parameters are not what Hearth writes;
     ///   ``IdentityError/Code/damagedBundle`` when the bundle is truncated, altered or
     ///   not a bundle.
-    public static func open(_ data: Data, passphrase: String) throws -> AccountAuthority {
+    package static func open(_ data: Data, passphrase: String) throws -> AccountAuthority {
         try openSealed(data, passphrase: passphrase).authority
     }
 

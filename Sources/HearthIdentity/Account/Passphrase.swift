@@ -5,30 +5,30 @@
 /// key's scrypt cost per guess (about a second per core with ``ScryptParameters/standard``);
 /// six words from the EFF list (77 bits) are out of reach of guessing at any such rate, a
 /// short phrase is not.
-public enum Passphrase {
+package enum Passphrase {
     /// The words of a generated passphrase.
-    public static let wordCount = 6
+    package static let wordCount = 6
 
     /// The word list generated passphrases are drawn from (the EFF large list).
-    public static var wordList: [Substring] { EFFWordList.words }
+    package static var wordList: [Substring] { EFFWordList.words }
 
     /// A new passphrase: ``wordCount`` words from ``wordList``, each drawn uniformly with
     /// `generator`, separated by spaces.
-    public static func generate(using generator: inout some RandomNumberGenerator) -> String {
+    package static func generate(using generator: inout some RandomNumberGenerator) -> String {
         let words = EFFWordList.words
         return (0..<wordCount).map { _ in String(words[Int.random(in: 0..<words.count, using: &generator)]) }
             .joined(separator: " ")
     }
 
     /// A new passphrase from the system's CSPRNG (`SystemRandomNumberGenerator`).
-    public static func generate() -> String {
+    package static func generate() -> String {
         var generator = SystemRandomNumberGenerator()
         return generate(using: &generator)
     }
 
     /// Why `passphrase` is weak, or nil when it is not: shorter than 16 characters,
     /// fewer than 4 words and under 24 characters, or a well-known example.
-    public static func weakness(of passphrase: String) -> String? {
+    package static func weakness(of passphrase: String) -> String? {
         let words = passphrase.split(whereSeparator: { !$0.isLetter && !$0.isNumber })
         let normalised = words.joined(separator: " ").lowercased()
         if commonPassphrases.contains(normalised) {

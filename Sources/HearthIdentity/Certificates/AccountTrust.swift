@@ -2,25 +2,24 @@ import CHearthOpenSSL
 import Foundation
 import HearthCore
 
-/// Decides whether a device certificate belongs to an account, and verifies the
-/// signatures of that account's devices.
+/// Decides whether a device certificate belongs to an account.
 ///
 /// Trust has one anchor: the account's CA certificate. A device certificate is accepted
 /// when OpenSSL's chain verification succeeds against that anchor alone (signature,
 /// validity dates, strict X.509 checks, the TLS client purpose, which needs the
 /// `digitalSignature` key usage) and when it is an end-entity certificate with an
 /// Ed25519 key. There are no intermediates: the chain is exactly device → CA.
-public struct AccountTrust: Sendable {
+package struct AccountTrust: Sendable {
     /// The account's self-signed CA certificate.
-    public let caCertificate: Certificate
+    package let caCertificate: Certificate
     /// SHA-256 of the CA's public key.
-    public let accountID: AccountID
+    package let accountID: AccountID
 
     private let store: TrustStore
 
     /// - Throws: ``IdentityError/Code/invalidCertificate`` unless `caCertificate` is a
     ///   self-signed CA certificate with an Ed25519 key.
-    public init(caCertificate: Certificate) throws {
+    package init(caCertificate: Certificate) throws {
         guard let key = caCertificate.publicKey else {
             throw IdentityError(code: .invalidCertificate, message: "the account CA certificate has no Ed25519 key")
         }
@@ -39,7 +38,7 @@ public struct AccountTrust: Sendable {
     /// - Throws: ``IdentityError/Code/certificateRejected`` with OpenSSL's reason
     ///   ("certificate has expired", "unable to get local issuer certificate", ...).
     @discardableResult
-    public func validateDevice(_ certificate: Certificate, at date: Date = Date()) throws -> DeviceID {
+    package func validateDevice(_ certificate: Certificate, at date: Date = Date()) throws -> DeviceID {
         try store.verify(certificate, at: date)
         guard !certificate.isCertificateAuthority else {
             throw IdentityError.certificateRejected("a CA certificate cannot act as a device")
@@ -55,40 +54,13 @@ public struct AccountTrust: Sendable {
     /// CA's, if the certificate is backdated before it). For what an expired certificate still
     /// vouches for: the entries its device signed while it was valid, the devices met.
     @discardableResult
-    public func validateIssued(_ certificate: Certificate) throws -> DeviceID {
+    package func validateIssued(_ certificate: Certificate) throws -> DeviceID {
         let date = max(certificate.notValidBefore, caCertificate.notValidBefore)
         return try validateDevice(certificate, at: min(date, certificate.notValidAfter))
     }
 
-    /// Verifies an entry's signature with the signing device's certificate.
-    ///
-    /// Checks that the certificate is a device of this account, that it is the device
-    /// the signature names, and that the signature covers the entry's
-    /// `signingBytes(storeIdentifier:)`.
-    public func verify(entry: Entry, storeIdentifier: String, certificate: Certificate, at date: Date = Date()) throws {
-        guard let signature = entry.signature else {
-            throw IdentityError(code: .badSignature, message: "entry \(entry.key) is unsigned")
-        }
-        try verify(signature, over: entry.signingBytes(storeIdentifier: storeIdentifier),
-                   what: "entry \(entry.key)", certificate: certificate, at: date)
-    }
-
-    /// Verifies a version vector's signature (the hello) with the device's certificate.
-    public func verify(vector: VersionVector, signature: EntrySignature, certificate: Certificate, at date: Date = Date()) throws {
-        try verify(signature, over: vector.signingBytes, what: "version vector", certificate: certificate, at: date)
-    }
-
-    private func verify(_ signature: EntrySignature, over message: [UInt8], what: String,
-                        certificate: Certificate, at date: Date) throws {
-        let device = try validateDevice(certificate, at: date)
-        guard signature.signer == device.data else {
-            throw IdentityError(code: .signerMismatch,
-                                message: "\(what) names signer \(Hex.encode(signature.signer).prefix(8)), the certificate is \(device)")
-        }
-        guard let key = certificate.publicKey, key.isValidSignature(signature.bytes, for: message) else {
-            throw IdentityError.badSignature("\(what): the signature of \(device) does not verify")
-        }
-    }
+    // Entries are verified in one place, ``DeviceCertificateCache/verify(entry:storeIdentifier:)``,
+    // against certificates admitted there (checked here once each).
 }
 
 /// An `X509_STORE` holding one trust anchor. OpenSSL locks the store internally, so one

@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Immutable once parsed or issued (nothing here mutates the `X509`), and OpenSSL's
 /// accessors used here only read it, hence Sendable.
-public final class Certificate: @unchecked Sendable, Hashable, CustomStringConvertible {
+package final class Certificate: @unchecked Sendable, Hashable, CustomStringConvertible {
     package let pointer: OpaquePointer
 
     /// Takes ownership of one reference to `pointer`.
@@ -22,7 +22,7 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
     }
 
     /// Parses DER.
-    public convenience init(derEncoded: some Collection<UInt8>) throws {
+    package convenience init(derEncoded: some Collection<UInt8>) throws {
         _ = OpenSSLRuntime.ready
         let der = Array(derEncoded)
         let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
@@ -40,7 +40,7 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
     }
 
     /// Parses the first "CERTIFICATE" block of a PEM text.
-    public convenience init(pemEncoded: String) throws {
+    package convenience init(pemEncoded: String) throws {
         _ = OpenSSLRuntime.ready
         let parsed = MemoryBIO.read(Array(pemEncoded.utf8)) { bio in
             PEM_read_bio_X509(bio, nil, hearth_pem_passphrase_callback_pointer(), nil)
@@ -52,7 +52,7 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
     deinit { X509_free(pointer) }
 
     /// The DER encoding: what travels with deltas and what the fingerprint covers.
-    public var derEncoded: [UInt8] {
+    package var derEncoded: [UInt8] {
         let length = i2d_X509(pointer, nil)
         precondition(length > 0, "i2d_X509 failed on a parsed certificate")
         var bytes = [UInt8](repeating: 0, count: Int(length))
@@ -64,32 +64,32 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
     }
 
     /// The PEM encoding ("CERTIFICATE").
-    public var pemEncoded: String {
+    package var pemEncoded: String {
         let bytes = MemoryBIO.collect { PEM_write_bio_X509($0, pointer) == 1 }
         return String(decoding: bytes ?? [], as: UTF8.self)
     }
 
     /// The subject's public key, if it is an Ed25519 key.
-    public var publicKey: Ed25519PublicKey? {
+    package var publicKey: Ed25519PublicKey? {
         guard let key = X509_get0_pubkey(pointer) else { return nil }
         EVP_PKEY_up_ref(key)
         return try? Ed25519PublicKey(taking: key)
     }
 
     /// The subject's common name (the account's display name or the device's name).
-    public var commonName: String? { Self.commonName(of: X509_get_subject_name(pointer)) }
+    package var commonName: String? { Self.commonName(of: X509_get_subject_name(pointer)) }
 
     /// The subject's organization: the account a device belongs to.
-    public var organization: String? { Self.entry(NID_organizationName, of: X509_get_subject_name(pointer)) }
+    package var organization: String? { Self.entry(NID_organizationName, of: X509_get_subject_name(pointer)) }
 
     /// The issuer's common name.
-    public var issuerCommonName: String? { Self.commonName(of: X509_get_issuer_name(pointer)) }
+    package var issuerCommonName: String? { Self.commonName(of: X509_get_issuer_name(pointer)) }
 
-    public var notValidBefore: Date { Self.date(X509_get0_notBefore(pointer)) }
-    public var notValidAfter: Date { Self.date(X509_get0_notAfter(pointer)) }
+    package var notValidBefore: Date { Self.date(X509_get0_notBefore(pointer)) }
+    package var notValidAfter: Date { Self.date(X509_get0_notAfter(pointer)) }
 
     /// The serial number in hexadecimal.
-    public var serialNumber: String {
+    package var serialNumber: String {
         guard let serial = X509_get0_serialNumber(pointer), let bn = ASN1_INTEGER_to_BN(serial, nil) else { return "" }
         defer { BN_free(bn) }
         guard let hex = BN_bn2hex(bn) else { return "" }
@@ -98,15 +98,15 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
     }
 
     /// Whether basicConstraints marks it as a certificate authority.
-    public var isCertificateAuthority: Bool { X509_check_ca(pointer) != 0 }
+    package var isCertificateAuthority: Bool { X509_check_ca(pointer) != 0 }
 
     /// Whether the subject and issuer are the same and the signature verifies with its own key.
-    public var isSelfSigned: Bool { X509_self_signed(pointer, 1) == 1 }
+    package var isSelfSigned: Bool { X509_self_signed(pointer, 1) == 1 }
 
-    public static func == (a: Certificate, b: Certificate) -> Bool { a.derEncoded == b.derEncoded }
-    public func hash(into hasher: inout Hasher) { hasher.combine(derEncoded) }
+    package static func == (a: Certificate, b: Certificate) -> Bool { a.derEncoded == b.derEncoded }
+    package func hash(into hasher: inout Hasher) { hasher.combine(derEncoded) }
 
-    public var description: String {
+    package var description: String {
         "Certificate(CN=\(commonName ?? "?"), issuer CN=\(issuerCommonName ?? "?"), serial \(serialNumber))"
     }
 

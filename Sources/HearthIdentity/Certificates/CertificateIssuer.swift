@@ -11,9 +11,9 @@ import Foundation
 ///
 /// Every certificate has a random 128-bit serial and key identifiers, and is signed with
 /// Ed25519 (which takes no separate digest).
-public enum CertificateIssuer {
+package enum CertificateIssuer {
     /// What to issue.
-    public enum Kind: Sendable {
+    package enum Kind: Sendable {
         case authority
         case device
     }
@@ -22,11 +22,11 @@ public enum CertificateIssuer {
     /// device for one year. A device asks its peers for a renewal in the last 90 days (any peer
     /// with the account CA unlocked issues it); a device removed from the account is refused at
     /// once whatever its certificate says (docs/security.md).
-    public static let authorityLifetime: TimeInterval = 30 * 365.25 * 86_400
-    public static let deviceLifetime: TimeInterval = 365.25 * 86_400
+    package static let authorityLifetime: TimeInterval = 30 * 365.25 * 86_400
+    package static let deviceLifetime: TimeInterval = 365.25 * 86_400
     /// Certificates start an hour in the past so that a peer whose clock is a little
     /// behind does not see a brand-new device as "not yet valid".
-    public static let backdating: TimeInterval = 3_600
+    package static let backdating: TimeInterval = 3_600
 
     /// Issues a certificate for `publicKey`.
     ///
@@ -36,7 +36,7 @@ public enum CertificateIssuer {
     ///     from the CA signature, not from the name).
     ///   - issuer: the CA certificate; nil for a self-signed certificate.
     ///   - signingKey: the issuer's private key (the subject's own for self-signed).
-    public static func issue(
+    package static func issue(
         kind: Kind,
         commonName: String,
         organization: String? = nil,

@@ -8,21 +8,21 @@ import HearthCore
 /// which checks it against the account CA, before verifying any entry it signed. A
 /// certificate that fails is never cached, so a relayed forgery costs one check and
 /// is then refused again.
-public final class DeviceCertificateCache: Sendable {
-    public let trust: AccountTrust
+package final class DeviceCertificateCache: Sendable {
+    package let trust: AccountTrust
     /// Devices removed from the account: their entries stamped after the removal are refused.
-    public let removals: DeviceRemovals?
+    package let removals: DeviceRemovals?
     /// Admitted certificates with their public keys, parsed once.
     private let certificates = Locked<[DeviceID: (certificate: Certificate, key: Ed25519PublicKey)]>([:])
 
-    public init(trust: AccountTrust, removals: DeviceRemovals? = nil) {
+    package init(trust: AccountTrust, removals: DeviceRemovals? = nil) {
         self.trust = trust
         self.removals = removals
     }
 
     /// Verifies `derEncoded` against the account CA and remembers it.
     @discardableResult
-    public func admit(derEncoded: some Collection<UInt8>) throws -> DeviceID {
+    package func admit(derEncoded: some Collection<UInt8>) throws -> DeviceID {
         try admit(try Certificate(derEncoded: derEncoded))
     }
 
@@ -31,7 +31,7 @@ public final class DeviceCertificateCache: Sendable {
     /// valid) and remembers it, unless a certificate of the same device lasting longer is known
     /// (a renewal is not undone by an older certificate that comes later).
     @discardableResult
-    public func admit(_ certificate: Certificate) throws -> DeviceID {
+    package func admit(_ certificate: Certificate) throws -> DeviceID {
         // The same certificate again (every delta carries its signers'): nothing to redo.
         if let key = certificate.publicKey, let known = certificates.withLock({ $0[DeviceID(publicKey: key)] }),
            known.certificate == certificate {
@@ -47,12 +47,12 @@ public final class DeviceCertificateCache: Sendable {
     }
 
     /// The admitted certificate of `device`, if any.
-    public func certificate(for device: DeviceID) -> Certificate? {
+    package func certificate(for device: DeviceID) -> Certificate? {
         certificates.withLock { $0[device]?.certificate }
     }
 
     /// Every admitted certificate (to attach to deltas for peers that may lack them).
-    public var all: [DeviceID: Certificate] {
+    package var all: [DeviceID: Certificate] {
         certificates.withLock { $0.mapValues(\.certificate) }
     }
 
@@ -61,7 +61,7 @@ public final class DeviceCertificateCache: Sendable {
     /// - Throws: ``IdentityError/Code/unknownSigner`` when that device's certificate was
     ///   never admitted, ``IdentityError/Code/removedSigner`` when the device was removed before
     ///   the entry's timestamp, or any error of ``AccountTrust/verify(entry:storeIdentifier:certificate:at:)``.
-    public func verify(entry: Entry, storeIdentifier: String) throws {
+    package func verify(entry: Entry, storeIdentifier: String) throws {
         guard let signature = entry.signature else {
             throw IdentityError(code: .badSignature, message: "entry \(entry.key) is unsigned")
         }

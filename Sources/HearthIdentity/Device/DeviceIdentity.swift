@@ -5,19 +5,19 @@ import HearthCore
 /// by the account CA, and the account it belongs to.
 ///
 /// What the sync engine signs with and what the TLS layer presents to peers.
-public struct DeviceIdentity: Sendable, CustomStringConvertible {
-    public let account: Account
-    public let privateKey: Ed25519PrivateKey
-    public let certificate: Certificate
+package struct DeviceIdentity: Sendable, CustomStringConvertible {
+    package let account: Account
+    package let privateKey: Ed25519PrivateKey
+    package let certificate: Certificate
     /// SHA-256 of the device's public key.
-    public let deviceID: DeviceID
+    package let deviceID: DeviceID
 
     /// Pairs a key with its certificate.
     ///
     /// Does not check that the certificate chains to the account CA (peers do that, and
     /// tests need identities that peers refuse); it does check that the key is the
     /// certificate's.
-    public init(account: Account, privateKey: Ed25519PrivateKey, certificate: Certificate) throws {
+    package init(account: Account, privateKey: Ed25519PrivateKey, certificate: Certificate) throws {
         let publicKey = privateKey.publicKey
         guard certificate.publicKey == publicKey else {
             throw IdentityError(code: .invalidKey, message: "the device key does not match its certificate")
@@ -29,28 +29,22 @@ public struct DeviceIdentity: Sendable, CustomStringConvertible {
     }
 
     /// The device's name, from its certificate.
-    public var deviceName: String { certificate.commonName ?? "" }
+    package var deviceName: String { certificate.commonName ?? "" }
 
-    public var description: String { "\(deviceName) (\(deviceID.short)) in \(account)" }
+    package var description: String { "\(deviceName) (\(deviceID.short)) in \(account)" }
 
     // MARK: Signatures
 
     /// Signs `entry` as it would be stored in `storeIdentifier`.
-    public func sign(entry: Entry, storeIdentifier: String) throws -> EntrySignature {
+    package func sign(entry: Entry, storeIdentifier: String) throws -> EntrySignature {
         let bytes = try privateKey.signature(for: entry.signingBytes(storeIdentifier: storeIdentifier))
         return EntrySignature(signer: deviceID.data, bytes: Data(bytes))
     }
 
     /// `entry` with its signature set.
-    public func signed(_ entry: Entry, storeIdentifier: String) throws -> Entry {
+    package func signed(_ entry: Entry, storeIdentifier: String) throws -> Entry {
         var copy = entry
         copy.signature = try sign(entry: entry, storeIdentifier: storeIdentifier)
         return copy
-    }
-
-    /// Signs a version vector (for the hello).
-    public func sign(vector: VersionVector) throws -> EntrySignature {
-        let bytes = try privateKey.signature(for: vector.signingBytes)
-        return EntrySignature(signer: deviceID.data, bytes: Data(bytes))
     }
 }

@@ -7,72 +7,70 @@ import Foundation
 /// passphrase, tell the user to sign in); `message` says what was being done, and
 /// `openSSLReasons` carries OpenSSL's own reason strings from its error queue when the
 /// failure came from the library. New codes can be added without breaking callers.
-public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The kind of failure. Extensible: compare against the static members.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let name: String
-        public init(_ name: String) { self.name = name }
-        public var description: String { name }
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        package let name: String
+        package init(_ name: String) { self.name = name }
+        package var description: String { name }
 
         /// An OpenSSL call failed; see ``IdentityError/openSSLReasons``.
-        public static let openSSL = Code("openSSL")
+        package static let openSSL = Code("openSSL")
         /// Bytes are not a valid Ed25519 key.
-        public static let invalidKey = Code("invalidKey")
+        package static let invalidKey = Code("invalidKey")
         /// Bytes are not a usable certificate.
-        public static let invalidCertificate = Code("invalidCertificate")
+        package static let invalidCertificate = Code("invalidCertificate")
         /// A certificate does not chain to the account CA, is outside its validity
         /// period, or has the wrong usage.
-        public static let certificateRejected = Code("certificateRejected")
+        package static let certificateRejected = Code("certificateRejected")
         /// A signature does not verify.
-        public static let badSignature = Code("badSignature")
-        /// A signature names a device other than the certificate's.
-        public static let signerMismatch = Code("signerMismatch")
+        package static let badSignature = Code("badSignature")
         /// No certificate is known for the signing device.
-        public static let unknownSigner = Code("unknownSigner")
+        package static let unknownSigner = Code("unknownSigner")
         /// The signer was removed from the account before the entry's timestamp.
-        public static let removedSigner = Code("removedSigner")
+        package static let removedSigner = Code("removedSigner")
         /// The passphrase does not open the join bundle, or the account's CA key.
-        public static let wrongPassphrase = Code("wrongPassphrase")
+        package static let wrongPassphrase = Code("wrongPassphrase")
         /// The join bundle is truncated, altered, or not a join bundle at all.
-        public static let damagedBundle = Code("damagedBundle")
+        package static let damagedBundle = Code("damagedBundle")
         /// The sealed CA key (a join bundle's, or an account's `ca.key`) is protected by another
         /// KDF or cipher than Hearth writes, or by scrypt parameters costlier than
         /// ``ScryptParameters/maximum``: refused before any key derivation, so a crafted bundle
         /// or file cannot hang the reader.
-        public static let keyDerivationRefused = Code("keyDerivationRefused")
+        package static let keyDerivationRefused = Code("keyDerivationRefused")
         /// The operation needs a current account and there is none.
-        public static let notSignedIn = Code("notSignedIn")
+        package static let notSignedIn = Code("notSignedIn")
         /// No account with that ID is stored on this device.
-        public static let unknownAccount = Code("unknownAccount")
+        package static let unknownAccount = Code("unknownAccount")
         /// The account's files are missing, unreadable or inconsistent.
-        public static let damagedAccount = Code("damagedAccount")
+        package static let damagedAccount = Code("damagedAccount")
         /// A file-system call failed.
-        public static let fileSystem = Code("fileSystem")
+        package static let fileSystem = Code("fileSystem")
         /// An argument is out of range (an empty name or passphrase).
-        public static let invalidArgument = Code("invalidArgument")
+        package static let invalidArgument = Code("invalidArgument")
         /// This device holds no CA key for the account, so it cannot admit or remove
         /// devices (``CAKeyStatus/absent``).
-        public static let caKeyAbsent = Code("caKeyAbsent")
+        package static let caKeyAbsent = Code("caKeyAbsent")
         /// The account's CA key is stored unencrypted, as Hearth stored it before it sealed
         /// it under the account passphrase (``CAKeyStatus/clear``): it must be protected
         /// (``AccountStore/protectAuthority(_:passphrase:)``) before it is used.
-        public static let caKeyInClear = Code("caKeyInClear")
+        package static let caKeyInClear = Code("caKeyInClear")
     }
 
-    public var code: Code
+    package var code: Code
     /// What was being done, in words.
-    public var message: String
+    package var message: String
     /// OpenSSL's reason strings (e.g. "bad decrypt"), oldest first; empty when the
     /// failure did not come from OpenSSL.
-    public var openSSLReasons: [String]
+    package var openSSLReasons: [String]
 
-    public init(code: Code, message: String, openSSLReasons: [String] = []) {
+    package init(code: Code, message: String, openSSLReasons: [String] = []) {
         self.code = code
         self.message = message
         self.openSSLReasons = openSSLReasons
     }
 
-    public var description: String {
+    package var description: String {
         var text = "\(code): \(message)"
         if !openSSLReasons.isEmpty { text += " (OpenSSL: " + openSSLReasons.joined(separator: "; ") + ")" }
         return text
@@ -80,27 +78,27 @@ public struct IdentityError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// An OpenSSL failure while doing `operation`, carrying (and clearing) the thread's
     /// OpenSSL error queue.
-    public static func openSSL(_ operation: String, code: Code = .openSSL) -> IdentityError {
+    package static func openSSL(_ operation: String, code: Code = .openSSL) -> IdentityError {
         IdentityError(code: code, message: operation, openSSLReasons: OpenSSLErrorQueue.drain())
     }
 
-    public static func invalidKey(_ message: String) -> IdentityError {
+    package static func invalidKey(_ message: String) -> IdentityError {
         .openSSL(message, code: .invalidKey)
     }
 
-    public static func invalidCertificate(_ message: String) -> IdentityError {
+    package static func invalidCertificate(_ message: String) -> IdentityError {
         .openSSL(message, code: .invalidCertificate)
     }
 
-    public static func certificateRejected(_ reason: String) -> IdentityError {
+    package static func certificateRejected(_ reason: String) -> IdentityError {
         IdentityError(code: .certificateRejected, message: reason, openSSLReasons: OpenSSLErrorQueue.drain())
     }
 
-    public static func badSignature(_ message: String) -> IdentityError {
+    package static func badSignature(_ message: String) -> IdentityError {
         IdentityError(code: .badSignature, message: message, openSSLReasons: OpenSSLErrorQueue.drain())
     }
 
-    public static func fileSystem(_ operation: String, path: String, errno: Int32 = Glibc.errno) -> IdentityError {
+    package static func fileSystem(_ operation: String, path: String, errno: Int32 = Glibc.errno) -> IdentityError {
         IdentityError(code: .fileSystem, message: "\(operation) \(path): \(String(cString: strerror(errno)))")
     }
 }

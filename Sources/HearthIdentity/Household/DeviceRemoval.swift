@@ -15,24 +15,24 @@ import HearthCore
 /// try removals.merge([removal])            // persisted, relayed to every peer
 /// removals.isRemoved(phone.deviceID)       // true, here and soon on every device
 /// ```
-public struct DeviceRemoval: Sendable, Hashable, CustomStringConvertible {
+package struct DeviceRemoval: Sendable, Hashable, CustomStringConvertible {
     /// The account the device is removed from.
-    public let account: AccountID
+    package let account: AccountID
     /// The removed device.
-    public let device: DeviceID
+    package let device: DeviceID
     /// Its name when it was removed (for people; not verified against anything).
-    public let deviceName: String
+    package let deviceName: String
     /// When it was removed, in milliseconds since 1970 on the remover's clock: entries the
     /// device signs with a later timestamp are refused.
-    public let removedAt: UInt64
+    package let removedAt: UInt64
     /// The account CA's Ed25519 signature over ``signingBytes``.
-    public let signature: Data
+    package let signature: Data
 
     /// A device name in a record is at most this many bytes of UTF-8.
-    public static let maximumNameBytes = 256
+    package static let maximumNameBytes = 256
 
     /// Wraps the fields of a record without checking the signature (see ``verify(with:)``).
-    public init(account: AccountID, device: DeviceID, deviceName: String, removedAt: UInt64, signature: Data) {
+    package init(account: AccountID, device: DeviceID, deviceName: String, removedAt: UInt64, signature: Data) {
         self.account = account
         self.device = device
         self.deviceName = deviceName
@@ -42,7 +42,7 @@ public struct DeviceRemoval: Sendable, Hashable, CustomStringConvertible {
 
     /// `"hearth-removal-v1" 00 · account (32) · device (32) · u64 removedAt · name` (the name as
     /// u32 length + UTF-8).
-    public var signingBytes: [UInt8] {
+    package var signingBytes: [UInt8] {
         Self.signingBytes(account: account, device: device, deviceName: deviceName, removedAt: removedAt)
     }
 
@@ -59,7 +59,7 @@ public struct DeviceRemoval: Sendable, Hashable, CustomStringConvertible {
     /// Checks that the account CA of `trust` signed this record for its own account.
     ///
     /// - Throws: ``IdentityError/Code/badSignature`` when it did not.
-    public func verify(with trust: AccountTrust) throws {
+    package func verify(with trust: AccountTrust) throws {
         guard account == trust.accountID else {
             throw IdentityError.badSignature("the removal of \(device.short) is for \(account), not \(trust.accountID)")
         }
@@ -69,14 +69,14 @@ public struct DeviceRemoval: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// When the device was removed.
-    public var date: Date { Date(timeIntervalSince1970: Double(removedAt) / 1000) }
+    package var date: Date { Date(timeIntervalSince1970: Double(removedAt) / 1000) }
 
-    public var description: String { "removal of \(deviceName.isEmpty ? "" : "\(deviceName) ")(\(device.short)) at \(date)" }
+    package var description: String { "removal of \(deviceName.isEmpty ? "" : "\(deviceName) ")(\(device.short)) at \(date)" }
 
     /// Of two records of the same device (removed on two devices before they heard of each
     /// other), the one every device keeps: the earlier, then the smaller signature. The choice
     /// depends on the records only, so every device ends up with the same one.
-    public static func preferred(_ a: DeviceRemoval, _ b: DeviceRemoval) -> DeviceRemoval {
+    package static func preferred(_ a: DeviceRemoval, _ b: DeviceRemoval) -> DeviceRemoval {
         if a.removedAt != b.removedAt { return a.removedAt < b.removedAt ? a : b }
         return a.signature.lexicographicallyPrecedes(b.signature) ? a : b
     }
@@ -85,13 +85,13 @@ public struct DeviceRemoval: Sendable, Hashable, CustomStringConvertible {
 extension DeviceRemoval {
     /// `{account, device, name, at, signature}`, as the `removals` message and the removals
     /// file carry it.
-    public var propertyList: PropertyListValue {
+    package var propertyList: PropertyListValue {
         ["account": .data(Data(account.bytes)), "device": .data(device.data), "name": .string(deviceName),
          "at": .integer(Int64(clamping: removedAt)), "signature": .data(signature)]
     }
 
     /// Reads a record; nil when a field is missing or malformed (its signature is not checked).
-    public init?(propertyList value: PropertyListValue) {
+    package init?(propertyList value: PropertyListValue) {
         guard let fields = value.dictionaryValue,
               let accountBytes = fields["account"]?.dataValue, let account = KeyHash(bytes: accountBytes).map(AccountID.init(hash:)),
               let deviceBytes = fields["device"]?.dataValue, let device = DeviceID(bytes: deviceBytes),
@@ -104,7 +104,7 @@ extension DeviceRemoval {
 
 extension AccountAuthority {
     /// A removal record of `device`, signed by the account CA, dated `date`.
-    public func removal(of device: DeviceID, named name: String, at date: Date = Date()) throws -> DeviceRemoval {
+    package func removal(of device: DeviceID, named name: String, at date: Date = Date()) throws -> DeviceRemoval {
         let name = String(decoding: Array(name.utf8).prefix(DeviceRemoval.maximumNameBytes), as: UTF8.self)
         let at = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
         let bytes = DeviceRemoval.signingBytes(account: account.id, device: device, deviceName: name, removedAt: at)

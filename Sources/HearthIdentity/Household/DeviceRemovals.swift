@@ -19,14 +19,14 @@ import Logging
 /// removals.merge([record])           // verified, persisted, observers told
 /// removals.isRemoved(device)         // cheap: a dictionary lookup under a lock
 /// ```
-public final class DeviceRemovals: Sendable {
+package final class DeviceRemovals: Sendable {
     /// At most this many records per account (a household removes a few devices in its life;
     /// a peer cannot grow the set past this).
-    public static let maximumRecords = 1024
+    package static let maximumRecords = 1024
 
-    public let trust: AccountTrust
+    package let trust: AccountTrust
     /// Where the records are kept; nil keeps them in memory (test clusters, a bare engine).
-    public let file: URL?
+    package let file: URL?
     private let records = Locked<[DeviceID: DeviceRemoval]>([:])
     private let heldNotice = Locked<RemovalNotice?>(nil)
     private let observers = Locked<(next: UInt64, handlers: [UInt64: @Sendable ([DeviceRemoval]) -> Void])>((0, [:]))
@@ -37,7 +37,7 @@ public final class DeviceRemovals: Sendable {
     /// The removals of `trust`'s account, read from `file` when given (records that do not verify
     /// are logged and skipped; a file that does not read is logged and treated as empty, and
     /// rewritten at the next change).
-    public init(trust: AccountTrust, file: URL? = nil, logger: Logger = Logger(label: "hearth.identity")) {
+    package init(trust: AccountTrust, file: URL? = nil, logger: Logger = Logger(label: "hearth.identity")) {
         self.trust = trust
         self.file = file
         self.logger = logger
@@ -51,22 +51,22 @@ public final class DeviceRemovals: Sendable {
     // MARK: Asking
 
     /// Whether `device` is removed from the account.
-    public func isRemoved(_ device: DeviceID) -> Bool { records.withLock { $0[device] != nil } }
+    package func isRemoved(_ device: DeviceID) -> Bool { records.withLock { $0[device] != nil } }
 
     /// The removal record of `device`, if it is removed.
-    public func removal(of device: DeviceID) -> DeviceRemoval? { records.withLock { $0[device] } }
+    package func removal(of device: DeviceID) -> DeviceRemoval? { records.withLock { $0[device] } }
 
     /// Every record, by device ID.
-    public var all: [DeviceRemoval] { records.withLock { Array($0.values) }.sorted { $0.device < $1.device } }
+    package var all: [DeviceRemoval] { records.withLock { Array($0.values) }.sorted { $0.device < $1.device } }
 
-    public var isEmpty: Bool { records.withLock { $0.isEmpty } }
+    package var isEmpty: Bool { records.withLock { $0.isEmpty } }
 
     /// What a peer said of this device's own standing, if one said it was removed (see
     /// ``RemovalNotice``); kept in the file with the records.
-    public var notice: RemovalNotice? { heldNotice.withLock { $0 } }
+    package var notice: RemovalNotice? { heldNotice.withLock { $0 } }
 
     /// Keeps `notice` (a notice with the signed record replaces one without).
-    public func note(_ notice: RemovalNotice) {
+    package func note(_ notice: RemovalNotice) {
         let changed = heldNotice.withLock { held -> Bool in
             guard held == nil || (held?.record == nil && notice.record != nil) else { return false }
             held = notice
@@ -77,9 +77,9 @@ public final class DeviceRemovals: Sendable {
 
     /// The first 8 bytes of the SHA-256 of the records' device IDs and signatures, sorted by
     /// device: what a hello carries so that two devices with the same removals exchange none.
-    public var digest: Data { Self.digest(of: all) }
+    package var digest: Data { Self.digest(of: all) }
 
-    public static func digest(of records: [DeviceRemoval]) -> Data {
+    package static func digest(of records: [DeviceRemoval]) -> Data {
         var bytes: [UInt8] = []
         for record in records.sorted(by: { $0.device < $1.device }) {
             bytes += record.device.bytes
@@ -94,7 +94,7 @@ public final class DeviceRemovals: Sendable {
     /// ``DeviceRemoval/preferred(_:_:)``); saves and tells the observers if any were.
     /// Returns those.
     @discardableResult
-    public func merge(_ incoming: [DeviceRemoval]) -> [DeviceRemoval] {
+    package func merge(_ incoming: [DeviceRemoval]) -> [DeviceRemoval] {
         let candidates = Self.verified(incoming, trust: trust, logger: logger)
         guard !candidates.isEmpty else { return [] }
         let added = records.withLock { table -> [DeviceRemoval] in
@@ -119,7 +119,7 @@ public final class DeviceRemovals: Sendable {
     /// Reads the file again (another process of this user wrote it: `hearth device remove`, a
     /// daemon) and merges what it holds.
     @discardableResult
-    public func reload() -> [DeviceRemoval] {
+    package func reload() -> [DeviceRemoval] {
         guard let file else { return [] }
         let (onDisk, notice) = Self.read(file, logger: logger)
         if let notice { heldNotice.withLock { held in if held == nil { held = notice } } }
@@ -133,20 +133,20 @@ public final class DeviceRemovals: Sendable {
 
     /// Saves now, on the caller's thread, and returns once the file is durable (the command's
     /// `device remove` does this before it says the device is removed).
-    public func saveNow() throws {
+    package func saveNow() throws {
         guard file != nil else { return }
         try saver.sync { try writeFile() }
     }
 
     /// Waits until every save asked for so far is done (tests, orderly exits).
-    public func flush() { saver.sync {} }
+    package func flush() { saver.sync {} }
 
     // MARK: Observing
 
     /// Calls `handler` with the records each ``merge(_:)`` or ``reload()`` added, on the thread
     /// that merged (keep it short). Returns a token for ``removeObserver(_:)``.
     @discardableResult
-    public func observe(_ handler: @escaping @Sendable ([DeviceRemoval]) -> Void) -> UInt64 {
+    package func observe(_ handler: @escaping @Sendable ([DeviceRemoval]) -> Void) -> UInt64 {
         observers.withLock { o in
             defer { o.next &+= 1 }
             o.handlers[o.next] = handler
@@ -154,7 +154,7 @@ public final class DeviceRemovals: Sendable {
         }
     }
 
-    public func removeObserver(_ token: UInt64) {
+    package func removeObserver(_ token: UInt64) {
         observers.withLock { _ = $0.handlers.removeValue(forKey: token) }
     }
 

@@ -11,36 +11,36 @@ import Logging
 /// `accounts/<id>/devices`; saves happen off the caller's thread right after the change (so a
 /// connection's save is over by the time it is idle), notes made meanwhile are coalesced into
 /// it, and nothing is written while no connection comes or goes.
-public final class KnownDevices: Sendable {
+package final class KnownDevices: Sendable {
     /// One device as known here.
-    public struct Device: Sendable, Hashable {
-        public let id: DeviceID
-        public var name: String
+    package struct Device: Sendable, Hashable {
+        package let id: DeviceID
+        package var name: String
         /// Its latest certificate (DER): a renewed one replaces an older one.
-        public var certificate: [UInt8]
+        package var certificate: [UInt8]
         /// When a connection with it last started or ended, in milliseconds since 1970; nil for a
         /// device known only from the certificates that came with its entries.
-        public var lastSeen: UInt64?
+        package var lastSeen: UInt64?
         /// When its certificate expires.
-        public var expires: Date
+        package var expires: Date
 
-        public var lastSeenDate: Date? { lastSeen.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+        package var lastSeenDate: Date? { lastSeen.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
     }
 
     /// The file's last-seen times are updated only when they are at least this old (ms).
     static let lastSeenResolution: UInt64 = 600_000
 
     /// At most this many devices are kept (more are not recorded; nothing depends on the list).
-    public static let maximumDevices = 1024
+    package static let maximumDevices = 1024
 
-    public let trust: AccountTrust
-    public let file: URL?
+    package let trust: AccountTrust
+    package let file: URL?
     private let devices = Locked<[DeviceID: Device]>([:])
     private let saveScheduled = Locked(false)
     private let saver = DispatchQueue(label: "hearth.identity.devices")
     private let logger: Logger
 
-    public init(trust: AccountTrust, file: URL? = nil, logger: Logger = Logger(label: "hearth.identity")) {
+    package init(trust: AccountTrust, file: URL? = nil, logger: Logger = Logger(label: "hearth.identity")) {
         self.trust = trust
         self.file = file
         self.logger = logger
@@ -55,15 +55,15 @@ public final class KnownDevices: Sendable {
     }
 
     /// Every device known here, by name then ID.
-    public var all: [Device] {
+    package var all: [Device] {
         devices.withLock { Array($0.values) }.sorted { ($0.name, $0.id) < ($1.name, $1.id) }
     }
 
-    public func device(_ id: DeviceID) -> Device? { devices.withLock { $0[id] } }
+    package func device(_ id: DeviceID) -> Device? { devices.withLock { $0[id] } }
 
     /// Notes `certificate` (verified against the account CA here) and, with `seen`, that its
     /// device was connected just now.
-    public func note(_ certificate: Certificate, seen: Bool) {
+    package func note(_ certificate: Certificate, seen: Bool) {
         guard let id = try? trust.validateIssued(certificate) else { return }
         let now = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
         let changed = devices.withLock { table -> Bool in
@@ -91,7 +91,7 @@ public final class KnownDevices: Sendable {
     }
 
     /// Waits for the saves asked for so far.
-    public func flush() { saver.sync {} }
+    package func flush() { saver.sync {} }
 
     private func scheduleSave() {
         guard file != nil, saveScheduled.withLock({ s in defer { s = true }; return !s }) else { return }

@@ -4,23 +4,23 @@ import HearthCore
 /// That a device of the account says this device was removed from it: by sending the
 /// CA-signed record, or by refusing this device's certificate as revoked in a TLS handshake
 /// (after this device had verified the peer's certificate, so the peer is a member).
-public struct RemovalNotice: Sendable, Hashable, CustomStringConvertible {
+package struct RemovalNotice: Sendable, Hashable, CustomStringConvertible {
     /// The device that said so.
-    public let peer: DeviceID
+    package let peer: DeviceID
     /// Its name, from its certificate.
-    public let peerName: String
-    public let date: Date
+    package let peerName: String
+    package let date: Date
     /// The CA-signed record, when a peer sent it; nil when a peer only refused our certificate.
-    public let record: DeviceRemoval?
+    package let record: DeviceRemoval?
 
-    public init(peer: DeviceID, peerName: String, date: Date, record: DeviceRemoval?) {
+    package init(peer: DeviceID, peerName: String, date: Date, record: DeviceRemoval?) {
         self.peer = peer
         self.peerName = peerName
         self.date = date
         self.record = record
     }
 
-    public var description: String {
+    package var description: String {
         let how = record.map { "signed removal of \($0.date)" } ?? "its certificate refused as revoked"
         return "this device was removed from the account (\(how), told by \(peerName) (\(peer.short)) at \(date))"
     }

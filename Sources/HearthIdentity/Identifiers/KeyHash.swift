@@ -5,38 +5,38 @@ import HearthCore
 ///
 /// A hash of the key, not a name, so an ID cannot be claimed without holding the key:
 /// whoever shows a certificate for that key and signs with it is that account or device.
-public struct KeyHash: Hashable, Comparable, Sendable {
+package struct KeyHash: Hashable, Comparable, Sendable {
     /// The 32 digest bytes.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
 
     /// The hash of `publicKey`'s 32 raw bytes.
-    public init(of publicKey: Ed25519PublicKey) {
+    package init(of publicKey: Ed25519PublicKey) {
         bytes = SHA256.hash(publicKey.rawRepresentation)
     }
 
     /// Wraps 32 digest bytes; nil for any other length.
-    public init?(bytes: some Collection<UInt8>) {
+    package init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 32 else { return nil }
         self.bytes = Array(bytes)
     }
 
     /// Parses 64 hexadecimal digits.
-    public init?(hex: String) {
+    package init?(hex: String) {
         guard let bytes = Hex.decode(hex) else { return nil }
         self.init(bytes: bytes)
     }
 
-    public var hex: String { Hex.encode(bytes) }
+    package var hex: String { Hex.encode(bytes) }
 
-    public var data: Data { Data(bytes) }
+    package var data: Data { Data(bytes) }
 
     /// The first 8 hex digits: enough to tell a household's devices apart in a log line,
     /// never used for a security decision.
-    public var short: String { String(hex.prefix(8)) }
+    package var short: String { String(hex.prefix(8)) }
 
     /// The hash in base32 (RFC 4648, no padding), in groups of four separated by dashes:
     /// 52 characters a person can compare aloud, as other LAN tools show device IDs.
-    public var fingerprint: String {
+    package var fingerprint: String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
         var chars: [Character] = []
         var buffer: UInt32 = 0, bits = 0
@@ -58,65 +58,65 @@ public struct KeyHash: Hashable, Comparable, Sendable {
         return groups.joined(separator: "-")
     }
 
-    public static func < (a: KeyHash, b: KeyHash) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
+    package static func < (a: KeyHash, b: KeyHash) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
 }
 
 /// Names an account (a household): the SHA-256 of its certificate authority's public key.
-public struct AccountID: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public let hash: KeyHash
-    public init(hash: KeyHash) { self.hash = hash }
-    public init(caPublicKey: Ed25519PublicKey) { hash = KeyHash(of: caPublicKey) }
-    public init?(hex: String) {
+package struct AccountID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package let hash: KeyHash
+    package init(hash: KeyHash) { self.hash = hash }
+    package init(caPublicKey: Ed25519PublicKey) { hash = KeyHash(of: caPublicKey) }
+    package init?(hex: String) {
         guard let hash = KeyHash(hex: hex) else { return nil }
         self.hash = hash
     }
-    public var hex: String { hash.hex }
-    public var bytes: [UInt8] { hash.bytes }
-    public var fingerprint: String { hash.fingerprint }
-    public var short: String { hash.short }
-    public var description: String { "account \(short)" }
-    public static func < (a: AccountID, b: AccountID) -> Bool { a.hash < b.hash }
+    package var hex: String { hash.hex }
+    package var bytes: [UInt8] { hash.bytes }
+    package var fingerprint: String { hash.fingerprint }
+    package var short: String { hash.short }
+    package var description: String { "account \(short)" }
+    package static func < (a: AccountID, b: AccountID) -> Bool { a.hash < b.hash }
 
     /// The account's hash for mDNS TXT records (`a=`): 16 lowercase hex digits of
     /// SHA-256("hearth-mdns-account-v1" 00 · account ID). Domain-separated, so the
     /// advertisement is not a prefix of the ID that certificates carry.
-    public var shortHash: String { MDNSHash.make("hearth-mdns-account-v1", bytes) }
+    package var shortHash: String { MDNSHash.make("hearth-mdns-account-v1", bytes) }
 
     /// A store's hash for mDNS TXT records (`s=`): 16 lowercase hex digits of
     /// SHA-256("hearth-mdns-store-v1" 00 · account ID · store identifier). Keyed by the
     /// account ID, so that a listener cannot test guesses of common store identifiers
     /// ("com.example.notes") without knowing the account.
-    public func storeHash(storeIdentifier: String) -> String {
+    package func storeHash(storeIdentifier: String) -> String {
         MDNSHash.make("hearth-mdns-store-v1", bytes + Array(storeIdentifier.utf8))
     }
 }
 
 /// Names a device within an account: the SHA-256 of its device public key. This is the
 /// `signer` of an `EntrySignature` and what TLS reports as the peer.
-public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public let hash: KeyHash
-    public init(hash: KeyHash) { self.hash = hash }
-    public init(publicKey: Ed25519PublicKey) { hash = KeyHash(of: publicKey) }
-    public init?(bytes: some Collection<UInt8>) {
+package struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package let hash: KeyHash
+    package init(hash: KeyHash) { self.hash = hash }
+    package init(publicKey: Ed25519PublicKey) { hash = KeyHash(of: publicKey) }
+    package init?(bytes: some Collection<UInt8>) {
         guard let hash = KeyHash(bytes: bytes) else { return nil }
         self.hash = hash
     }
-    public init?(hex: String) {
+    package init?(hex: String) {
         guard let hash = KeyHash(hex: hex) else { return nil }
         self.hash = hash
     }
-    public var hex: String { hash.hex }
-    public var bytes: [UInt8] { hash.bytes }
+    package var hex: String { hash.hex }
+    package var bytes: [UInt8] { hash.bytes }
     /// The 32 bytes as `Data`, as stored in `EntrySignature.signer`.
-    public var data: Data { hash.data }
-    public var fingerprint: String { hash.fingerprint }
-    public var short: String { hash.short }
-    public var description: String { "device \(short)" }
+    package var data: Data { hash.data }
+    package var fingerprint: String { hash.fingerprint }
+    package var short: String { hash.short }
+    package var description: String { "device \(short)" }
 
     /// The device's hash for mDNS TXT records (`d=`): 16 lowercase hex digits of
     /// SHA-256("hearth-mdns-device-v1" 00 · device ID).
-    public var shortHash: String { MDNSHash.make("hearth-mdns-device-v1", bytes) }
-    public static func < (a: DeviceID, b: DeviceID) -> Bool { a.hash < b.hash }
+    package var shortHash: String { MDNSHash.make("hearth-mdns-device-v1", bytes) }
+    package static func < (a: DeviceID, b: DeviceID) -> Bool { a.hash < b.hash }
 }
 
 /// Hashes for mDNS advertisements: short, domain-separated, never used for a security

@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Immutable once made; each signature uses its own `EVP_MD_CTX`, so one key may sign
 /// from several threads, hence Sendable.
-public final class Ed25519PrivateKey: @unchecked Sendable {
+package final class Ed25519PrivateKey: @unchecked Sendable {
     package let pointer: OpaquePointer
 
     /// Takes ownership of one reference to `pointer`.
@@ -19,7 +19,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     }
 
     /// A new random key from OpenSSL's CSPRNG.
-    public convenience init() throws {
+    package convenience init() throws {
         _ = OpenSSLRuntime.ready
         guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nil) else {
             throw IdentityError.openSSL("EVP_PKEY_CTX_new_id(ED25519)")
@@ -34,7 +34,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
 
     /// The key from its 32-byte seed (RFC 8032's private key). For test vectors and
     /// interoperability; keys for use are made by ``init()``.
-    public convenience init(rawRepresentation: some Collection<UInt8>) throws {
+    package convenience init(rawRepresentation: some Collection<UInt8>) throws {
         _ = OpenSSLRuntime.ready
         let raw = Array(rawRepresentation)
         guard raw.count == 32 else { throw IdentityError(code: .invalidKey, message: "an Ed25519 private key is 32 bytes, not \(raw.count)") }
@@ -45,7 +45,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     }
 
     /// Reads an unencrypted PKCS#8 PEM ("PRIVATE KEY").
-    public convenience init(pemRepresentation: String) throws {
+    package convenience init(pemRepresentation: String) throws {
         _ = OpenSSLRuntime.ready
         let key = MemoryBIO.read(Array(pemRepresentation.utf8)) { bio in
             // A passphrase callback with no passphrase: an encrypted key fails instead of
@@ -66,7 +66,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     ///   decrypt it, ``IdentityError/Code/keyDerivationRefused`` when its KDF, cipher or
     ///   parameters are not what Hearth writes, ``IdentityError/Code/invalidKey`` when
     ///   there is no well-formed key to decrypt.
-    public convenience init(encryptedPEMRepresentation pem: String, passphrase: String) throws {
+    package convenience init(encryptedPEMRepresentation pem: String, passphrase: String) throws {
         try self.init(sealed: try EncryptedPrivateKeyInfo(pem: pem), passphrase: passphrase)
     }
 
@@ -95,7 +95,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     deinit { EVP_PKEY_free(pointer) }
 
     /// The public half.
-    public var publicKey: Ed25519PublicKey {
+    package var publicKey: Ed25519PublicKey {
         // EVP_PKEY holds both halves; extracting the raw public bytes makes a key object
         // that cannot leak the private half.
         var bytes = [UInt8](repeating: 0, count: 32)
@@ -106,7 +106,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     }
 
     /// The Ed25519 signature (64 bytes) of `message`. Deterministic (RFC 8032).
-    public func signature(for message: some Collection<UInt8>) throws -> [UInt8] {
+    package func signature(for message: some Collection<UInt8>) throws -> [UInt8] {
         let message = Array(message)
         guard let context = EVP_MD_CTX_new() else { throw IdentityError.openSSL("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
@@ -122,7 +122,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     }
 
     /// Unencrypted PKCS#8 PEM ("PRIVATE KEY"), for a file of mode 0600.
-    public func pemRepresentation() throws -> String {
+    package func pemRepresentation() throws -> String {
         guard let bytes = MemoryBIO.collect({ bio in
             PEM_write_bio_PrivateKey(bio, pointer, nil, nil, 0, nil, nil) == 1
         }) else { throw IdentityError.openSSL("writing the private key as PKCS#8") }
@@ -133,7 +133,7 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
     /// (``ScryptParameters/standard``) and AES-256-CBC, a fresh random salt and IV each
     /// time. OpenSSL's own PKCS#8 reader caps scrypt at 32 MiB, so `openssl pkey` cannot
     /// open it; ``init(encryptedPEMRepresentation:passphrase:)`` can.
-    public func encryptedPEMRepresentation(passphrase: String) throws -> String {
+    package func encryptedPEMRepresentation(passphrase: String) throws -> String {
         try encryptedPEMRepresentation(passphrase: passphrase, scrypt: .standard)
     }
 

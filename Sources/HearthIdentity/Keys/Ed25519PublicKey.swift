@@ -6,7 +6,7 @@ import HearthCore
 ///
 /// Immutable once made; OpenSSL allows concurrent verification with one key as long as
 /// each operation has its own `EVP_MD_CTX`, which is what this type does, hence Sendable.
-public final class Ed25519PublicKey: @unchecked Sendable, Hashable, CustomStringConvertible {
+package final class Ed25519PublicKey: @unchecked Sendable, Hashable, CustomStringConvertible {
     package let pointer: OpaquePointer
 
     /// Takes ownership of one reference to `pointer`.
@@ -20,7 +20,7 @@ public final class Ed25519PublicKey: @unchecked Sendable, Hashable, CustomString
     }
 
     /// The key from its 32 raw bytes.
-    public convenience init(rawRepresentation: some Collection<UInt8>) throws {
+    package convenience init(rawRepresentation: some Collection<UInt8>) throws {
         _ = OpenSSLRuntime.ready
         let raw = Array(rawRepresentation)
         guard raw.count == 32 else { throw IdentityError(code: .invalidKey, message: "an Ed25519 public key is 32 bytes, not \(raw.count)") }
@@ -33,7 +33,7 @@ public final class Ed25519PublicKey: @unchecked Sendable, Hashable, CustomString
     deinit { EVP_PKEY_free(pointer) }
 
     /// The 32 raw bytes.
-    public var rawRepresentation: [UInt8] {
+    package var rawRepresentation: [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 32)
         var length = 32
         let ok = EVP_PKEY_get_raw_public_key(pointer, &bytes, &length)
@@ -42,7 +42,7 @@ public final class Ed25519PublicKey: @unchecked Sendable, Hashable, CustomString
     }
 
     /// Whether `signature` is this key's Ed25519 signature of `message`.
-    public func isValidSignature(_ signature: some Collection<UInt8>, for message: some Collection<UInt8>) -> Bool {
+    package func isValidSignature(_ signature: some Collection<UInt8>, for message: some Collection<UInt8>) -> Bool {
         let signature = Array(signature), message = Array(message)
         guard signature.count == 64, let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
@@ -56,11 +56,11 @@ public final class Ed25519PublicKey: @unchecked Sendable, Hashable, CustomString
         return ok
     }
 
-    public static func == (a: Ed25519PublicKey, b: Ed25519PublicKey) -> Bool {
+    package static func == (a: Ed25519PublicKey, b: Ed25519PublicKey) -> Bool {
         a.rawRepresentation == b.rawRepresentation
     }
 
-    public func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
+    package func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
 
-    public var description: String { "Ed25519PublicKey(\(Hex.encode(rawRepresentation)))" }
+    package var description: String { "Ed25519PublicKey(\(Hex.encode(rawRepresentation)))" }
 }

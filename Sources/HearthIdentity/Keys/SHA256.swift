@@ -1,9 +1,9 @@
 import CHearthOpenSSL
 
 /// SHA-256 through OpenSSL's EVP digest interface.
-public enum SHA256 {
+package enum SHA256 {
     /// The 32-byte digest of `bytes`.
-    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+    package static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
         let input = Array(bytes)
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0

@@ -6,13 +6,13 @@
 /// bundle with p = 8000 kept `hearth account join` busy for over a minute. A reader
 /// accepts at most ``maximum`` (what Hearth writes), which also keeps bundles written
 /// with older, cheaper parameters readable.
-public struct ScryptParameters: Hashable, Sendable, CustomStringConvertible {
+package struct ScryptParameters: Hashable, Sendable, CustomStringConvertible {
     /// CPU/memory cost, a power of two.
-    public let n: UInt64
+    package let n: UInt64
     /// Block size.
-    public let r: UInt64
+    package let r: UInt64
     /// Parallelisation.
-    public let p: UInt64
+    package let p: UInt64
 
     package init(n: UInt64, r: UInt64, p: UInt64) {
         self.n = n
@@ -22,11 +22,11 @@ public struct ScryptParameters: Hashable, Sendable, CustomStringConvertible {
 
     /// What Hearth writes: N = 2^18, r = 8, p = 1 — 256 MiB and about a second of CPU per guess
     /// (docs/security.md has the figure), so guessing the passphrase offline is slow.
-    public static let standard = ScryptParameters(n: 1 << 18, r: 8, p: 1)
+    package static let standard = ScryptParameters(n: 1 << 18, r: 8, p: 1)
 
     /// The most a reader accepts. Equal to ``standard``: nothing Hearth writes costs more,
     /// so anything more is a crafted bundle.
-    public static let maximum = standard
+    package static let maximum = standard
 
     /// Cheap parameters for tests, which create accounts and join devices by the hundred:
     /// the library's own test clusters (``AccountStore``'s `scrypt` knob, a `package`
@@ -54,7 +54,7 @@ public struct ScryptParameters: Hashable, Sendable, CustomStringConvertible {
         return n >= 2 && n <= max.n && n & (n - 1) == 0 && (1...max.r).contains(r) && (1...max.p).contains(p)
     }
 
-    public var description: String {
+    package var description: String {
         let log = n > 0 && n & (n - 1) == 0 ? "2^\(n.trailingZeroBitCount)" : "\(n)"
         return "N = \(log), r = \(r), p = \(p)"
     }

@@ -9,7 +9,7 @@ extension SyncEngine {
     /// What a peer says of this device's standing, if it says it was removed (kept with the
     /// removals, so it outlives the process). The store keeps working locally; peers no longer
     /// sync with it.
-    public var removalNotice: RemovalNotice? { removals.notice }
+    package var removalNotice: RemovalNotice? { removals.notice }
 
     /// Merges records a peer sent (each verified against the account CA); what is new reaches
     /// ``removalsAdded(_:)`` through the observer.

@@ -8,12 +8,12 @@ import HearthIdentity
 // renewing device; its peers accept the new certificate because it chains to the same CA.
 extension SyncEngine {
     /// This device's identity with its latest certificate (the one given at init, or a renewal).
-    public var currentIdentity: DeviceIdentity { state.withLock { $0.currentIdentity } }
+    package var currentIdentity: DeviceIdentity { state.withLock { $0.currentIdentity } }
 
     /// The account CA, while the owner has it unlocked on this device (the passphrase entered,
     /// e.g. `hearth daemon --unlock`): peers' certificate renewals are answered. Nil by default:
     /// the CA key is never stored in the clear.
-    public var authority: AccountAuthority? {
+    package var authority: AccountAuthority? {
         get { state.withLock { $0.authority } }
         set {
             if let newValue { precondition(newValue.account.id == identity.account.id, "the authority is another account's") }
@@ -28,7 +28,7 @@ extension SyncEngine {
 
     /// Called with the renewed identity each time this device's certificate is renewed (the
     /// owner saves it: ``AccountStore/replaceDeviceCertificate(_:of:)``).
-    public var onCertificateRenewed: (@Sendable (DeviceIdentity) -> Void)? {
+    package var onCertificateRenewed: (@Sendable (DeviceIdentity) -> Void)? {
         get { state.withLock { $0.onCertificateRenewed } }
         set { state.withLock { $0.onCertificateRenewed = newValue } }
     }

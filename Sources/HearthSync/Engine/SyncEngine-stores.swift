@@ -11,7 +11,7 @@ extension SyncEngine {
     /// - Throws: ``SyncEngineError`` if the engine is stopped, serves this store already or
     ///   ``SyncMessage/maximumStores`` stores, or the identifier cannot go on the wire.
     @discardableResult
-    public func attach(_ replica: any SyncReplica) throws(SyncEngineError) -> SyncStore {
+    package func attach(_ replica: any SyncReplica) throws(SyncEngineError) -> SyncStore {
         let identifier = replica.storeIdentifier
         guard !identifier.isEmpty, identifier.utf8.count <= SyncMessage.maximumStoreIdentifierBytes else {
             throw .invalidStoreIdentifier(identifier)
@@ -41,7 +41,7 @@ extension SyncEngine {
 
     /// Stops serving a store: connected peers are told, and once this returns no session
     /// changes its replica any more (see ``ReplicaGate``). The engine runs on for the others.
-    public func detach(storeIdentifier: String) {
+    package func detach(storeIdentifier: String) {
         let (store, sessions) = state.withLock { s in
             (s.stores.removeValue(forKey: storeIdentifier), Array(s.sessions.values))
         }
@@ -52,12 +52,12 @@ extension SyncEngine {
     }
 
     /// The attached store of this identifier, if any.
-    public func store(_ identifier: String) -> SyncStore? {
+    package func store(_ identifier: String) -> SyncStore? {
         state.withLock { $0.stores[identifier] }
     }
 
     /// The identifiers of the attached stores.
-    public var storeIdentifiers: [String] {
+    package var storeIdentifiers: [String] {
         state.withLock { $0.stores.keys.sorted() }
     }
 
@@ -65,7 +65,7 @@ extension SyncEngine {
     /// ignore it: a device daemon sets it to keep every store of the account (a hub keeps the
     /// household's data for devices that come and go). Called on a connection's reader, it
     /// should return promptly (open the store, no network).
-    public var storeProvider: (@Sendable (String) -> (any SyncReplica)?)? {
+    package var storeProvider: (@Sendable (String) -> (any SyncReplica)?)? {
         get { provider.withLock { $0 } }
         set { provider.withLock { $0 = newValue } }
     }

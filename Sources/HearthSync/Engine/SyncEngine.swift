@@ -24,23 +24,23 @@ import NIOCore
 /// once, both keep the connection dialled by the device with the smaller ID. A message about a
 /// store this device does not serve is ignored, unless ``storeProvider`` supplies the store
 /// (an always-on device keeping stores it never opened).
-public final class SyncEngine: Sendable {
-    public struct Options: Sendable {
+package final class SyncEngine: Sendable {
+    package struct Options: Sendable {
         /// Where to listen (default: every interface, a free port).
-        public var host: String
-        public var port: Int
+        package var host: String
+        package var port: Int
         /// How long a link may be idle before it is pinged, and how long a silent link lives
         /// (a dead peer is noticed within `timeout` plus a third of it).
-        public var heartbeatInterval: Duration
-        public var timeout: Duration
+        package var heartbeatInterval: Duration
+        package var timeout: Duration
         /// Reconnect back-off bounds (each wait is jittered by ±50 %).
-        public var minimumBackoff: Duration
-        public var maximumBackoff: Duration
+        package var minimumBackoff: Duration
+        package var maximumBackoff: Duration
         /// How long before its certificate expires a device asks its peers for a renewed one
         /// (any peer holding the unlocked account CA answers; see ``SyncEngine/authority``).
-        public var renewalWindow: Duration
+        package var renewalWindow: Duration
 
-        public init(host: String = "0.0.0.0", port: Int = 0, heartbeatInterval: Duration = .seconds(30),
+        package init(host: String = "0.0.0.0", port: Int = 0, heartbeatInterval: Duration = .seconds(30),
                     timeout: Duration = .seconds(90), minimumBackoff: Duration = .milliseconds(200),
                     maximumBackoff: Duration = .seconds(10), renewalWindow: Duration = .seconds(90 * 86_400)) {
             self.renewalWindow = renewalWindow
@@ -74,17 +74,19 @@ public final class SyncEngine: Sendable {
         var authority: AccountAuthority?
         var onCertificateRenewed: (@Sendable (DeviceIdentity) -> Void)?
         var removalsObserver: UInt64?
+        /// The watch on the account directory's `removals` file (``init(identity:setup:logger:)``).
+        var removalsWatch: (directory: String, token: UInt64)?
     }
 
-    public let identity: DeviceIdentity
+    package let identity: DeviceIdentity
     /// The devices removed from the account (shared with the TLS layer and, in an app, with
     /// every engine of the process): refused in handshakes, their later entries refused,
     /// relayed to every peer.
-    public let removals: DeviceRemovals
+    package let removals: DeviceRemovals
     /// The devices of the account met here (peers as they connect and leave, signers of relayed
     /// entries); nil when the owner keeps no such list.
-    public let devices: KnownDevices?
-    public let metrics = SyncMetrics()
+    package let devices: KnownDevices?
+    package let metrics = SyncMetrics()
     let transport: PeerTransport
     let options: Options
     let logger: Logger
@@ -96,7 +98,7 @@ public final class SyncEngine: Sendable {
     ///
     /// - Parameter removals: the account's device removals (``AccountStore/removals(of:)``
     ///   keeps them on disk); by default an empty set in memory, which peers can still teach.
-    public init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
+    package init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
                 devices: KnownDevices? = nil, logger: Logger = Logger(label: "hearth.sync")) throws {
         self.identity = identity
         self.options = options
@@ -120,7 +122,7 @@ public final class SyncEngine: Sendable {
     }
 
     /// An engine serving `replica`'s store (more can be attached).
-    public convenience init(identity: DeviceIdentity, replica: any SyncReplica,
+    package convenience init(identity: DeviceIdentity, replica: any SyncReplica,
                             options: Options = Options(), removals: DeviceRemovals? = nil,
                             logger: Logger = Logger(label: "hearth.sync")) throws {
         try self.init(identity: identity, options: options, removals: removals, logger: logger)
@@ -133,7 +135,7 @@ public final class SyncEngine: Sendable {
 
     /// Starts listening and following discovery. Returns the port peers connect to.
     @discardableResult
-    public func start() async throws -> Int {
+    package func start() async throws -> Int {
         let listener = try await listen()
         // stop() may have run while we were binding: then this listener must not outlive it.
         // Checked and stored in one step, or a stop() in between would miss the listener and
@@ -188,7 +190,7 @@ public final class SyncEngine: Sendable {
     }
 
     /// Dials the peers `discovery` reports, for as long as they are reported.
-    public func follow(_ discovery: any PeerDiscovery) {
+    package func follow(_ discovery: any PeerDiscovery) {
         let context = self.context
         let accepted = state.withLock { s -> Bool in
             guard !s.stopped else { return false }
@@ -211,19 +213,19 @@ public final class SyncEngine: Sendable {
     private var isStopped: Bool { state.withLock { $0.stopped } }
 
     /// The port the engine listens on, once started.
-    public var port: Int? { state.withLock { $0.listener?.port } }
+    package var port: Int? { state.withLock { $0.listener?.port } }
 
     /// The peers discovery reports right now, connected or not.
-    public var discoveredPeers: [DiscoveredPeer] {
+    package var discoveredPeers: [DiscoveredPeer] {
         state.withLock { $0.discoveries }.flatMap(\.peers)
     }
 
     /// The devices connected right now.
-    public var connectedPeers: [DeviceID] { state.withLock { Array($0.sessions.keys) } }
+    package var connectedPeers: [DeviceID] { state.withLock { Array($0.sessions.keys) } }
 
     /// Dials `host:port` and keeps the connection up (reconnecting with back-off) until
     /// ``stop()``; for peers known by address rather than discovery.
-    public func addPeer(host: String, port: Int) {
+    package func addPeer(host: String, port: Int) {
         let peer = DiscoveredPeer(id: "manual:\(host):\(port)", name: "\(host):\(port)",
                                   addresses: [PeerAddress(host: host, family: host.contains(":") ? .ipv6 : .ipv4)],
                                   port: UInt16(port))
@@ -234,14 +236,18 @@ public final class SyncEngine: Sendable {
     ///
     /// A barrier: once it returns, no session of this engine changes the replica of any of its
     /// stores (see ``ReplicaGate``), even one that was still verifying a delta.
-    public func stop() async {
-        let (listener, tasks, sessions, discoveries, stores, observer) = state.withLock { s in
+    package func stop() async {
+        let (listener, tasks, sessions, discoveries, stores, observer, watch) = state.withLock { s in
             s.stopped = true
-            defer { s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = []; s.stores = [:]; s.removalsObserver = nil }
+            defer {
+                s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = []; s.stores = [:]
+                s.removalsObserver = nil; s.removalsWatch = nil
+            }
             return (s.listener, s.tasks + Array(s.dialers.values), Array(s.sessions.values), s.discoveries, Array(s.stores.values),
-                    s.removalsObserver)
+                    s.removalsObserver, s.removalsWatch)
         }
         if let observer { removals.removeObserver(observer) }
+        if let watch { AccountDirectoryWatcher.shared.unsubscribe(watch.directory, token: watch.token) }
         for store in stores { store.replica.close() }
         logger.debug("stopping: \(tasks.count) tasks, \(sessions.count) sessions")
         for task in tasks { task.cancel() }
@@ -255,7 +261,7 @@ public final class SyncEngine: Sendable {
 
     /// Sends every connected peer what it lacks of every store, now (local writes and applied
     /// deltas already do).
-    public func pushNow() {
+    package func pushNow() {
         for store in state.withLock({ Array($0.stores.keys) }) { changed(store) }
     }
 

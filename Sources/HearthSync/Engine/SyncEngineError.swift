@@ -1,5 +1,5 @@
 /// Why a store cannot be attached to a ``SyncEngine``.
-public enum SyncEngineError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum SyncEngineError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The engine has been stopped.
     case stopped
     /// A store of this identifier is attached already.
@@ -9,7 +9,7 @@ public enum SyncEngineError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The identifier is empty or longer than ``SyncMessage/maximumStoreIdentifierBytes``.
     case invalidStoreIdentifier(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .stopped: "the sync engine is stopped"
         case .alreadyAttached(let store): "store \(String(reflecting: store)) is attached already"

@@ -345,7 +345,7 @@ final class SyncSession: Sendable {
             throw SyncProtocolError("peer is of account \(hello.account.prefix(8)), we are \(context.identity.account.id.hex.prefix(8)); no data exchanged")
         }
         guard hello.device == peer.deviceID.data else {
-            throw SyncProtocolError("hello names device \(hello.device.prefix(4).map { String(format: "%02x", $0) }.joined()), TLS authenticated \(peer.deviceID.short)")
+            throw SyncProtocolError("hello names device \(Hex.encode(hello.device.prefix(4))), TLS authenticated \(peer.deviceID.short)")
         }
         guard let key = peer.certificate.publicKey, key.isValidSignature(hello.signature, for: hello.signingBytes) else {
             throw SyncProtocolError("the hello's signature does not verify")

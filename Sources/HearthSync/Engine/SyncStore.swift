@@ -15,9 +15,9 @@ import Logging
 /// notes.isSettled                   // every connected peer serving "notes" has every write
 /// engine.detach(storeIdentifier: "todo")
 /// ```
-public final class SyncStore: Sendable {
+package final class SyncStore: Sendable {
     /// The store identifier that entries are signed for.
-    public let identifier: String
+    package let identifier: String
     /// The store's replica behind this attachment's gate (see ``ReplicaGate``): closed by
     /// ``SyncEngine/detach(storeIdentifier:)`` and ``SyncEngine/stop()``.
     let replica: ReplicaGate
@@ -46,27 +46,27 @@ public final class SyncStore: Sendable {
     // MARK: What the owner asks
 
     /// The engine's frame and entry counters (every store of the engine together).
-    public var metrics: SyncMetrics { engine?.metrics ?? SyncMetrics() }
+    package var metrics: SyncMetrics { engine?.metrics ?? SyncMetrics() }
 
     /// The devices connected right now that serve this store too.
-    public var connectedPeers: [DeviceID] {
+    package var connectedPeers: [DeviceID] {
         (engine?.sessions(sharing: identifier) ?? []).map(\.peer.deviceID)
     }
 
     /// The peers discovery reports right now (for every store of the engine).
-    public var discoveredPeers: [DiscoveredPeer] { engine?.discoveredPeers ?? [] }
+    package var discoveredPeers: [DiscoveredPeer] { engine?.discoveredPeers ?? [] }
 
     /// Whether at least one peer serving this store is connected and every such peer has
     /// confirmed having every current entry of it, but those it refused (so a process may exit
     /// without its writes being lost to the others).
-    public var isSettled: Bool {
+    package var isSettled: Bool {
         let sessions = engine?.sessions(sharing: identifier) ?? []
         return !sessions.isEmpty && settled(sessions).count == sessions.count
     }
 
     /// The connected devices serving this store that have confirmed having every current entry
     /// of it, but those they refused.
-    public var settledPeers: [DeviceID] {
+    package var settledPeers: [DeviceID] {
         settled(engine?.sessions(sharing: identifier) ?? [])
     }
 
@@ -82,16 +82,16 @@ public final class SyncStore: Sendable {
 
     /// Sends every connected peer serving this store what it lacks, now (`synchronize()` calls
     /// it; local writes and applied deltas already do).
-    public func pushNow() { engine?.changed(identifier) }
+    package func pushNow() { engine?.changed(identifier) }
 
     /// Dials `host:port` for the engine (every store it serves); see ``SyncEngine/addPeer(host:port:)``.
-    public func addPeer(host: String, port: Int) { engine?.addPeer(host: host, port: port) }
+    package func addPeer(host: String, port: Int) { engine?.addPeer(host: host, port: port) }
 
     // MARK: Refusals
 
     /// What connected or past peers refused of what this device sent, while the refused entry
     /// is still this replica's current entry of its key (a later write, or a re-stamp, ends it).
-    public var refusals: [SyncRefusal] {
+    package var refusals: [SyncRefusal] {
         prunedRefusals().values.flatMap { $0 }
     }
 

@@ -7,7 +7,7 @@ import HearthIdentity
 ///
 /// Protocol 3 carries every store two devices share on one connection: the hello is per
 /// device and lists the stores the sender serves; every message about data names its store.
-public enum SyncMessage: Sendable, Equatable {
+package enum SyncMessage: Sendable, Equatable {
     /// First message on a connection, both ways.
     case hello(Hello)
     /// What the sender has of one store, when the hello's digests showed the peer may not
@@ -36,86 +36,86 @@ public enum SyncMessage: Sendable, Equatable {
     case certificate(Data)
 
     /// A renewed certificate in a `certificate` message is at most this many bytes.
-    public static let maximumCertificateSize = 8192
+    package static let maximumCertificateSize = 8192
 
     /// At most this many removal records are read from a `removals` message.
-    public static let maximumRemovals = DeviceRemovals.maximumRecords
+    package static let maximumRemovals = DeviceRemovals.maximumRecords
 
     /// At most this many refused entries are read from a `refused` message.
-    public static let maximumRefusals = 1024
+    package static let maximumRefusals = 1024
 
     /// The largest frame read before the peer's hello is verified, hello included: nothing
     /// bigger is even decoded from a peer that has not yet proved who it is. A hello lists at
     /// most ``maximumStores`` stores of at most ``maximumStoreIdentifierBytes`` each, about
     /// 180 KB.
-    public static let maximumHelloSize = 256 * 1024
+    package static let maximumHelloSize = 256 * 1024
 
     /// At most this many stores in a hello, and served by one engine: a device with more
     /// would be a household of a thousand apps; a hello listing more is refused.
-    public static let maximumStores = 1024
+    package static let maximumStores = 1024
 
     /// A store identifier on the wire is at most this many bytes of UTF-8.
-    public static let maximumStoreIdentifierBytes = 128
+    package static let maximumStoreIdentifierBytes = 128
 
     /// At most this many entries in one delta. Senders split what a peer lacks into deltas of
     /// at most this many entries (and about a megabyte); a receiver refuses a bigger delta.
-    public static let maximumDeltaEntries = 8192
+    package static let maximumDeltaEntries = 8192
 
     /// A vector in a message may name at most this many origins (`Replica.maximumVectorOrigins`).
-    public static let maximumVectorOrigins = Replica.maximumVectorOrigins
+    package static let maximumVectorOrigins = Replica.maximumVectorOrigins
 
     /// At most this many device IDs are read from a `store` message's `peers`: a household is
     /// a few devices, and a misbehaving peer must not grow our list of devices without bound.
-    public static let maximumPeers = 64
+    package static let maximumPeers = 64
 
     /// The digest of a set of known devices that a hello carries per store: the first 8 bytes
     /// of the SHA-256 of the 32-byte IDs, sorted and concatenated. Equal digests: nothing to tell.
-    public static func peersDigest(_ devices: some Sequence<Data>) -> Data {
+    package static func peersDigest(_ devices: some Sequence<Data>) -> Data {
         Data(SHA256.hash(devices.sorted { $0.lexicographicallyPrecedes($1) }.reduce(into: Data()) { $0.append($1) }).prefix(8))
     }
 
     /// The digest of a vector that a hello carries per store: the first 8 bytes of the SHA-256
     /// of the vector's signing bytes. Equal digests: both sides have the same entries.
-    public static func vectorDigest(_ vector: VersionVector) -> Data {
+    package static func vectorDigest(_ vector: VersionVector) -> Data {
         Data(SHA256.hash(vector.signingBytes).prefix(8))
     }
 
-    public struct Hello: Sendable, Equatable {
+    package struct Hello: Sendable, Equatable {
         /// One store the sender serves, as digests: a peer that serves it too and has the same
         /// digests has nothing to tell about it.
-        public struct Store: Sendable, Equatable {
-            public var identifier: String
+        package struct Store: Sendable, Equatable {
+            package var identifier: String
             /// ``SyncMessage/vectorDigest(_:)`` of the sender's vector of the store.
-            public var vectorDigest: Data
+            package var vectorDigest: Data
             /// ``SyncMessage/peersDigest(_:)`` of the devices the sender knows of in this store,
             /// itself included.
-            public var peersDigest: Data
+            package var peersDigest: Data
 
-            public init(identifier: String, vectorDigest: Data, peersDigest: Data) {
+            package init(identifier: String, vectorDigest: Data, peersDigest: Data) {
                 self.identifier = identifier
                 self.vectorDigest = vectorDigest
                 self.peersDigest = peersDigest
             }
         }
 
-        public var protocolVersion: Int
+        package var protocolVersion: Int
         /// The account ID, hex.
-        public var account: String
+        package var account: String
         /// The sender's device ID (32 bytes).
-        public var device: Data
+        package var device: Data
         /// The stores the sender serves, at most ``SyncMessage/maximumStores``.
-        public var stores: [Store]
+        package var stores: [Store]
         /// The device's signature over ``signingBytes``.
-        public var signature: Data
+        package var signature: Data
         /// ``DeviceRemovals/digest`` of the removals the sender knows; absent from builds that
         /// know no removals (they are sent none). Not signed: the records themselves are
         /// signed by the account CA, and TLS authenticates the sender.
-        public var removalsDigest: Data?
+        package var removalsDigest: Data?
         /// The sender understands `renew` and `certificate` (absent from older builds, which are
         /// sent neither). Not signed, like the digest.
-        public var renews: Bool
+        package var renews: Bool
 
-        public init(protocolVersion: Int, account: String, device: Data, stores: [Store], signature: Data,
+        package init(protocolVersion: Int, account: String, device: Data, stores: [Store], signature: Data,
                     removalsDigest: Data? = nil, renews: Bool = false) {
             self.renews = renews
             self.protocolVersion = protocolVersion
@@ -128,7 +128,7 @@ public enum SyncMessage: Sendable, Equatable {
 
         /// `"hearth-hello-v3" 00 · u32 version · account · device · u32 count ·
         /// (store · vector digest · peers digest)*` (strings and data as u32 length + bytes).
-        public var signingBytes: [UInt8] {
+        package var signingBytes: [UInt8] {
             var w = CanonicalWriter(capacity: 128 + stores.count * 48)
             w.writeBytes(Array("hearth-hello-v3".utf8) + [0])
             w.writeUInt32(UInt32(truncatingIfNeeded: protocolVersion))
@@ -148,17 +148,17 @@ public enum SyncMessage: Sendable, Equatable {
     }
 
     /// What the sender has of one store, or that it left it.
-    public struct StoreState: Sendable, Equatable {
-        public var store: String
+    package struct StoreState: Sendable, Equatable {
+        package var store: String
         /// The sender's vector of the store (absent when only its peers are told, or it left).
-        public var vector: VersionVector?
+        package var vector: VersionVector?
         /// The other devices the sender knows of in this store (32-byte IDs), sent when the
         /// hello's peers digests differ: the receiver keeps tombstones until each has them.
-        public var peers: [Data]?
+        package var peers: [Data]?
         /// The sender no longer serves the store on this connection.
-        public var left: Bool
+        package var left: Bool
 
-        public init(store: String, vector: VersionVector? = nil, peers: [Data]? = nil, left: Bool = false) {
+        package init(store: String, vector: VersionVector? = nil, peers: [Data]? = nil, left: Bool = false) {
             self.store = store
             self.vector = vector
             self.peers = peers
@@ -166,22 +166,22 @@ public enum SyncMessage: Sendable, Equatable {
         }
     }
 
-    public struct Delta: Sendable, Equatable {
-        public var store: String
-        public var entries: [Entry]
+    package struct Delta: Sendable, Equatable {
+        package var store: String
+        package var entries: [Entry]
         /// DER device certificates of the signers.
-        public var certificates: [Data]
+        package var certificates: [Data]
         /// The sender's vector: what it had when it sent the delta. A claim, not a fact: the
         /// receiver's vector advances by the entries it applies, never by this.
-        public var vector: VersionVector
+        package var vector: VersionVector
         /// Entries of the frame that did not decode or break ``StoreLimits`` (only on receipt;
         /// never encoded). They are refused; the others apply.
-        public var undecodable: [RefusedEntry]
+        package var undecodable: [RefusedEntry]
         /// More deltas of the same batch follow (a big batch is split; the receiver's first
         /// download lasts until the last part).
-        public var more: Bool
+        package var more: Bool
 
-        public init(store: String, entries: [Entry], certificates: [Data], vector: VersionVector,
+        package init(store: String, entries: [Entry], certificates: [Data], vector: VersionVector,
                     undecodable: [RefusedEntry] = [], more: Bool = false) {
             self.store = store
             self.entries = entries
@@ -192,23 +192,23 @@ public enum SyncMessage: Sendable, Equatable {
         }
     }
 
-    public struct Ack: Sendable, Equatable {
-        public var store: String
-        public var vector: VersionVector
+    package struct Ack: Sendable, Equatable {
+        package var store: String
+        package var vector: VersionVector
 
-        public init(store: String, vector: VersionVector) {
+        package init(store: String, vector: VersionVector) {
             self.store = store
             self.vector = vector
         }
     }
 
-    public struct Refusal: Sendable, Equatable {
-        public var store: String
-        public var entries: [RefusedEntry]
+    package struct Refusal: Sendable, Equatable {
+        package var store: String
+        package var entries: [RefusedEntry]
         /// The receiver's wall clock when it refused them, in milliseconds since 1970.
-        public var clock: UInt64
+        package var clock: UInt64
 
-        public init(store: String, entries: [RefusedEntry], clock: UInt64) {
+        package init(store: String, entries: [RefusedEntry], clock: UInt64) {
             self.store = store
             self.entries = entries
             self.clock = clock
@@ -218,10 +218,10 @@ public enum SyncMessage: Sendable, Equatable {
     /// 3: one connection per pair of devices carries every store they share (store-tagged
     /// messages, a per-device hello with per-store digests). 2: entries refused one by one
     /// (`refused`), vectors advanced only by applied entries.
-    public static let protocolVersion = 3
+    package static let protocolVersion = 3
 
     /// The store a message is about, if it is about one.
-    public var storeIdentifier: String? {
+    package var storeIdentifier: String? {
         switch self {
         case .store(let state): state.store
         case .delta(let delta): delta.store
@@ -233,14 +233,14 @@ public enum SyncMessage: Sendable, Equatable {
 }
 
 /// Why a frame is not a valid message.
-public struct SyncProtocolError: Error, Hashable, Sendable, CustomStringConvertible {
-    public let reason: String
-    public init(_ reason: String) { self.reason = reason }
-    public var description: String { reason }
+package struct SyncProtocolError: Error, Hashable, Sendable, CustomStringConvertible {
+    package let reason: String
+    package init(_ reason: String) { self.reason = reason }
+    package var description: String { reason }
 }
 
 extension SyncMessage {
-    public var propertyList: PropertyListValue {
+    package var propertyList: PropertyListValue {
         switch self {
         case .hello(let h):
             let stores: [PropertyListValue] = h.stores.map { store in
@@ -281,7 +281,7 @@ extension SyncMessage {
     }
 
     /// The frame payload.
-    public func encoded() throws(PropertyListEncodingError) -> Data { try BinaryPropertyList.encode(propertyList) }
+    package func encoded() throws(PropertyListEncodingError) -> Data { try BinaryPropertyList.encode(propertyList) }
 
     /// Parses a frame payload.
     ///
@@ -289,7 +289,7 @@ extension SyncMessage {
     /// `Entry.decode(_:in:key:)`), so an entry that is malformed or breaks ``StoreLimits``
     /// lands in ``Delta/undecodable`` instead of failing the frame. Anything else that is
     /// wrong with the frame throws.
-    public init(decoding data: Data) throws(SyncProtocolError) {
+    package init(decoding data: Data) throws(SyncProtocolError) {
         func reading<T>(_ step: () throws(PropertyListDecodingError) -> T) throws(SyncProtocolError) -> T {
             do { return try step() } catch { throw SyncProtocolError("malformed frame: \(error)") }
         }
@@ -379,7 +379,7 @@ extension SyncMessage {
         return vector
     }
 
-    public init(propertyList value: PropertyListValue) throws(SyncProtocolError) {
+    package init(propertyList value: PropertyListValue) throws(SyncProtocolError) {
         guard let fields = value.dictionaryValue, let type = fields["type"]?.stringValue else {
             throw SyncProtocolError("a message must be a dictionary with a type")
         }

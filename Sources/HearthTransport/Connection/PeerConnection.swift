@@ -7,22 +7,22 @@ import NIOCore
 /// are payloads to frame. The inbound stream ends when the peer closes cleanly and throws
 /// when the connection fails (``TLSError``, ``FrameError``): it never just hangs. Use it
 /// inside ``executeThenClose(_:)`` so the connection is closed when done.
-public struct PeerConnection: Sendable {
+package struct PeerConnection: Sendable {
     /// The peer, verified against the account CA during the handshake.
-    public let peer: TLSPeer
-    public let remoteAddress: SocketAddress?
+    package let peer: TLSPeer
+    package let remoteAddress: SocketAddress?
     /// The underlying NIO channel, wrapped for structured concurrency.
-    public let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+    package let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
 
     /// Runs `body` with the inbound frames and the outbound writer, then closes.
-    public func executeThenClose<Result>(
+    package func executeThenClose<Result>(
         _ body: (_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws -> Result
     ) async throws -> Result {
         try await channel.executeThenClose { inbound, outbound in try await body(inbound, outbound) }
     }
 
     /// Closes without reading or writing (for connections the caller decides not to use).
-    public func close() async {
+    package func close() async {
         try? await channel.channel.close()
     }
 }

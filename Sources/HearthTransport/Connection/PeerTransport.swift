@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
-import HearthCore
 #endif
+import HearthCore
 import HearthIdentity
 import Logging
 import NIOCore
@@ -18,15 +18,15 @@ import NIOPosix
 /// let connection = try await transport.connect(host: "192.168.1.20", port: 7420)
 /// try await connection.executeThenClose { inbound, outbound in … }
 /// ```
-public struct PeerTransport: Sendable {
+package struct PeerTransport: Sendable {
     /// The cap on frames received (and sent).
-    public let maximumFrameLength: Int
-    public let group: any EventLoopGroup
+    package let maximumFrameLength: Int
+    package let group: any EventLoopGroup
     /// The TLS contexts, replaced as a pair when the device's certificate is renewed: each new
     /// connection takes the current one (OpenSSL contexts are not changed once in use).
     private let contexts: Locked<(server: SSLContext, client: SSLContext)>
 
-    public init(configuration: TLSConfiguration, maximumFrameLength: Int = Frame.maximumLength,
+    package init(configuration: TLSConfiguration, maximumFrameLength: Int = Frame.maximumLength,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
         self.maximumFrameLength = maximumFrameLength
         self.group = group
@@ -36,13 +36,13 @@ public struct PeerTransport: Sendable {
 
     /// The configuration of the current contexts; nil for a pairing transport
     /// (``init(pairing:maximumFrameLength:group:)``).
-    public var configuration: TLSConfiguration? { contexts.withLock { $0.server.configuration } }
+    package var configuration: TLSConfiguration? { contexts.withLock { $0.server.configuration } }
     var serverContext: SSLContext { contexts.withLock { $0.server } }
     var clientContext: SSLContext { contexts.withLock { $0.client } }
 
     /// Presents `identity` (the same key with a renewed certificate) on connections made from now
     /// on; connections already up keep theirs.
-    public func replaceIdentity(_ identity: DeviceIdentity) throws {
+    package func replaceIdentity(_ identity: DeviceIdentity) throws {
         guard var configuration = self.configuration else {
             throw TLSError(code: .configuration, reason: "a pairing transport has no device identity to replace")
         }
@@ -54,14 +54,14 @@ public struct PeerTransport: Sendable {
     /// A transport for pairing connections (docs/protocol.md, "Pairing"): the same listener,
     /// dialler, frames and timeouts, with ``PairingTLSConfiguration``'s handshake. Its
     /// connections' ``TLSPeer`` is whoever proved the key of the certificate it presented.
-    public init(pairing: PairingTLSConfiguration, maximumFrameLength: Int,
+    package init(pairing: PairingTLSConfiguration, maximumFrameLength: Int,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
         self.maximumFrameLength = maximumFrameLength
         self.group = group
         contexts = Locked((try SSLContext(pairing: pairing, role: .server), try SSLContext(pairing: pairing, role: .client)))
     }
 
-    public init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, logger: Logger = Logger(label: "hearth.transport"),
+    package init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, logger: Logger = Logger(label: "hearth.transport"),
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
         try self.init(configuration: TLSConfiguration(identity: identity, removals: removals, logger: logger), group: group)
     }
@@ -76,7 +76,7 @@ public struct PeerTransport: Sendable {
     static let keepAliveInterval = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPINTVL))
     static let keepAliveCount = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPCNT))
 
-    public func listen(host: String, port: Int) async throws -> PeerListener {
+    package func listen(host: String, port: Int) async throws -> PeerListener {
         let (connections, continuation) = AsyncStream<PeerConnection>.makeStream()
         let contexts = contexts
         let maximumFrameLength = maximumFrameLength
@@ -136,7 +136,7 @@ public struct PeerTransport: Sendable {
     /// - Note: in TLS 1.3 the client finishes its handshake before the server has checked
     ///   the client's certificate. If the server refuses this device, the refusal arrives
     ///   as an error on the inbound stream, before any frame.
-    public func connect(host: String, port: Int, expecting: DeviceID? = nil) async throws -> PeerConnection {
+    package func connect(host: String, port: Int, expecting: DeviceID? = nil) async throws -> PeerConnection {
         try await connect(host: host, port: port, expecting: expecting, socketHandlers: { [] })
     }
 
@@ -196,10 +196,10 @@ private final class EstablishmentBox: Sendable {
 }
 
 /// A listening socket and the stream of authenticated connections it accepts.
-public final class PeerListener: Sendable {
+package final class PeerListener: Sendable {
     /// Connections that completed the handshake, in order. Each must be used (or closed)
     /// by the consumer.
-    public let connections: AsyncStream<PeerConnection>
+    package let connections: AsyncStream<PeerConnection>
     private let channel: any Channel
     private let continuation: AsyncStream<PeerConnection>.Continuation
 
@@ -210,11 +210,11 @@ public final class PeerListener: Sendable {
     }
 
     /// The address and port actually bound (port 0 picks a free one).
-    public var localAddress: SocketAddress? { channel.localAddress }
-    public var port: Int? { channel.localAddress?.port }
+    package var localAddress: SocketAddress? { channel.localAddress }
+    package var port: Int? { channel.localAddress?.port }
 
     /// Stops accepting. Connections already handed out stay open.
-    public func close() async {
+    package func close() async {
         try? await channel.close()
         continuation.finish()
     }

@@ -1,12 +1,12 @@
 import NIOCore
 
 /// The frame format: a 4-byte big-endian length, then that many bytes of payload.
-public enum Frame {
+package enum Frame {
     /// The hard cap on a payload: 4 MiB, comfortably above the 1 MB store quota plus
     /// the signatures and certificates a delta carries.
-    public static let maximumLength = 4 * 1024 * 1024
+    package static let maximumLength = 4 * 1024 * 1024
     /// Bytes of the length prefix.
-    public static let headerLength = 4
+    package static let headerLength = 4
 }
 
 /// Splits a byte stream into frames.
@@ -15,16 +15,16 @@ public enum Frame {
 /// throws at once, so nothing is ever allocated for a claimed size. A payload is only
 /// collected as its bytes actually arrive. The stream ending inside a frame throws
 /// ``FrameError/Code/truncated``.
-public struct FrameDecoder: ByteToMessageDecoder {
-    public typealias InboundOut = ByteBuffer
+package struct FrameDecoder: ByteToMessageDecoder {
+    package typealias InboundOut = ByteBuffer
 
-    public let maximumLength: Int
+    package let maximumLength: Int
 
-    public init(maximumLength: Int = Frame.maximumLength) {
+    package init(maximumLength: Int = Frame.maximumLength) {
         self.maximumLength = maximumLength
     }
 
-    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+    package mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let length = buffer.getInteger(at: buffer.readerIndex, endianness: .big, as: UInt32.self) else {
             return .needMoreData
         }
@@ -41,7 +41,7 @@ public struct FrameDecoder: ByteToMessageDecoder {
         return .continue
     }
 
-    public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+    package mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         while try decode(context: context, buffer: &buffer) == .continue {}
         if buffer.readableBytes > 0 {
             let claimed = buffer.getInteger(at: buffer.readerIndex, endianness: .big, as: UInt32.self)
@@ -60,17 +60,17 @@ public struct FrameDecoder: ByteToMessageDecoder {
 /// A payload that is empty or over the cap is a bug of the sender. The write fails, and
 /// because a stream writer may not look at each write's result, the error is also sent
 /// up the pipeline, which closes the connection: a frame is never dropped silently.
-public final class FrameEncoder: ChannelOutboundHandler, RemovableChannelHandler {
-    public typealias OutboundIn = ByteBuffer
-    public typealias OutboundOut = ByteBuffer
+package final class FrameEncoder: ChannelOutboundHandler, RemovableChannelHandler {
+    package typealias OutboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
 
-    public let maximumLength: Int
+    package let maximumLength: Int
 
-    public init(maximumLength: Int = Frame.maximumLength) {
+    package init(maximumLength: Int = Frame.maximumLength) {
         self.maximumLength = maximumLength
     }
 
-    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let payload = unwrapOutboundIn(data)
         let length = payload.readableBytes
         guard length > 0 else {

@@ -18,21 +18,21 @@ import NIOCore
 /// that its issuer is unknown; it still refuses a certificate out of its validity period, one
 /// with the wrong key usage, a CA certificate, a chain longer than the leaf, and a key other
 /// than Ed25519.
-public struct PairingTLSConfiguration: Sendable {
+package struct PairingTLSConfiguration: Sendable {
     /// The key this device proves in the handshake.
-    public var privateKey: Ed25519PrivateKey
+    package var privateKey: Ed25519PrivateKey
     /// The certificate it presents: a member's device certificate, or a newcomer's
     /// self-signed one (``selfSigned(deviceName:)``).
-    public var certificate: Certificate
+    package var certificate: Certificate
     /// How long a handshake may take before the connection is dropped.
-    public var handshakeTimeout: TimeAmount
-    public var logger: Logger
+    package var handshakeTimeout: TimeAmount
+    package var logger: Logger
 
     /// The ALPN protocol identifier of pairing connections.
-    public static let alpnProtocol = "hearth-pair/1"
+    package static let alpnProtocol = "hearth-pair/1"
 
     /// - Throws: ``IdentityError/Code/invalidKey`` when `certificate` is not for `privateKey`.
-    public init(privateKey: Ed25519PrivateKey, certificate: Certificate, handshakeTimeout: TimeAmount = .seconds(10),
+    package init(privateKey: Ed25519PrivateKey, certificate: Certificate, handshakeTimeout: TimeAmount = .seconds(10),
                 logger: Logger = Logger(label: "hearth.transport")) throws {
         guard certificate.publicKey == privateKey.publicKey else {
             throw IdentityError(code: .invalidKey, message: "the pairing key does not match its certificate")
@@ -44,7 +44,7 @@ public struct PairingTLSConfiguration: Sendable {
     }
 
     /// A member's pairing configuration: its device key and certificate.
-    public init(identity: DeviceIdentity, handshakeTimeout: TimeAmount = .seconds(10),
+    package init(identity: DeviceIdentity, handshakeTimeout: TimeAmount = .seconds(10),
                 logger: Logger = Logger(label: "hearth.transport")) throws {
         try self.init(privateKey: identity.privateKey, certificate: identity.certificate,
                       handshakeTimeout: handshakeTimeout, logger: logger)
@@ -53,7 +53,7 @@ public struct PairingTLSConfiguration: Sendable {
     /// A newcomer's pairing configuration: a fresh Ed25519 key (the one it will keep as its
     /// device key) and a self-signed certificate named `deviceName`, shaped like a device
     /// certificate (not a CA, `digitalSignature`, `serverAuth` and `clientAuth`).
-    public static func selfSigned(deviceName: String, handshakeTimeout: TimeAmount = .seconds(10),
+    package static func selfSigned(deviceName: String, handshakeTimeout: TimeAmount = .seconds(10),
                                   logger: Logger = Logger(label: "hearth.transport")) throws -> PairingTLSConfiguration {
         let key = try Ed25519PrivateKey()
         let certificate = try CertificateIssuer.issue(kind: .device, commonName: deviceName, publicKey: key.publicKey,

@@ -10,16 +10,16 @@ import NIOCore
 ///
 /// Configured once in `init` and never changed afterwards; OpenSSL allows `SSL_new` on
 /// one `SSL_CTX` from several threads, hence Sendable.
-public final class SSLContext: @unchecked Sendable {
+package final class SSLContext: @unchecked Sendable {
     /// Whether this context accepts (server) or dials (client).
-    public enum Role: Sendable { case server, client }
+    package enum Role: Sendable { case server, client }
 
     let pointer: OpaquePointer
-    public let role: Role
+    package let role: Role
     /// The sync configuration; nil for a pairing context.
-    public let configuration: TLSConfiguration?
+    package let configuration: TLSConfiguration?
     /// The pairing configuration; nil for a sync context.
-    public let pairingConfiguration: PairingTLSConfiguration?
+    package let pairingConfiguration: PairingTLSConfiguration?
     /// What the handler needs of either configuration.
     let handshakeTimeout: TimeAmount
     let logger: Logger
@@ -27,7 +27,7 @@ public final class SSLContext: @unchecked Sendable {
     /// Held for the verify callback, which reaches it through the context's ex_data.
     private let removals: DeviceRemovals?
 
-    public init(configuration: TLSConfiguration, role: Role) throws {
+    package init(configuration: TLSConfiguration, role: Role) throws {
         _ = OpenSSLRuntime.ready
         guard let context = SSL_CTX_new(TLS_method()) else {
             throw TLSError(code: .configuration, reason: Self.reasons("SSL_CTX_new"))
@@ -44,7 +44,7 @@ public final class SSLContext: @unchecked Sendable {
     }
 
     /// A context for pairing connections (docs/protocol.md, "Pairing").
-    public init(pairing: PairingTLSConfiguration, role: Role) throws {
+    package init(pairing: PairingTLSConfiguration, role: Role) throws {
         _ = OpenSSLRuntime.ready
         guard let context = SSL_CTX_new(TLS_method()) else {
             throw TLSError(code: .configuration, reason: Self.reasons("SSL_CTX_new"))

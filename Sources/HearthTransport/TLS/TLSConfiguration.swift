@@ -7,25 +7,25 @@ import NIOCore
 /// Fixed by the protocol, not configurable: TLS 1.3 only, mutual authentication, the
 /// account CA as the only trust anchor, ALPN `hearth/1`, no session tickets or resumption
 /// (each connection proves the certificate again), no renegotiation.
-public struct TLSConfiguration: Sendable {
+package struct TLSConfiguration: Sendable {
     /// The certificate and key this device presents.
-    public var identity: DeviceIdentity
+    package var identity: DeviceIdentity
     /// The CA certificate peers must chain to. The identity's account CA unless a test
     /// needs a client that trusts one account while presenting another's certificate.
-    public var trustAnchor: Certificate
+    package var trustAnchor: Certificate
     /// How long a handshake may take before the connection is dropped, so that a peer
     /// that opens a socket and sends nothing does not hold it forever.
-    public var handshakeTimeout: TimeAmount
+    package var handshakeTimeout: TimeAmount
     /// The devices removed from the account: their certificates are refused in the handshake
     /// (the peer gets a `certificate_revoked` alert), whichever side dialled. Shared and live:
     /// a removal learned later is honoured by the next handshake.
-    public var removals: DeviceRemovals?
-    public var logger: Logger
+    package var removals: DeviceRemovals?
+    package var logger: Logger
 
     /// The ALPN protocol identifier: the version of the Hearth protocol spoken inside.
-    public static let alpnProtocol = "hearth/1"
+    package static let alpnProtocol = "hearth/1"
 
-    public init(identity: DeviceIdentity, trustAnchor: Certificate? = nil,
+    package init(identity: DeviceIdentity, trustAnchor: Certificate? = nil,
                 handshakeTimeout: TimeAmount = .seconds(10), removals: DeviceRemovals? = nil,
                 logger: Logger = Logger(label: "hearth.transport")) {
         self.identity = identity

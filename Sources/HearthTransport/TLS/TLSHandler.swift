@@ -18,11 +18,11 @@ import NIOCore
 ///   the channel's own writability, since ciphertext goes to the socket right away.
 /// - Closing sends close_notify; a connection that ends without the peer's close_notify is
 ///   reported as ``TLSError/Code/uncleanShutdown``.
-public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    public typealias InboundIn = ByteBuffer
-    public typealias InboundOut = ByteBuffer
-    public typealias OutboundIn = ByteBuffer
-    public typealias OutboundOut = ByteBuffer
+package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias InboundOut = ByteBuffer
+    package typealias OutboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
 
     private enum State {
         case idle, handshaking, active
@@ -49,7 +49,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     ///   - context: the server or client context, shared by all connections of a listener.
     ///   - expectedPeer: for a client dialling a known device: refuse any other device of
     ///     the account.
-    public init(context: SSLContext, expectedPeer: DeviceID? = nil) throws {
+    package init(context: SSLContext, expectedPeer: DeviceID? = nil) throws {
         connection = try SSLConnection(context: context)
         handshakeTimeoutAmount = context.handshakeTimeout
         alpnProtocol = context.alpnProtocol
@@ -61,24 +61,24 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Succeeds with the authenticated peer once the handshake completes, fails with the
     /// ``TLSError`` that ended it. Available once the handler is in a pipeline.
-    public var handshakeFuture: EventLoopFuture<TLSPeer>? { handshakePromise?.futureResult }
+    package var handshakeFuture: EventLoopFuture<TLSPeer>? { handshakePromise?.futureResult }
 
     // MARK: Lifecycle
 
-    public func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         handshakePromise = context.eventLoop.makePromise(of: TLSPeer.self)
         logger[metadataKey: "peer"] = "\(context.channel.remoteAddress.map { "\($0)" } ?? "?")"
         logger[metadataKey: "role"] = "\(role)"
         if context.channel.isActive { start(context: context) }
     }
 
-    public func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         handshakeTimeout?.cancel()
         handshakePromise?.fail(TLSError.closed)  // no-op once completed
         failPendingWrites(TLSError.closed)
     }
 
-    public func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         if logger[metadataKey: "peer"] == "?" {
             logger[metadataKey: "peer"] = "\(context.channel.remoteAddress.map { "\($0)" } ?? "?")"
         }
@@ -97,7 +97,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if role == .client { handshake(context: context) }
     }
 
-    public func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         switch state {
         case .idle, .handshaking:
             let error = TLSError.handshakeFailed("the connection closed during the handshake")
@@ -121,7 +121,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: Inbound
 
-    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
         switch state {
         case .closed, .idle:
@@ -144,7 +144,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    public func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         writeNetworkOutput(context: context, flush: true)
         context.fireChannelReadComplete()
     }
@@ -271,7 +271,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: Outbound
 
-    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard state != .closed else {
             promise?.fail(TLSError.closed)
             return
@@ -279,7 +279,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         pendingWrites.append((unwrapOutboundIn(data), promise))
     }
 
-    public func flush(context: ChannelHandlerContext) {
+    package func flush(context: ChannelHandlerContext) {
         switch state {
         case .active:
             flushPendingWrites(context: context)
@@ -340,7 +340,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if flush { context.flush() }
     }
 
-    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         switch (state, mode) {
         case (_, .input):
             context.close(mode: mode, promise: promise)

@@ -10,8 +10,8 @@ import HearthCore
 /// times a second for it, most of its idle CPU. Where inotify cannot watch the directory (it
 /// does not exist yet, or inotify is unavailable) the thread reads the pointer once a second
 /// for all the directory's stores. The thread ends once its directory has no subscriber.
-final class AccountDirectoryWatcher: Sendable {
-    static let shared = AccountDirectoryWatcher()
+package final class AccountDirectoryWatcher: Sendable {
+    package static let shared = AccountDirectoryWatcher()
 
     private struct Subscriber {
         /// The file of the directory whose changes matter to this subscriber.
@@ -28,7 +28,7 @@ final class AccountDirectoryWatcher: Sendable {
 
     /// Calls `changed` on the watcher's thread after each change of the directory's `file`
     /// (keep it short: start a task). Returns the token for ``unsubscribe(_:token:)``.
-    func subscribe(_ directory: String, file: String = "current", _ changed: @escaping @Sendable () -> Void) -> UInt64 {
+    package func subscribe(_ directory: String, file: String = "current", _ changed: @escaping @Sendable () -> Void) -> UInt64 {
         let token = nextToken.withLock { n in n &+= 1; return n }
         let start = watches.withLock { w -> Bool in
             let isNew = w[directory] == nil
@@ -41,7 +41,7 @@ final class AccountDirectoryWatcher: Sendable {
         return token
     }
 
-    func unsubscribe(_ directory: String, token: UInt64) {
+    package func unsubscribe(_ directory: String, token: UInt64) {
         watches.withLock { w in _ = w[directory]?.subscribers.removeValue(forKey: token) }
     }
 

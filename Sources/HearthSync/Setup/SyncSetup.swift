@@ -1,0 +1,98 @@
+import Foundation
+import HearthCore
+import HearthDiscovery
+import HearthIdentity
+import Logging
+
+/// How a device's sync is put together: the one place that does it, for apps' stores (Hearth's
+/// `SyncEngineRegistry`), the device daemon (`DeviceSync`) and the benchmarks alike.
+///
+/// ```swift
+/// let setup = SyncSetup(accountDirectory: accounts, discovery: .automatic, options: .init(port: 7420))
+/// let engine = try SyncEngine(identity: identity, setup: setup, logger: logger)
+/// try engine.attach(replica)
+/// let port = try await engine.start(discovering: setup.discovery)
+/// ```
+///
+/// The engine it makes reads the account's device removals and known devices from the account
+/// directory, follows the `removals` file as other processes write it (`hearth device remove`),
+/// and saves this device's renewed certificate there.
+package struct SyncSetup: Sendable {
+    /// Where the engine finds its peers.
+    package enum Discovery: Sendable, Hashable {
+        /// mDNS through Avahi, publishing this device (``SyncEngine/serviceDescription(port:)``);
+        /// static peers from `HEARTH_PEERS` or the peers file where no Avahi daemon runs.
+        case automatic
+        /// These `host:port` peers only.
+        case staticPeers([String])
+        /// None: peers dial this device, or are added with ``SyncEngine/addPeer(host:port:)``.
+        case none
+    }
+
+    /// The account directory (`$XDG_CONFIG_HOME/hearth` when nil).
+    package var accountDirectory: URL?
+    package var discovery: Discovery
+    package var options: SyncEngine.Options
+
+    package init(accountDirectory: URL? = nil, discovery: Discovery = .automatic, options: SyncEngine.Options = .init()) {
+        self.accountDirectory = accountDirectory
+        self.discovery = discovery
+        self.options = options
+    }
+}
+
+extension SyncEngine {
+    /// An engine for `identity` as `setup` says, its account's removals and known devices read
+    /// from the account directory (and the removals followed as other processes add some).
+    package convenience init(identity: DeviceIdentity, setup: SyncSetup, logger: Logger) throws {
+        let accounts = AccountStore(directory: setup.accountDirectory ?? AccountStore.defaultDirectory(), logger: logger)
+        let removals = try accounts.removals(of: identity.account.id)
+        try self.init(identity: identity, options: setup.options, removals: removals,
+                      devices: try accounts.knownDevices(of: identity.account.id), logger: logger)
+        // `hearth device remove` and other processes write the file: honour what they add at
+        // once (one inotify watch per account directory, shared with the stores' `current`).
+        if let directory = removals.file?.deletingLastPathComponent().path {
+            let token = AccountDirectoryWatcher.shared.subscribe(directory, file: "removals") { removals.reload() }
+            state.withLock { $0.removalsWatch = (directory, token) }
+            // Written between the file's reading and the watch: read it once more.
+            removals.reload()
+        }
+        // A renewed certificate is saved for the next start (and the user's other processes),
+        // off the engine's threads: it is an fsync.
+        let accountID = identity.account.id
+        let logger = self.logger
+        onCertificateRenewed = { renewed in
+            DispatchQueue.global().async {
+                do { try accounts.replaceDeviceCertificate(renewed.certificate, of: accountID) } catch {
+                    logger.error("could not save the renewed device certificate: \(error)")
+                }
+            }
+        }
+    }
+
+    /// Starts listening, then the discovery `discovery` names: one service per engine, naming
+    /// the device and the account only. Returns the port peers connect to.
+    package func start(discovering discovery: SyncSetup.Discovery) async throws -> Int {
+        let port = try await start()
+        let following: (any PeerDiscovery)?
+        switch discovery {
+        case .automatic:
+            following = try await DefaultDiscovery.start(service: serviceDescription(port: port), logger: logger)
+        case .staticPeers(let peers):
+            let list = StaticDiscovery(endpoints: try peers.map { try StaticDiscovery.Endpoint(parsing: $0) }, logger: logger)
+            try await list.start()
+            following = list
+        case .none:
+            following = nil
+        }
+        if let following { follow(following) }
+        return port
+    }
+
+    /// What this engine publishes on mDNS: the device (its name and a short hash of its ID) and
+    /// its account's short hash; never a store (docs/discovery.md).
+    package func serviceDescription(port: Int) -> ServiceDescription {
+        ServiceDescription(instanceName: identity.deviceName, port: UInt16(port), protocolVersion: SyncMessage.protocolVersion,
+                           accountHash: identity.account.id.shortHash, storeHash: nil, deviceHash: identity.deviceID.shortHash)
+    }
+}
