@@ -13,7 +13,7 @@ import HearthCore
 ///     …
 /// }
 /// ```
-public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// What kind of failure this is: compare it with the static members (`error.code == .storeFull`).
     /// An extensible set, so new codes can come without breaking `switch` statements.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -58,18 +58,39 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
     public let key: String?
     /// What went wrong, for people.
     public let reason: String
+    /// The error underneath, if any (the file system's, for ``Code/persistenceFailed``).
+    public let underlying: (any Error & Sendable)?
+    /// Where the error was made, for ``debugDescription``.
+    let file: String
+    let line: UInt
 
     /// An error of `code` about `key`, explained by `reason`.
-    public init(code: Code, key: String?, reason: String) {
+    public init(code: Code, key: String?, reason: String, underlying: (any Error & Sendable)? = nil,
+                file: String = #fileID, line: UInt = #line) {
         self.code = code
         self.key = key
         self.reason = reason
+        self.underlying = underlying
+        self.file = file
+        self.line = line
+    }
+
+    /// Errors are equal when their codes and keys are: the reason is prose and may change.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code && lhs.key == rhs.key }
+
+    /// Hashes what ``==(_:_:)`` compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(key)
     }
 
     /// The reason, with the key if there is one.
     public var description: String {
         key.map { "\(reason) (key \(String(reflecting: $0)))" } ?? reason
     }
+
+    /// The description, the code and where the error was made.
+    public var debugDescription: String { "KeyValueStoreError.\(code): \(description) [\(file):\(line)]" }
 
     /// Whether Apple's setters report this with a quota-violation notification.
     public var isQuotaViolation: Bool { code == .valueTooLarge || code == .storeFull || code == .tooManyKeys }
@@ -79,9 +100,9 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         let code: Code = switch violation.code {
         case .keyTooLong: .keyTooLong
         case .tooDeep: .tooDeep
-        case .valueTooLarge: .valueTooLarge
+        default: .valueTooLarge
         }
-        self.init(code: code, key: key, reason: violation.reason)
+        self.init(code: code, key: key, reason: violation.reason, underlying: violation)
     }
 
     static func storeFull(_ key: String, total: Int) -> Self {

@@ -147,7 +147,7 @@ enum StoreRegistry {
             return backend
         } catch {
             let code: KeyValueStoreError.Code = error.code == .locked ? .storeLocked : .persistenceFailed
-            throw KeyValueStoreError(code: code, key: nil, reason: error.description)
+            throw KeyValueStoreError(code: code, key: nil, reason: error.description, underlying: error)
         }
     }
 

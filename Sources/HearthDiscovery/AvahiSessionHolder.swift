@@ -21,7 +21,7 @@ final class AvahiSessionHolder: Sendable {
     ///   the session's start throw.
     func start(requiringDaemon: Bool, _ make: (PeerRegistry) throws -> AvahiSession) throws {
         guard phase.withLock({ if case .idle = $0 { return true } else { return false } }) else {
-            throw DiscoveryError.alreadyStarted
+            throw DiscoveryError.alreadyStarted()
         }
         let session = try make(registry)
         try session.start(requiringDaemon: requiringDaemon)
@@ -32,7 +32,7 @@ final class AvahiSessionHolder: Sendable {
         }
         if lost {   // start raced with another start or a stop
             session.stop()
-            throw DiscoveryError.alreadyStarted
+            throw DiscoveryError.alreadyStarted()
         }
     }
 

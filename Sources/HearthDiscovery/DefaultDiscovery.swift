@@ -30,8 +30,8 @@ package enum DefaultDiscovery {
             }
             try await avahi.start()
             return avahi
-        } catch DiscoveryError.daemonUnavailable(let why) {
-            logger.warning("mDNS discovery unavailable (\(why)); using static peers only")
+        } catch let error as DiscoveryError where error.code == .daemonUnavailable {
+            logger.warning("\(error.reason); using static peers only")
         }
         let fallback = configured ?? StaticDiscovery(endpoints: [], logger: logger)
         try await fallback.start()

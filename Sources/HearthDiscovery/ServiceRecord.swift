@@ -1,3 +1,5 @@
+import HearthCore
+
 /// The Hearth fields of a peer's TXT record, validated.
 ///
 /// A TXT record is untrusted input from anyone on the LAN: ``parse(txt:)`` accepts only
@@ -44,31 +46,7 @@ package struct ServiceRecord: Sendable, Hashable {
     }
 
     /// Why a TXT record was refused.
-    package enum Rejection: Error, Sendable, Hashable, CustomStringConvertible {
-        /// The record is larger than ``ServiceRecord/maximumTXTBytes``.
-        case tooLarge(bytes: Int)
-        /// The record has more than ``ServiceRecord/maximumTXTEntries`` strings.
-        case tooManyEntries(Int)
-        /// A string is not UTF-8 text, or has no key.
-        case notText
-        /// A required key is absent.
-        case missingKey(String)
-        /// A key occurs twice, so which one counts would be ambiguous.
-        case duplicateKey(String)
-        /// A required key's value is not in the expected format.
-        case invalidValue(key: String)
-
-        package var description: String {
-            switch self {
-            case .tooLarge(let bytes): "TXT record too large (\(bytes) bytes, limit \(ServiceRecord.maximumTXTBytes))"
-            case .tooManyEntries(let count): "TXT record has too many strings (\(count), limit \(ServiceRecord.maximumTXTEntries))"
-            case .notText: "TXT record holds binary data or a string without a key"
-            case .missingKey(let key): "TXT record lacks the \"\(key)\" key"
-            case .duplicateKey(let key): "TXT record repeats the \"\(key)\" key"
-            case .invalidValue(let key): "TXT record has a malformed \"\(key)\" value"
-            }
-        }
-    }
+    package typealias Rejection = HearthError<TXTRecordRejections>
 
     /// Parses raw TXT strings (each one `key=value` bytes, as on the wire).
     ///
@@ -143,4 +121,49 @@ package struct ServiceRecord: Sendable, Hashable {
 
 extension Character {
     fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+}
+
+/// The domain of ``ServiceRecord/Rejection``.
+package enum TXTRecordRejections: HearthErrorDomain {
+    package typealias Code = ErrorCode<TXTRecordRejections>
+    package static let name = "ServiceRecord.Rejection"
+}
+
+extension ErrorCode where Domain == TXTRecordRejections {
+    /// The record is larger than ``ServiceRecord/maximumTXTBytes``.
+    package static var tooLarge: Self { Self("tooLarge") }
+    /// The record has more than ``ServiceRecord/maximumTXTEntries`` strings.
+    package static var tooManyEntries: Self { Self("tooManyEntries") }
+    /// A string is not UTF-8 text, or has no key.
+    package static var notText: Self { Self("notText") }
+    /// A required key is absent.
+    package static var missingKey: Self { Self("missingKey") }
+    /// A key occurs twice, so which one counts would be ambiguous.
+    package static var duplicateKey: Self { Self("duplicateKey") }
+    /// A required key's value is not in the expected format.
+    package static var invalidValue: Self { Self("invalidValue") }
+}
+
+extension HearthError where Domain == TXTRecordRejections {
+    package static func tooLarge(bytes: Int, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.tooLarge, "TXT record too large (\(bytes) bytes, limit \(ServiceRecord.maximumTXTBytes))", file: file, line: line)
+    }
+
+    package static func tooManyEntries(_ count: Int, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.tooManyEntries, "TXT record has too many strings (\(count), limit \(ServiceRecord.maximumTXTEntries))", file: file, line: line)
+    }
+
+    package static var notText: Self { Self(.notText, "TXT record holds binary data or a string without a key") }
+
+    package static func missingKey(_ key: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.missingKey, "TXT record lacks the \"\(key)\" key", file: file, line: line)
+    }
+
+    package static func duplicateKey(_ key: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.duplicateKey, "TXT record repeats the \"\(key)\" key", file: file, line: line)
+    }
+
+    package static func invalidValue(key: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.invalidValue, "TXT record has a malformed \"\(key)\" value", file: file, line: line)
+    }
 }

@@ -132,7 +132,7 @@ public final class LoopbackCluster: Sendable {
         let deadline = ContinuousClock.now + connectTimeout
         while let waiting = stores.firstIndex(where: { !$0.hasCompletedInitialSync }) {
             if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError("replica \(waiting) did not complete its initial sync within \(connectTimeout)")
+                throw LoopbackClusterError(.timedOut, "replica \(waiting) did not complete its initial sync within \(connectTimeout)")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -177,7 +177,7 @@ public final class LoopbackCluster: Sendable {
                 let shown = zip(chosen, values).map { index, held in
                     "replica \(index): " + held.keys.sorted().map { "\($0)=\(held[$0]!)" }.joined(separator: ", ")
                 }
-                throw LoopbackClusterError("replicas did not converge within \(timeout)"
+                throw LoopbackClusterError(.timedOut, "replicas did not converge within \(timeout)"
                                            + (expected.map { " on \($0)" } ?? "") + "; " + shown.joined(separator: "; "))
             }
             try await Task.sleep(for: .milliseconds(20))
@@ -193,7 +193,7 @@ public final class LoopbackCluster: Sendable {
             let counts = stores.indices.filter { !isolated.contains($0) }.map { stores[$0].connectedPeerCount }
             if counts.allSatisfy({ $0 == expected }) { return }
             if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError("replicas not connected within \(timeout): peers per replica \(stores.map(\.connectedPeerCount)), expected \(expected)")
+                throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(stores.map(\.connectedPeerCount)), expected \(expected)")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -275,7 +275,7 @@ public final class LoopbackCluster: Sendable {
             }
             if let found { return found }
             if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError("replica \(index) posted no \(reason) notification within \(timeout); it posted \(notifications(of: index))")
+                throw LoopbackClusterError(.timedOut, "replica \(index) posted no \(reason) notification within \(timeout); it posted \(notifications(of: index))")
             }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -329,7 +329,7 @@ public final class LoopbackCluster: Sendable {
             let port = Int.random(in: 20_000..<32_000)
             guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { throw LoopbackClusterError("cannot create a socket (errno \(errno))") }
+            guard fd >= 0 else { throw LoopbackClusterError(.setupFailed, "cannot create a socket (errno \(errno))") }
             defer { close(fd) }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
@@ -342,18 +342,55 @@ public final class LoopbackCluster: Sendable {
             }
             if bound { return port }
         }
-        throw LoopbackClusterError("cannot find a free port on 127.0.0.1 below the ephemeral range")
+        throw LoopbackClusterError(.setupFailed, "cannot find a free port on 127.0.0.1 below the ephemeral range")
     }
 
     /// Every port ``freePort()`` has returned (or found taken) in this process.
     private static let handedOut = Locked(Set<Int>())
 }
 
-/// Why a ``LoopbackCluster`` operation failed, for people (the message is the description).
-public struct LoopbackClusterError: Error, CustomStringConvertible, Sendable {
-    /// What went wrong.
-    public let description: String
+/// Why a ``LoopbackCluster`` operation failed: a code to tell the kinds apart, and a reason
+/// for people (the description) saying what each replica holds or did.
+///
+/// Errors are equal when their codes are, like every Hearth error.
+public struct LoopbackClusterError: Error, Hashable, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// What kind of failure: compare with the static members (`error.code == .timedOut`).
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// The code's name.
+        public var description: String { name }
 
-    /// An error with `description`.
-    public init(_ description: String) { self.description = description }
+        /// The replicas did not do what was awaited (connect, converge, post a notification) in time.
+        public static let timedOut = Code("timedOut")
+        /// The cluster could not be set up (no free port, a replica that would not open).
+        public static let setupFailed = Code("setupFailed")
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// What went wrong, for people.
+    public let reason: String
+    private let file: String
+    private let line: UInt
+
+    /// An error of `code`, explained by `reason`.
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: UInt = #line) {
+        self.code = code
+        self.reason = reason
+        self.file = file
+        self.line = line
+    }
+
+    /// The reason.
+    public var description: String { reason }
+
+    /// The code, the reason and where the error was made.
+    public var debugDescription: String { "LoopbackClusterError.\(code): \(reason) [\(file):\(line)]" }
+
+    /// Equal when the codes are.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+
+    /// Hashes the code.
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }

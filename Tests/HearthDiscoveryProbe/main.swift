@@ -71,7 +71,7 @@ do {
     discovery = avahi
     if flags.contains("--fallback") { say("avahi available") }
 } catch let error as DiscoveryError {
-    guard case .daemonUnavailable = error, flags.contains("--fallback") else {
+    guard error.code == .daemonUnavailable, flags.contains("--fallback") else {
         say("error \(error)")
         exit(2)
     }

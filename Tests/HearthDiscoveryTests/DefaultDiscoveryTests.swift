@@ -30,7 +30,7 @@ extension AvahiTestNet {
             await #expect(throws: DiscoveryError.self) { try await AvahiDiscovery(service: service).start() }
             let discovery = AvahiDiscovery(service: makeService("Twice-\(randomHash().prefix(6))", port: 7603))
             try await discovery.start()
-            await #expect(throws: DiscoveryError.alreadyStarted) { try await discovery.start() }
+            await #expect(throws: DiscoveryError.alreadyStarted()) { try await discovery.start() }
             await discovery.stop()
         }
     }

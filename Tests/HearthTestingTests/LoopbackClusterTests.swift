@@ -82,6 +82,7 @@ import Testing
     let error = await #expect(throws: LoopbackClusterError.self) {
         try await cluster.waitUntilConverged([0, 1], timeout: .milliseconds(300))
     }
+    #expect(error?.code == .timedOut)
     #expect(error?.description.contains("only-here") == true)
     await cluster.shutdown()
 }

@@ -1,6 +1,22 @@
+import HearthCore
+
 /// Why this process can neither host a store for others nor attach to the one that hosts it
 /// (an unsafe socket folder, a host that refused the hello or never answered).
-struct LocalAttachError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+typealias LocalAttachError = HearthError<LocalAttachErrors>
+
+/// The domain of ``LocalAttachError``.
+enum LocalAttachErrors: HearthErrorDomain {
+    typealias Code = ErrorCode<LocalAttachErrors>
+    static let name = "LocalAttachError"
+}
+
+extension ErrorCode where Domain == LocalAttachErrors {
+    /// The store could not be hosted for, or attached to, another process.
+    static var unavailable: Self { Self("unavailable") }
+}
+
+extension HearthError where Domain == LocalAttachErrors {
+    init(_ reason: String, file: String = #fileID, line: UInt = #line) {
+        self.init(.unavailable, reason, file: file, line: line)
+    }
 }

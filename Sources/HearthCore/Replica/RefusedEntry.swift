@@ -37,7 +37,7 @@ public struct RefusedEntry: Error, Sendable, Hashable, CustomStringConvertible {
             switch code {
             case .keyTooLong: self = .keyTooLong
             case .tooDeep: self = .tooDeep
-            case .valueTooLarge: self = .valueTooLarge
+            default: self = .valueTooLarge
             }
         }
     }

@@ -1,22 +1,40 @@
 import Foundation
 
 /// Why a byte string is not a property list Hearth accepts.
-package struct PropertyListDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// What kind of problem, for code; ``reason`` says it for people.
-    package enum Code: String, Sendable {
-        case notBinaryPropertyList, truncated, badTrailer, badReference, badObject
-        case unsupportedType, tooDeep, tooLarge, cycle, nonStringKey, integerOutOfRange, duplicateKey
-    }
+package typealias PropertyListDecodingError = HearthError<PropertyListDecodingErrors>
 
-    package let code: Code
-    package let reason: String
+/// The domain of ``PropertyListDecodingError``.
+package enum PropertyListDecodingErrors: HearthErrorDomain {
+    package typealias Code = ErrorCode<PropertyListDecodingErrors>
+    package static let name = "PropertyListDecodingError"
+    package static func describe(code: Code, reason: String) -> String { "invalid binary property list (\(code)): \(reason)" }
+}
 
-    package init(_ code: Code, _ reason: String) {
-        self.code = code
-        self.reason = reason
-    }
-
-    package var description: String { "invalid binary property list (\(code.rawValue)): \(reason)" }
+extension ErrorCode where Domain == PropertyListDecodingErrors {
+    /// No `bplist00` header, or too short to be one.
+    package static var notBinaryPropertyList: Self { Self("notBinaryPropertyList") }
+    /// An object, a length or a table runs past the end.
+    package static var truncated: Self { Self("truncated") }
+    /// The trailer's sizes or counts are impossible.
+    package static var badTrailer: Self { Self("badTrailer") }
+    /// A reference points outside the object table.
+    package static var badReference: Self { Self("badReference") }
+    /// An object's marker or size is malformed.
+    package static var badObject: Self { Self("badObject") }
+    /// A type Hearth does not store (sets, UIDs, …).
+    package static var unsupportedType: Self { Self("unsupportedType") }
+    /// Arrays and dictionaries nest deeper than the document may.
+    package static var tooDeep: Self { Self("tooDeep") }
+    /// Shared objects would expand beyond the decoder's budget.
+    package static var tooLarge: Self { Self("tooLarge") }
+    /// A container contains itself.
+    package static var cycle: Self { Self("cycle") }
+    /// A dictionary key is not a string.
+    package static var nonStringKey: Self { Self("nonStringKey") }
+    /// An integer does not fit 64 bits.
+    package static var integerOutOfRange: Self { Self("integerOutOfRange") }
+    /// A dictionary has the same key twice.
+    package static var duplicateKey: Self { Self("duplicateKey") }
 }
 
 extension BinaryPropertyList {

@@ -21,10 +21,18 @@ package enum BinaryPropertyList {
 }
 
 /// Why a value cannot be written as a binary property list.
-package struct PropertyListEncodingError: Error, Hashable, Sendable, CustomStringConvertible {
-    package let reason: String
+package typealias PropertyListEncodingError = HearthError<PropertyListEncodingErrors>
 
-    package var description: String { "cannot encode a binary property list: \(reason)" }
+/// The domain of ``PropertyListEncodingError``.
+package enum PropertyListEncodingErrors: HearthErrorDomain {
+    package typealias Code = ErrorCode<PropertyListEncodingErrors>
+    package static let name = "PropertyListEncodingError"
+    package static func describe(code: Code, reason: String) -> String { "cannot encode a binary property list: \(reason)" }
+}
+
+extension ErrorCode where Domain == PropertyListEncodingErrors {
+    /// Arrays and dictionaries nest deeper than a document may.
+    package static var tooDeep: Self { Self("tooDeep") }
 }
 
 extension BinaryPropertyList {
@@ -46,7 +54,7 @@ extension BinaryPropertyList {
             switch value {
             case .array, .dictionary:
                 guard depth < BinaryPropertyList.maximumDocumentDepth else {
-                    throw PropertyListEncodingError(reason: "arrays and dictionaries nest more than \(BinaryPropertyList.maximumDocumentDepth) levels deep")
+                    throw PropertyListEncodingError(.tooDeep, "arrays and dictionaries nest more than \(BinaryPropertyList.maximumDocumentDepth) levels deep")
                 }
             default: break
             }

@@ -69,18 +69,19 @@ public enum StoreLimits {
 }
 
 /// Why one entry breaks ``StoreLimits``' per-entry rules.
-package struct EntryRuleViolation: Error, Hashable, Sendable, CustomStringConvertible {
-    package enum Code: String, Sendable {
-        case keyTooLong, tooDeep, valueTooLarge
-    }
+package typealias EntryRuleViolation = HearthError<EntryRuleViolations>
 
-    package let code: Code
-    package let reason: String
+/// The domain of ``EntryRuleViolation``.
+package enum EntryRuleViolations: HearthErrorDomain {
+    package typealias Code = ErrorCode<EntryRuleViolations>
+    package static let name = "EntryRuleViolation"
+}
 
-    package init(_ code: Code, _ reason: String) {
-        self.code = code
-        self.reason = reason
-    }
-
-    package var description: String { reason }
+extension ErrorCode where Domain == EntryRuleViolations {
+    /// The key is over ``StoreLimits/maximumKeyLength`` bytes of UTF-8.
+    package static var keyTooLong: Self { Self("keyTooLong") }
+    /// The value nests deeper than ``StoreLimits/maximumNestingDepth``.
+    package static var tooDeep: Self { Self("tooDeep") }
+    /// Key and value are over ``StoreLimits/maximumValueSize``.
+    package static var valueTooLarge: Self { Self("valueTooLarge") }
 }

@@ -1,3 +1,5 @@
+import HearthCore
+
 /// A minimal, strict DER reader for the few fixed ASN.1 structures Hearth parses itself
 /// (the encrypted PKCS#8 of a join bundle). Definite lengths only, bounded by the input:
 /// a length can never point past the bytes at hand, so nothing it reads allocates more
@@ -59,7 +61,24 @@ struct DERReader {
 }
 
 /// Why DER bytes did not parse.
-struct DERError: Error {
-    let message: String
-    init(_ message: String) { self.message = message }
+typealias DERError = HearthError<DERErrors>
+
+/// The domain of ``DERError``.
+enum DERErrors: HearthErrorDomain {
+    typealias Code = ErrorCode<DERErrors>
+    static let name = "DERError"
+}
+
+extension ErrorCode where Domain == DERErrors {
+    /// The bytes are not the DER structure expected.
+    static var malformed: Self { Self("malformed") }
+}
+
+extension HearthError where Domain == DERErrors {
+    init(_ message: String, file: String = #fileID, line: UInt = #line) {
+        self.init(.malformed, message, file: file, line: line)
+    }
+
+    /// What did not parse (the ``HearthError/reason``).
+    var message: String { reason }
 }

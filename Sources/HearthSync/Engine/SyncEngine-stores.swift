@@ -27,9 +27,9 @@ extension SyncEngine {
             }
         }
         let sessions = try state.withLock { s throws(SyncEngineError) -> [SyncSession] in
-            guard !s.stopped else { throw .stopped }
+            guard !s.stopped else { throw .stopped() }
             guard s.stores[identifier] == nil else { throw .alreadyAttached(identifier) }
-            guard s.stores.count < SyncMessage.maximumStores else { throw .tooManyStores }
+            guard s.stores.count < SyncMessage.maximumStores else { throw .tooManyStores() }
             s.stores[identifier] = store
             return Array(s.sessions.values)
         }
@@ -81,7 +81,7 @@ extension SyncEngine {
             let store = try attach(replica)
             store.logger.info("serving a store a peer serves, from the store provider")
             return store
-        } catch .alreadyAttached {
+        } catch where error.code == .alreadyAttached {
             return store(identifier)
         } catch {
             logger.warning("cannot serve store \(String(reflecting: identifier)) from the store provider: \(error)")

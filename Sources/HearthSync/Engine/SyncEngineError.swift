@@ -1,21 +1,40 @@
-/// Why a store cannot be attached to a ``SyncEngine``.
-package enum SyncEngineError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The engine has been stopped.
-    case stopped
-    /// A store of this identifier is attached already.
-    case alreadyAttached(String)
-    /// The engine serves ``SyncMessage/maximumStores`` stores already.
-    case tooManyStores
-    /// The identifier is empty or longer than ``SyncMessage/maximumStoreIdentifierBytes``.
-    case invalidStoreIdentifier(String)
+import HearthCore
 
-    package var description: String {
-        switch self {
-        case .stopped: "the sync engine is stopped"
-        case .alreadyAttached(let store): "store \(String(reflecting: store)) is attached already"
-        case .tooManyStores: "the sync engine serves \(SyncMessage.maximumStores) stores already"
-        case .invalidStoreIdentifier(let store):
-            "store identifier \(String(reflecting: store)) cannot be synced (1 to \(SyncMessage.maximumStoreIdentifierBytes) bytes of UTF-8)"
-        }
+/// Why a store cannot be attached to a ``SyncEngine``.
+package typealias SyncEngineError = HearthError<SyncEngineErrors>
+
+/// The domain of ``SyncEngineError``.
+package enum SyncEngineErrors: HearthErrorDomain {
+    package typealias Code = ErrorCode<SyncEngineErrors>
+    package static let name = "SyncEngineError"
+}
+
+extension ErrorCode where Domain == SyncEngineErrors {
+    /// The engine has been stopped.
+    package static var stopped: Self { Self("stopped") }
+    /// A store of this identifier is attached already.
+    package static var alreadyAttached: Self { Self("alreadyAttached") }
+    /// The engine serves ``SyncMessage/maximumStores`` stores already.
+    package static var tooManyStores: Self { Self("tooManyStores") }
+    /// The identifier is empty or longer than ``SyncMessage/maximumStoreIdentifierBytes``.
+    package static var invalidStoreIdentifier: Self { Self("invalidStoreIdentifier") }
+}
+
+extension HearthError where Domain == SyncEngineErrors {
+    package static func stopped(file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.stopped, "the sync engine is stopped", file: file, line: line)
+    }
+
+    package static func alreadyAttached(_ store: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.alreadyAttached, "store \(String(reflecting: store)) is attached already", file: file, line: line)
+    }
+
+    package static func tooManyStores(file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.tooManyStores, "the sync engine serves \(SyncMessage.maximumStores) stores already", file: file, line: line)
+    }
+
+    package static func invalidStoreIdentifier(_ store: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.invalidStoreIdentifier, "store identifier \(String(reflecting: store)) cannot be synced "
+             + "(1 to \(SyncMessage.maximumStoreIdentifierBytes) bytes of UTF-8)", file: file, line: line)
     }
 }

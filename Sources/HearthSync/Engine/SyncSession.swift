@@ -385,14 +385,14 @@ final class SyncSession: Sendable {
             try await Task.sleep(for: greeted ? tick : min(tick, helloTimeout))
             let silence = ContinuousClock.now - lastHeard.withLock { $0 }
             guard self.greeted.withLock({ $0 }) else {
-                if silence > helloTimeout { throw SyncProtocolError("no hello from the peer within \(helloTimeout)") }
+                if silence > helloTimeout { throw SyncProtocolError(.silent, "no hello from the peer within \(helloTimeout)") }
                 continue
             }
             askForRenewalIfDue()
             // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
             for store in stores.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
             if silence > context.options.timeout {
-                throw SyncProtocolError("no frame from the peer for \(silence); the link is dead")
+                throw SyncProtocolError(.silent, "no frame from the peer for \(silence); the link is dead")
             }
             if ContinuousClock.now - lastSent.withLock({ $0 }) >= interval - tick / 10 {
                 post { $0.ping = true }

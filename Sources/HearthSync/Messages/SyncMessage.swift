@@ -232,11 +232,28 @@ package enum SyncMessage: Sendable, Equatable {
     }
 }
 
-/// Why a frame is not a valid message.
-package struct SyncProtocolError: Error, Hashable, Sendable, CustomStringConvertible {
-    package let reason: String
-    package init(_ reason: String) { self.reason = reason }
-    package var description: String { reason }
+/// Why a frame is not a valid message, or a peer broke the protocol.
+package typealias SyncProtocolError = HearthError<SyncProtocolErrors>
+
+/// The domain of ``SyncProtocolError``.
+package enum SyncProtocolErrors: HearthErrorDomain {
+    package typealias Code = ErrorCode<SyncProtocolErrors>
+    package static let name = "SyncProtocolError"
+}
+
+extension ErrorCode where Domain == SyncProtocolErrors {
+    /// A frame is not a valid message, or a message breaks the protocol's rules (a second
+    /// hello, a hello of another account, too many forged entries): the connection closes.
+    package static var violation: Self { Self("violation") }
+    /// The peer said nothing for longer than the link's timeout.
+    package static var silent: Self { Self("silent") }
+}
+
+extension HearthError where Domain == SyncProtocolErrors {
+    /// A protocol violation, explained by `reason`.
+    package init(_ reason: String, file: String = #fileID, line: UInt = #line) {
+        self.init(.violation, reason, file: file, line: line)
+    }
 }
 
 extension SyncMessage {

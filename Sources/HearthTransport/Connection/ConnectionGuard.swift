@@ -60,7 +60,7 @@ final class ConnectionGuard: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        if !isEstablished { established.fail(TLSError.closed) }
+        if !isEstablished { established.fail(TLSError.closed()) }
     }
 }
 

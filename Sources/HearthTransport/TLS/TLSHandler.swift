@@ -74,8 +74,8 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     package func handlerRemoved(context: ChannelHandlerContext) {
         handshakeTimeout?.cancel()
-        handshakePromise?.fail(TLSError.closed)  // no-op once completed
-        failPendingWrites(TLSError.closed)
+        handshakePromise?.fail(TLSError.closed())  // no-op once completed
+        failPendingWrites(TLSError.closed())
     }
 
     package func channelActive(context: ChannelHandlerContext) {
@@ -111,11 +111,11 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // broke, or someone truncated the stream. Report it, never treat it as a clean end.
             state = .closed
             logger.info("TLS connection ended without close_notify")
-            context.fireErrorCaught(TLSError.uncleanShutdown)
+            context.fireErrorCaught(TLSError.uncleanShutdown())
         case .closed:
             break
         }
-        failPendingWrites(TLSError.closed)
+        failPendingWrites(TLSError.closed())
         context.fireChannelInactive()
     }
 
@@ -273,7 +273,7 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard state != .closed else {
-            promise?.fail(TLSError.closed)
+            promise?.fail(TLSError.closed())
             return
         }
         pendingWrites.append((unwrapOutboundIn(data), promise))
@@ -350,7 +350,7 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             state = .closed
             handshakeTimeout?.cancel()
             handshakePromise?.fail(TLSError(code: .closed, reason: "closed before the handshake completed"))
-            failPendingWrites(TLSError.closed)
+            failPendingWrites(TLSError.closed())
             context.close(mode: .all, promise: promise)
         case (.closed, _):
             context.close(mode: .all, promise: promise)
@@ -361,7 +361,7 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// TLS 1.3 lets either side close its half without waiting.
     private func closeCleanly(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
         state = .closed
-        failPendingWrites(TLSError.closed)
+        failPendingWrites(TLSError.closed())
         OpenSSLErrorQueue.clear()
         _ = SSL_shutdown(connection.ssl)
         OpenSSLErrorQueue.clear()
