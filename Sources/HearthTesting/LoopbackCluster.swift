@@ -44,6 +44,8 @@ public final class LoopbackCluster: Sendable {
     public let rootDirectory: String
     /// Each replica's sync port on 127.0.0.1.
     public let ports: [Int]
+    /// Which replicas know each other's address (every pair, by default).
+    public let topology: Topology
     /// Each replica's device ID in the throwaway account, hex (as `SyncRefusal.device` and
     /// `hearth device list` show them).
     public let deviceIDs: [String]
@@ -73,6 +75,7 @@ public final class LoopbackCluster: Sendable {
     /// - Parameters:
     ///   - replicas: how many devices (at least 1).
     ///   - storeIdentifier: the store they share.
+    ///   - topology: which replicas know each other's address (default: all of them).
     ///   - heartbeat: how often idle links are pinged; short, so a lost link is noticed fast.
     ///   - writeBehindDelay: how soon writes reach each replica's file.
     ///   - connectTimeout: how long to wait for the full mesh before throwing.
@@ -81,11 +84,13 @@ public final class LoopbackCluster: Sendable {
     ///   - logger: where every replica logs (default: warnings and errors to stderr, or the
     ///     level in `HEARTH_LOG_LEVEL`); a ``LogCapture``'s logger lets a test read them.
     /// - Throws: ``LoopbackClusterError`` if the replicas cannot start or connect.
-    public init(replicas: Int = 3, storeIdentifier: String = "com.example.app",
+    public init(replicas: Int = 3, storeIdentifier: String = "com.example.app", topology: Topology = .mesh,
                 heartbeat: Duration = .milliseconds(300), writeBehindDelay: Duration = .milliseconds(100),
                 connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil) async throws {
         precondition(clockSkews == nil || clockSkews?.count == replicas, "one clock skew per replica")
         precondition(replicas >= 1, "a cluster needs at least one replica")
+        precondition(topology.isValid(for: replicas), "the topology links replicas the cluster does not have")
+        self.topology = topology
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-loopback-\(UUID().uuidString)").path
         rootDirectory = root
         self.storeIdentifier = storeIdentifier
@@ -111,7 +116,7 @@ public final class LoopbackCluster: Sendable {
             return logger
         }()
         let configurations = (0..<replicas).map { i in
-            let peers = ports.indices.filter { $0 != i }.map { "127.0.0.1:\(ports[$0])" }
+            let peers = topology.neighbours(of: i, among: replicas).map { "127.0.0.1:\(ports[$0])" }
             let sync = SyncSettings(accountDirectory: "\(root)/device\(i)/config", discovery: .staticPeers(peers),
                                     listenHost: "127.0.0.1", port: ports[i], heartbeatInterval: heartbeat,
                                     timeout: heartbeat * 5)
@@ -184,16 +189,19 @@ public final class LoopbackCluster: Sendable {
         }
     }
 
-    /// Waits until every replica that is not isolated is connected to every other such replica.
+    /// Waits until every replica that is not isolated is connected to each of its neighbours in
+    /// the ``topology`` that is not isolated either.
     public func waitUntilConnected(timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now + timeout
         while true {
             let (stores, isolated) = state.withLock { ($0.stores, $0.isolated) }
-            let expected = stores.count - isolated.count - 1
-            let counts = stores.indices.filter { !isolated.contains($0) }.map { stores[$0].connectedPeerCount }
-            if counts.allSatisfy({ $0 == expected }) { return }
+            let expected = stores.indices.map { i in
+                isolated.contains(i) ? 0 : topology.neighbours(of: i, among: stores.count).filter { !isolated.contains($0) }.count
+            }
+            let counts = stores.indices.map { isolated.contains($0) ? 0 : stores[$0].connectedPeerCount }
+            if counts == expected { return }
             if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(stores.map(\.connectedPeerCount)), expected \(expected)")
+                throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(counts), expected \(expected)")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -393,4 +401,48 @@ public struct LoopbackClusterError: Error, Hashable, Sendable, CustomStringConve
 
     /// Hashes the code.
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+}
+
+extension LoopbackCluster {
+    /// Which replicas of a ``LoopbackCluster`` know each other's address: each replica dials
+    /// its neighbours only, so entries reach the others by relay.
+    ///
+    /// ```swift
+    /// // A – B – C: C hears of A's writes through B.
+    /// let cluster = try await LoopbackCluster(replicas: 3, topology: .line)
+    /// ```
+    public struct Topology: Sendable, Hashable {
+        private enum Shape: Sendable, Hashable {
+            case mesh
+            case line
+            case links(Set<[Int]>)
+        }
+
+        private let shape: Shape
+
+        /// Every replica linked to every other one.
+        public static let mesh = Topology(shape: .mesh)
+        /// Replica 0 linked to 1, 1 to 2, and so on.
+        public static let line = Topology(shape: .line)
+
+        /// These pairs of replicas linked, and no others.
+        public static func links(_ pairs: [(Int, Int)]) -> Topology {
+            Topology(shape: .links(Set(pairs.map { [min($0.0, $0.1), max($0.0, $0.1)] })))
+        }
+
+        /// The replicas `index` is linked to, in a cluster of `count`.
+        func neighbours(of index: Int, among count: Int) -> [Int] {
+            switch shape {
+            case .mesh: (0..<count).filter { $0 != index }
+            case .line: [index - 1, index + 1].filter { (0..<count).contains($0) }
+            case .links(let pairs): (0..<count).filter { pairs.contains([min(index, $0), max(index, $0)]) }
+            }
+        }
+
+        /// Whether every link names two different replicas of a cluster of `count`.
+        func isValid(for count: Int) -> Bool {
+            guard case .links(let pairs) = shape else { return true }
+            return pairs.allSatisfy { $0[0] != $0[1] && (0..<count).contains($0[0]) && (0..<count).contains($0[1]) }
+        }
+    }
 }
