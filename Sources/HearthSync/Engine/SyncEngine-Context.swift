@@ -2,20 +2,20 @@ import HearthIdentity
 import Logging
 
 extension SyncEngine {
-    /// What the sessions of an engine share: who we are, how we verify, what we count.
+    /// What an engine and its sessions share, made once with the engine: who we are (as the
+    /// engine started; renewals are in ``SyncEngine/currentIdentity``), how we run, where we
+    /// log, what we count. Sessions reach the engine itself through a weak reference of their own.
     final class Context: Sendable {
         let identity: DeviceIdentity
         let options: Options
         let logger: Logger
         let metrics: SyncMetrics
-        weak let engine: SyncEngine?
 
-        init(identity: DeviceIdentity, options: Options, logger: Logger, metrics: SyncMetrics, engine: SyncEngine) {
+        init(identity: DeviceIdentity, options: Options, logger: Logger, metrics: SyncMetrics) {
             self.identity = identity
             self.options = options
             self.logger = logger
             self.metrics = metrics
-            self.engine = engine
         }
     }
 }

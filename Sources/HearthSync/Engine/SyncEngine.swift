@@ -78,7 +78,10 @@ package final class SyncEngine: Sendable {
         var removalsWatch: (directory: String, token: UInt64)?
     }
 
-    package let identity: DeviceIdentity
+    /// What the engine and its sessions share, made once: the identity it started with, its
+    /// options, its logger, its counters.
+    let context: Context
+    package var identity: DeviceIdentity { context.identity }
     /// The devices removed from the account (shared with the TLS layer and, in an app, with
     /// every engine of the process): refused in handshakes, their later entries refused,
     /// relayed to every peer.
@@ -86,10 +89,10 @@ package final class SyncEngine: Sendable {
     /// The devices of the account met here (peers as they connect and leave, signers of relayed
     /// entries); nil when the owner keeps no such list.
     package let devices: KnownDevices?
-    package let metrics = SyncMetrics()
+    package var metrics: SyncMetrics { context.metrics }
     let transport: PeerTransport
-    let options: Options
-    let logger: Logger
+    var options: Options { context.options }
+    var logger: Logger { context.logger }
     let certificates: DeviceCertificateCache
     let state: Locked<State>
     let provider = Locked<(@Sendable (String) -> (any SyncReplica)?)?>(nil)
@@ -100,12 +103,10 @@ package final class SyncEngine: Sendable {
     ///   keeps them on disk); by default an empty set in memory, which peers can still teach.
     package init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
                 devices: KnownDevices? = nil, logger: Logger = Logger(label: "hearth.sync")) throws {
-        self.identity = identity
-        self.options = options
         state = Locked(State(currentIdentity: identity))
         var logger = logger
         logger[metadataKey: "device"] = "\(identity.deviceID.short)"
-        self.logger = logger
+        context = Context(identity: identity, options: options, logger: logger, metrics: SyncMetrics())
         let removals = removals ?? DeviceRemovals(trust: identity.account.trust, logger: logger)
         precondition(removals.trust.accountID == identity.account.id, "the removals are another account's")
         self.removals = removals
@@ -129,10 +130,6 @@ package final class SyncEngine: Sendable {
         try attach(replica)
     }
 
-    var context: Context {
-        Context(identity: identity, options: options, logger: logger, metrics: metrics, engine: self)
-    }
-
     /// Starts listening and following discovery. Returns the port peers connect to.
     @discardableResult
     package func start() async throws -> Int {
@@ -149,14 +146,13 @@ package final class SyncEngine: Sendable {
             await listener.close()
             throw CancellationError()
         }
-        let context = self.context
         // Not cancelled by stop(): the stream ends when the listener closes, after handing over
         // the connections already accepted, which are then closed here rather than left open.
         let accepting = Task { [weak self] in
             await withDiscardingTaskGroup { group in
                 for await connection in listener.connections {
                     guard let self, !self.isStopped else { await connection.close(); continue }
-                    group.addTask { _ = await self.runSession(connection, initiatedLocally: false, context: context) }
+                    group.addTask { _ = await self.runSession(connection, initiatedLocally: false) }
                 }
             }
         }
@@ -191,7 +187,6 @@ package final class SyncEngine: Sendable {
 
     /// Dials the peers `discovery` reports, for as long as they are reported.
     package func follow(_ discovery: any PeerDiscovery) {
-        let context = self.context
         let accepted = state.withLock { s -> Bool in
             guard !s.stopped else { return false }
             s.discoveries.append(discovery)
@@ -204,7 +199,7 @@ package final class SyncEngine: Sendable {
         let following = Task { [weak self] in
             for await event in discovery.events() {
                 guard let self else { return }
-                self.handle(event, context: context)
+                self.handle(event)
             }
         }
         state.withLock { $0.tasks.append(following) }
@@ -229,7 +224,7 @@ package final class SyncEngine: Sendable {
         let peer = DiscoveredPeer(id: "manual:\(host):\(port)", name: "\(host):\(port)",
                                   addresses: [PeerAddress(host: host, family: host.contains(":") ? .ipv6 : .ipv4)],
                                   port: UInt16(port))
-        handle(.appeared(peer), context: context)
+        handle(.appeared(peer))
     }
 
     /// Stops dialling, closes every connection and the listener.
@@ -337,26 +332,26 @@ package final class SyncEngine: Sendable {
         }
     }
 
-    private func runSession(_ connection: PeerConnection, initiatedLocally: Bool, context: Context) async -> SyncSession.Outcome {
+    private func runSession(_ connection: PeerConnection, initiatedLocally: Bool) async -> SyncSession.Outcome {
         guard connection.peer.deviceID != identity.deviceID else {
             logger.debug("connected to ourselves; closing")
             await connection.close()
             return .duplicate
         }
-        let session = SyncSession(peer: connection.peer, initiatedLocally: initiatedLocally, context: context)
+        let session = SyncSession(peer: connection.peer, initiatedLocally: initiatedLocally, context: context, engine: self)
         return await session.run(connection)
     }
 
     // MARK: Dialling
 
-    private func handle(_ event: PeerEvent, context: Context) {
+    private func handle(_ event: PeerEvent) {
         switch event {
         case .appeared(let peer), .updated(let peer):
             state.withLock { s in
                 guard !s.stopped, s.dialers[peer.id] == nil else { return }
                 // A removed device is not dialled (once known by its certificate).
                 if let device = s.knownDevices[peer.id], removals.isRemoved(device) { return }
-                s.dialers[peer.id] = Task { [weak self] in await self?.dial(peer, context: context) }
+                s.dialers[peer.id] = Task { [weak self] in await self?.dial(peer) }
             }
         case .gone(let peer):
             state.withLock { $0.dialers.removeValue(forKey: peer.id) }?.cancel()
@@ -366,7 +361,7 @@ package final class SyncEngine: Sendable {
     /// Keeps a connection to `peer` up: connect, run, and after a failure wait a jittered,
     /// doubling back-off before trying again. Waits while another connection to the same
     /// device is up (it may have dialled us).
-    private func dial(_ peer: DiscoveredPeer, context: Context) async {
+    private func dial(_ peer: DiscoveredPeer) async {
         var backoff = options.minimumBackoff
         while !Task.isCancelled {
             if let device = state.withLock({ $0.knownDevices[peer.id] }), state.withLock({ $0.sessions[device] != nil }) {
@@ -385,7 +380,7 @@ package final class SyncEngine: Sendable {
                         return
                     }
                     state.withLock { $0.knownDevices[peer.id] = connection.peer.deviceID }
-                    switch await runSession(connection, initiatedLocally: true, context: context) {
+                    switch await runSession(connection, initiatedLocally: true) {
                     case .removedByPeer:
                         // Its verdict stands until this process starts again: no point in asking
                         // every few seconds (see noteRemoved).

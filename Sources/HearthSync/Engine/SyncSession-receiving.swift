@@ -16,13 +16,13 @@ extension SyncSession {
             receive(state)
             return
         case .removals(let records):
-            context.engine?.learn(records, from: self)
+            engine?.learn(records, from: self)
             return
         case .renew:
-            context.engine?.renewalAsked(by: self)
+            engine?.renewalAsked(by: self)
             return
         case .certificate(let der):
-            context.engine?.renewed(der, from: self)
+            engine?.renewed(der, from: self)
             return
         case .delta, .ack, .refused: break
         }
@@ -85,7 +85,7 @@ extension SyncSession {
             return
         }
         // Attaching a provided store announces it on this connection (and so opens it here).
-        guard let store = context.engine?.store(name) ?? context.engine?.provide(name) else {
+        guard let store = engine?.store(name) ?? engine?.provide(name) else {
             logger.debug("ignoring the state of store \(String(reflecting: name)), which this device does not serve")
             // Bounded: `served` holds at most maximumStores names, and these are among them.
             if state.vector != nil { stores.withLock { $0.ignored[name] = state } }
@@ -174,7 +174,7 @@ extension SyncSession {
         if !changed.isEmpty {
             store.logger.debug("applied \(checked.accepted.count) entries; changed \(changed.count) keys")
             // Relay: other peers may lack what this one brought.
-            context.engine?.changed(store.identifier)
+            engine?.changed(store.identifier)
         }
     }
 

@@ -9,11 +9,11 @@ extension SyncSession {
     func send(_ item: SessionOutgoing, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         switch item {
         case .hello:
-            guard let hello = try context.engine?.makeHello() else { throw CancellationError() }
+            guard let hello = try engine?.makeHello() else { throw CancellationError() }
             listedInHello.withLock { $0 = Set(hello.stores.map(\.identifier)) }
             try await send(.hello(hello), to: outbound)
         case .removals:
-            guard let removals = context.engine?.removals.all, !removals.isEmpty else { return }
+            guard let removals = engine?.removals.all, !removals.isEmpty else { return }
             try await send(.removals(Array(removals.prefix(SyncMessage.maximumRemovals))), to: outbound)
         case .renew: try await send(SyncMessage.renew, to: outbound)
         case .certificate(let der): try await send(SyncMessage.certificate(der), to: outbound)

@@ -61,6 +61,8 @@ final class SyncSession: Sendable {
     /// The device that dialled this connection (for the duplicate rule).
     let initiator: DeviceID
     let context: SyncEngine.Context
+    /// The engine this session belongs to (weak: a session never keeps a stopped engine alive).
+    weak let engine: SyncEngine?
     let mailbox = Locked(SessionMailbox())
     let stores = Locked(Stores())
     /// Wakes the writer; holds at most one wake-up (the mailbox holds what to send).
@@ -85,10 +87,11 @@ final class SyncSession: Sendable {
     static let maximumForgedEntries = 64
     let logger: Logger
 
-    init(peer: TLSPeer, initiatedLocally: Bool, context: SyncEngine.Context) {
+    init(peer: TLSPeer, initiatedLocally: Bool, context: SyncEngine.Context, engine: SyncEngine) {
         self.peer = peer
         initiator = initiatedLocally ? context.identity.deviceID : peer.deviceID
         self.context = context
+        self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         var logger = context.logger
         logger[metadataKey: "peer"] = "\(peer)"
@@ -134,7 +137,7 @@ final class SyncSession: Sendable {
     /// Asks the peer for a renewed certificate, once per connection, if ours is within its
     /// renewal window and the peer understands renewals.
     func askForRenewalIfDue() {
-        guard let engine = context.engine, engine.certificateIsDue else { return }
+        guard let engine, engine.certificateIsDue else { return }
         let ask = renewal.withLock { r -> Bool in
             guard r.peerRenews, !r.asked else { return false }
             r.asked = true
@@ -268,7 +271,7 @@ final class SyncSession: Sendable {
                         let message = try SyncMessage(decoding: Data(frame.readableBytesView))
                         if !greeted {
                             let hello = try receiveHello(message)
-                            switch context.engine?.register(self) {
+                            switch engine?.register(self) {
                             case .accepted?: break
                             case .removed?:
                                 logger.notice("the peer was removed from the account; closing the connection")
@@ -286,12 +289,12 @@ final class SyncSession: Sendable {
                         }
                         try await handle(message)
                     }
-                    if greeted { context.engine?.unregister(self) }
+                    if greeted { engine?.unregister(self) }
                     return greeted ? .ended : .duplicate
                 }
             }
         } catch {
-            context.engine?.unregister(self)
+            engine?.unregister(self)
             if let tls = error as? TLSError, tls.code == .removedByPeer {
                 return .removedByPeer
             }
@@ -306,7 +309,7 @@ final class SyncSession: Sendable {
         if let digest = hello.removalsDigest {
             peerKnowsRemovals.withLock { $0 = true }
             // Different removals: send ours (the peer sends its own; each merges the other's).
-            if let removals = context.engine?.removals, !removals.isEmpty, digest != removals.digest {
+            if let removals = engine?.removals, !removals.isEmpty, digest != removals.digest {
                 post { $0.removals = true }
             }
         }
@@ -314,9 +317,9 @@ final class SyncSession: Sendable {
         askForRenewalIfDue()
         stores.withLock { $0.served = Set(hello.stores.map(\.identifier)) }
         for listed in hello.stores {
-            if let store = context.engine?.store(listed.identifier) {
+            if let store = engine?.store(listed.identifier) {
                 open(store, as: listed)
-            } else if context.engine?.provide(listed.identifier) == nil {
+            } else if engine?.provide(listed.identifier) == nil {
                 logger.debug("the peer serves store \(String(reflecting: listed.identifier)), which this device does not")
             }
         }
@@ -324,13 +327,13 @@ final class SyncSession: Sendable {
         // announces the later ones, this session being registered now).
         guard let listed = listedInHello.withLock({ $0 }) else { return }
         // Listed in our hello but detached since: the peer must not wait for us to sync it.
-        let gone = listed.filter { context.engine?.store($0) == nil }
+        let gone = listed.filter { engine?.store($0) == nil }
         for name in gone { post { $0.stores[name] = SessionMailbox.StoreMail(left: true) } }
         // Attached since our hello was made, but before this session was registered: attach()
         // announced it to the sessions registered then, not to this one, so the peer would
         // never hear of it on this connection (a hub's daemon missed a store that way).
-        for identifier in context.engine?.storeIdentifiers ?? [] where !listed.contains(identifier) {
-            if let store = context.engine?.store(identifier) { announce(store) }
+        for identifier in engine?.storeIdentifiers ?? [] where !listed.contains(identifier) {
+            if let store = engine?.store(identifier) { announce(store) }
         }
     }
 
