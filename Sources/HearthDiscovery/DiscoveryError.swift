@@ -4,10 +4,7 @@ import HearthCore
 package typealias DiscoveryError = HearthError<DiscoveryErrors>
 
 /// The domain of ``DiscoveryError``.
-package enum DiscoveryErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<DiscoveryErrors>
-    package static let name = "DiscoveryError"
-}
+package enum DiscoveryErrors: HearthErrorDomain {}
 
 extension ErrorCode where Domain == DiscoveryErrors {
     /// No Avahi daemon (or no system D-Bus) is reachable. The engine should fall back to

@@ -124,10 +124,7 @@ extension Character {
 }
 
 /// The domain of ``ServiceRecord/Rejection``.
-package enum TXTRecordRejections: HearthErrorDomain {
-    package typealias Code = ErrorCode<TXTRecordRejections>
-    package static let name = "ServiceRecord.Rejection"
-}
+package enum TXTRecordRejections: HearthErrorDomain {}
 
 extension ErrorCode where Domain == TXTRecordRejections {
     /// The record is larger than ``ServiceRecord/maximumTXTBytes``.

@@ -10,9 +10,7 @@ package typealias PairingError = HearthError<PairingErrors>
 
 /// The domain of ``PairingError``.
 package enum PairingErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<PairingErrors>
-    package static let name = "PairingError"
-    package static func describe(code: Code, reason: String) -> String { "\(code): \(reason)" }
+    package static func describe(code: ErrorCode<PairingErrors>, reason: String) -> String { "\(code): \(reason)" }
 }
 
 extension ErrorCode where Domain == PairingErrors {

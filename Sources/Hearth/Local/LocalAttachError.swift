@@ -5,10 +5,7 @@ import HearthCore
 typealias LocalAttachError = HearthError<LocalAttachErrors>
 
 /// The domain of ``LocalAttachError``.
-enum LocalAttachErrors: HearthErrorDomain {
-    typealias Code = ErrorCode<LocalAttachErrors>
-    static let name = "LocalAttachError"
-}
+enum LocalAttachErrors: HearthErrorDomain {}
 
 extension ErrorCode where Domain == LocalAttachErrors {
     /// The store could not be hosted for, or attached to, another process.

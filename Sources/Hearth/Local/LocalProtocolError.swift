@@ -5,10 +5,7 @@ import HearthCore
 typealias LocalProtocolError = HearthError<LocalProtocolErrors>
 
 /// The domain of ``LocalProtocolError``.
-enum LocalProtocolErrors: HearthErrorDomain {
-    typealias Code = ErrorCode<LocalProtocolErrors>
-    static let name = "LocalProtocolError"
-}
+enum LocalProtocolErrors: HearthErrorDomain {}
 
 extension ErrorCode where Domain == LocalProtocolErrors {
     /// A frame is not a local attach message, or breaks the protocol's rules.

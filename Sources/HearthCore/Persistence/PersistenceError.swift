@@ -4,10 +4,7 @@ import Foundation
 package typealias PersistenceError = HearthError<PersistenceErrors>
 
 /// The domain of ``PersistenceError``.
-package enum PersistenceErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<PersistenceErrors>
-    package static let name = "PersistenceError"
-}
+package enum PersistenceErrors: HearthErrorDomain {}
 
 extension ErrorCode where Domain == PersistenceErrors {
     /// Another process has the store open.

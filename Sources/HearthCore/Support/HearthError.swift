@@ -3,15 +3,19 @@
 /// Each module declares one domain and names its error type after it:
 ///
 /// ```swift
-/// package enum TLSErrors: HearthErrorDomain {
-///     package static let name = "TLSError"
-///     package struct Code: HearthErrorCode { … package static let handshakeFailed = Code("handshakeFailed") }
-/// }
+/// package enum TLSErrors: HearthErrorDomain {}
 /// package typealias TLSError = HearthError<TLSErrors>
+///
+/// extension ErrorCode where Domain == TLSErrors {
+///     /// The TLS handshake failed.
+///     package static var handshakeFailed: Self { Self("handshakeFailed") }
+/// }
 /// ```
 package protocol HearthErrorDomain: Sendable {
-    associatedtype Code: HearthErrorCode
-    /// The error type's name, as descriptions show it ("TLSError").
+    /// The domain's codes: by default ``ErrorCode``s of the domain.
+    associatedtype Code: HearthErrorCode = ErrorCode<Self>
+    /// The error type's name, as `debugDescription` shows it: by default the domain's name
+    /// without its plural `s` (`TLSErrors` names `TLSError`).
     static var name: String { get }
     /// How an error of this domain reads in a log line or the command's output (by default, its
     /// reason).
@@ -19,6 +23,11 @@ package protocol HearthErrorDomain: Sendable {
 }
 
 extension HearthErrorDomain {
+    package static var name: String {
+        let plural = String(describing: Self.self)
+        return plural.hasSuffix("s") ? String(plural.dropLast()) : plural
+    }
+
     package static func describe(code: Code, reason: String) -> String { reason }
 }
 

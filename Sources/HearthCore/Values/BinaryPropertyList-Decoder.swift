@@ -5,9 +5,7 @@ package typealias PropertyListDecodingError = HearthError<PropertyListDecodingEr
 
 /// The domain of ``PropertyListDecodingError``.
 package enum PropertyListDecodingErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<PropertyListDecodingErrors>
-    package static let name = "PropertyListDecodingError"
-    package static func describe(code: Code, reason: String) -> String { "invalid binary property list (\(code)): \(reason)" }
+    package static func describe(code: ErrorCode<PropertyListDecodingErrors>, reason: String) -> String { "invalid binary property list (\(code)): \(reason)" }
 }
 
 extension ErrorCode where Domain == PropertyListDecodingErrors {

@@ -25,9 +25,7 @@ package typealias PropertyListEncodingError = HearthError<PropertyListEncodingEr
 
 /// The domain of ``PropertyListEncodingError``.
 package enum PropertyListEncodingErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<PropertyListEncodingErrors>
-    package static let name = "PropertyListEncodingError"
-    package static func describe(code: Code, reason: String) -> String { "cannot encode a binary property list: \(reason)" }
+    package static func describe(code: ErrorCode<PropertyListEncodingErrors>, reason: String) -> String { "cannot encode a binary property list: \(reason)" }
 }
 
 extension ErrorCode where Domain == PropertyListEncodingErrors {

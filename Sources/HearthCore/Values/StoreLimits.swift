@@ -72,10 +72,7 @@ public enum StoreLimits {
 package typealias EntryRuleViolation = HearthError<EntryRuleViolations>
 
 /// The domain of ``EntryRuleViolation``.
-package enum EntryRuleViolations: HearthErrorDomain {
-    package typealias Code = ErrorCode<EntryRuleViolations>
-    package static let name = "EntryRuleViolation"
-}
+package enum EntryRuleViolations: HearthErrorDomain {}
 
 extension ErrorCode where Domain == EntryRuleViolations {
     /// The key is over ``StoreLimits/maximumKeyLength`` bytes of UTF-8.

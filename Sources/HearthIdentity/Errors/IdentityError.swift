@@ -12,9 +12,7 @@ package typealias IdentityError = HearthError<IdentityErrors>
 
 /// The domain of ``IdentityError``.
 package enum IdentityErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<IdentityErrors>
-    package static let name = "IdentityError"
-    package static func describe(code: Code, reason: String) -> String { "\(code): \(reason)" }
+    package static func describe(code: ErrorCode<IdentityErrors>, reason: String) -> String { "\(code): \(reason)" }
 }
 
 extension ErrorCode where Domain == IdentityErrors {

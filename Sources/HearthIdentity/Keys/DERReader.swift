@@ -64,10 +64,7 @@ struct DERReader {
 typealias DERError = HearthError<DERErrors>
 
 /// The domain of ``DERError``.
-enum DERErrors: HearthErrorDomain {
-    typealias Code = ErrorCode<DERErrors>
-    static let name = "DERError"
-}
+enum DERErrors: HearthErrorDomain {}
 
 extension ErrorCode where Domain == DERErrors {
     /// The bytes are not the DER structure expected.

@@ -4,10 +4,7 @@ import HearthCore
 package typealias SyncEngineError = HearthError<SyncEngineErrors>
 
 /// The domain of ``SyncEngineError``.
-package enum SyncEngineErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<SyncEngineErrors>
-    package static let name = "SyncEngineError"
-}
+package enum SyncEngineErrors: HearthErrorDomain {}
 
 extension ErrorCode where Domain == SyncEngineErrors {
     /// The engine has been stopped.

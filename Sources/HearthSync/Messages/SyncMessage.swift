@@ -236,10 +236,7 @@ package enum SyncMessage: Sendable, Equatable {
 package typealias SyncProtocolError = HearthError<SyncProtocolErrors>
 
 /// The domain of ``SyncProtocolError``.
-package enum SyncProtocolErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<SyncProtocolErrors>
-    package static let name = "SyncProtocolError"
-}
+package enum SyncProtocolErrors: HearthErrorDomain {}
 
 extension ErrorCode where Domain == SyncProtocolErrors {
     /// A frame is not a valid message, or a message breaks the protocol's rules (a second

@@ -6,9 +6,7 @@ package typealias FrameError = HearthError<FrameErrors>
 
 /// The domain of ``FrameError``.
 package enum FrameErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<FrameErrors>
-    package static let name = "FrameError"
-    package static func describe(code: Code, reason: String) -> String { "frame \(code): \(reason)" }
+    package static func describe(code: ErrorCode<FrameErrors>, reason: String) -> String { "frame \(code): \(reason)" }
 }
 
 extension ErrorCode where Domain == FrameErrors {

@@ -10,9 +10,7 @@ package typealias TLSError = HearthError<TLSErrors>
 
 /// The domain of ``TLSError``.
 package enum TLSErrors: HearthErrorDomain {
-    package typealias Code = ErrorCode<TLSErrors>
-    package static let name = "TLSError"
-    package static func describe(code: Code, reason: String) -> String { "TLS \(code): \(reason)" }
+    package static func describe(code: ErrorCode<TLSErrors>, reason: String) -> String { "TLS \(code): \(reason)" }
 }
 
 extension ErrorCode where Domain == TLSErrors {
