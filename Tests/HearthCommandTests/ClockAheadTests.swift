@@ -68,7 +68,7 @@ import Testing
         #expect(await laptopServe.waitForOutput("entries were written", inErrors: true), "\(laptopServe.errorOutput)")
         let later = try await HearthCLI.run(["set", "later", "3", "--wait", "30"] + laptop.store + laptop.directories)
         #expect(later.status == 0 && later.error.contains("confirmed by 1 peer device"), "\(later.error)")
-        let arrived = try await HearthCLI.eventually {
+        let arrived = try await eventually {
             let early = try await HearthCLI.run(["get", "early"] + kitchen.store + kitchen.directories).output
             let later = try await HearthCLI.run(["get", "later"] + kitchen.store + kitchen.directories).output
             return early == "\"from the future\"\n" && later == "3\n"

@@ -44,7 +44,7 @@ import Testing
         }
 
         var status = ""
-        let settled = try await HearthCLI.eventually {
+        let settled = try await eventually {
             status = try await HearthCLI.run(["status", "--json"] + laptop.directories).output
             return status.contains("\"pending\":0,\"knownPeers\":1,")
         }

@@ -210,7 +210,7 @@ import Testing
         #expect(set.error.hasPrefix("hearth: outcome unknown: the write may or may not have been applied"), "\(set.error)")
         // And it was right not to say "refused": once the serve runs again, it applies the request it was sent.
         serve.send(SIGCONT)
-        let landed = try await HearthCLI.eventually {
+        let landed = try await eventually {
             try await HearthCLI.run(["get", "late", "--store", "com.example.colors"] + solo.directories).output == "1\n"
         }
         #expect(landed)

@@ -34,7 +34,7 @@ import Testing
         // know the other has everything (what is saved after that is idle work).
         let kitchenID = try await kitchen.deviceID()
         var peers = ""
-        let connected = try await HearthCLI.eventually {
+        let connected = try await eventually {
             peers = try await HearthCLI.run(["peers", "--json"] + laptop.store + laptop.directories).output
             let status = try await HearthCLI.run(["status", "--json"] + kitchen.directories).output
             return peers.contains("\"connectedPeers\":[\"\(kitchenID)\"]") && status.contains("\"keys\":1,")

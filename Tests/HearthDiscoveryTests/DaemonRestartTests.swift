@@ -77,7 +77,7 @@ extension AvahiTestNet {
             let error = await #expect(throws: DiscoveryError.self) { try await strict.start() }
             guard let error, error.code == .daemonUnavailable else { Issue.record("wrong error \(String(describing: error))"); return }
             print("start() without a daemon: \(error)")
-            #expect(why.contains("avahi-daemon is not running"))
+            #expect(error.reason.contains("avahi-daemon is not running"))
 
             let patient = AvahiDiscovery(service: makeService("Patient-\(tag)", port: 7513, account: account, store: store),
                                          options: .init(requiresDaemonAtStart: false))

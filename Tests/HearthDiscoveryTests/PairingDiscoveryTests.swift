@@ -1,5 +1,6 @@
 import HearthDiscovery
 import Testing
+import HearthTestSupport
 
 extension AvahiTestNet {
     @Suite("Pairing requests (_hearth-pair._tcp)")

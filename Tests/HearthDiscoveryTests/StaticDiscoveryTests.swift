@@ -1,6 +1,7 @@
 import Foundation
 import HearthDiscovery
 import Testing
+import HearthTestSupport
 
 @Suite("Static peer lists")
 struct StaticDiscoveryTests {

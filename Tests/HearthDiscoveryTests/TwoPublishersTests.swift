@@ -1,5 +1,6 @@
 import HearthDiscovery
 import Testing
+import HearthTestSupport
 
 extension AvahiTestNet {
     @Suite("Two publishers find each other")
