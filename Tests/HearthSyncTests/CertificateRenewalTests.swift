@@ -39,13 +39,13 @@ struct CertificateRenewalTests {
         engineB.onCertificateRenewed = { renewed in saved.withLock { $0.append(renewed) } }
         engineB.addPeer(host: "127.0.0.1", port: portA)
         let yearFromNow = Date().addingTimeInterval(300 * 86_400)
-        try await eventually("B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
+        await eventually("B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
         let renewed = engineB.currentIdentity
         #expect(renewed.deviceID == b.deviceID, "the same key, so the same device ID")
         #expect(renewed.deviceName == "B")
         // The handler runs just after the identity is swapped, outside the engine's lock: a test
         // thread can look in between (streak H2 at b4b2ca1, ThreadSanitizer beside 4 CPU hogs).
-        try await eventually("the renewed certificate handed to the owner") { !saved.withLock { $0.isEmpty } }
+        await eventually("the renewed certificate handed to the owner") { !saved.withLock { $0.isEmpty } }
         #expect(saved.withLock { $0.map(\.certificate) } == [renewed.certificate])
         _ = try authority.account.trust.validateDevice(renewed.certificate)
 
@@ -58,7 +58,7 @@ struct CertificateRenewalTests {
         let (engineC, _) = try await Self.engine(c)
         defer { Task { await engineC.stop() } }
         engineC.addPeer(host: "127.0.0.1", port: portB)
-        try await eventually("C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
+        await eventually("C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
     }
 
     @Test("Without the unlocked CA nothing is issued; unlocking it later answers the request already made")
@@ -70,11 +70,11 @@ struct CertificateRenewalTests {
         let (engineB, _) = try await Self.engine(b)
         defer { Task { await engineA.stop(); await engineB.stop() } }
         engineB.addPeer(host: "127.0.0.1", port: portA)
-        try await eventually("connected") { engineA.connectedPeers.contains(b.deviceID) }
+        await eventually("connected") { engineA.connectedPeers.contains(b.deviceID) }
         try await Task.sleep(for: .seconds(1))
         #expect(engineB.currentIdentity.certificate == b.certificate)
         engineA.authority = authority
-        try await eventually("B's certificate renewed once A unlocked the CA") {
+        await eventually("B's certificate renewed once A unlocked the CA") {
             engineB.currentIdentity.certificate.notValidAfter > Date().addingTimeInterval(300 * 86_400)
         }
     }
@@ -133,7 +133,7 @@ struct CertificateRenewalTests {
                                    vector: VersionVector())))
         let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
         #expect(refusal.entries.map(\.key) == ["late"], "\(refusal.entries)")
-        try await eventually("the early write applied") { replica.replica.entries["early"] != nil }
+        await eventually("the early write applied") { replica.replica.entries["early"] != nil }
         await link.close()
 
         // A renewal is not undone by the older certificate arriving later.

@@ -32,7 +32,7 @@ final class Household {
                                 arguments: ["--config", "\(root)/legit-config", "--port", "\(legitPort)", "--peer", "127.0.0.1:\(victimPort)",
                                             "--write", "--interval", "200"])
         hostile = try HostilePeer(joining: "\(root)/victim-config", root: root, storeIdentifier: Self.store)
-        try await eventually("the victim to hold the legitimate device's writes") { self.legitCounterAtVictim > 0 }
+        await eventually("the victim to hold the legitimate device's writes") { self.legitCounterAtVictim > 0 }
     }
 
     /// The legitimate device's counter as the victim holds it.
@@ -162,7 +162,7 @@ struct CompromisedDeviceTests {
                                                 "--peer", "127.0.0.1:\(household.victimPort)", "--write", "--interval", "200"])
         defer { legit.kill(.kill) }
         let before = household.legitCounterAtVictim
-        try await eventually("the legitimate device's new writes at the victim") {
+        await eventually("the legitimate device's new writes at the victim") {
             household.legitCounterAtVictim > before + 2
         }
         #expect(household.victim.snapshot["squat"] == nil)
@@ -187,7 +187,7 @@ struct CompromisedDeviceTests {
         var entries: [Entry] = []
         for i in 0..<6000 { entries.append(try household.hostile.entry("churn", .integer(Int64(i)), origin: household.hostile.origin(), sequence: 1, at: base + UInt64(i) / 16)) }
         try second.send(household.hostile.delta(entries))
-        try await eventually(timeout: .seconds(60), "the churn to land") { household.victim.snapshot["churn"] != nil }
+        await eventually(timeout: .seconds(60), "the churn to land") { household.victim.snapshot["churn"] != nil }
         await second.close()
         // A new connection shows what the victim's vector holds now: a few origins.
         let probe = try await household.hostile.connect(port: household.victimPort)
@@ -267,7 +267,7 @@ struct CompromisedDeviceTests {
         let second = try await household.hostile.connect(port: household.victimPort)
         try second.send(try household.hostile.greeting())
         second.send(raw: Self.repeated(entry, count: SyncMessage.maximumDeltaEntries))
-        try await eventually("the entry to land") { household.victim.snapshot["once"] != nil }
+        await eventually("the entry to land") { household.victim.snapshot["once"] != nil }
         let spent = household.victimCPUSeconds - cpu
         #expect(spent < 3, "the victim spent \(spent) s of CPU")
         #expect(await household.legitStillSyncs())
@@ -290,7 +290,7 @@ struct CompromisedDeviceTests {
             try link.send(household.hostile.delta([try household.hostile.entry("chatter", .integer(Int64(i)), origin: origin, sequence: UInt64(i))],
                                                   vector: VersionVector(claims)))
         }
-        try await eventually(timeout: .seconds(60), "the victim to read the deltas") { household.victim.snapshot["chatter"] == .integer(100) }
+        await eventually(timeout: .seconds(60), "the victim to read the deltas") { household.victim.snapshot["chatter"] == .integer(100) }
         for _ in 0..<4 { #expect(await household.legitStillSyncs()) }
         #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
         await link.close()
@@ -330,7 +330,7 @@ struct CompromisedDeviceTests {
         #expect(try await link.isAnswering())
         // The store the two share still syncs on the same link.
         try link.send(household.hostile.delta([try household.hostile.entry("here", "y", origin: origin, sequence: 2)]))
-        try await eventually("the entry of the shared store to land") { household.victim.snapshot["here"] != nil }
+        await eventually("the entry of the shared store to land") { household.victim.snapshot["here"] != nil }
         #expect(household.victim.snapshot["stray"] == nil)
         #expect(link.all.compactMap { if case .refused(let r) = $0 { r } else { nil } }.isEmpty)
         #expect(!link.isClosed)

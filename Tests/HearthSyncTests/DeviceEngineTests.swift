@@ -85,11 +85,11 @@ struct DeviceEngineTests {
         let b = try names.map { try devices.open($0, on: 1) }
         for store in a + b { _ = try await store.syncPort() }
         #expect(Set(try await a.asyncMap { try await $0.syncPort() }) == [devices.ports[0]])
-        try await eventually("every store connected") { (a + b).allSatisfy { $0.connectedPeerCount == 1 } }
+        await eventually("every store connected") { (a + b).allSatisfy { $0.connectedPeerCount == 1 } }
 
         for (i, store) in a.enumerated() { store.set("from A to \(names[i])", forKey: "key-\(i)") }
         for (i, store) in b.enumerated() { store.set(Int64(i), forKey: "b-\(i)") }
-        try await eventually("every store converged") {
+        await eventually("every store converged") {
             // object(forKey:), not longLong(forKey:): for i = 0 a missing key also reads as 0, and the
             // wait ended before b-0 had arrived (a ThreadSanitizer run of CI caught it).
             a.indices.allSatisfy { i in
@@ -104,7 +104,7 @@ struct DeviceEngineTests {
         // One listener per device, one TCP connection between them, whatever the number of stores.
         #expect(Sockets.listening(on: devices.ports[0]) == 1)
         #expect(Sockets.listening(on: devices.ports[1]) == 1)
-        try await eventually("one connection") {
+        await eventually("one connection") {
             Sockets.established(to: devices.ports[0]) + Sockets.established(to: devices.ports[1]) == 1
         }
         #expect(a[0].syncMetrics?.sessions == a[count - 1].syncMetrics?.sessions)
@@ -115,7 +115,7 @@ struct DeviceEngineTests {
         let devices = try MultiStoreDevices(count: 2)
         defer { Task { await devices.shutdown() } }
         let stores = try [0, 1].flatMap { device in try ["com.example.idle-a", "com.example.idle-b"].map { try devices.open($0, on: device, heartbeat: .seconds(1)) } }
-        try await eventually("connected") { stores.allSatisfy { $0.connectedPeerCount == 1 } }
+        await eventually("connected") { stores.allSatisfy { $0.connectedPeerCount == 1 } }
         // Two devices dialling each other at once may both pass the hello before one link is dropped.
         try await Task.sleep(for: .seconds(2))
         let before = try #require(stores[0].syncMetrics?.sessions)
@@ -140,10 +140,10 @@ struct DeviceEngineTests {
         let shared = try devices.open("com.example.shared", on: 0)
         let lonely = try devices.open("com.example.lonely", on: 0)
         let peerShared = try devices.open("com.example.shared", on: 1)
-        try await eventually("connected") { shared.connectedPeerCount == 1 && peerShared.connectedPeerCount == 1 }
+        await eventually("connected") { shared.connectedPeerCount == 1 && peerShared.connectedPeerCount == 1 }
         lonely.set("only here", forKey: "k")
         shared.set("everywhere", forKey: "k")
-        try await eventually("the shared store synced") { peerShared.string(forKey: "k") == "everywhere" }
+        await eventually("the shared store synced") { peerShared.string(forKey: "k") == "everywhere" }
         #expect(lonely.connectedPeerCount == 0)
         #expect(await !lonely.waitUntilSynced(timeout: .milliseconds(300)))
         // Two devices dialling each other at once may both pass the hello before one link is dropped.
@@ -152,13 +152,13 @@ struct DeviceEngineTests {
 
         // Opened on device 1 while the link is up: announced on it, no new connection.
         let peerLonely = try devices.open("com.example.lonely", on: 1)
-        try await eventually("the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
+        await eventually("the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
         #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
         // Closed again: the other end hears of it, and the shared store goes on.
         await peerLonely.stopSync()
-        try await eventually("the store left") { lonely.connectedPeerCount == 0 }
+        await eventually("the store left") { lonely.connectedPeerCount == 0 }
         shared.set("still", forKey: "k")
-        try await eventually("the shared store still syncs") { peerShared.string(forKey: "k") == "still" }
+        await eventually("the shared store still syncs") { peerShared.string(forKey: "k") == "still" }
         #expect(shared.syncMetrics?.sessions == sessions)
         #expect(shared.connectedPeerCount == 1)
         // Detached and attached again at once: its leaving and its return both reach the peer.
@@ -166,7 +166,7 @@ struct DeviceEngineTests {
         await peerLonely.stopSync()
         #expect(peerLonely.resumeSync())
         lonely.set("again", forKey: "k2")
-        try await eventually("the store synced again") { peerLonely.string(forKey: "k2") == "again" }
+        await eventually("the store synced again") { peerLonely.string(forKey: "k2") == "again" }
         #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
         #expect(shared.syncMetrics?.sessions == sessions)
     }
@@ -188,12 +188,12 @@ struct DeleteConfirmationTests {
         defer { Task { await devices.shutdown() } }
         let a = try devices.open("com.example.deletes", on: 0)
         let b = try devices.open("com.example.deletes", on: 1)
-        try await eventually("connected") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
+        await eventually("connected") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
         a.set("v", forKey: "k")
         #expect(await a.waitUntilSynced(timeout: .seconds(10)))
-        try await eventually("the value") { b.string(forKey: "k") == "v" }
+        await eventually("the value") { b.string(forKey: "k") == "v" }
         b.removeObject(forKey: "k")
         #expect(await b.waitUntilSynced(timeout: .seconds(10)))
-        try await eventually("the delete") { a.object(forKey: "k") == nil }
+        await eventually("the delete") { a.object(forKey: "k") == nil }
     }
 }

@@ -43,7 +43,7 @@ struct DeviceRemovalTests {
         engineP.addPeer(host: "127.0.0.1", port: portB)
         replicaP.write(.string("written before"), forKey: "early")
         // B may get the write through A before the phone's own link to B is up: wait for both.
-        try await eventually("the phone's early write everywhere, and the phone connected to B") {
+        await eventually("the phone's early write everywhere, and the phone connected to B") {
             replicaA.replica.entries["early"] != nil && replicaB.replica.entries["early"] != nil
                 && engineB.connectedPeers.contains(phone.deviceID)
         }
@@ -52,15 +52,15 @@ struct DeviceRemovalTests {
         engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
         // How fast is a figure (printed here; DeviceRemovalCommandTests measures it across hosts),
         // not an assertion: under ThreadSanitizer beside CPU hogs a connection alone takes seconds.
-        try await eventually("B to learn the removal and close the phone's connection") {
+        await eventually("B to learn the removal and close the phone's connection") {
             engineB.removals.isRemoved(phone.deviceID) && !engineB.connectedPeers.contains(phone.deviceID)
                 && !engineA.connectedPeers.contains(phone.deviceID)
         }
         print("removal: B and A dropped the phone \(ContinuousClock.now - removedAt) after A learned of it")
         // The phone hears of it too: B sends the record before closing, or refuses it as revoked.
-        try await eventually("the phone to know it was removed") { engineP.removalNotice != nil }
+        await eventually("the phone to know it was removed") { engineP.removalNotice != nil }
         // …with the signed record, sent before its connections closed.
-        try await eventually("the phone to hold the signed record") { engineP.removals.isRemoved(phone.deviceID) }
+        await eventually("the phone to hold the signed record") { engineP.removals.isRemoved(phone.deviceID) }
 
         // What the phone writes now reaches no one, though it keeps trying (and dials again).
         try await Task.sleep(for: .milliseconds(10))
@@ -75,7 +75,7 @@ struct DeviceRemovalTests {
         #expect(replicaA.replica.entries["early"]?.value == .string("written before"))
         #expect(replicaB.replica.entries["early"]?.value == .string("written before"))
         replicaA.write(.string("after the removal"), forKey: "a")
-        try await eventually("A's later write at B") { replicaB.replica.entries["a"] != nil }
+        await eventually("A's later write at B") { replicaB.replica.entries["a"] != nil }
         // The phone's store keeps working locally.
         #expect(replicaP.replica.entries["late"]?.value == .string("written after"))
     }
@@ -88,9 +88,9 @@ struct DeviceRemovalTests {
         let (engineB, _, portB) = try await Self.engine(b)
         defer { Task { await engineA.stop(); await engineB.stop() } }
         engineA.addPeer(host: "127.0.0.1", port: portB)
-        try await eventually("A and B connected") { engineA.connectedPeers.contains(b.deviceID) }
+        await eventually("A and B connected") { engineA.connectedPeers.contains(b.deviceID) }
         engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
-        try await eventually("B to learn it") { engineB.removals.isRemoved(phone.deviceID) }
+        await eventually("B to learn it") { engineB.removals.isRemoved(phone.deviceID) }
         await engineA.stop()
         _ = portA
 
@@ -98,7 +98,7 @@ struct DeviceRemovalTests {
         let (engineC, replicaC, portC) = try await Self.engine(c)
         defer { Task { await engineC.stop() } }
         engineC.addPeer(host: "127.0.0.1", port: portB)
-        try await eventually("C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
+        await eventually("C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
         let (engineP, replicaP, _) = try await Self.engine(phone)
         defer { Task { await engineP.stop() } }
         replicaP.write(.string("from the removed phone"), forKey: "late")
@@ -106,7 +106,7 @@ struct DeviceRemovalTests {
         try await Task.sleep(for: .seconds(2))
         #expect(!engineC.connectedPeers.contains(phone.deviceID))
         #expect(replicaC.replica.entries["late"] == nil)
-        try await eventually("the phone to be told") { engineP.removalNotice != nil }
+        await eventually("the phone to be told") { engineP.removalNotice != nil }
     }
 
     @Test("A member that does not know of the removal relays the phone's writes: the receiver takes those from before the removal and refuses the later ones")
@@ -133,7 +133,7 @@ struct DeviceRemovalTests {
         let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
         #expect(refusal.entries.map(\.reason) == [.removedSigner], "\(refusal.entries)")
         #expect(refusal.entries.first?.key == "late")
-        try await eventually("the early entry applied") { replicaC.replica.entries["early"] != nil }
+        await eventually("the early entry applied") { replicaC.replica.entries["early"] != nil }
         #expect(replicaC.replica.entries["late"] == nil)
         // A refusal is not a fault of the relay: the link stays up.
         #expect(try await link.isAnswering(within: .seconds(5)))

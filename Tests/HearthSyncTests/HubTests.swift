@@ -45,11 +45,11 @@ struct HubTests {
         try await writer.start()
         writer.addPeer(host: "127.0.0.1", port: hubPort)
         for (i, replica) in written.enumerated() { replica.write(.string("value of \(stores[i])"), forKey: "k") }
-        try await eventually("the hub to hold both stores") {
+        await eventually("the hub to hold both stores") {
             stores.allSatisfy { store in provided.withLock { $0[store] }?.replica.entries["k"]?.value == .string("value of \(store)") }
         }
         #expect(hub.storeIdentifiers == stores)
-        try await eventually("the writer to see both settled") { writer.store(stores[0])!.isSettled && writer.store(stores[1])!.isSettled }
+        await eventually("the writer to see both settled") { writer.store(stores[0])!.isSettled && writer.store(stores[1])!.isSettled }
         await writer.stop()
 
         // D opens the two stores, empty, and only knows C.
@@ -58,7 +58,7 @@ struct HubTests {
         for replica in received { try newcomer.attach(replica) }
         try await newcomer.start()
         newcomer.addPeer(host: "127.0.0.1", port: hubPort)
-        try await eventually("the newcomer to get both stores from the hub") {
+        await eventually("the newcomer to get both stores from the hub") {
             received.enumerated().allSatisfy { i, replica in replica.replica.entries["k"]?.value == .string("value of \(stores[i])") }
         }
         // Signed by A, for its store: each entry verifies for its own store only.
@@ -89,7 +89,7 @@ struct HubTests {
         writer.addPeer(host: "127.0.0.1", port: port)
         // Both ends: each registers its session after the other's hello, so one can be first by far
         // on a loaded machine (streak H2 at b4b2ca1, ThreadSanitizer beside 4 CPU hogs).
-        try await eventually("connected") { other.connectedPeers.count == 1 && writer.connectedPeers.count == 1 }
+        await eventually("connected") { other.connectedPeers.count == 1 && writer.connectedPeers.count == 1 }
         try await Task.sleep(for: .milliseconds(500))
         #expect(other.storeIdentifiers == ["com.example.other"])
         #expect(writer.store("com.example.notes")?.connectedPeers.isEmpty == true)

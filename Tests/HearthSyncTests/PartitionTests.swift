@@ -17,19 +17,19 @@ struct PartitionTests {
         try await cluster.waitUntilConverged(expected: ["x": "x", "y": "y"])
 
         await c.stopSync()                                   // partition C off
-        try await eventually("A and B to see C gone") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
+        await eventually("A and B to see C gone") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
         c.set("C's stale edit", forKey: "x")                 // older than A's delete below
         try await Task.sleep(for: .milliseconds(5))
         a.removeObject(forKey: "x")                          // the delete wins by timestamp
         c.set("C's edit", forKey: "y")
-        try await eventually("B to apply the delete") { b.object(forKey: "x") == nil }
+        await eventually("B to apply the delete") { b.object(forKey: "x") == nil }
 
         c.resumeSync()                                       // heal
         try await cluster.waitUntilConverged(expected: ["y": "C's edit"])
         #expect(cluster.stores.allSatisfy { $0.object(forKey: "x") == nil })
 
         // Every peer has acknowledged the tombstone (heartbeats carry vectors): it is collected.
-        try await eventually("tombstones to be collected") {
+        await eventually("tombstones to be collected") {
             cluster.stores.allSatisfy { $0.replica.entries["x"] == nil }
         }
         #expect(cluster.stores.allSatisfy { $0.replica.entries["y"] != nil })
@@ -45,7 +45,7 @@ struct PartitionTests {
         await stores[s].stopSync()                           // S has not joined yet
         try await cluster.waitUntilConnected([1, 1, 0])
         stores[d].set("first", forKey: "k")
-        try await eventually("B to have D's value") { stores[b].string(forKey: "k") == "first" }
+        await eventually("B to have D's value") { stores[b].string(forKey: "k") == "first" }
 
         await stores[d].stopSync()                           // D goes away…
         stores[d].set("D's stale edit", forKey: "k")         // …and edits k, which nobody sees
@@ -54,7 +54,7 @@ struct PartitionTests {
 
         stores[s].resumeSync()                               // S joins and gets the tombstone from B
         try await cluster.waitUntilConnected([1, 0, 1])
-        try await eventually("S to have the delete") { stores[s].replica.entries["k"]?.isTombstone == true }
+        await eventually("S to have the delete") { stores[s].replica.entries["k"]?.isTombstone == true }
         // B knows D, so S learns of D from B's hello and keeps the tombstone for D: without that,
         // S would collect it at B's next heartbeat, and D's stale edit would come back through S.
         try await Task.sleep(for: .seconds(1))               // heartbeats every 300 ms
@@ -63,12 +63,12 @@ struct PartitionTests {
         await stores[b].stopSync()                           // D comes back and meets only S
         stores[d].resumeSync()
         stores[d].addSyncPeer(host: "127.0.0.1", port: cluster.ports[s])
-        try await eventually("D and S to connect") { stores[s].connectedPeerCount == 1 && stores[d].connectedPeerCount == 1 }
+        await eventually("D and S to connect") { stores[s].connectedPeerCount == 1 && stores[d].connectedPeerCount == 1 }
         try await cluster.waitUntilConverged([d, s], expected: [:])
         stores[b].resumeSync()
         try await cluster.waitUntilConverged(expected: [:])
         // Now that D has it too, S may drop the tombstone.
-        try await eventually("S to collect the tombstone once D has it") { stores[s].replica.entries["k"] == nil }
+        await eventually("S to collect the tombstone once D has it") { stores[s].replica.entries["k"] == nil }
     }
 
     @Test("Reconnecting after 1 key of 1,000 changed sends one entry, not the store")
@@ -84,11 +84,11 @@ struct PartitionTests {
         #expect(b.values.count == 1000)
 
         await b.stopSync()
-        try await eventually("A to see B gone") { a.connectedPeerCount == 0 }
+        await eventually("A to see B gone") { a.connectedPeerCount == 0 }
         a.set("changed", forKey: "key500")
         let before = try #require(a.syncMetrics)
         b.resumeSync()
-        try await eventually("B to receive the change") { b.string(forKey: "key500") == "changed" }
+        await eventually("B to receive the change") { b.string(forKey: "key500") == "changed" }
         try await Task.sleep(for: .milliseconds(200))
         let after = try #require(a.syncMetrics)
         let bMetrics = try #require(b.syncMetrics)

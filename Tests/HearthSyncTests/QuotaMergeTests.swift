@@ -12,7 +12,7 @@ struct QuotaMergeTests {
         let (a, b) = (cluster.stores[0], cluster.stores[1])
         try await cluster.waitUntilConnected([1, 1])
         await b.stopSync()
-        try await eventually("A to see B gone") { a.connectedPeerCount == 0 }
+        await eventually("A to see B gone") { a.connectedPeerCount == 0 }
         try a.setValue(.data(Data(count: 700_000)), forKey: "a")      // each fits alone
         try b.setValue(.data(Data(count: 700_000)), forKey: "b")
         b.resumeSync()

@@ -42,7 +42,7 @@ struct RefusalTests {
         #expect(store.value(forKey: "deep") == nil)
         // The same connection carries the next write: no reconnection, no loop.
         try link.send(peer.delta([try peer.entry("later", "4", origin: origin, sequence: 4)]))
-        try await eventually("the later write") { store.string(forKey: "later") == "4" }
+        await eventually("the later write") { store.string(forKey: "later") == "4" }
         #expect(try await link.isAnswering())
         #expect(!link.isClosed)
         await link.close()
@@ -72,7 +72,7 @@ struct RefusalTests {
         let cluster = try await LoopbackCluster(replicas: 2, storeIdentifier: "com.example.keys")
         try cluster.write("composed", forKey: composed, on: 0)
         try cluster.write("decomposed", forKey: decomposed, on: 0)
-        try await eventually("both keys on replica 1") { cluster[1].keys.count == 2 }
+        await eventually("both keys on replica 1") { cluster[1].keys.count == 2 }
         #expect(cluster[1].string(forKey: composed) == "composed")
         #expect(cluster[1].string(forKey: decomposed) == "decomposed")
         let change = try await cluster.nextNotification(on: 1, reason: .serverChange)
@@ -90,14 +90,14 @@ struct RefusalTests {
         let ahead = cluster.deviceIDs[0], honest = cluster.deviceIDs[1]
         try cluster.write("from the future", forKey: "early", on: 0)
         // The writer hears of the refusal, with the clocks, at warning; the receiver says so too.
-        try await eventually("the refusal") { cluster[0].syncRefusals.contains { $0.entry.key == "early" } }
+        await eventually("the refusal") { cluster[0].syncRefusals.contains { $0.entry.key == "early" } }
         let refusal = try #require(cluster[0].syncRefusals.first)
         #expect(refusal.entry.reason == .clockAhead)
         #expect(refusal.device == honest)
         #expect(refusal.clockOffset > 47 * 3_600_000 && refusal.clockOffset < 49 * 3_600_000)
         // The warning follows the recorded refusal at once, but a test thread on a loaded machine
         // can look in between.
-        try await eventually("the writer's warning") {
+        await eventually("the writer's warning") {
             capture.all.contains { $0.level == .warning && $0.message.contains("the peer refused 1 entry") }
         }
         let told = capture.all.filter { $0.level == .warning && $0.message.contains("the peer refused 1 entry") }
@@ -107,7 +107,7 @@ struct RefusalTests {
         #expect(await cluster[0].waitUntilSynced(timeout: .seconds(10)))
         // The link stays up, and the honest device's writes still reach the one that is ahead.
         try cluster.write("now", forKey: "present", on: 1)
-        try await eventually("the honest write") { cluster[0].string(forKey: "present") == "now" }
+        await eventually("the honest write") { cluster[0].string(forKey: "present") == "now" }
         #expect(cluster[1].value(forKey: "early") == nil)
         // No reconnection loop (before, the refused delta closed the link about four times a
         // second): over three heartbeats, no new session and no new refusal. (A delta sent
@@ -161,7 +161,7 @@ struct RefusalTests {
         await receiver.stop()
         let stoppedAt = events.withLock { $0.count }
         // Its verification ends a little later (the clock is read right after it); nothing may follow.
-        try await eventually("the end of the verification") {
+        await eventually("the end of the verification") {
             events.withLock { $0[stoppedAt...].contains { if case .wallAfterWinners = $0 { true } else { false } } }
         }
         try await Task.sleep(for: .milliseconds(500))

@@ -14,7 +14,7 @@ struct RelayTests {
         try await cluster.waitUntilConnected([1, 2, 1])
         let (a, c) = (cluster.stores[0], cluster.stores[2])
         a.set("from A", forKey: "relayed")
-        try await eventually("C to receive A's write") { c.string(forKey: "relayed") == "from A" }
+        await eventually("C to receive A's write") { c.string(forKey: "relayed") == "from A" }
         let entry = try #require(c.replica.entries["relayed"])
         let signature = try #require(entry.signature)
         #expect(signature.signer == cluster.deviceIDs[0].data)      // signed by A, not by B
@@ -26,7 +26,7 @@ struct RelayTests {
         try verifier.verify(entry: entry, storeIdentifier: cluster.storeIdentifier)
         // And C's write travels back to A through B.
         c.set("from C", forKey: "back")
-        try await eventually("A to receive C's write") { a.string(forKey: "back") == "from C" }
+        await eventually("A to receive C's write") { a.string(forKey: "back") == "from C" }
     }
 
     @Test("A relay restarted while the origin is away still proves the origin's entries to a newcomer")
@@ -37,14 +37,14 @@ struct RelayTests {
         let (a, b, c) = (cluster.stores[0], cluster.stores[1], cluster.stores[2])
         await c.stopSync()
         a.set("from A", forKey: "relayed")
-        try await eventually("B to receive A's write") { b.string(forKey: "relayed") == "from A" }
+        await eventually("B to receive A's write") { b.string(forKey: "relayed") == "from A" }
         // A leaves; B starts afresh (as after a reboot), knowing A's certificate only from its
         // own saved data; C, which never met A, comes back.
         await a.stopSync()
         await b.stopSync()
         b.resumeSync()
         c.resumeSync()
-        try await eventually("C to receive A's write through the restarted B") { c.string(forKey: "relayed") == "from A" }
+        await eventually("C to receive A's write through the restarted B") { c.string(forKey: "relayed") == "from A" }
         #expect(c.replica.entries["relayed"]?.signature?.signer == cluster.deviceIDs[0].data)
     }
 

@@ -3,13 +3,17 @@ import HearthCore
 
 /// Tells every store of the process when an account directory's `current` pointer may have
 /// changed (`hearth account …`, another app signing in or out), and every engine when an
-/// account's `removals` file did (`hearth device remove`, a daemon that learned one): one
-/// inotify watch and one thread per directory, asleep in `poll` while nothing changes.
+/// account's `removals` file did (`hearth device remove`, a daemon that learned one).
+///
+/// One inotify instance and one thread serve the whole process, asleep in `poll` while nothing
+/// changes: one watch per directory, added on its first subscriber and removed with its last.
+/// (A thread and an instance per directory ran into the kernel's 128 instances per user when
+/// many engines came and went: each lived on up to a minute after its last subscriber.)
 ///
 /// Each store used to read the pointer once a second; a daemon holding 20 stores then woke 20
-/// times a second for it, most of its idle CPU. Where inotify cannot watch the directory (it
-/// does not exist yet, or inotify is unavailable) the thread reads the pointer once a second
-/// for all the directory's stores. The thread ends once its directory has no subscriber.
+/// times a second for it, most of its idle CPU. Where inotify cannot watch a directory (it does
+/// not exist yet, or inotify is unavailable) the thread tells that directory's subscribers once
+/// a second, and watches it as soon as it can.
 package final class AccountDirectoryWatcher: Sendable {
     package static let shared = AccountDirectoryWatcher()
 
@@ -19,105 +23,189 @@ package final class AccountDirectoryWatcher: Sendable {
         let changed: @Sendable () -> Void
     }
 
-    private struct Watch {
+    private struct Directory {
         var subscribers: [UInt64: Subscriber] = [:]
+        /// The inotify watch, or nil while the directory cannot be watched (it is then polled).
+        var watch: Int32?
     }
 
-    private let watches = Locked<[String: Watch]>([:])
-    private let nextToken = Locked<UInt64>(0)
+    private struct State {
+        var directories: [String: Directory] = [:]
+        /// Two paths to one directory share a watch descriptor: it is removed with the last.
+        var paths: [Int32: Set<String>] = [:]
+        var nextToken: UInt64 = 0
+        var threadStarted = false
+
+        var polled: [String] { directories.compactMap { $0.value.watch == nil ? $0.key : nil } }
+    }
+
+    private let state = Locked(State())
+    /// The inotify instance, or -1 where there is none (every directory is then polled).
+    private let inotify: Int32
+    /// A pipe that wakes the thread when a directory that must be polled is added while it
+    /// sleeps: the thread reads its first descriptor, `wake()` writes the second.
+    private let wakeup: (read: Int32, write: Int32)
+
+    private static let mask = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE
+        | IN_DELETE_SELF | IN_MOVE_SELF)
+
+    init() {
+        inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        var ends: [Int32] = [-1, -1]
+        // pipe2 is not imported (_GNU_SOURCE); the flags are set after.
+        if pipe(&ends) == 0 {
+            for end in ends {
+                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(end, F_SETFL, O_NONBLOCK)
+            }
+        }
+        wakeup = (ends[0], ends[1])
+    }
 
     /// Calls `changed` on the watcher's thread after each change of the directory's `file`
     /// (keep it short: start a task). Returns the token for ``unsubscribe(_:token:)``.
     package func subscribe(_ directory: String, file: String = "current", _ changed: @escaping @Sendable () -> Void) -> UInt64 {
-        let token = nextToken.withLock { n in n &+= 1; return n }
-        let start = watches.withLock { w -> Bool in
-            let isNew = w[directory] == nil
-            w[directory, default: Watch()].subscribers[token] = Subscriber(file: file, changed: changed)
-            return isNew
+        let (token, startThread, isPolled) = state.withLock { s -> (UInt64, Bool, Bool) in
+            s.nextToken &+= 1
+            let token = s.nextToken
+            if s.directories[directory] == nil {
+                // Under the lock, so that the thread never sees a descriptor it cannot name.
+                let watch = addWatch(directory)
+                s.directories[directory] = Directory(watch: watch)
+                if let watch { s.paths[watch, default: []].insert(directory) }
+            }
+            s.directories[directory]!.subscribers[token] = Subscriber(file: file, changed: changed)
+            let start = !s.threadStarted
+            s.threadStarted = true
+            return (token, start, s.directories[directory]!.watch == nil)
         }
-        if start {
-            Thread.detachNewThread { [self] in watch(directory) }
+        if startThread {
+            Thread.detachNewThread { [self] in run() }
+        } else if isPolled {
+            wake()
         }
         return token
     }
 
     package func unsubscribe(_ directory: String, token: UInt64) {
-        watches.withLock { w in _ = w[directory]?.subscribers.removeValue(forKey: token) }
-    }
-
-    /// The subscribers of `directory`, or nil once it has none (the watch is then forgotten:
-    /// a later subscriber starts a new thread).
-    private func subscribers(_ directory: String) -> [Subscriber]? {
-        watches.withLock { w in
-            guard let watch = w[directory], !watch.subscribers.isEmpty else {
-                w[directory] = nil
-                return nil
+        state.withLock { s in
+            guard var entry = s.directories[directory] else { return }
+            entry.subscribers[token] = nil
+            guard entry.subscribers.isEmpty else {
+                s.directories[directory] = entry
+                return
             }
-            return Array(watch.subscribers.values)
+            s.directories[directory] = nil
+            if let watch = entry.watch { release(watch, of: directory, in: &s) }
         }
     }
 
-    /// Tells the subscribers of `files` (every subscriber when nil). False once there are none.
-    private func notify(_ directory: String, files: Set<String>? = nil) -> Bool {
-        guard let subscribers = subscribers(directory) else { return false }
-        for subscriber in subscribers where files?.contains(subscriber.file) ?? true { subscriber.changed() }
-        return true
+    private func addWatch(_ directory: String) -> Int32? {
+        guard inotify >= 0 else { return nil }
+        let watch = inotify_add_watch(inotify, directory, Self.mask)
+        return watch >= 0 ? watch : nil
     }
 
-    private enum End { case noSubscribers, cannotWatch }
-
-    private func watch(_ directory: String) {
-        while true {
-            switch inotifyWatch(directory) {
-            case .noSubscribers: return
-            case .cannotWatch:
-                // Once a second, for all the directory's stores at once, until it can be watched
-                // (it exists again).
-                repeat {
-                    sleep(1)
-                    guard notify(directory) else { return }
-                } while !FileManager.default.fileExists(atPath: directory)
-            }
+    /// Forgets `directory`'s use of `watch`, and removes the watch once no path uses it.
+    private func release(_ watch: Int32, of directory: String, in s: inout State) {
+        s.paths[watch]?.remove(directory)
+        if s.paths[watch]?.isEmpty ?? false {
+            s.paths[watch] = nil
+            inotify_rm_watch(inotify, watch)
         }
     }
 
-    private func inotifyWatch(_ directory: String) -> End {
-        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        defer { if fd >= 0 { close(fd) } }
-        let mask = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
-        guard fd >= 0, inotify_add_watch(fd, directory, mask) >= 0 else { return .cannotWatch }
-        var buffer = [UInt8](repeating: 0, count: 4096)
+    private func wake() {
+        guard wakeup.write >= 0 else { return }
+        var one: UInt8 = 1
+        _ = write(wakeup.write, &one, 1)
+    }
+
+    /// The thread: reads inotify events, and once a second while some directory cannot be
+    /// watched, tells its subscribers and tries to watch it again.
+    private func run() {
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: wakeup.read, events: Int16(POLLIN), revents: 0)]
         while true {
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            // Woken by a change; otherwise once a minute, only to see whether anyone still listens.
-            let ready = Glibc.poll(&descriptor, 1, 60_000)
-            guard ready > 0 else {
-                if ready < 0, errno != EINTR { return .cannotWatch }
-                if subscribers(directory) == nil { return .noSubscribers }
-                continue
+            let anyPolled = state.withLock { !$0.polled.isEmpty }
+            let ready = Glibc.poll(&descriptors, nfds_t(descriptors.count), anyPolled ? 1_000 : -1)
+            if ready < 0, errno != EINTR {
+                // Not expected; never spin on it.
+                sleep(1)
             }
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            guard n > 0 else { continue }
-            var files = Set<String>()
-            var gone = false
-            var offset = 0
-            while offset + MemoryLayout<inotify_event>.size <= n {
-                let (mask, length) = buffer.withUnsafeBytes { raw in
-                    (raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
+            if descriptors[1].revents != 0 {
+                var drain = [UInt8](repeating: 0, count: 64)
+                _ = read(wakeup.read, &drain, drain.count)
+            }
+            if descriptors[0].revents != 0 {
+                let n = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+                if n > 0 { dispatch(buffer, count: n) }
+            }
+            if ready == 0 { pollUnwatched() }
+        }
+    }
+
+    /// Tells each subscriber whose file one of the events names; everyone of a directory whose
+    /// watch ended (the directory was removed or moved), and everyone when events were lost.
+    private func dispatch(_ buffer: [UInt8], count n: Int) {
+        var changed: [String: Set<String>] = [:]
+        var all: Set<String> = []
+        var everyone = false
+        var offset = 0
+        let header = MemoryLayout<inotify_event>.size
+        let calls: [@Sendable () -> Void] = state.withLock { s in
+            while offset + header <= n {
+                let (watch, mask, length) = buffer.withUnsafeBytes { raw in
+                    (raw.loadUnaligned(fromByteOffset: offset, as: Int32.self),
+                     raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
                      Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)))
                 }
-                let start = offset + MemoryLayout<inotify_event>.size
-                let nameBytes = buffer[start..<min(start + length, n)].prefix { $0 != 0 }
-                files.insert(String(decoding: nameBytes, as: UTF8.self))
-                if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { gone = true }
+                let start = offset + header
+                let name = String(decoding: buffer[start..<min(start + length, n)].prefix { $0 != 0 }, as: UTF8.self)
                 offset = start + length
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 { everyone = true }
+                guard let directories = s.paths[watch] else { continue }
+                if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 {
+                    // The watch is gone with the directory: poll it until it is back.
+                    s.paths[watch] = nil
+                    if mask & UInt32(IN_IGNORED) == 0 { inotify_rm_watch(inotify, watch) }
+                    for directory in directories {
+                        s.directories[directory]?.watch = nil
+                        all.insert(directory)
+                    }
+                } else {
+                    for directory in directories { changed[directory, default: []].insert(name) }
+                }
             }
-            if gone {
-                guard notify(directory) else { return .noSubscribers }
-            } else if !notify(directory, files: files) {
-                return .noSubscribers
+            var calls: [@Sendable () -> Void] = []
+            for (path, directory) in s.directories {
+                let files = changed[path]
+                for subscriber in directory.subscribers.values
+                where everyone || all.contains(path) || files?.contains(subscriber.file) ?? false {
+                    calls.append(subscriber.changed)
+                }
             }
-            if gone { return .cannotWatch }
+            return calls
         }
+        // Outside the lock: a subscriber may subscribe or unsubscribe.
+        for call in calls { call() }
+    }
+
+    /// Once a second for each directory that cannot be watched: tells its subscribers (the
+    /// file may have changed unseen), then watches it if it exists again.
+    private func pollUnwatched() {
+        let calls: [@Sendable () -> Void] = state.withLock { s in
+            var calls: [@Sendable () -> Void] = []
+            for path in s.polled {
+                calls += s.directories[path]!.subscribers.values.map(\.changed)
+                if let watch = addWatch(path) {
+                    s.directories[path]!.watch = watch
+                    s.paths[watch, default: []].insert(path)
+                }
+            }
+            return calls
+        }
+        for call in calls { call() }
     }
 }
