@@ -19,11 +19,11 @@ public let NSUbiquitousKeyValueStoreChangedKeysKey = "NSUbiquitousKeyValueStoreC
 public let NSUbiquitousKeyValueStoreDidChangeExternallyNotification =
     Notification.Name("NSUbiquitousKeyValueStoreDidChangeExternallyNotification")
 
-/// Another device changed values (``ChangeReason/serverChange``).
+/// Another device changed values (`ChangeReason.serverChange`).
 public var NSUbiquitousKeyValueStoreServerChange: Int { ChangeReason.serverChange.rawValue }
-/// The first sync after sign-in (``ChangeReason/initialSyncChange``).
+/// The first sync after sign-in (`ChangeReason.initialSyncChange`).
 public var NSUbiquitousKeyValueStoreInitialSyncChange: Int { ChangeReason.initialSyncChange.rawValue }
-/// A write exceeded a quota (``ChangeReason/quotaViolationChange``).
+/// A write exceeded a quota (`ChangeReason.quotaViolationChange`).
 public var NSUbiquitousKeyValueStoreQuotaViolationChange: Int { ChangeReason.quotaViolationChange.rawValue }
-/// The account changed (``ChangeReason/accountChange``).
+/// The account changed (`ChangeReason.accountChange`).
 public var NSUbiquitousKeyValueStoreAccountChange: Int { ChangeReason.accountChange.rawValue }

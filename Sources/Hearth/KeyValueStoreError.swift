@@ -27,7 +27,7 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         /// The key is longer than 64 bytes of UTF-8.
         public static let keyTooLong = Code(rawValue: "keyTooLong")
         /// The value nests arrays and dictionaries deeper than
-        /// ``StoreLimits/maximumNestingDepth`` (256) levels.
+        /// `StoreLimits.maximumNestingDepth` (256) levels.
         public static let tooDeep = Code(rawValue: "tooDeep")
         /// The key and value together exceed the 1 MB per-value quota.
         public static let valueTooLarge = Code(rawValue: "valueTooLarge")
@@ -128,5 +128,5 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
 }
 
 /// The limits of Apple's key-value store, which Hearth keeps exactly (see
-/// ``HearthCore/StoreLimits``).
+/// `HearthCore.StoreLimits`).
 public typealias StoreLimits = HearthCore.StoreLimits

@@ -126,7 +126,7 @@ final class StoreBackend: Sendable {
     // MARK: Writing
 
     /// Validates and applies one local write (`nil` deletes). The per-entry rules
-    /// (``StoreLimits/check(key:value:)``) run before the lock; the store-wide quotas inside
+    /// (`StoreLimits.check(key:value:)`) run before the lock; the store-wide quotas inside
     /// it, against the current usage.
     func write(_ value: PropertyListValue?, forKey name: String) throws(KeyValueStoreError) {
         let key = StoreKey(name)

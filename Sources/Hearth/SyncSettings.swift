@@ -40,7 +40,7 @@ public struct SyncSettings: Sendable {
     public var timeout: Duration
     /// Apple's strict behaviour: writes made while signed out are dropped at sign-in, and
     /// writes before the first download from the account's peers are refused (Apple's
-    /// setters post ``ChangeReason/initialSyncChange``; ``UbiquitousKeyValueStore/setValue(_:forKey:)``
+    /// setters post `ChangeReason.initialSyncChange`; ``UbiquitousKeyValueStore/setValue(_:forKey:)``
     /// throws ``KeyValueStoreError/Code/initialSyncPending``). Off by default: Hearth keeps
     /// such writes and reconciles them by timestamp (offline first).
     public var discardWritesBeforeInitialSync = false

@@ -78,8 +78,8 @@ extension UbiquitousKeyValueStore {
         return result
     }
 
-    /// How much of the quotas the store uses: bytes (of ``StoreLimits/maximumTotalSize``)
-    /// and keys (of ``StoreLimits/maximumKeyCount``).
+    /// How much of the quotas the store uses: bytes (of `StoreLimits.maximumTotalSize`)
+    /// and keys (of `StoreLimits.maximumKeyCount`).
     public var usage: StoreUsage {
         backend.usage
     }

@@ -6,7 +6,7 @@ import HearthSync
 public typealias SyncRefusal = HearthSync.SyncRefusal
 /// What this device's sync has sent and received (``UbiquitousKeyValueStore/syncMetrics``).
 public typealias SyncCounters = HearthSync.SyncCounters
-/// An entry a peer refused, and why (``SyncRefusal/entry``).
+/// An entry a peer refused, and why (`SyncRefusal.entry`).
 public typealias RefusedEntry = HearthCore.RefusedEntry
 /// The run of a store that wrote an entry: 16 random bytes, new each time a store opens.
 public typealias ReplicaID = HearthCore.ReplicaID
@@ -74,7 +74,7 @@ extension UbiquitousKeyValueStore {
     /// A refused entry does not hold up the rest: every other change still syncs, and
     /// ``waitUntilSynced(peers:timeout:)`` counts a refused entry as delivered (the peer has
     /// answered for it). The usual cause is this device's clock being hours ahead
-    /// (``RefusedEntry/Reason/clockAhead``); once the clock is right, such writes are written
+    /// (`RefusedEntry.Reason.clockAhead`); once the clock is right, such writes are written
     /// again with the current time and sync.
     ///
     /// ```swift

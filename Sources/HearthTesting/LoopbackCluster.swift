@@ -10,7 +10,7 @@ import Logging
 ///
 /// Every replica has its own data and account directories in a temporary folder, listens on
 /// a port of its own on 127.0.0.1, and finds the others through a static peer list (full
-/// mesh). Ports stay the same across ``restart(_:)``, so a restarted replica is found again.
+/// mesh). Ports stay the same across ``restart(_:clockSkew:timeout:whileClosed:)``, so a restarted replica is found again.
 ///
 /// ```swift
 /// import Hearth
@@ -146,7 +146,7 @@ public final class LoopbackCluster: Sendable {
     /// The number of replicas.
     public var count: Int { ports.count }
 
-    /// Replica `index`'s store (a new instance after ``restart(_:)``).
+    /// Replica `index`'s store (a new instance after ``restart(_:clockSkew:timeout:whileClosed:)``).
     public subscript(index: Int) -> UbiquitousKeyValueStore {
         state.withLock { $0.stores[index] }
     }
@@ -210,7 +210,7 @@ public final class LoopbackCluster: Sendable {
     // MARK: Partitions and restarts
 
     /// Cuts replicas off from all the others (their sync stops; they keep working locally),
-    /// until ``heal()``.
+    /// until ``heal(timeout:)``.
     public func isolate(_ indices: Int...) async {
         for index in indices {
             let store = state.withLock { s -> UbiquitousKeyValueStore in
@@ -239,7 +239,9 @@ public final class LoopbackCluster: Sendable {
     /// notifications are kept, and new ones are added to them.
     ///
     /// - Parameters:
+    ///   - index: the replica to restart.
     ///   - clockSkew: the replica's clock from now on (a clock set right, or set wrong).
+    ///   - timeout: how long the replica may take to reconnect to the others.
     ///   - whileClosed: runs while the replica is down, with its data directory: to do to its
     ///     files what a tool, an older build or a damaged disk might.
     public func restart(_ index: Int, clockSkew: Duration? = nil, timeout: Duration = .seconds(30),
