@@ -10,7 +10,7 @@ import Testing
     /// Starts a bash script with `$HEARTH` set to the built command.
     static func bash(_ script: String) throws -> ChildProcess {
         var environment = HearthCLI.environment
-        environment["HEARTH"] = try #require(HearthCLI.binary)
+        environment["HEARTH"] = HearthCLI.binary
         return try ChildProcess("/bin/bash", ["-c", script], environment: environment)
     }
 

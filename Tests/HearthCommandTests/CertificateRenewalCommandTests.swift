@@ -46,7 +46,7 @@ import Testing
         // Saved: the kitchen's device.pem now lasts about a year, for the same key.
         let yearFromNow = Date().addingTimeInterval(300 * 86_400)
         var saved: DeviceIdentity?
-        let renewed = try await eventually(timeout: .seconds(30)) {
+        let renewed = await eventually {
             saved = try? kitchenAccounts.loadIdentity(accountID)
             return saved.map { $0.certificate.notValidAfter > yearFromNow } ?? false
         }
