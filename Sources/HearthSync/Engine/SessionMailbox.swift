@@ -5,42 +5,42 @@ import HearthCore
 /// while this device keeps changing costs a few flags and one vector per store, never a
 /// growing queue (what the peer lacks is computed when the writer gets to it, as one delta).
 /// It holds mail only for stores this device serves, so its size is bounded by them.
-struct SessionMailbox: Sendable {
+package struct SessionMailbox: Sendable {
     /// What is owed about one store.
-    struct StoreMail: Sendable {
+    package struct StoreMail: Sendable {
         /// Our vector of the store (the hellos' digests differed, or it was attached since).
-        var state = false
+        package var state = false
         /// With the devices we know of in the store (the hellos' peers digests differed).
-        var peers = false
+        package var peers = false
         /// We no longer serve the store.
-        var left = false
+        package var left = false
         /// Entries of the peer's deltas that were not applied, for a `refused` message.
-        var refused: [RefusedEntry] = []
-        var refusedClock: UInt64 = 0
+        package var refused: [RefusedEntry] = []
+        package var refusedClock: UInt64 = 0
         /// Send what the peer lacks, if anything.
-        var delta = false
+        package var delta = false
         /// Our vector after applying the peer's delta (the latest replaces an unsent one).
-        var ack: VersionVector?
+        package var ack: VersionVector?
 
-        var isEmpty: Bool { !state && !left && refused.isEmpty && !delta && ack == nil }
+        package var isEmpty: Bool { !state && !left && refused.isEmpty && !delta && ack == nil }
     }
 
     /// Our hello, first on every connection.
-    var hello = false
+    package var hello = false
     /// Every device removal we know (the hellos' removals digests differed, or we learned one).
-    var removals = false
+    package var removals = false
     /// Ask for a renewed certificate (ours is within its renewal window).
-    var renew = false
+    package var renew = false
     /// A certificate issued for the peer (it asked, and we hold the account CA).
-    var certificate: Data?
-    var ping = false
-    var pong = false
-    var stores: [String: StoreMail] = [:]
+    package var certificate: Data?
+    package var ping = false
+    package var pong = false
+    package var stores: [String: StoreMail] = [:]
 
-    var isEmpty: Bool { !hello && !removals && !renew && certificate == nil && !ping && !pong && stores.isEmpty }
+    package var isEmpty: Bool { !hello && !removals && !renew && certificate == nil && !ping && !pong && stores.isEmpty }
 
     /// Changes what is owed about `store`.
-    mutating func post(_ store: String, _ change: (inout StoreMail) -> Void) {
+    package mutating func post(_ store: String, _ change: (inout StoreMail) -> Void) {
         var mail = stores[store] ?? StoreMail()
         change(&mail)
         stores[store] = mail.isEmpty ? nil : mail
@@ -49,7 +49,7 @@ struct SessionMailbox: Sendable {
     /// The next thing to send, in the order the protocol wants (the hello first; for a store,
     /// its state before its delta, a refusal before the ack of the same delta), taken out of
     /// the mailbox.
-    mutating func next() -> SessionOutgoing? {
+    package mutating func next() -> SessionOutgoing? {
         if hello { hello = false; return .hello }
         // A removal goes before any data: the peer should stop trusting the device at once.
         if removals { removals = false; return .removals }
@@ -89,7 +89,7 @@ struct SessionMailbox: Sendable {
 }
 
 /// One item a session's writer sends (see ``SessionMailbox/next()``).
-enum SessionOutgoing: Sendable {
+package enum SessionOutgoing: Sendable, Equatable {
     case hello, removals, renew, ping, pong
     case certificate(Data)
     case state(String, peers: Bool)

@@ -22,7 +22,7 @@ extension SyncEngine {
                 return Array(s.sessions.values)
             }
             // Peers that asked before the CA was unlocked are answered now.
-            if newValue != nil { for session in sessions where session.renewal.withLock({ $0.askedByPeer }) { issueRenewal(to: session) } }
+            if newValue != nil { for session in sessions where session.state.withLock({ $0.renewal.askedByPeer }) { issueRenewal(to: session) } }
         }
     }
 
@@ -43,7 +43,7 @@ extension SyncEngine {
 
     /// A peer asked for a renewal: answered now if the CA is unlocked here, else when it is.
     func renewalAsked(by session: SyncSession) {
-        session.renewal.withLock { $0.askedByPeer = true }
+        session.state.withLock { $0.renewal.askedByPeer = true }
         if authority != nil { issueRenewal(to: session) }
     }
 
@@ -56,7 +56,7 @@ extension SyncEngine {
             session.logger.debug("the peer asked for a certificate renewal it is not due")
             return
         }
-        guard session.renewal.withLock({ r in defer { r.issued = true }; return !r.issued }) else { return }
+        guard session.state.withLock({ s in defer { s.renewal.issued = true }; return !s.renewal.issued }) else { return }
         do {
             let renewed = try authority.issueDeviceCertificate(for: key, deviceName: certificate.commonName ?? "")
             session.logger.info("renewed the peer's certificate, valid until \(renewed.notValidAfter)")

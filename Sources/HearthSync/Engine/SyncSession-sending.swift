@@ -10,7 +10,7 @@ extension SyncSession {
         switch item {
         case .hello:
             guard let hello = try engine?.makeHello() else { throw CancellationError() }
-            listedInHello.withLock { $0 = Set(hello.stores.map(\.identifier)) }
+            state.withLock { $0.helloSent(listing: Set(hello.stores.map(\.identifier))) }
             try await send(.hello(hello), to: outbound)
         case .removals:
             guard let removals = engine?.removals.all, !removals.isEmpty else { return }
@@ -18,38 +18,36 @@ extension SyncSession {
         case .renew: try await send(SyncMessage.renew, to: outbound)
         case .certificate(let der): try await send(SyncMessage.certificate(der), to: outbound)
         case .state(let name, let withPeers):
-            guard let store = stores.withLock({ $0.shared[name]?.store }) else { return }
+            guard let store = state.withLock({ $0.shared[name]?.store }) else { return }
             let vector = store.replica.syncVector
             let peers = withPeers ? Array(store.knownDevices.prefix(SyncMessage.maximumPeers)) : nil
-            stores.withLock { $0.shared[name]?.told = vector }
+            state.withLock { $0.told(vector, of: name) }
             try await send(.store(.init(store: name, vector: vector, peers: peers)), to: outbound)
         case .left(let name):
             try await send(.store(.init(store: name, left: true)), to: outbound)
         case .delta(let name):
             try await sendDelta(of: name, to: outbound)
         case .ack(let ack):
-            stores.withLock { $0.shared[ack.store]?.told = ack.vector }
+            state.withLock { $0.told(ack.vector, of: ack.store) }
             try await send(SyncMessage.ack(ack), to: outbound)
         case .refused(let refusal): try await send(SyncMessage.refused(refusal), to: outbound)
         case .ping:
             // With the vectors of the stores that changed since the peer was last told them.
             // The vectors are read outside the session's lock (each takes its store's).
-            let ready = stores.withLock { $0.shared.filter { $0.value.ready }.mapValues { ($0.store, $0.told) } }
+            let ready = state.withLock { $0.pingBasis }
             var changed: [String: VersionVector] = [:]
             for (name, (store, told)) in ready {
                 let vector = store.replica.syncVector
                 if vector != told { changed[name] = vector }
             }
-            stores.withLock { s in for (name, vector) in changed { s.shared[name]?.told = vector } }
+            state.withLock { s in for (name, vector) in changed { s.told(vector, of: name) } }
             try await send(.ping(changed), to: outbound)
         case .pong: try await send(SyncMessage.pong, to: outbound)
         }
     }
 
     private func sendDelta(of name: String, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
-        guard let shared = stores.withLock({ $0.shared[name] }), shared.ready else { return }
-        let store = shared.store
-        let known = shared.peerKnown
+        guard let (store, known) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
         try store.signPending()
         var (entries, vector) = store.replica.syncDelta(for: known)
         // A write made since signPending() is signed here; never send an unsigned entry.
@@ -62,15 +60,15 @@ extension SyncSession {
         // frame cap and the receiver's entry limit; the last one says the batch is complete.
         let parts = Self.split(entries)
         for (index, part) in parts.enumerated() {
-            let sent = stores.withLock { $0.shared[name]?.sentCertificates } ?? []
-            let certificates = store.certificates(for: part, excluding: sent)
-            stores.withLock { $0.shared[name]?.sentCertificates.formUnion(certificates) }
+            let sent = state.withLock { $0.shared[name]?.sentCertificates } ?? []
+            let candidates = store.certificates(for: part, excluding: sent)
+            let certificates = state.withLock { $0.certificatesToSend(candidates, of: name) }
             let delta = SyncMessage.Delta(store: name, entries: part, certificates: certificates, vector: vector,
                                           more: index < parts.count - 1)
             try await send(.delta(delta), to: outbound)
             context.metrics.sentEntries(part.count)
         }
-        stores.withLock { $0.shared[name]?.peerKnown.formUnion(vector) }
+        state.withLock { $0.deltaSent(vector, of: name) }
     }
 
     /// Splits entries into deltas of at most ``SyncMessage/maximumDeltaEntries`` entries and

@@ -10,9 +10,11 @@ import NIOCore
 /// side lacks, each side's delta of what the other lacks, pushes as changes happen,
 /// acknowledgements; heartbeats for the connection as a whole.
 ///
-/// Three tasks share the connection: a reader (verifies and applies what arrives), a
-/// writer (the only one that writes, so frames never interleave), and a heartbeat that
-/// finds dead links. The first to end ends the session.
+/// The protocol itself is a value, ``SessionState``; this is its I/O shell. It keeps the state
+/// under one lock, reads the replicas and applies the state's effects to them outside it (a
+/// replica takes its own lock), and runs three tasks on the connection: a reader (verifies and
+/// applies what arrives), a writer (the only one that writes, so frames never interleave), and
+/// a heartbeat that finds dead links. The first to end ends the session.
 final class SyncSession: Sendable {
     enum Outcome: Sendable {
         /// The connection ended after the hello exchange (peer closed, error, or replaced).
@@ -25,37 +27,7 @@ final class SyncSession: Sendable {
         case peerRemoved
     }
 
-    /// A store both ends serve, as this connection sees it.
-    struct Shared: Sendable {
-        let store: SyncStore
-        /// Whether we know what the peer has of it (equal hello digests, or its `store`
-        /// message): deltas wait until then.
-        var ready = false
-        /// What the peer is known to have: its vector, what we sent, what it acknowledged.
-        var peerKnown = VersionVector()
-        /// What the peer has confirmed having (its vector, acks and pings).
-        var acknowledged = VersionVector()
-        /// The last vector of ours the peer was told (hello digest, state, ack or ping).
-        var told: VersionVector?
-        /// Whether our `store` message has been sent (or posted) on this connection.
-        var sentState = false
-        /// Certificates sent with this store's deltas: the peer keeps them, so each goes once.
-        var sentCertificates = Set<Data>()
-        /// Whether the deltas received so far are the first batch (the initial download),
-        /// which lasts until a delta without `more`.
-        var inFirstBatch = true
-    }
-
-    struct Stores: Sendable {
-        /// The stores the peer said it serves (hello, `store` messages), at most
-        /// ``SyncMessage/maximumStores``.
-        var served = Set<String>()
-        var shared: [String: Shared] = [:]
-        /// The last state the peer sent of a store this device could not take up then (a
-        /// daemon's provider finding it open in an app). The peer will not send it again: if
-        /// the store is attached later, ``announce(_:)`` replays it.
-        var ignored: [String: SyncMessage.StoreState] = [:]
-    }
+    typealias State = SessionState<SyncStore>
 
     let peer: TLSPeer
     /// The device that dialled this connection (for the duplicate rule).
@@ -63,28 +35,13 @@ final class SyncSession: Sendable {
     let context: SyncEngine.Context
     /// The engine this session belongs to (weak: a session never keeps a stopped engine alive).
     weak let engine: SyncEngine?
-    let mailbox = Locked(SessionMailbox())
-    let stores = Locked(Stores())
-    /// Wakes the writer; holds at most one wake-up (the mailbox holds what to send).
+    /// The protocol's state: everything this connection knows and owes.
+    let state = Locked(State())
+    /// Wakes the writer; holds at most one wake-up (the state's mailbox holds what to send).
     private let wakeUp: AsyncStream<Void>.Continuation
     private let wakeUps: AsyncStream<Void>
-    let lastHeard = Locked(ContinuousClock.now)
-    let lastSent = Locked(ContinuousClock.now)
-    private let closed = Locked(false)
-    /// Set once the peer's hello is verified; before that no ping may be sent.
-    let greeted = Locked(false)
-    /// Whether the peer's hello carried a removals digest: older builds are sent no removals.
-    let peerKnowsRemovals = Locked(false)
-    /// Renewals on this connection: whether the peer understands them, whether we asked it for a
-    /// certificate, whether it asked us (kept, so a CA unlocked later can still answer), and
-    /// whether we issued it one (once per connection).
-    let renewal = Locked((peerRenews: false, asked: false, askedByPeer: false, issued: false))
     /// Closes the channel: the way to stop the reader, which waits on the socket.
     private let closeChannel = Locked<(@Sendable () -> Void)?>(nil)
-    /// Entries of this connection refused for a bad or unknown signature, and how many are
-    /// tolerated (a relay may pass on an entry whose signer's certificate it lacks, once).
-    let forgedEntries = Locked(0)
-    static let maximumForgedEntries = 64
     let logger: Logger
 
     init(peer: TLSPeer, initiatedLocally: Bool, context: SyncEngine.Context, engine: SyncEngine) {
@@ -98,36 +55,24 @@ final class SyncSession: Sendable {
         self.logger = logger
     }
 
-    /// The stores our hello listed (set when it is sent): a store attached or detached around
-    /// the hellos is told about with a `store` message instead.
-    let listedInHello = Locked<Set<String>?>(nil)
-
-    /// Whether the peer serves `store` too and this connection syncs it.
     /// Both ends serve `store` on this connection: ours is open here, and the peer listed it in
     /// its hello or sent its state since (a store we announced and it ignores is not shared).
-    func shares(_ store: String) -> Bool { stores.withLock { $0.shared[store] != nil && $0.served.contains(store) } }
+    func shares(_ store: String) -> Bool { state.withLock { $0.shares(store) } }
 
     /// What the peer has confirmed having of `store`; `nil` if this connection does not sync it.
     func acknowledgedVector(of store: String) -> VersionVector? {
-        stores.withLock { $0.shared[store]?.acknowledged }
+        state.withLock { $0.shared[store]?.acknowledged }
     }
 
     /// Asks the writer to send every removal we know (we learned one since the hellos).
     func relayRemovals() {
-        guard peerKnowsRemovals.withLock({ $0 }) else { return }
-        post { $0.removals = true }
+        update { $0.relayRemovals() }
     }
-
-    /// Set when the peer was removed: the writer closes the connection once it has sent the
-    /// removals (so the peer learns why, with the signed record).
-    let expelled = Locked(false)
 
     /// Sends the peer the removals that name it, then closes; closes at once if it cannot be
     /// told (an older build), and in any case within a second (a peer that does not read).
     func expel() {
-        guard peerKnowsRemovals.withLock({ $0 }) else { close(); return }
-        expelled.withLock { $0 = true }
-        post { $0.removals = true }
+        guard update({ $0.expel() }) else { close(); return }
         Task { [weak self] in
             try? await Task.sleep(for: .seconds(1))
             self?.close()
@@ -138,39 +83,59 @@ final class SyncSession: Sendable {
     /// renewal window and the peer understands renewals.
     func askForRenewalIfDue() {
         guard let engine, engine.certificateIsDue else { return }
-        let ask = renewal.withLock { r -> Bool in
-            guard r.peerRenews, !r.asked else { return false }
-            r.asked = true
-            return true
-        }
-        if ask { post { $0.renew = true } }
+        update { $0.askForRenewal() }
     }
 
     /// Asks the writer to send whatever the peer lacks of `store` now.
     func push(_ store: String) {
-        guard shares(store) else { return }
-        post(store) { $0.delta = true }
+        update { s in
+            guard s.shares(store) else { return }
+            s.mailbox.post(store) { $0.delta = true }
+        }
     }
+
+    /// Changes the state and wakes the writer (the change may have posted something to send).
+    @discardableResult
+    func update<T>(_ change: (inout State) -> T) -> T {
+        let result = state.withLock(change)
+        wakeUp.yield()
+        return result
+    }
+
+    /// Wakes the writer (something was posted to the state's mailbox).
+    func wake() { wakeUp.yield() }
 
     /// Records what to send and wakes the writer.
     func post(_ change: (inout SessionMailbox) -> Void) {
-        mailbox.withLock(change)
-        wakeUp.yield()
+        update { change(&$0.mailbox) }
     }
 
-    func post(_ store: String, _ change: (inout SessionMailbox.StoreMail) -> Void) {
-        post { $0.post(store, change) }
+    /// Does to `store`'s replica what the state decided, outside the state's lock.
+    func perform(_ effects: [State.ReplicaEffect], on store: SyncStore) {
+        for effect in effects {
+            switch effect {
+            case .keepPeerCertificate: store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
+            case .learnOfDevices(let devices): store.replica.learnOfDevices(devices.map { Hex.encode($0) })
+            case .notePeer(let vector): store.replica.notePeer(peer.deviceID.hex, acknowledged: vector)
+            case .initialSyncCompleted: store.replica.initialSyncCompleted()
+            }
+        }
+    }
+
+    /// What the state needs to know of `store`'s replica now.
+    func view(of store: SyncStore) -> State.ReplicaView {
+        State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync)
     }
 
     /// Ends the session (its connection closes).
     func close() {
-        closed.withLock { $0 = true }
+        state.withLock { $0.closed = true }
         wakeUp.finish()
         closeChannel.withLock { $0 }?()
     }
 
     func fail(_ error: any Error) {
-        if !closed.withLock({ $0 }) { logger.notice("closing the connection: \(error)") }
+        if !state.withLock({ $0.closed }) { logger.notice("closing the connection: \(error)") }
         closeChannel.withLock { $0 }?()
     }
 
@@ -178,39 +143,10 @@ final class SyncSession: Sendable {
 
     /// Starts syncing `store` on this connection, as the peer's hello listed it.
     func open(_ store: SyncStore, as listed: SyncMessage.Hello.Store) {
-        store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
         let (ours, vector) = store.announcement()
-        // Equal digests mean something only if the peer had ours: our hello listed the store.
-        let inOurHello = listedInHello.withLock { $0?.contains(store.identifier) ?? false }
-        let same = inOurHello && listed.vectorDigest == ours.vectorDigest
-        let samePeers = inOurHello && listed.peersDigest == ours.peersDigest
-        let opened = stores.withLock { s -> Bool in
-            guard s.shared[store.identifier] == nil else { return false }
-            var shared = Shared(store: store)
-            if same {
-                // The peer has exactly what we have: nothing to tell, nothing to send.
-                shared.ready = true
-                shared.peerKnown = vector
-                shared.acknowledged = vector
-                shared.told = vector
-            }
-            shared.sentState = !same || !samePeers
-            s.shared[store.identifier] = shared
-            return true
-        }
-        guard opened else { return }
-        if same {
-            // Known from now on: tombstones it lacks are kept until it has them.
-            store.replica.notePeer(peer.deviceID.hex, acknowledged: vector)
-            // The peer has nothing we lack: the first download is done, and empty.
-            if store.replica.awaitingInitialSync { store.replica.initialSyncCompleted() }
-        }
-        if !same || !samePeers {
-            post(store.identifier) { mail in
-                mail.state = true
-                mail.peers = !samePeers
-            }
-        }
+        let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync)
+        let effects = update { $0.open(store, named: store.identifier, listed: listed, ours: ours, view: view) }
+        perform(effects, on: store)
     }
 
     /// Starts syncing `store`, attached on this device since the hellos: the peer is told our
@@ -218,28 +154,16 @@ final class SyncSession: Sendable {
     /// daemon's does), answers with its own; deltas wait for that answer. A peer that serves
     /// it not ignores the message, as it would have ignored the store in our hello.
     func announce(_ store: SyncStore) {
-        let announced = stores.withLock { s -> Bool in
-            guard s.shared[store.identifier] == nil else { return false }
-            var shared = Shared(store: store)
-            shared.sentState = true
-            s.shared[store.identifier] = shared
-            return true
-        }
-        guard announced else { return }
+        // First: the peer's answer may come as soon as our state is posted.
         store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
-        post(store.identifier) { mail in
-            mail.state = true
-            mail.peers = true
-        }
+        guard let replay = update({ $0.announce(store, named: store.identifier) }) else { return }
         // The peer told its state before this device had the store: it counts as its answer.
-        if let state = stores.withLock({ $0.ignored.removeValue(forKey: store.identifier) }) { receive(state) }
+        if let replay { receive(replay) }
     }
 
     /// Stops syncing `store` (detached on this device) and tells the peer.
     func leave(_ store: String) {
-        let left = stores.withLock { $0.shared.removeValue(forKey: store) != nil }
-        guard left else { return }
-        post { mailbox in mailbox.stores[store] = SessionMailbox.StoreMail(left: true) }
+        update { $0.leave(store) }
     }
 
     // MARK: Running
@@ -262,7 +186,7 @@ final class SyncSession: Sendable {
                     // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
                     var greeted = false
                     for try await frame in inbound {
-                        lastHeard.withLock { $0 = .now }
+                        state.withLock { $0.heard(at: .now) }
                         context.metrics.received(bytes: frame.readableBytes + 4)
                         // Until the peer has proved who it is, only a small frame is even decoded.
                         if !greeted, frame.readableBytes > SyncMessage.maximumHelloSize {
@@ -281,10 +205,9 @@ final class SyncSession: Sendable {
                                 return .duplicate
                             }
                             greeted = true
-                            self.greeted.withLock { $0 = true }
                             context.metrics.sessionStarted()
                             greet(hello)
-                            logger.info("connected", metadata: ["stores": "\(stores.withLock { $0.shared.count })"])
+                            logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
                             continue
                         }
                         try await handle(message)
@@ -298,7 +221,7 @@ final class SyncSession: Sendable {
             if let tls = error as? TLSError, tls.code == .removedByPeer {
                 return .removedByPeer
             }
-            if !closed.withLock({ $0 }) { logger.notice("connection closed: \(error)") }
+            if !state.withLock({ $0.closed }) { logger.notice("connection closed: \(error)") }
             return .ended
         }
     }
@@ -306,16 +229,10 @@ final class SyncSession: Sendable {
     /// Opens every store the hello lists that this device serves (or its store provider
     /// creates); the others are the peer's alone.
     private func greet(_ hello: SyncMessage.Hello) {
-        if let digest = hello.removalsDigest {
-            peerKnowsRemovals.withLock { $0 = true }
-            // Different removals: send ours (the peer sends its own; each merges the other's).
-            if let removals = engine?.removals, !removals.isEmpty, digest != removals.digest {
-                post { $0.removals = true }
-            }
-        }
-        renewal.withLock { $0.peerRenews = hello.renews }
+        let removals = engine?.removals
+        let digest = removals.flatMap { $0.isEmpty ? nil : $0.digest }
+        update { $0.greet(hello, removalsDigest: digest) }
         askForRenewalIfDue()
-        stores.withLock { $0.served = Set(hello.stores.map(\.identifier)) }
         for listed in hello.stores {
             if let store = engine?.store(listed.identifier) {
                 open(store, as: listed)
@@ -325,14 +242,14 @@ final class SyncSession: Sendable {
         }
         // Our hello is not made yet: it will list every store attached until then (and attach()
         // announces the later ones, this session being registered now).
-        guard let listed = listedInHello.withLock({ $0 }) else { return }
-        // Listed in our hello but detached since: the peer must not wait for us to sync it.
-        let gone = listed.filter { engine?.store($0) == nil }
-        for name in gone { post { $0.stores[name] = SessionMailbox.StoreMail(left: true) } }
+        guard let listed = state.withLock({ $0.listedInHello }) else { return }
+        // Listed in our hello but detached since: the peer must not wait for us to sync them.
+        let attached = Set(engine?.storeIdentifiers ?? [])
+        update { $0.leaveDetached(isAttached: attached.contains) }
         // Attached since our hello was made, but before this session was registered: attach()
         // announced it to the sessions registered then, not to this one, so the peer would
         // never hear of it on this connection (a hub's daemon missed a store that way).
-        for identifier in engine?.storeIdentifiers ?? [] where !listed.contains(identifier) {
+        for identifier in attached where !listed.contains(identifier) {
             if let store = engine?.store(identifier) { announce(store) }
         }
     }
@@ -358,9 +275,9 @@ final class SyncSession: Sendable {
 
     private func writeLoop(_ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         for await _ in wakeUps {
-            while let item = mailbox.withLock({ $0.next() }) {
+            while let item = state.withLock({ $0.next() }) {
                 try await send(item, to: outbound)
-                if case .removals = item, expelled.withLock({ $0 }) {
+                if case .removals = item, state.withLock({ $0.expelled }) {
                     close()
                     return
                 }
@@ -371,7 +288,7 @@ final class SyncSession: Sendable {
     func send(_ message: SyncMessage, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         let payload = try message.encoded()
         context.metrics.sent(bytes: payload.count + 4)
-        lastSent.withLock { $0 = .now }
+        state.withLock { $0.sent(at: .now) }
         try await outbound.write(ByteBuffer(bytes: payload))
     }
 
@@ -379,26 +296,19 @@ final class SyncSession: Sendable {
     /// one small frame each way per interval, whatever the number of stores), re-stamps what
     /// a clock set right again stamped, and drops a link silent for the timeout.
     private func heartbeat() async throws {
-        let helloTimeout = min(context.options.timeout, .seconds(5))
+        let timeout = context.options.timeout
         let interval = context.options.heartbeatInterval
-        // Checked a few times per timeout, so a dead link is noticed within timeout × 4/3 at most.
-        let tick = min(interval, context.options.timeout / 3)
         while true {
-            let greeted = self.greeted.withLock { $0 }
-            try await Task.sleep(for: greeted ? tick : min(tick, helloTimeout))
-            let silence = ContinuousClock.now - lastHeard.withLock { $0 }
-            guard self.greeted.withLock({ $0 }) else {
-                if silence > helloTimeout { throw SyncProtocolError(.silent, "no hello from the peer within \(helloTimeout)") }
-                continue
+            try await Task.sleep(for: state.withLock { $0.heartbeatDelay(timeout: timeout, interval: interval) })
+            if state.withLock({ $0.greeted }) {
+                askForRenewalIfDue()
+                // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
+                for store in state.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
             }
-            askForRenewalIfDue()
-            // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
-            for store in stores.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
-            if silence > context.options.timeout {
-                throw SyncProtocolError(.silent, "no frame from the peer for \(silence); the link is dead")
-            }
-            if ContinuousClock.now - lastSent.withLock({ $0 }) >= interval - tick / 10 {
-                post { $0.ping = true }
+            switch state.withLock({ $0.heartbeat(now: .now, timeout: timeout, interval: interval) }) {
+            case .alive: break
+            case .ping: wakeUp.yield()
+            case .silent(let reason): throw SyncProtocolError(.silent, reason)
             }
         }
     }

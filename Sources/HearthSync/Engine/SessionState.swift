@@ -1,0 +1,390 @@
+import Foundation
+import HearthCore
+
+/// The sync protocol of one connection as a value (docs/protocol.md): what the peer is known
+/// to have of each shared store, what is owed to it (the ``SessionMailbox``), and the flags of
+/// the hello, renewal and removal exchanges. No I/O, no locks, no clock of its own: a method
+/// takes a message (or the time) and what it needs of the replicas, changes the state, and
+/// returns what the caller must do to them (``ReplicaEffect``); what to send is left in the
+/// mailbox, which ``next()`` empties in protocol order.
+///
+/// ``SyncSession`` is its I/O shell: it keeps the state under one lock, reads replicas and
+/// applies effects outside it, and writes what ``next()`` gives. `SessionStateTests` drive two
+/// states against each other with no sockets at all.
+///
+/// `Store` is what the session syncs each store with: ``SyncStore`` in the engine, anything in
+/// tests.
+package struct SessionState<Store: Sendable>: Sendable {
+    /// A store both ends serve, as this connection sees it.
+    package struct Shared: Sendable {
+        package let store: Store
+        /// Whether we know what the peer has of it (equal hello digests, or its `store`
+        /// message): deltas wait until then.
+        package var ready = false
+        /// What the peer is known to have: its vector, what we sent, what it acknowledged.
+        package var peerKnown = VersionVector()
+        /// What the peer has confirmed having (its vector, acks and pings).
+        package var acknowledged = VersionVector()
+        /// The last vector of ours the peer was told (hello digest, state, ack or ping).
+        package var told: VersionVector?
+        /// Whether our `store` message has been sent (or posted) on this connection.
+        package var sentState = false
+        /// Certificates sent with this store's deltas: the peer keeps them, so each goes once.
+        package var sentCertificates = Set<Data>()
+        /// Whether the deltas received so far are the first batch (the initial download),
+        /// which lasts until a delta without `more`.
+        package var inFirstBatch = true
+
+        package init(store: Store) { self.store = store }
+    }
+
+    /// Renewals on this connection: whether the peer understands them, whether we asked it for
+    /// a certificate, whether it asked us (kept, so a CA unlocked later can still answer), and
+    /// whether we issued it one (once per connection).
+    package struct Renewal: Sendable, Equatable {
+        package var peerRenews = false
+        package var asked = false
+        package var askedByPeer = false
+        package var issued = false
+    }
+
+    /// What a decision needs to know of a store's replica (read outside the session's lock).
+    package struct ReplicaView: Sendable {
+        package var vector: VersionVector
+        package var awaitingInitialSync: Bool
+
+        package init(vector: VersionVector, awaitingInitialSync: Bool = false) {
+            self.vector = vector
+            self.awaitingInitialSync = awaitingInitialSync
+        }
+    }
+
+    /// What the shell must do to a store's replica after a decision, in order.
+    package enum ReplicaEffect: Sendable, Equatable {
+        /// Admit the peer's certificate for the store's signature checks.
+        case keepPeerCertificate
+        /// The peer knows of these devices in the store (ours left out).
+        case learnOfDevices([Data])
+        /// The peer has this much of the store (for settling and tombstone collection).
+        case notePeer(acknowledged: VersionVector)
+        /// The first download is done (the peer had nothing we lacked).
+        case initialSyncCompleted
+    }
+
+    /// What a heartbeat tick found (``heartbeat(now:timeout:interval:)``).
+    package enum Beat: Sendable, Equatable {
+        /// Nothing to do.
+        case alive
+        /// We sent nothing for an interval: a ping was posted.
+        case ping
+        /// The peer said nothing for too long: end the session with this reason.
+        case silent(String)
+    }
+
+    // MARK: State
+
+    /// The stores the peer said it serves (hello, `store` messages), at most
+    /// ``SyncMessage/maximumStores``.
+    package private(set) var served = Set<String>()
+    package private(set) var shared: [String: Shared] = [:]
+    /// The last state the peer sent of a store this device could not take up then (a daemon's
+    /// provider finding it open in an app). The peer will not send it again: if the store is
+    /// attached later, ``announce(_:named:)`` hands it back to be received.
+    package private(set) var ignored: [String: SyncMessage.StoreState] = [:]
+    package var mailbox = SessionMailbox()
+    /// The stores our hello listed (set when it is sent): a store attached or detached around
+    /// the hellos is told about with a `store` message instead.
+    package private(set) var listedInHello: Set<String>?
+    /// Set once the peer's hello is verified; before that no ping may be sent.
+    package private(set) var greeted = false
+    /// Whether the peer's hello carried a removals digest: older builds are sent no removals.
+    package private(set) var peerKnowsRemovals = false
+    package var renewal = Renewal()
+    /// Entries of this connection refused for a bad or unknown signature.
+    package private(set) var forgedEntries = 0
+    /// Set when the peer was removed: the writer closes once it has sent the removals.
+    package private(set) var expelled = false
+    package var closed = false
+    package private(set) var lastHeard: ContinuousClock.Instant
+    package private(set) var lastSent: ContinuousClock.Instant
+
+    /// How many entries with a bad or unknown signature one connection may bring (a relay may
+    /// pass on an entry whose signer's certificate it lacks, once).
+    package static var maximumForgedEntries: Int { 64 }
+
+    package init(now: ContinuousClock.Instant = .now) {
+        lastHeard = now
+        lastSent = now
+    }
+
+    /// Both ends serve `store` on this connection: ours is open here, and the peer listed it in
+    /// its hello or sent its state since (a store we announced and it ignores is not shared).
+    package func shares(_ store: String) -> Bool { shared[store] != nil && served.contains(store) }
+
+    // MARK: The hellos
+
+    /// Our hello is being sent, listing these stores.
+    package mutating func helloSent(listing stores: Set<String>) { listedInHello = stores }
+
+    /// The peer's hello, verified: what it serves and understands. `removalsDigest` is ours
+    /// (nil when we know of no removal): different digests, and ours are sent.
+    package mutating func greet(_ hello: SyncMessage.Hello, removalsDigest: Data?) {
+        greeted = true
+        if let digest = hello.removalsDigest {
+            peerKnowsRemovals = true
+            if let removalsDigest, digest != removalsDigest { mailbox.removals = true }
+        }
+        renewal.peerRenews = hello.renews
+        served = Set(hello.stores.map(\.identifier))
+    }
+
+    /// Starts syncing `name` as the peer's hello listed it; `ours` is what our hello would say
+    /// of it now, `view` the replica it was computed from.
+    package mutating func open(_ store: Store, named name: String, listed: SyncMessage.Hello.Store,
+                               ours: SyncMessage.Hello.Store, view: ReplicaView) -> [ReplicaEffect] {
+        guard shared[name] == nil else { return [] }
+        // Equal digests mean something only if the peer had ours: our hello listed the store.
+        let inOurHello = listedInHello?.contains(name) ?? false
+        let same = inOurHello && listed.vectorDigest == ours.vectorDigest
+        let samePeers = inOurHello && listed.peersDigest == ours.peersDigest
+        var entry = Shared(store: store)
+        var effects: [ReplicaEffect] = [.keepPeerCertificate]
+        if same {
+            // The peer has exactly what we have: nothing to tell, nothing to send.
+            entry.ready = true
+            entry.peerKnown = view.vector
+            entry.acknowledged = view.vector
+            entry.told = view.vector
+            // Known from now on: tombstones it lacks are kept until it has them.
+            effects.append(.notePeer(acknowledged: view.vector))
+            // The peer has nothing we lack: the first download is done, and empty.
+            if view.awaitingInitialSync { effects.append(.initialSyncCompleted) }
+        }
+        entry.sentState = !same || !samePeers
+        shared[name] = entry
+        if !same || !samePeers {
+            mailbox.post(name) { mail in
+                mail.state = true
+                mail.peers = !samePeers
+            }
+        }
+        return effects
+    }
+
+    /// The stores listed in our hello but no longer attached (`isAttached` says): the peer
+    /// must not wait for us to sync them.
+    package mutating func leaveDetached(isAttached: (String) -> Bool) {
+        for name in listedInHello ?? [] where !isAttached(name) {
+            mailbox.stores[name] = SessionMailbox.StoreMail(left: true)
+        }
+    }
+
+    // MARK: Stores coming and going
+
+    /// Starts syncing `name`, attached on this device since the hellos: our state is posted;
+    /// deltas wait for the peer's answer. Returns nil if it was already synced here, else the
+    /// state the peer sent before we had the store (to be received now), if any.
+    package mutating func announce(_ store: Store, named name: String) -> SyncMessage.StoreState?? {
+        guard shared[name] == nil else { return nil }
+        var entry = Shared(store: store)
+        entry.sentState = true
+        shared[name] = entry
+        mailbox.post(name) { mail in
+            mail.state = true
+            mail.peers = true
+        }
+        return .some(ignored.removeValue(forKey: name))
+    }
+
+    /// Stops syncing `name` (detached on this device) and tells the peer.
+    package mutating func leave(_ name: String) {
+        guard shared.removeValue(forKey: name) != nil else { return }
+        mailbox.stores[name] = SessionMailbox.StoreMail(left: true)
+    }
+
+    // MARK: Receiving
+
+    /// The peer no longer serves `name`.
+    package mutating func peerLeft(_ name: String) {
+        served.remove(name)
+        shared[name] = nil
+        ignored[name] = nil
+        mailbox.stores[name] = nil
+    }
+
+    /// Notes that the peer serves `name`; false (and ignored) past ``SyncMessage/maximumStores``.
+    package mutating func peerServes(_ name: String) -> Bool {
+        guard served.contains(name) || served.count < SyncMessage.maximumStores else { return false }
+        served.insert(name)
+        return true
+    }
+
+    /// Keeps the state of a store this device does not serve (yet), for ``announce(_:named:)``.
+    /// Bounded: `served` holds at most maximumStores names, and these are among them.
+    package mutating func ignore(_ state: SyncMessage.StoreState) {
+        if state.vector != nil { ignored[state.store] = state }
+    }
+
+    /// The peer's state of a store this device serves (`store`): it is shared from now on; the
+    /// peer's vector makes it ready, and we answer with our own state if not told yet, and
+    /// with what the peer lacks.
+    package mutating func receive(_ state: SyncMessage.StoreState, for store: Store, view: ReplicaView,
+                                  ourDevice: Data) -> [ReplicaEffect] {
+        let name = state.store
+        var effects: [ReplicaEffect] = []
+        var entry = shared[name] ?? Shared(store: store)
+        // Shared from now on, by the peer's word before ours (its state came before this device
+        // announced the store): admit its certificate here, or its own entries would fail as
+        // unknown signers (seen under load in DeviceEngineTests).
+        if shared[name] == nil { effects.append(.keepPeerCertificate) }
+        let answer = state.vector != nil && !entry.sentState
+        if answer { entry.sentState = true }
+        if let peers = state.peers { effects.append(.learnOfDevices(peers.filter { $0 != ourDevice })) }
+        guard let vector = state.vector else {
+            shared[name] = entry
+            return effects
+        }
+        let claimed = vector.restricted(to: view.vector)
+        entry.ready = true
+        entry.peerKnown.formUnion(claimed)
+        entry.acknowledged.formUnion(claimed)
+        shared[name] = entry
+        effects.append(.notePeer(acknowledged: claimed))
+        // The peer has nothing we lack: the first download is done, and empty.
+        if view.awaitingInitialSync, view.vector.dominates(vector) { effects.append(.initialSyncCompleted) }
+        mailbox.post(name) { mail in
+            mail.delta = true
+            // Not told ours yet (our hello's digest matched theirs, or we had not heard of it): answer.
+            if answer {
+                mail.state = true
+                mail.peers = mail.peers || state.peers != nil
+            }
+        }
+        return effects
+    }
+
+    /// The peer has `vector` of `name` (restricted to origins we know): from its ack or delta
+    /// (`known`: it has what we sent too) or its ping. False if the store is not synced here.
+    @discardableResult
+    package mutating func peerHas(_ vector: VersionVector, of name: String, known: Bool) -> Bool {
+        guard shared[name] != nil else { return false }
+        if known { shared[name]!.peerKnown.formUnion(vector) }
+        shared[name]!.acknowledged.formUnion(vector)
+        return true
+    }
+
+    /// A delta of `name` arrived: whether it belongs to the first batch (the initial download,
+    /// which ends with a delta without `more`).
+    package mutating func deltaArrived(for name: String, more: Bool) -> Bool {
+        guard let first = shared[name]?.inFirstBatch else { return false }
+        if !more { shared[name]!.inFirstBatch = false }
+        return first
+    }
+
+    /// Counts entries refused for their signature; true once the connection brought more than
+    /// ``maximumForgedEntries`` (it is then closed: a forger pays a handshake per few entries).
+    package mutating func noteForged(_ count: Int) -> Bool {
+        forgedEntries += count
+        return count > 0 && forgedEntries > Self.maximumForgedEntries
+    }
+
+    /// After applying a delta of `name`: the peer is told which entries were refused (bounded
+    /// like the message that carries them) and, if the delta carried any, our vector (`applied`).
+    package mutating func applied(_ name: String, refused: [RefusedEntry], clock: UInt64, ack applied: VersionVector?) {
+        if !refused.isEmpty {
+            mailbox.post(name) { mail in
+                mail.refused = Array((mail.refused + refused).prefix(SyncMessage.maximumRefusals))
+                mail.refusedClock = clock
+            }
+        }
+        if let applied { mailbox.post(name) { $0.ack = applied } }
+    }
+
+    // MARK: Sending
+
+    /// The next thing to send (see ``SessionMailbox/next()``).
+    package mutating func next() -> SessionOutgoing? { mailbox.next() }
+
+    /// A frame went out at `now`.
+    package mutating func sent(at now: ContinuousClock.Instant) { lastSent = now }
+
+    /// A frame arrived at `now`.
+    package mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
+
+    /// The peer was told `vector` of `name` (our state, an ack or a ping).
+    package mutating func told(_ vector: VersionVector, of name: String) { shared[name]?.told = vector }
+
+    /// What to compute a delta of `name` against: the store and what the peer is known to
+    /// have; nil until the store is ready.
+    package func deltaBasis(of name: String) -> (store: Store, peerKnown: VersionVector)? {
+        guard let entry = shared[name], entry.ready else { return nil }
+        return (entry.store, entry.peerKnown)
+    }
+
+    /// Of the certificates a delta part could carry, those the peer was not sent yet (now
+    /// counted as sent).
+    package mutating func certificatesToSend(_ candidates: [Data], of name: String) -> [Data] {
+        let sent = shared[name]?.sentCertificates ?? []
+        let fresh = candidates.filter { !sent.contains($0) }
+        shared[name]?.sentCertificates.formUnion(fresh)
+        return fresh
+    }
+
+    /// A delta of `name` up to `vector` was sent: the peer is known to have it.
+    package mutating func deltaSent(_ vector: VersionVector, of name: String) { shared[name]?.peerKnown.formUnion(vector) }
+
+    /// The ready stores and the vector each was last told, for a ping.
+    package var pingBasis: [String: (store: Store, told: VersionVector?)] {
+        shared.filter { $0.value.ready }.mapValues { ($0.store, $0.told) }
+    }
+
+    // MARK: Removals and renewals
+
+    /// Posts every removal we know, if the peer understands them.
+    package mutating func relayRemovals() {
+        if peerKnowsRemovals { mailbox.removals = true }
+    }
+
+    /// The peer was removed: posts the removals that tell it why; false if it cannot be told
+    /// (an older build), and the connection is to close at once.
+    package mutating func expel() -> Bool {
+        guard peerKnowsRemovals else { return false }
+        expelled = true
+        mailbox.removals = true
+        return true
+    }
+
+    /// Asks the peer for a renewed certificate (ours is due), once per connection, if the peer
+    /// understands renewals.
+    package mutating func askForRenewal() {
+        guard renewal.peerRenews, !renewal.asked else { return }
+        renewal.asked = true
+        mailbox.renew = true
+    }
+
+    // MARK: Heartbeat
+
+    /// How long until the next heartbeat tick: a few times per timeout, so that a dead link is
+    /// noticed within timeout × 4/3 at most; before the hello, by its shorter timeout.
+    package func heartbeatDelay(timeout: Duration, interval: Duration) -> Duration {
+        let tick = min(interval, timeout / 3)
+        return greeted ? tick : min(tick, Self.helloTimeout(timeout))
+    }
+
+    /// A heartbeat tick at `now`: a peer silent for the timeout (or without a hello for its
+    /// shorter one) is dead; a link on which we sent nothing for an interval gets a ping.
+    package mutating func heartbeat(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Beat {
+        let silence = now - lastHeard
+        guard greeted else {
+            let helloTimeout = Self.helloTimeout(timeout)
+            return silence > helloTimeout ? .silent("no hello from the peer within \(helloTimeout)") : .alive
+        }
+        if silence > timeout { return .silent("no frame from the peer for \(silence); the link is dead") }
+        let tick = min(interval, timeout / 3)
+        guard now - lastSent >= interval - tick / 10 else { return .alive }
+        mailbox.ping = true
+        return .ping
+    }
+
+    private static func helloTimeout(_ timeout: Duration) -> Duration { min(timeout, .seconds(5)) }
+}

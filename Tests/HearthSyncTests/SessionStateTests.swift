@@ -1,0 +1,331 @@
+import Foundation
+import HearthCore
+import HearthSync
+import Testing
+
+/// The sync protocol of one connection as a value (`SessionState`), driven directly: no
+/// sockets, no engine, no clock. A "replica" here is only a version vector, which is all the
+/// protocol's decisions read of one; the session's I/O shell (`SyncSession`) is tested over
+/// real connections by the other suites.
+@Suite("Session state (the protocol as a value)")
+struct SessionStateTests {
+    typealias State = SessionState<String>
+
+    static let a = ReplicaID(high: 1, low: 1)
+    static let b = ReplicaID(high: 2, low: 2)
+    static let peerDevice = Data(repeating: 7, count: 32)
+    static let ourDevice = Data(repeating: 9, count: 32)
+
+    static func vector(_ counters: [ReplicaID: UInt64]) -> VersionVector { VersionVector(counters) }
+
+    static func hello(_ stores: [SyncMessage.Hello.Store], removalsDigest: Data? = nil, renews: Bool = true) -> SyncMessage.Hello {
+        SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: "00", device: peerDevice, stores: stores,
+                          signature: Data(), removalsDigest: removalsDigest, renews: renews)
+    }
+
+    static func listing(_ name: String, _ vector: VersionVector, peers: Data = Data([1])) -> SyncMessage.Hello.Store {
+        SyncMessage.Hello.Store(identifier: name, vectorDigest: SyncMessage.vectorDigest(vector), peersDigest: peers)
+    }
+
+    /// Everything the state owes, in the order the writer would send it.
+    static func drain(_ state: inout State) -> [SessionOutgoing] {
+        var items: [SessionOutgoing] = []
+        while let item = state.next() { items.append(item) }
+        return items
+    }
+
+    @Test("Equal hello digests: the store is ready at once, the first download is done, and nothing is owed")
+    func equalDigests() {
+        let ours = Self.vector([Self.a: 5])
+        var state = State()
+        state.helloSent(listing: ["notes"])
+        state.greet(Self.hello([Self.listing("notes", ours)]), removalsDigest: nil)
+        let effects = state.open("notes", named: "notes", listed: Self.listing("notes", ours), ours: Self.listing("notes", ours),
+                                 view: .init(vector: ours, awaitingInitialSync: true))
+        #expect(effects == [.keepPeerCertificate, .notePeer(acknowledged: ours), .initialSyncCompleted])
+        #expect(state.shares("notes"))
+        #expect(state.deltaBasis(of: "notes")?.peerKnown == ours)
+        #expect(Self.drain(&state).isEmpty)
+    }
+
+    @Test("Equal digests mean nothing if our hello did not list the store: our state is owed")
+    func equalDigestsUnlisted() {
+        let ours = Self.vector([Self.a: 5])
+        var state = State()
+        state.helloSent(listing: [])
+        state.greet(Self.hello([Self.listing("notes", ours)]), removalsDigest: nil)
+        let effects = state.open("notes", named: "notes", listed: Self.listing("notes", ours), ours: Self.listing("notes", ours),
+                                 view: .init(vector: ours))
+        #expect(effects == [.keepPeerCertificate])
+        #expect(state.deltaBasis(of: "notes") == nil, "deltas wait for the peer's state")
+        #expect(Self.drain(&state) == [.state("notes", peers: true)])
+    }
+
+    @Test("Different digests: our state goes first; the peer's state makes the store ready, and the delta follows")
+    func differentDigests() throws {
+        let ours = Self.vector([Self.a: 5])
+        let theirs = Self.vector([Self.a: 3, Self.b: 4])
+        var state = State()
+        state.helloSent(listing: ["notes"])
+        state.greet(Self.hello([Self.listing("notes", theirs)]), removalsDigest: nil)
+        _ = state.open("notes", named: "notes", listed: Self.listing("notes", theirs), ours: Self.listing("notes", ours),
+                       view: .init(vector: ours))
+        #expect(Self.drain(&state) == [.state("notes", peers: false)])
+        #expect(state.deltaBasis(of: "notes") == nil)
+
+        let effects = state.receive(SyncMessage.StoreState(store: "notes", vector: theirs, peers: [Self.peerDevice, Self.ourDevice]),
+                                    for: "notes", view: .init(vector: ours), ourDevice: Self.ourDevice)
+        // Origins we do not know (b) are not claimed; our own device is not learned of.
+        let claimed = Self.vector([Self.a: 3])
+        #expect(effects == [.learnOfDevices([Self.peerDevice]), .notePeer(acknowledged: claimed)])
+        #expect(try #require(state.deltaBasis(of: "notes")).peerKnown == claimed)
+        // Our state was sent already: only the delta is owed.
+        #expect(Self.drain(&state) == [.delta("notes")])
+    }
+
+    @Test("A store our hello did not share: the peer's state is answered with ours, then a delta")
+    func stateBeforeOurs() {
+        var state = State()
+        state.greet(Self.hello([]), removalsDigest: nil)
+        let serves = state.peerServes("photos")
+        #expect(serves)
+        let effects = state.receive(SyncMessage.StoreState(store: "photos", vector: Self.vector([Self.b: 1]), peers: [Self.peerDevice]),
+                                    for: "photos", view: .init(vector: Self.vector([Self.b: 1]), awaitingInitialSync: true),
+                                    ourDevice: Self.ourDevice)
+        #expect(effects == [.keepPeerCertificate, .learnOfDevices([Self.peerDevice]),
+                            .notePeer(acknowledged: Self.vector([Self.b: 1])), .initialSyncCompleted])
+        #expect(Self.drain(&state) == [.state("photos", peers: true), .delta("photos")])
+    }
+
+    @Test("Two sessions, each the other's peer, exchange states, deltas and acks until each has acknowledged the other")
+    func twoSessionsSettle() throws {
+        // Each side's replica is a vector; a delta carries the sender's vector, which the
+        // receiver applies as a real replica would (it then has all of it).
+        struct Side {
+            var state = State()
+            var replica: VersionVector
+        }
+        var sides = [Side(replica: Self.vector([Self.a: 4])), Side(replica: Self.vector([Self.b: 2]))]
+        // Both know both origins (a real replica learns an origin with its first entry).
+        sides[0].replica.formUnion(Self.vector([Self.b: 0]))
+        sides[1].replica.formUnion(Self.vector([Self.a: 0]))
+        for i in 0..<2 {
+            sides[i].state.helloSent(listing: ["notes"])
+        }
+        for i in 0..<2 {
+            let other = sides[1 - i]
+            sides[i].state.greet(Self.hello([Self.listing("notes", other.replica)]), removalsDigest: nil)
+            _ = sides[i].state.open("notes", named: "notes", listed: Self.listing("notes", other.replica),
+                                    ours: Self.listing("notes", sides[i].replica), view: .init(vector: sides[i].replica))
+        }
+        var rounds = 0
+        var moved = true
+        while moved {
+            moved = false
+            rounds += 1
+            #expect(rounds < 20, "the exchange does not end")
+            if rounds >= 20 { break }
+            for i in 0..<2 {
+                let j = 1 - i
+                while let item = sides[i].state.next() {
+                    moved = true
+                    switch item {
+                    case .state(let name, _):
+                        sides[i].state.told(sides[i].replica, of: name)
+                        let view = SessionState<String>.ReplicaView(vector: sides[j].replica)
+                        _ = sides[j].state.receive(SyncMessage.StoreState(store: name, vector: sides[i].replica),
+                                                   for: name, view: view, ourDevice: Self.ourDevice)
+                    case .delta(let name):
+                        let (_, known) = try #require(sides[i].state.deltaBasis(of: name))
+                        guard !known.dominates(sides[i].replica) else { continue }
+                        let sent = sides[i].replica
+                        sides[i].state.deltaSent(sent, of: name)
+                        // The receiver applies it, notes the sender's claim, and acks.
+                        sides[j].replica.formUnion(sent)
+                        _ = sides[j].state.deltaArrived(for: name, more: false)
+                        sides[j].state.peerHas(sent.restricted(to: sides[j].replica), of: name, known: true)
+                        sides[j].state.applied(name, refused: [], clock: 0, ack: sides[j].replica)
+                    case .ack(let ack):
+                        sides[i].state.told(ack.vector, of: ack.store)
+                        sides[j].state.peerHas(ack.vector.restricted(to: sides[j].replica), of: ack.store, known: true)
+                    default:
+                        Issue.record("unexpected \(item)")
+                    }
+                }
+            }
+        }
+        #expect(sides[0].replica == sides[1].replica)
+        #expect(sides[0].replica == Self.vector([Self.a: 4, Self.b: 2]))
+        for i in 0..<2 {
+            #expect(sides[i].state.shared["notes"]?.acknowledged == sides[i].replica, "side \(i) is settled")
+        }
+    }
+
+    @Test("The peer leaving a store ends it on this connection, with what was owed about it")
+    func peerLeft() {
+        var state = State()
+        state.greet(Self.hello([]), removalsDigest: nil)
+        _ = state.peerServes("notes")
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
+                          view: .init(vector: VersionVector()), ourDevice: Self.ourDevice)
+        #expect(state.shares("notes"))
+        state.peerLeft("notes")
+        #expect(!state.shares("notes"))
+        #expect(Self.drain(&state).isEmpty)
+        let taken = state.peerHas(Self.vector([Self.a: 1]), of: "notes", known: true)
+        #expect(!taken, "an ack of a left store is ignored")
+    }
+
+    @Test("A peer may serve at most maximumStores stores on one connection")
+    func storeBound() {
+        var state = State()
+        let first = (0..<SyncMessage.maximumStores).map { state.peerServes("store \($0)") }
+        #expect(first.allSatisfy { $0 })
+        let tooMany = state.peerServes("one too many")
+        #expect(!tooMany)
+        let again = state.peerServes("store 0")
+        #expect(again, "a store already counted stays")
+    }
+
+    @Test("The state of a store not served yet is kept, and received once the store is announced")
+    func ignoredThenAnnounced() throws {
+        var state = State()
+        let early = SyncMessage.StoreState(store: "photos", vector: Self.vector([Self.b: 3]))
+        state.ignore(early)
+        let announced = state.announce("photos", named: "photos")
+        let replay = try #require(announced)
+        #expect(replay == early)
+        let second = state.announce("photos", named: "photos")
+        #expect(second == nil, "announced once")
+        #expect(Self.drain(&state) == [.state("photos", peers: true)])
+    }
+
+    @Test("Detaching a store the peer shares tells it so; one never shared is not mentioned")
+    func leave() {
+        var state = State()
+        _ = state.peerServes("notes")
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
+                          view: .init(vector: VersionVector()), ourDevice: Self.ourDevice)
+        _ = Self.drain(&state)
+        state.leave("notes")
+        state.leave("never shared")
+        #expect(Self.drain(&state) == [.left("notes")])
+    }
+
+    @Test("Heartbeat: no hello within 5 s is silence; once greeted, a ping after an interval of ours, silence after the timeout of theirs")
+    func heartbeat() {
+        let start = ContinuousClock.now
+        let timeout = Duration.seconds(30), interval = Duration.seconds(10)
+        var state = State(now: start)
+        #expect(state.heartbeatDelay(timeout: timeout, interval: interval) == .seconds(5))
+        let early = state.heartbeat(now: start + .seconds(4), timeout: timeout, interval: interval)
+        #expect(early == .alive)
+        guard case .silent = state.heartbeat(now: start + .seconds(6), timeout: timeout, interval: interval) else {
+            Issue.record("no hello within 5 s must end the session")
+            return
+        }
+        state.greet(Self.hello([]), removalsDigest: nil)
+        state.heard(at: start + .seconds(6))
+        state.sent(at: start + .seconds(6))
+        #expect(state.heartbeatDelay(timeout: timeout, interval: interval) == .seconds(10))
+        let recent = state.heartbeat(now: start + .seconds(10), timeout: timeout, interval: interval)
+        #expect(recent == .alive)
+        let idle = state.heartbeat(now: start + .seconds(16), timeout: timeout, interval: interval)
+        #expect(idle == .ping)
+        #expect(Self.drain(&state) == [.ping])
+        state.sent(at: start + .seconds(16))
+        let quiet = state.heartbeat(now: start + .seconds(20), timeout: timeout, interval: interval)
+        #expect(quiet == .alive)
+        guard case .silent = state.heartbeat(now: start + .seconds(37), timeout: timeout, interval: interval) else {
+            Issue.record("31 s without a frame from the peer must end the session")
+            return
+        }
+    }
+
+    @Test("Forged entries: up to maximumForgedEntries are tolerated on a connection, the next closes it")
+    func forged() {
+        var state = State()
+        let none = state.noteForged(0)
+        let atLimit = state.noteForged(State.maximumForgedEntries)
+        let over = state.noteForged(1)
+        #expect(!none && !atLimit)
+        #expect(over)
+    }
+
+    @Test("Expelling a peer that knows removals sends them before anything else; one that does not is closed at once")
+    func expel() {
+        var old = State()
+        old.greet(Self.hello([], removalsDigest: nil), removalsDigest: Data([1]))
+        let toldOld = old.expel()
+        #expect(!toldOld)
+        #expect(!old.expelled)
+
+        var state = State()
+        state.greet(Self.hello([], removalsDigest: Data([2])), removalsDigest: nil)
+        _ = state.peerServes("notes")
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
+                          view: .init(vector: VersionVector()), ourDevice: Self.ourDevice)
+        let told = state.expel()
+        #expect(told)
+        #expect(state.expelled)
+        let first = state.next()
+        #expect(first == .removals)
+    }
+
+    @Test("Different removals digests in the hellos: ours are owed; the same digest, none")
+    func removalsDigest() {
+        var differ = State()
+        differ.greet(Self.hello([], removalsDigest: Data([1])), removalsDigest: Data([2]))
+        #expect(Self.drain(&differ) == [.removals])
+        var same = State()
+        same.greet(Self.hello([], removalsDigest: Data([1])), removalsDigest: Data([1]))
+        #expect(Self.drain(&same).isEmpty)
+    }
+
+    @Test("Renewal: asked once per connection, and only of a peer that understands it")
+    func renewal() {
+        var state = State()
+        state.greet(Self.hello([], renews: true), removalsDigest: nil)
+        state.askForRenewal()
+        state.askForRenewal()
+        #expect(Self.drain(&state) == [.renew])
+        var old = State()
+        old.greet(Self.hello([], renews: false), removalsDigest: nil)
+        old.askForRenewal()
+        #expect(Self.drain(&old).isEmpty)
+    }
+
+    @Test("Refused entries go before the ack of the same delta, bounded like the message")
+    func refusedThenAck() throws {
+        var state = State()
+        _ = state.peerServes("notes")
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
+                          view: .init(vector: VersionVector()), ourDevice: Self.ourDevice)
+        _ = Self.drain(&state)
+        let refused = (0..<(SyncMessage.maximumRefusals + 10)).map {
+            RefusedEntry(key: StoreKey("k\($0)"), origin: Self.b, sequence: UInt64($0), reason: .badSignature, detail: "test")
+        }
+        state.applied("notes", refused: refused, clock: 42, ack: Self.vector([Self.a: 1]))
+        let items = Self.drain(&state)
+        #expect(items.count == 2)
+        guard case .refused(let refusal) = items.first, case .ack(let ack) = items.last else {
+            Issue.record("expected a refusal, then an ack: \(items)")
+            return
+        }
+        #expect(refusal.entries.count == SyncMessage.maximumRefusals)
+        #expect(refusal.clock == 42)
+        #expect(ack.vector == Self.vector([Self.a: 1]))
+    }
+
+    @Test("A certificate goes once per connection and store")
+    func certificatesOnce() {
+        var state = State()
+        _ = state.peerServes("notes")
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
+                          view: .init(vector: VersionVector()), ourDevice: Self.ourDevice)
+        let first = state.certificatesToSend([Data([1]), Data([2])], of: "notes")
+        let second = state.certificatesToSend([Data([2]), Data([3])], of: "notes")
+        #expect(first == [Data([1]), Data([2])])
+        #expect(second == [Data([3])])
+    }
+}
