@@ -138,7 +138,8 @@ extension StoreBackend: SyncReplica {
         state.withLock { $0.replica.keepCertificate(der, signer: signer) }
     }
 
-    var knownDevices: [String] { state.withLock { Array($0.replica.peerVectors.keys) } }
+    // The replica's file keys devices by hex ID: the conversion happens here, at its edge.
+    var knownDevices: [DeviceID] { state.withLock { $0.replica.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
 
     /// At most this many origins have an entry held back: past them, a refused entry is simply
     /// covered by later ones (a peer making up origins cannot grow the list).
@@ -148,11 +149,11 @@ extension StoreBackend: SyncReplica {
     /// (a misbehaving peer could otherwise grow the list, and the file, without bound).
     static let maximumKnownDevices = 256
 
-    func learnOfDevices(_ devices: [String]) {
+    func learnOfDevices(_ devices: [DeviceID]) {
         guard !devices.isEmpty else { return }
         let ignored = state.withLock { s -> Int in
             var ignored = 0
-            for device in devices where s.replica.peerVectors[device] == nil {
+            for device in devices.map(\.hex) where s.replica.peerVectors[device] == nil {
                 guard s.replica.peerVectors.count < Self.maximumKnownDevices else { ignored += 1; continue }
                 s.replica.learnOf(device: device)
             }
@@ -164,7 +165,8 @@ extension StoreBackend: SyncReplica {
         }
     }
 
-    func notePeer(_ device: String, acknowledged vector: VersionVector) {
+    func notePeer(_ id: DeviceID, acknowledged vector: VersionVector) {
+        let device = id.hex
         let horizon = wallMilliseconds() &- Self.tombstoneHorizon
         let schedule = state.withLock { s -> Bool in
             let before = s.replica.peerVectors[device]

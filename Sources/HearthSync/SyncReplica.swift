@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthIdentity
 
 /// What the sync engine needs from a store: its replica, behind the store's own lock.
 ///
@@ -57,16 +58,16 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// Saves `der` with the replica as the certificate of `signer` (already verified).
     func keepCertificate(_ der: Data, signer: Data)
 
-    /// The devices (hex IDs) this replica has heard of: those that said hello to it, and those
-    /// its peers said they know.
-    var knownDevices: [String] { get }
+    /// The devices this replica has heard of: those that said hello to it, and those its peers
+    /// said they know.
+    var knownDevices: [DeviceID] { get }
 
-    /// Adds devices a peer knows of (hex IDs) as known, with nothing acknowledged yet, so that
-    /// no tombstone is collected before they have it (or it is older than the horizon).
-    func learnOfDevices(_ devices: [String])
+    /// Adds devices a peer knows of as known, with nothing acknowledged yet, so that no
+    /// tombstone is collected before they have it (or it is older than the horizon).
+    func learnOfDevices(_ devices: [DeviceID])
 
     /// Records what a peer acknowledged and collects the tombstones every known peer has.
-    func notePeer(_ device: String, acknowledged vector: VersionVector)
+    func notePeer(_ device: DeviceID, acknowledged vector: VersionVector)
 
     /// Calls `handler` after every local change (on the writer's thread: it must be quick),
     /// instead of any handler given before (that of an engine since stopped).

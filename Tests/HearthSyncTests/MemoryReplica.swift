@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthIdentity
 import HearthSync
 
 /// A `SyncReplica` over a plain ``Replica`` in memory, for driving a ``SyncEngine`` without a
@@ -68,9 +69,11 @@ final class MemoryReplica: SyncReplica {
     func restampIfNeeded() -> Bool { false }
     var signerCertificates: [Data: Data] { [:] }
     func keepCertificate(_ der: Data, signer: Data) {}
-    var knownDevices: [String] { state.withLock { Array($0.replica.peerVectors.keys) } }
-    func learnOfDevices(_ devices: [String]) {}
-    func notePeer(_ device: String, acknowledged vector: VersionVector) { state.withLock { $0.replica.notePeer(device, acknowledged: vector) } }
+    var knownDevices: [DeviceID] { state.withLock { $0.replica.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
+    func learnOfDevices(_ devices: [DeviceID]) {}
+    func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
+        state.withLock { $0.replica.notePeer(device.hex, acknowledged: vector) }
+    }
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
     var awaitingInitialSync: Bool { false }
     func initialSyncCompleted() {}

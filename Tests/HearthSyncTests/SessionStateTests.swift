@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthIdentity
 import HearthSync
 import Testing
 
@@ -14,7 +15,8 @@ struct SessionStateTests {
     static let a = ReplicaID(high: 1, low: 1)
     static let b = ReplicaID(high: 2, low: 2)
     static let peerDevice = Data(repeating: 7, count: 32)
-    static let ourDevice = Data(repeating: 9, count: 32)
+    static let peer = DeviceID(bytes: peerDevice)!
+    static let ourDevice = DeviceID(bytes: [UInt8](repeating: 9, count: 32))!
 
     static func vector(_ counters: [ReplicaID: UInt64]) -> VersionVector { VersionVector(counters) }
 
@@ -73,11 +75,11 @@ struct SessionStateTests {
         #expect(Self.drain(&state) == [.state("notes", peers: false)])
         #expect(state.deltaBasis(of: "notes") == nil)
 
-        let effects = state.receive(SyncMessage.StoreState(store: "notes", vector: theirs, peers: [Self.peerDevice, Self.ourDevice]),
+        let effects = state.receive(SyncMessage.StoreState(store: "notes", vector: theirs, peers: [Self.peerDevice, Self.ourDevice.data]),
                                     for: "notes", view: .init(vector: ours), ourDevice: Self.ourDevice)
         // Origins we do not know (b) are not claimed; our own device is not learned of.
         let claimed = Self.vector([Self.a: 3])
-        #expect(effects == [.learnOfDevices([Self.peerDevice]), .notePeer(acknowledged: claimed)])
+        #expect(effects == [.learnOfDevices([Self.peer]), .notePeer(acknowledged: claimed)])
         #expect(try #require(state.deltaBasis(of: "notes")).peerKnown == claimed)
         // Our state was sent already: only the delta is owed.
         #expect(Self.drain(&state) == [.delta("notes")])
@@ -92,7 +94,7 @@ struct SessionStateTests {
         let effects = state.receive(SyncMessage.StoreState(store: "photos", vector: Self.vector([Self.b: 1]), peers: [Self.peerDevice]),
                                     for: "photos", view: .init(vector: Self.vector([Self.b: 1]), awaitingInitialSync: true),
                                     ourDevice: Self.ourDevice)
-        #expect(effects == [.keepPeerCertificate, .learnOfDevices([Self.peerDevice]),
+        #expect(effects == [.keepPeerCertificate, .learnOfDevices([Self.peer]),
                             .notePeer(acknowledged: Self.vector([Self.b: 1])), .initialSyncCompleted])
         #expect(Self.drain(&state) == [.state("photos", peers: true), .delta("photos")])
     }

@@ -1,5 +1,4 @@
 import Foundation
-import HearthCore
 import HearthIdentity
 @testable import HearthTransport
 import Logging

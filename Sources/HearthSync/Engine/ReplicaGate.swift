@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthIdentity
 
 /// The replica as the sessions of one engine see it: a pass-through that ``close()`` shuts.
 ///
@@ -37,7 +38,7 @@ final class ReplicaGate: SyncReplica {
     func winningEntries(_ entries: [Entry]) -> [Entry] { replica.winningEntries(entries) }
     func entry(forKey key: StoreKey) -> Entry? { replica.entry(forKey: key) }
     var signerCertificates: [Data: Data] { replica.signerCertificates }
-    var knownDevices: [String] { replica.knownDevices }
+    var knownDevices: [DeviceID] { replica.knownDevices }
     var awaitingInitialSync: Bool { replica.awaitingInitialSync }
 
     // Changes go through the gate.
@@ -48,8 +49,8 @@ final class ReplicaGate: SyncReplica {
     }
     func restampIfNeeded() -> Bool { ifOpen(false) { replica.restampIfNeeded() } }
     func keepCertificate(_ der: Data, signer: Data) { ifOpen(()) { replica.keepCertificate(der, signer: signer) } }
-    func learnOfDevices(_ devices: [String]) { ifOpen(()) { replica.learnOfDevices(devices) } }
-    func notePeer(_ device: String, acknowledged vector: VersionVector) { ifOpen(()) { replica.notePeer(device, acknowledged: vector) } }
+    func learnOfDevices(_ devices: [DeviceID]) { ifOpen(()) { replica.learnOfDevices(devices) } }
+    func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) { ifOpen(()) { replica.notePeer(device, acknowledged: vector) } }
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { ifOpen(()) { replica.onLocalChange(handler) } }
     func initialSyncCompleted() { ifOpen(()) { replica.initialSyncCompleted() } }
 }

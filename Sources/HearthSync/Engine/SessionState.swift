@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthIdentity
 
 /// The sync protocol of one connection as a value (docs/protocol.md): what the peer is known
 /// to have of each shared store, what is owed to it (the ``SessionMailbox``), and the flags of
@@ -64,7 +65,7 @@ package struct SessionState<Store: Sendable>: Sendable {
         /// Admit the peer's certificate for the store's signature checks.
         case keepPeerCertificate
         /// The peer knows of these devices in the store (ours left out).
-        case learnOfDevices([Data])
+        case learnOfDevices([DeviceID])
         /// The peer has this much of the store (for settling and tombstone collection).
         case notePeer(acknowledged: VersionVector)
         /// The first download is done (the peer had nothing we lacked).
@@ -229,7 +230,7 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// peer's vector makes it ready, and we answer with our own state if not told yet, and
     /// with what the peer lacks.
     package mutating func receive(_ state: SyncMessage.StoreState, for store: Store, view: ReplicaView,
-                                  ourDevice: Data) -> [ReplicaEffect] {
+                                  ourDevice: DeviceID) -> [ReplicaEffect] {
         let name = state.store
         var effects: [ReplicaEffect] = []
         var entry = shared[name] ?? Shared(store: store)
@@ -239,7 +240,10 @@ package struct SessionState<Store: Sendable>: Sendable {
         if shared[name] == nil { effects.append(.keepPeerCertificate) }
         let answer = state.vector != nil && !entry.sentState
         if answer { entry.sentState = true }
-        if let peers = state.peers { effects.append(.learnOfDevices(peers.filter { $0 != ourDevice })) }
+        // The wire's 32-byte IDs become device IDs here, once (malformed ones are dropped).
+        if let peers = state.peers {
+            effects.append(.learnOfDevices(peers.compactMap { DeviceID(bytes: $0) }.filter { $0 != ourDevice }))
+        }
         guard let vector = state.vector else {
             shared[name] = entry
             return effects

@@ -39,7 +39,7 @@ extension SyncSession {
         case .ack(let ack):
             let vector = ack.vector.restricted(to: store.replica.syncVector)
             if state.withLock({ $0.peerHas(vector, of: name, known: true) }) {
-                store.replica.notePeer(peer.deviceID.hex, acknowledged: vector)
+                store.replica.notePeer(peer.deviceID, acknowledged: vector)
             }
         case .refused(let refusal):
             let fresh = store.note(refusal, from: peer.deviceID)
@@ -56,7 +56,7 @@ extension SyncSession {
         guard let store = state.withLock({ $0.shared[name]?.store }) else { return }
         let vector = claimed.restricted(to: store.replica.syncVector)
         if state.withLock({ $0.peerHas(vector, of: name, known: false) }) {
-            store.replica.notePeer(peer.deviceID.hex, acknowledged: vector)
+            store.replica.notePeer(peer.deviceID, acknowledged: vector)
         }
     }
 
@@ -79,7 +79,7 @@ extension SyncSession {
             return
         }
         let view = view(of: store)
-        let ours = context.identity.deviceID.data
+        let ours = context.identity.deviceID
         let effects = state.withLock { $0.receive(message, for: store, view: view, ourDevice: ours) }
         // Before the writer wakes: the peer's entries are checked against its certificate.
         perform(effects, on: store)
@@ -108,7 +108,7 @@ extension SyncSession {
         // known and acknowledged, for settling and tombstone collection.
         let claimed = delta.vector.restricted(to: applied)
         _ = state.withLock { $0.peerHas(claimed, of: store.identifier, known: true) }
-        replica.notePeer(peer.deviceID.hex, acknowledged: claimed)
+        replica.notePeer(peer.deviceID, acknowledged: claimed)
         let refused = checked.refused + overQuota
         if !refused.isEmpty {
             let count = delta.entries.count + delta.undecodable.count

@@ -20,7 +20,7 @@ extension SyncSession {
         case .state(let name, let withPeers):
             guard let store = state.withLock({ $0.shared[name]?.store }) else { return }
             let vector = store.replica.syncVector
-            let peers = withPeers ? Array(store.knownDevices.prefix(SyncMessage.maximumPeers)) : nil
+            let peers = withPeers ? store.knownDevices.prefix(SyncMessage.maximumPeers).map(\.data) : nil
             state.withLock { $0.told(vector, of: name) }
             try await send(.store(.init(store: name, vector: vector, peers: peers)), to: outbound)
         case .left(let name):

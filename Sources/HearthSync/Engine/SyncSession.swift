@@ -115,8 +115,8 @@ final class SyncSession: Sendable {
         for effect in effects {
             switch effect {
             case .keepPeerCertificate: store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
-            case .learnOfDevices(let devices): store.replica.learnOfDevices(devices.map { Hex.encode($0) })
-            case .notePeer(let vector): store.replica.notePeer(peer.deviceID.hex, acknowledged: vector)
+            case .learnOfDevices(let devices): store.replica.learnOfDevices(devices)
+            case .notePeer(let vector): store.replica.notePeer(peer.deviceID, acknowledged: vector)
             case .initialSyncCompleted: store.replica.initialSyncCompleted()
             }
         }

@@ -132,15 +132,15 @@ package final class SyncStore: Sendable {
 
     // MARK: What the sessions need
 
-    /// The other devices this replica knows of, as 32-byte IDs.
-    var knownDevices: [Data] {
-        replica.knownDevices.compactMap { Hex.decode($0).map { Data($0) } }.filter { $0 != identity.deviceID.data }
+    /// The other devices this replica knows of.
+    var knownDevices: [DeviceID] {
+        replica.knownDevices.filter { $0 != identity.deviceID }
     }
 
     /// The digest of what this replica knows of the household, itself included: what a
     /// hello carries, and what a peer's hello is compared with.
     var peersDigest: Data {
-        SyncMessage.peersDigest(knownDevices + [identity.deviceID.data])
+        SyncMessage.peersDigest((knownDevices + [identity.deviceID]).map(\.data))
     }
 
     /// This store as a hello lists it, with the vector the digest is of.
