@@ -21,31 +21,32 @@ struct RefusalTests {
 
     @Test("Point 2: an entry nested too deep is refused alone; the rest of the delta and later writes apply; the link stays up")
     func tooDeepRefusedAlone() async throws {
-        let cluster = try await SyncCluster(count: 1)
-        defer { Task { await cluster.shutdown() } }
-        let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
-        let link = try await peer.connect(port: cluster.ports[0])
-        try link.send(try peer.greeting())
-        let origin = peer.origin()
-        // 260 deep: within what a frame may nest (the codec allows a few levels of envelope),
-        // beyond what a value may. A device of an older build could hold such a value.
-        let entries = [try peer.entry("before", "1", origin: origin, sequence: 1),
-                       try peer.entry("deep", Self.nested(260), origin: origin, sequence: 2),
-                       try peer.entry("after", "3", origin: origin, sequence: 3)]
-        try link.send(peer.delta(entries))
-        let refusal = try #require(await link.nextRefusal())
-        #expect(refusal.entries.map(\.key) == ["deep"])
-        #expect(refusal.entries.first?.reason == .tooDeep)
-        #expect(refusal.entries.first?.origin == origin && refusal.entries.first?.sequence == 2)
-        let store = cluster.stores[0]
-        #expect(store.string(forKey: "before") == "1" && store.string(forKey: "after") == "3")
-        #expect(store.value(forKey: "deep") == nil)
-        // The same connection carries the next write: no reconnection, no loop.
-        try link.send(peer.delta([try peer.entry("later", "4", origin: origin, sequence: 4)]))
-        await eventually("the later write") { store.string(forKey: "later") == "4" }
-        #expect(try await link.isAnswering())
-        #expect(!link.isClosed)
-        await link.close()
+        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout) { cluster in
+            let peer = try HostilePeer(joining: cluster)
+            let link = try await peer.connect(port: cluster.ports[0])
+            try link.send(try peer.greeting())
+            let origin = peer.origin()
+            // 260 deep: within what a frame may nest (the codec allows a few levels of envelope),
+            // beyond what a value may. A device of an older build could hold such a value.
+            let entries = [try peer.entry("before", "1", origin: origin, sequence: 1),
+                           try peer.entry("deep", Self.nested(260), origin: origin, sequence: 2),
+                           try peer.entry("after", "3", origin: origin, sequence: 3)]
+            try link.send(peer.delta(entries))
+            let refusal = try #require(await link.nextRefusal())
+            #expect(refusal.entries.map(\.key) == ["deep"])
+            #expect(refusal.entries.first?.reason == .tooDeep)
+            #expect(refusal.entries.first?.origin == origin && refusal.entries.first?.sequence == 2)
+            let store = cluster[0]
+            #expect(store.string(forKey: "before") == "1" && store.string(forKey: "after") == "3")
+            #expect(store.value(forKey: "deep") == nil)
+            // The same connection carries the next write: no reconnection, no loop.
+            try link.send(peer.delta([try peer.entry("later", "4", origin: origin, sequence: 4)]))
+            await eventually("the later write") { store.string(forKey: "later") == "4" }
+            #expect(try await link.isAnswering())
+            #expect(!link.isClosed)
+            await link.close()
+        }
     }
 
     @Test("Point 2: two devices, one holding an entry 300 deep planted in its file, still exchange every later write")
