@@ -94,7 +94,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthPairingTests",
-            dependencies: ["HearthPairing", "HearthIdentity", "HearthTransport", "HearthDiscovery", "HearthCore",
+            dependencies: ["HearthPairing", "HearthIdentity", "HearthTransport", "HearthDiscovery", "HearthCore", "HearthTestSupport",
                            .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),

@@ -51,6 +51,8 @@ public final class LoopbackCluster: Sendable {
     public let deviceIDs: [String]
     /// The throwaway account's ID, hex (as `UbiquitousKeyValueStore.accountID` shows it).
     public let accountID: String
+    /// Each replica's device ID, as the sync engine holds it (``deviceIDs`` in hex).
+    private let deviceIDValues: [DeviceID]
     /// The throwaway account's passphrase, which opens its CA key on every replica (to admit
     /// or remove devices in a test). The key is sealed with cheap scrypt parameters, as befits
     /// an account that lives for one test.
@@ -77,15 +79,21 @@ public final class LoopbackCluster: Sendable {
     ///   - storeIdentifier: the store they share.
     ///   - topology: which replicas know each other's address (default: all of them).
     ///   - heartbeat: how often idle links are pinged; short, so a lost link is noticed fast.
+    ///   - linkTimeout: how long a silent link is kept before it is dropped and redialled
+    ///     (default: five heartbeats, so a replica that hangs is noticed within seconds). On a
+    ///     loaded machine (tests in parallel, a sanitizer, CI beside other jobs) a replica can be
+    ///     silent for seconds without being gone: give more there, up to
+    ///     `SyncSettings.timeout`'s default of 90 s, unless the test is about dead links.
     ///   - writeBehindDelay: how soon writes reach each replica's file.
-    ///   - connectTimeout: how long to wait for the full mesh before throwing.
+    ///   - connectTimeout: how long to wait for the full mesh (and each replica's initial sync)
+    ///     before throwing.
     ///   - clockSkews: how far each replica's clock is off (default: none), to play devices
     ///     whose clocks are wrong; ``restart(_:clockSkew:timeout:whileClosed:)`` can set it right.
     ///   - logger: where every replica logs (default: warnings and errors to stderr, or the
     ///     level in `HEARTH_LOG_LEVEL`); a ``LogCapture``'s logger lets a test read them.
     /// - Throws: ``LoopbackClusterError`` if the replicas cannot start or connect.
     public init(replicas: Int = 3, storeIdentifier: String = "com.example.app", topology: Topology = .mesh,
-                heartbeat: Duration = .milliseconds(300), writeBehindDelay: Duration = .milliseconds(100),
+                heartbeat: Duration = .milliseconds(300), linkTimeout: Duration? = nil, writeBehindDelay: Duration = .milliseconds(100),
                 connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil) async throws {
         precondition(clockSkews == nil || clockSkews?.count == replicas, "one clock skew per replica")
         precondition(replicas >= 1, "a cluster needs at least one replica")
@@ -99,14 +107,15 @@ public final class LoopbackCluster: Sendable {
 
         // One account: created on device 0, joined by the others with a join bundle, as people do.
         // Cheap scrypt: at the standard cost, each replica would take a second and 256 MiB.
-        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/device0/config"), scrypt: .testing)
+        let first = AccountStore(directory: URL(fileURLWithPath: Self.accountDirectory(0, in: root)), scrypt: .testing)
         let owner = try first.createAccount(displayName: "Loopback household", passphrase: Self.passphrase, deviceName: "device-0")
         let bundle = try first.exportJoinBundle(owner.account.id)
         var devices = [owner.deviceID]
         for i in 1..<replicas {
-            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/device\(i)/config"), scrypt: .testing)
+            let accounts = AccountStore(directory: URL(fileURLWithPath: Self.accountDirectory(i, in: root)), scrypt: .testing)
             devices.append(try accounts.importJoinBundle(bundle, passphrase: Self.passphrase, deviceName: "device-\(i)").deviceID)
         }
+        deviceIDValues = devices
         deviceIDs = devices.map(\.hex)
         accountID = owner.account.id.hex
 
@@ -117,9 +126,9 @@ public final class LoopbackCluster: Sendable {
         }()
         let configurations = (0..<replicas).map { i in
             let peers = topology.neighbours(of: i, among: replicas).map { "127.0.0.1:\(ports[$0])" }
-            let sync = SyncSettings(accountDirectory: "\(root)/device\(i)/config", discovery: .staticPeers(peers),
+            let sync = SyncSettings(accountDirectory: Self.accountDirectory(i, in: root), discovery: .staticPeers(peers),
                                     listenHost: "127.0.0.1", port: ports[i], heartbeatInterval: heartbeat,
-                                    timeout: heartbeat * 5)
+                                    timeout: linkTimeout ?? heartbeat * 5)
             var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/device\(i)/data",
                                                                       writeBehindDelay: writeBehindDelay, sync: sync, logger: logger)
             configuration.clockSkew = clockSkews?[i] ?? .zero
@@ -133,9 +142,11 @@ public final class LoopbackCluster: Sendable {
         }
         try await waitUntilConnected(timeout: connectTimeout)
         // Each replica's first download is posted as initialSyncChange; wait for it here, so
-        // that what a test writes afterwards always arrives as serverChange.
+        // that what a test writes afterwards always arrives as serverChange. A replica linked to
+        // no other (a cluster of one) has no one to download from: it never completes one.
         let deadline = ContinuousClock.now + connectTimeout
-        while let waiting = stores.firstIndex(where: { !$0.hasCompletedInitialSync }) {
+        let linked = (0..<replicas).filter { !topology.neighbours(of: $0, among: replicas).isEmpty }
+        while let waiting = linked.first(where: { !self[$0].hasCompletedInitialSync }) {
             if ContinuousClock.now >= deadline {
                 throw LoopbackClusterError(.timedOut, "replica \(waiting) did not complete its initial sync within \(connectTimeout)")
             }
@@ -158,6 +169,20 @@ public final class LoopbackCluster: Sendable {
     /// ``storeIdentifier``) to run app code on that replica.
     public func configuration(for index: Int) -> UbiquitousKeyValueStore.Configuration {
         state.withLock { $0.configurations[index] }
+    }
+
+    /// Replica `index`'s account directory (its device's identity and the account's
+    /// certificates), the `--config-dir` of the `hearth` command: with ``accountPassphrase``, to
+    /// list, admit or remove the throwaway account's devices in a test.
+    public func accountDirectory(for index: Int) -> String {
+        Self.accountDirectory(index, in: rootDirectory)
+    }
+
+    private static func accountDirectory(_ index: Int, in root: String) -> String { "\(root)/device\(index)/config" }
+
+    /// Replica `index`'s device ID, as the sync engine and signatures hold it.
+    package func deviceID(of index: Int) -> DeviceID {
+        deviceIDValues[index]
     }
 
     // MARK: Writing and waiting
@@ -183,10 +208,30 @@ public final class LoopbackCluster: Sendable {
                     "replica \(index): " + held.keys.sorted().map { "\($0)=\(held[$0]!)" }.joined(separator: ", ")
                 }
                 throw LoopbackClusterError(.timedOut, "replicas did not converge within \(timeout)"
-                                           + (expected.map { " on \($0)" } ?? "") + "; " + shown.joined(separator: "; "))
+                                           + (expected.map { " on \($0)" } ?? "") + "; " + shown.joined(separator: "; ")
+                                           + differences(among: chosen, values: values))
             }
             try await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// For a convergence that failed: for each key whose value the replicas disagree on, what
+    /// entry each holds (value or tombstone, timestamp, origin and sequence) and how far each
+    /// replica's vector covers those origins: why the last write did not win, or who lacks it.
+    private func differences(among chosen: [Int], values: [[String: PropertyListValue]]) -> String {
+        let keys = Set(values.flatMap(\.keys)).filter { key in !values.allSatisfy { $0[key] == values[0][key] } }
+        guard !keys.isEmpty else { return "" }
+        let replicas = chosen.map { self[$0].replica }
+        let lines = keys.sorted().map { key in
+            let entries = replicas.map { replica in
+                guard let entry = replica.entries[StoreKey(key)] else { return "none" }
+                return "\(entry.isTombstone ? "tombstone" : "value") \(entry.timestamp) \(entry.origin)#\(entry.sequence)"
+            }
+            let origins = Set(replicas.compactMap { $0.entries[StoreKey(key)]?.origin })
+            let coverage = origins.map { origin in "\(origin) " + replicas.map { String($0.vector[origin]) }.joined(separator: ",") }
+            return "\(key): " + entries.joined(separator: " | ") + "; vectors: " + coverage.joined(separator: "; ")
+        }
+        return "\nkeys that differ (replicas \(chosen.map(String.init).joined(separator: " | "))):\n" + lines.joined(separator: "\n")
     }
 
     /// Waits until every replica that is not isolated is connected to each of its neighbours in
@@ -202,6 +247,23 @@ public final class LoopbackCluster: Sendable {
             if counts == expected { return }
             if ContinuousClock.now >= deadline {
                 throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(counts), expected \(expected)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Waits until replica `i` has `counts[i]` connected peers, for tests that stop and resume
+    /// sync on the stores themselves rather than with ``isolate(_:)`` and ``heal(timeout:)``.
+    ///
+    /// - Throws: ``LoopbackClusterError`` with the counts there are, after `timeout`.
+    package func waitUntilConnected(_ counts: [Int], timeout: Duration = .seconds(30)) async throws {
+        precondition(counts.count == count, "one count per replica")
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let connected = stores.map(\.connectedPeerCount)
+            if connected == counts { return }
+            if ContinuousClock.now >= deadline {
+                throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(connected), expected \(counts)")
             }
             try await Task.sleep(for: .milliseconds(20))
         }

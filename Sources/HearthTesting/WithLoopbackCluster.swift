@@ -12,15 +12,15 @@ import Logging
 /// }
 /// ```
 ///
-/// The parameters are ``LoopbackCluster/init(replicas:storeIdentifier:topology:heartbeat:writeBehindDelay:connectTimeout:clockSkews:logger:)``'s.
+/// The parameters are ``LoopbackCluster/init(replicas:storeIdentifier:topology:heartbeat:linkTimeout:writeBehindDelay:connectTimeout:clockSkews:logger:)``'s.
 public func withLoopbackCluster<Result: Sendable>(
     replicas: Int = 3, storeIdentifier: String = "com.example.app", topology: LoopbackCluster.Topology = .mesh,
-    heartbeat: Duration = .milliseconds(300), writeBehindDelay: Duration = .milliseconds(100),
+    heartbeat: Duration = .milliseconds(300), linkTimeout: Duration? = nil, writeBehindDelay: Duration = .milliseconds(100),
     connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil,
     _ body: (LoopbackCluster) async throws -> Result
 ) async throws -> Result {
     let cluster = try await LoopbackCluster(replicas: replicas, storeIdentifier: storeIdentifier, topology: topology, heartbeat: heartbeat,
-                                            writeBehindDelay: writeBehindDelay, connectTimeout: connectTimeout,
+                                            linkTimeout: linkTimeout, writeBehindDelay: writeBehindDelay, connectTimeout: connectTimeout,
                                             clockSkews: clockSkews, logger: logger)
     do {
         let result = try await body(cluster)

@@ -1,6 +1,7 @@
 import Foundation
 import HearthIdentity
 import HearthPairing
+import HearthTestSupport
 import HearthTransport
 import Testing
 
@@ -8,19 +9,21 @@ import Testing
 struct PairingHandshakeTests {
     /// A listener presenting `certificate` for `key`, and whether a member (an account device) can complete a handshake with it.
     static func memberReaches(key: Ed25519PrivateKey, certificate: Certificate) async throws -> Result<Certificate, TLSError> {
-        let newcomer = try PeerTransport(pairing: PairingTLSConfiguration(privateKey: key, certificate: certificate),
-                                         maximumFrameLength: PairingMessage.maximumFrameLength)
-        let listener = try await newcomer.listen(host: "127.0.0.1", port: 0)
-        defer { Task { await listener.close() } }
-        let authority = try AccountAuthority.create(displayName: "Handshake home")
-        let member = try PeerTransport(pairing: PairingTLSConfiguration(identity: authority.makeDevice(named: "laptop")),
-                                       maximumFrameLength: PairingMessage.maximumFrameLength)
-        do {
-            let connection = try await member.connect(host: "127.0.0.1", port: try #require(listener.port))
-            await connection.close()
-            return .success(connection.peer.certificate)
-        } catch let error as TLSError {
-            return .failure(error)
+        return try await withCleanup { cleanup in
+            let newcomer = try PeerTransport(pairing: PairingTLSConfiguration(privateKey: key, certificate: certificate),
+                                             maximumFrameLength: PairingMessage.maximumFrameLength)
+            let listener = try await newcomer.listen(host: "127.0.0.1", port: 0)
+            cleanup { await listener.close() }
+            let authority = try AccountAuthority.create(displayName: "Handshake home")
+            let member = try PeerTransport(pairing: PairingTLSConfiguration(identity: authority.makeDevice(named: "laptop")),
+                                           maximumFrameLength: PairingMessage.maximumFrameLength)
+            do {
+                let connection = try await member.connect(host: "127.0.0.1", port: try #require(listener.port))
+                await connection.close()
+                return .success(connection.peer.certificate)
+            } catch let error as TLSError {
+                return .failure(error)
+            }
         }
     }
 

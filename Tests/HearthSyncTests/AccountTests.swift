@@ -2,6 +2,7 @@ import Foundation
 import Hearth
 import HearthIdentity
 import HearthTestSupport
+import HearthTesting
 import Testing
 
 @Suite("Signing in, switching and signing out")
@@ -19,83 +20,89 @@ struct AccountTests {
     func switchAccounts() async throws {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
-        let y = try accounts.createAccount(displayName: "Household Y", passphrase: "pw", deviceName: "laptop").account.id
-        let store = try Self.open(root, sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"))
-        defer { Task { await store.stopSync(); store.synchronize() } }
-        #expect(store.accountID == y.hex)
-        let events = EventLog(store)
-        store.set(Int64(3), forKey: "c")
-        store.set(Int64(2), forKey: "b")
+        try await withCleanup { cleanup in
+            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
+            let y = try accounts.createAccount(displayName: "Household Y", passphrase: "pw", deviceName: "laptop").account.id
+            let store = try Self.open(root, sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"))
+            cleanup { await store.stopSync(); store.synchronize() }
+            #expect(store.accountID == y.hex)
+            let events = EventLog(store)
+            store.set(Int64(3), forKey: "c")
+            store.set(Int64(2), forKey: "b")
 
-        let x = try accounts.createAccount(displayName: "Household X", passphrase: "pw", deviceName: "laptop").account.id   // signs in to X
-        let toX = await events.next(.accountChange)
-        #expect(Set(toX?.keys ?? []) == ["b", "c"])
-        #expect(store.accountID == x.hex)
-        #expect(store.dictionaryRepresentation.isEmpty)
-        store.set(Int64(1), forKey: "a")
-        store.set(Int64(2), forKey: "b")
+            let x = try accounts.createAccount(displayName: "Household X", passphrase: "pw", deviceName: "laptop").account.id   // signs in to X
+            let toX = await events.next(.accountChange)
+            #expect(Set(toX?.keys ?? []) == ["b", "c"])
+            #expect(store.accountID == x.hex)
+            #expect(store.dictionaryRepresentation.isEmpty)
+            store.set(Int64(1), forKey: "a")
+            store.set(Int64(2), forKey: "b")
 
-        try accounts.switchAccount(to: y)
-        let toY = await events.next(.accountChange)
-        #expect(Set(toY?.keys ?? []) == ["a", "c"])                         // b is 2 in both
-        #expect(store.values == ["b": 2, "c": 3])
+            try accounts.switchAccount(to: y)
+            let toY = await events.next(.accountChange)
+            #expect(Set(toY?.keys ?? []) == ["a", "c"])                         // b is 2 in both
+            #expect(store.values == ["b": 2, "c": 3])
 
-        try accounts.signOut()
-        let out = await events.next(.accountChange)
-        #expect(Set(out?.keys ?? []) == ["b", "c"])
-        #expect(store.accountID == nil)
-        #expect(store.values.isEmpty)
+            try accounts.signOut()
+            let out = await events.next(.accountChange)
+            #expect(Set(out?.keys ?? []) == ["b", "c"])
+            #expect(store.accountID == nil)
+            #expect(store.values.isEmpty)
+        }
     }
 
     @Test("First sign-in: signed-out writes survive by timestamp, and the first download posts initialSyncChange")
     func firstSignIn() async throws {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        // Device A: in the account, with data.
-        let accountsA = AccountStore(directory: URL(fileURLWithPath: "\(root)/a/config"), scrypt: .testing)
-        let owner = try accountsA.createAccount(displayName: "Household", passphrase: "pw", deviceName: "A")
-        let portA = try SyncCluster.freePort(), portB = try SyncCluster.freePort()
-        let a = try Self.open("\(root)/a", sync: SyncSettings(accountDirectory: "\(root)/a/config", discovery: .staticPeers(["127.0.0.1:\(portB)"]),
-                                                               listenHost: "127.0.0.1", port: portA))
-        // Device B: signed out, writes offline.
-        let b = try Self.open("\(root)/b", sync: SyncSettings(accountDirectory: "\(root)/b/config", discovery: .staticPeers(["127.0.0.1:\(portA)"]),
-                                                               listenHost: "127.0.0.1", port: portB))
-        defer { Task { await a.stopSync(); await b.stopSync() } }
-        #expect(b.accountID == nil && !b.isSyncing)
-        b.set("B's older", forKey: "both")
-        b.set("offline", forKey: "local")
-        try await Task.sleep(for: .milliseconds(5))
-        a.set("A's newer", forKey: "both")
-        a.set("from A", forKey: "shared")
-        try await Task.sleep(for: .milliseconds(5))
-        b.set("B's newest", forKey: "newest")
+        try await withCleanup { cleanup in
+            // Device A: in the account, with data.
+            let accountsA = AccountStore(directory: URL(fileURLWithPath: "\(root)/a/config"), scrypt: .testing)
+            let owner = try accountsA.createAccount(displayName: "Household", passphrase: "pw", deviceName: "A")
+            let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
+            let a = try Self.open("\(root)/a", sync: SyncSettings(accountDirectory: "\(root)/a/config", discovery: .staticPeers(["127.0.0.1:\(portB)"]),
+                                                                   listenHost: "127.0.0.1", port: portA))
+            // Device B: signed out, writes offline.
+            let b = try Self.open("\(root)/b", sync: SyncSettings(accountDirectory: "\(root)/b/config", discovery: .staticPeers(["127.0.0.1:\(portA)"]),
+                                                                   listenHost: "127.0.0.1", port: portB))
+            cleanup { await a.stopSync(); await b.stopSync() }
+            #expect(b.accountID == nil && !b.isSyncing)
+            b.set("B's older", forKey: "both")
+            b.set("offline", forKey: "local")
+            try await Task.sleep(for: .milliseconds(5))
+            a.set("A's newer", forKey: "both")
+            a.set("from A", forKey: "shared")
+            try await Task.sleep(for: .milliseconds(5))
+            b.set("B's newest", forKey: "newest")
 
-        let events = EventLog(b)
-        let bundle = try accountsA.exportJoinBundle(owner.account.id)
-        _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b/config"), scrypt: .testing).importJoinBundle(bundle, passphrase: "pw", deviceName: "B")
-        let initial = await events.next(.initialSyncChange)
-        #expect(Set(initial?.keys ?? []) == ["both", "shared"])
-        let expected: [String: PropertyListValue] = ["both": "A's newer", "shared": "from A", "local": "offline", "newest": "B's newest"]
-        await eventually("A and B to converge") { a.values == expected && b.values == expected }
-        #expect(b.accountID == owner.account.id.hex)
+            let events = EventLog(b)
+            let bundle = try accountsA.exportJoinBundle(owner.account.id)
+            _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b/config"), scrypt: .testing).importJoinBundle(bundle, passphrase: "pw", deviceName: "B")
+            let initial = await events.next(.initialSyncChange)
+            #expect(Set(initial?.keys ?? []) == ["both", "shared"])
+            let expected: [String: PropertyListValue] = ["both": "A's newer", "shared": "from A", "local": "offline", "newest": "B's newest"]
+            await eventually("A and B to converge") { a.values == expected && b.values == expected }
+            #expect(b.accountID == owner.account.id.hex)
+        }
     }
 
     @Test("Strict mode: before the first download, writes are refused and reported as initialSyncChange")
     func strictMode() async throws {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
-        _ = try accounts.createAccount(displayName: "Household", passphrase: "pw", deviceName: "alone")
-        var settings = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
-        settings.discardWritesBeforeInitialSync = true
-        let store = try Self.open(root, sync: settings)
-        defer { Task { await store.stopSync() } }
-        let events = EventLog(store)
-        store.set("too early", forKey: "k")
-        #expect(store.object(forKey: "k") == nil)
-        let refused = await events.next(.initialSyncChange)
-        #expect(refused?.keys == ["k"])
-        #expect(throws: KeyValueStoreError.self) { try store.setValue("too early", forKey: "k") }
+        try await withCleanup { cleanup in
+            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
+            _ = try accounts.createAccount(displayName: "Household", passphrase: "pw", deviceName: "alone")
+            var settings = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
+            settings.discardWritesBeforeInitialSync = true
+            let store = try Self.open(root, sync: settings)
+            cleanup { await store.stopSync() }
+            let events = EventLog(store)
+            store.set("too early", forKey: "k")
+            #expect(store.object(forKey: "k") == nil)
+            let refused = await events.next(.initialSyncChange)
+            #expect(refused?.keys == ["k"])
+            #expect(throws: KeyValueStoreError.self) { try store.setValue("too early", forKey: "k") }
+        }
     }
 }

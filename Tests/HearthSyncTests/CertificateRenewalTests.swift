@@ -29,119 +29,127 @@ struct CertificateRenewalTests {
 
     @Test("A device 10 days from expiry renews from a peer with the CA unlocked, and a third device accepts the new certificate")
     func renewsFromUnlockedPeer() async throws {
-        let authority = try AccountAuthority.create(displayName: "Renewal household")
-        let a = try authority.makeDevice(named: "A"), c = try authority.makeDevice(named: "C")
-        let b = try Self.device(authority, "B", expiringIn: 10)
-        let (engineA, portA) = try await Self.engine(a, authority: authority)
-        let (engineB, portB) = try await Self.engine(b)
-        defer { Task { await engineA.stop(); await engineB.stop() } }
-        let saved = Locked<[DeviceIdentity]>([])
-        engineB.onCertificateRenewed = { renewed in saved.withLock { $0.append(renewed) } }
-        engineB.addPeer(host: "127.0.0.1", port: portA)
-        let yearFromNow = Date().addingTimeInterval(300 * 86_400)
-        await eventually("B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
-        let renewed = engineB.currentIdentity
-        #expect(renewed.deviceID == b.deviceID, "the same key, so the same device ID")
-        #expect(renewed.deviceName == "B")
-        // The handler runs just after the identity is swapped, outside the engine's lock: a test
-        // thread can look in between (streak H2 at b4b2ca1, ThreadSanitizer beside 4 CPU hogs).
-        await eventually("the renewed certificate handed to the owner") { !saved.withLock { $0.isEmpty } }
-        #expect(saved.withLock { $0.map(\.certificate) } == [renewed.certificate])
-        _ = try authority.account.trust.validateDevice(renewed.certificate)
+        try await withCleanup { cleanup in
+            let authority = try AccountAuthority.create(displayName: "Renewal household")
+            let a = try authority.makeDevice(named: "A"), c = try authority.makeDevice(named: "C")
+            let b = try Self.device(authority, "B", expiringIn: 10)
+            let (engineA, portA) = try await Self.engine(a, authority: authority)
+            let (engineB, portB) = try await Self.engine(b)
+            cleanup { await engineA.stop(); await engineB.stop() }
+            let saved = Locked<[DeviceIdentity]>([])
+            engineB.onCertificateRenewed = { renewed in saved.withLock { $0.append(renewed) } }
+            engineB.addPeer(host: "127.0.0.1", port: portA)
+            let yearFromNow = Date().addingTimeInterval(300 * 86_400)
+            await eventually("B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
+            let renewed = engineB.currentIdentity
+            #expect(renewed.deviceID == b.deviceID, "the same key, so the same device ID")
+            #expect(renewed.deviceName == "B")
+            // The handler runs just after the identity is swapped, outside the engine's lock: a test
+            // thread can look in between (streak H2 at b4b2ca1, ThreadSanitizer beside 4 CPU hogs).
+            await eventually("the renewed certificate handed to the owner") { !saved.withLock { $0.isEmpty } }
+            #expect(saved.withLock { $0.map(\.certificate) } == [renewed.certificate])
+            _ = try authority.account.trust.validateDevice(renewed.certificate)
 
-        // C, which never met A, accepts B's new certificate in a handshake.
-        let connection = try await PeerTransport(identity: c).connect(host: "127.0.0.1", port: portB)
-        #expect(connection.peer.deviceID == b.deviceID)
-        #expect(connection.peer.certificate.notValidAfter > yearFromNow)
-        await connection.close()
-        // And a C engine syncs with it.
-        let (engineC, _) = try await Self.engine(c)
-        defer { Task { await engineC.stop() } }
-        engineC.addPeer(host: "127.0.0.1", port: portB)
-        await eventually("C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
+            // C, which never met A, accepts B's new certificate in a handshake.
+            let connection = try await PeerTransport(identity: c).connect(host: "127.0.0.1", port: portB)
+            #expect(connection.peer.deviceID == b.deviceID)
+            #expect(connection.peer.certificate.notValidAfter > yearFromNow)
+            await connection.close()
+            // And a C engine syncs with it.
+            let (engineC, _) = try await Self.engine(c)
+            cleanup { await engineC.stop() }
+            engineC.addPeer(host: "127.0.0.1", port: portB)
+            await eventually("C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
+        }
     }
 
     @Test("Without the unlocked CA nothing is issued; unlocking it later answers the request already made")
     func waitsForUnlock() async throws {
-        let authority = try AccountAuthority.create(displayName: "Renewal household")
-        let a = try authority.makeDevice(named: "A")
-        let b = try Self.device(authority, "B", expiringIn: 10)
-        let (engineA, portA) = try await Self.engine(a)
-        let (engineB, _) = try await Self.engine(b)
-        defer { Task { await engineA.stop(); await engineB.stop() } }
-        engineB.addPeer(host: "127.0.0.1", port: portA)
-        await eventually("connected") { engineA.connectedPeers.contains(b.deviceID) }
-        try await Task.sleep(for: .seconds(1))
-        #expect(engineB.currentIdentity.certificate == b.certificate)
-        engineA.authority = authority
-        await eventually("B's certificate renewed once A unlocked the CA") {
-            engineB.currentIdentity.certificate.notValidAfter > Date().addingTimeInterval(300 * 86_400)
+        try await withCleanup { cleanup in
+            let authority = try AccountAuthority.create(displayName: "Renewal household")
+            let a = try authority.makeDevice(named: "A")
+            let b = try Self.device(authority, "B", expiringIn: 10)
+            let (engineA, portA) = try await Self.engine(a)
+            let (engineB, _) = try await Self.engine(b)
+            cleanup { await engineA.stop(); await engineB.stop() }
+            engineB.addPeer(host: "127.0.0.1", port: portA)
+            await eventually("connected") { engineA.connectedPeers.contains(b.deviceID) }
+            try await Task.sleep(for: .seconds(1))
+            #expect(engineB.currentIdentity.certificate == b.certificate)
+            engineA.authority = authority
+            await eventually("B's certificate renewed once A unlocked the CA") {
+                engineB.currentIdentity.certificate.notValidAfter > Date().addingTimeInterval(300 * 86_400)
+            }
         }
     }
 
     @Test("A peer that is not due gets nothing, and a certificate for another key or from another CA is ignored")
     func noRenewalAtWill() async throws {
-        let authority = try AccountAuthority.create(displayName: "Renewal household")
-        let a = try authority.makeDevice(named: "A")
-        let (engineA, portA) = try await Self.engine(a, authority: authority)
-        defer { Task { await engineA.stop() } }
-        // A member far from expiry asks anyway.
-        let member = HostilePeer(identity: try authority.makeDevice(named: "eager"), storeIdentifier: Self.store)
-        let link = try await member.connect(port: portA)
-        try link.send(try member.greeting())
-        try link.send(.renew)
-        #expect(await link.next(within: .seconds(2), where: { if case .certificate = $0 { true } else { false } }) == nil)
-        await link.close()
+        try await withCleanup { cleanup in
+            let authority = try AccountAuthority.create(displayName: "Renewal household")
+            let a = try authority.makeDevice(named: "A")
+            let (engineA, portA) = try await Self.engine(a, authority: authority)
+            cleanup { await engineA.stop() }
+            // A member far from expiry asks anyway.
+            let member = HostilePeer(identity: try authority.makeDevice(named: "eager"), storeIdentifier: Self.store)
+            let link = try await member.connect(port: portA)
+            try link.send(try member.greeting())
+            try link.send(.renew)
+            #expect(await link.next(within: .seconds(2), where: { if case .certificate = $0 { true } else { false } }) == nil)
+            await link.close()
 
-        // B, due, is sent certificates it must not take.
-        let b = try Self.device(authority, "B", expiringIn: 10)
-        let (engineB, portB) = try await Self.engine(b)
-        defer { Task { await engineB.stop() } }
-        let sender = HostilePeer(identity: try authority.makeDevice(named: "sender"), storeIdentifier: Self.store)
-        let toB = try await sender.connect(port: portB)
-        try toB.send(try sender.greeting())
-        let otherKey = try authority.makeDevice(named: "B").certificate
-        let otherCA = try Self.device(try AccountAuthority.create(displayName: "Other"), "B", expiringIn: 400).certificate
-        let shorter = try authority.issueDeviceCertificate(for: b.privateKey.publicKey, deviceName: "B", notAfter: Date().addingTimeInterval(5 * 86_400))
-        for certificate in [otherKey, otherCA, shorter] { try toB.send(.certificate(Data(certificate.derEncoded))) }
-        #expect(try await toB.isAnswering(within: .seconds(5)))
-        #expect(engineB.currentIdentity.certificate == b.certificate)
-        await toB.close()
+            // B, due, is sent certificates it must not take.
+            let b = try Self.device(authority, "B", expiringIn: 10)
+            let (engineB, portB) = try await Self.engine(b)
+            cleanup { await engineB.stop() }
+            let sender = HostilePeer(identity: try authority.makeDevice(named: "sender"), storeIdentifier: Self.store)
+            let toB = try await sender.connect(port: portB)
+            try toB.send(try sender.greeting())
+            let otherKey = try authority.makeDevice(named: "B").certificate
+            let otherCA = try Self.device(try AccountAuthority.create(displayName: "Other"), "B", expiringIn: 400).certificate
+            let shorter = try authority.issueDeviceCertificate(for: b.privateKey.publicKey, deviceName: "B", notAfter: Date().addingTimeInterval(5 * 86_400))
+            for certificate in [otherKey, otherCA, shorter] { try toB.send(.certificate(Data(certificate.derEncoded))) }
+            #expect(try await toB.isAnswering(within: .seconds(5)))
+            #expect(engineB.currentIdentity.certificate == b.certificate)
+            await toB.close()
+        }
     }
 
     @Test("A device whose certificate expired (it stopped renewing, or was removed) keeps its earlier writes: a relay hands them to a newcomer, which takes them and refuses one stamped after the expiry")
     func expiredSignerKeepsEarlierWrites() async throws {
-        let authority = try AccountAuthority.create(displayName: "Renewal household")
-        let now = Date()
-        // (Within the account's first hour: its CA is backdated by an hour.)
-        let retired = try authority.makeDevice(named: "old phone", notBefore: now.addingTimeInterval(-50 * 60),
-                                               notAfter: now.addingTimeInterval(-20 * 60))
-        let newcomerIdentity = try authority.makeDevice(named: "newcomer")
-        let replica = MemoryReplica(storeIdentifier: Self.store, replica: Replica(id: .random(boundTo: newcomerIdentity.deviceID.data)))
-        let newcomer = try SyncEngine(identity: newcomerIdentity, replica: replica, options: .init(host: "127.0.0.1"))
-        let port = try await newcomer.start()
-        defer { Task { await newcomer.stop() } }
-        let writer = HostilePeer(identity: retired, storeIdentifier: Self.store)
-        let origin = writer.origin()
-        let nowMilliseconds = UInt64(now.timeIntervalSince1970 * 1000)
-        let early = try writer.entry("early", .string("while valid"), origin: origin, sequence: 1, at: nowMilliseconds - 40 * 60_000)
-        let late = try writer.entry("late", .string("after expiry"), origin: origin, sequence: 2, at: nowMilliseconds - 10 * 60_000)
-        let relay = HostilePeer(identity: try authority.makeDevice(named: "relay"), storeIdentifier: Self.store)
-        let link = try await relay.connect(port: port)
-        try link.send(try relay.greeting())
-        try link.send(.delta(.init(store: Self.store, entries: [early, late], certificates: [Data(retired.certificate.derEncoded)],
-                                   vector: VersionVector())))
-        let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
-        #expect(refusal.entries.map(\.key) == ["late"], "\(refusal.entries)")
-        await eventually("the early write applied") { replica.replica.entries["early"] != nil }
-        await link.close()
+        try await withCleanup { cleanup in
+            let authority = try AccountAuthority.create(displayName: "Renewal household")
+            let now = Date()
+            // (Within the account's first hour: its CA is backdated by an hour.)
+            let retired = try authority.makeDevice(named: "old phone", notBefore: now.addingTimeInterval(-50 * 60),
+                                                   notAfter: now.addingTimeInterval(-20 * 60))
+            let newcomerIdentity = try authority.makeDevice(named: "newcomer")
+            let replica = MemoryReplica(storeIdentifier: Self.store, replica: Replica(id: .random(boundTo: newcomerIdentity.deviceID.data)))
+            let newcomer = try SyncEngine(identity: newcomerIdentity, replica: replica, options: .init(host: "127.0.0.1"))
+            let port = try await newcomer.start()
+            cleanup { await newcomer.stop() }
+            let writer = HostilePeer(identity: retired, storeIdentifier: Self.store)
+            let origin = writer.origin()
+            let nowMilliseconds = UInt64(now.timeIntervalSince1970 * 1000)
+            let early = try writer.entry("early", .string("while valid"), origin: origin, sequence: 1, at: nowMilliseconds - 40 * 60_000)
+            let late = try writer.entry("late", .string("after expiry"), origin: origin, sequence: 2, at: nowMilliseconds - 10 * 60_000)
+            let relay = HostilePeer(identity: try authority.makeDevice(named: "relay"), storeIdentifier: Self.store)
+            let link = try await relay.connect(port: port)
+            try link.send(try relay.greeting())
+            try link.send(.delta(.init(store: Self.store, entries: [early, late], certificates: [Data(retired.certificate.derEncoded)],
+                                       vector: VersionVector())))
+            let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
+            #expect(refusal.entries.map(\.key) == ["late"], "\(refusal.entries)")
+            await eventually("the early write applied") { replica.replica.entries["early"] != nil }
+            await link.close()
 
-        // A renewal is not undone by the older certificate arriving later.
-        let cache = DeviceCertificateCache(trust: authority.account.trust)
-        let renewed = try authority.issueDeviceCertificate(for: retired.privateKey.publicKey, deviceName: "old phone")
-        try cache.admit(renewed)
-        try cache.admit(retired.certificate)
-        #expect(cache.certificate(for: retired.deviceID) == renewed)
+            // A renewal is not undone by the older certificate arriving later.
+            let cache = DeviceCertificateCache(trust: authority.account.trust)
+            let renewed = try authority.issueDeviceCertificate(for: retired.privateKey.publicKey, deviceName: "old phone")
+            try cache.admit(renewed)
+            try cache.admit(retired.certificate)
+            #expect(cache.certificate(for: retired.deviceID) == renewed)
+        }
     }
 
     @Test("A renewed certificate is saved for the next start; one for another key is refused")

@@ -1,36 +1,39 @@
 import Foundation
 import Hearth
 import HearthTestSupport
+import HearthTesting
 import Testing
 
 @Suite("Clock skew")
 struct ClockSkewTests {
     @Test("B's clock an hour behind A's: B applies A's write, writes the key, and B's write wins everywhere")
     func hourBehind() async throws {
-        let cluster = try await SyncCluster(count: 2, clockSkews: [.zero, .seconds(-3600)])
-        defer { Task { await cluster.shutdown() } }
-        let (a, b) = (cluster.stores[0], cluster.stores[1])
-        try await cluster.waitUntilConnected([1, 1])
-        a.set("A's value", forKey: "k")
-        await eventually("B to apply A's write") { b.string(forKey: "k") == "A's value" }
-        b.set("B's later value", forKey: "k")
-        try await cluster.waitUntilConverged(expected: ["k": "B's later value"])
-        #expect(a.string(forKey: "k") == "B's later value")
-        #expect(b.replica.entries["k"]!.timestamp > a.replica.entries["k"]!.timestamp.predecessorForTest)
+        try await withLoopbackCluster(replicas: 2, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout, clockSkews: [.zero, .seconds(-3600)]) { cluster in
+            let (a, b) = (cluster[0], cluster[1])
+            try await cluster.waitUntilConnected()
+            a.set("A's value", forKey: "k")
+            await eventually("B to apply A's write") { b.string(forKey: "k") == "A's value" }
+            b.set("B's later value", forKey: "k")
+            try await cluster.waitUntilConverged(expected: ["k": "B's later value"])
+            #expect(a.string(forKey: "k") == "B's later value")
+            #expect(b.replica.entries["k"]!.timestamp > a.replica.entries["k"]!.timestamp.predecessorForTest)
+        }
     }
 
     @Test("A peer whose clock is a year ahead cannot pin a key: its writes are refused")
     func yearAhead() async throws {
-        let cluster = try await SyncCluster(count: 3, clockSkews: [.zero, .zero, .seconds(365 * 86_400)])
-        defer { Task { await cluster.shutdown() } }
-        let (a, b, future) = (cluster.stores[0], cluster.stores[1], cluster.stores[2])
-        await eventually("A and B to connect") { a.connectedPeerCount >= 1 && b.connectedPeerCount >= 1 }
-        future.set("from the future", forKey: "k")
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(a.string(forKey: "k") == nil)
-        #expect(b.string(forKey: "k") == nil)
-        a.set("present", forKey: "k")
-        try await cluster.waitUntilConverged([0, 1], expected: ["k": "present"])
+        try await withLoopbackCluster(replicas: 3, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout, clockSkews: [.zero, .zero, .seconds(365 * 86_400)]) { cluster in
+            let (a, b, future) = (cluster[0], cluster[1], cluster[2])
+            await eventually("A and B to connect") { a.connectedPeerCount >= 1 && b.connectedPeerCount >= 1 }
+            future.set("from the future", forKey: "k")
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(a.string(forKey: "k") == nil)
+            #expect(b.string(forKey: "k") == nil)
+            a.set("present", forKey: "k")
+            try await cluster.waitUntilConverged([0, 1], expected: ["k": "present"])
+        }
     }
 }
 

@@ -4,6 +4,7 @@ import HearthCore
 import HearthIdentity
 import HearthSync
 import HearthTestSupport
+import HearthTesting
 import Testing
 
 /// A household of two honest devices, each a process of its own (the victim, and a legitimate
@@ -24,7 +25,7 @@ final class Household {
         let account = try owner.createAccount(displayName: "Household", passphrase: "p", deviceName: "victim")
         let bundle = try owner.exportJoinBundle(account.account.id)
         _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "legit")
-        let victimPort = try SyncCluster.freePort(), legitPort = try SyncCluster.freePort()
+        let victimPort = try LoopbackCluster.freePort(), legitPort = try LoopbackCluster.freePort()
         self.victimPort = victimPort
         victim = try PeerProcess(name: "victim", data: "\(root)/victim-data",
                                  arguments: ["--config", "\(root)/victim-config", "--port", "\(victimPort)", "--peer", "127.0.0.1:\(legitPort)"])
@@ -71,15 +72,17 @@ final class Household {
 
     /// An origin of the legitimate device as the victim's vector shows it (one that owns entries there).
     func legitOrigin() async throws -> ReplicaID {
-        let link = try await hostile.connect(port: victimPort)
-        defer { Task { await link.close() } }
-        try link.send(try hostile.greeting())
-        guard let vector = await link.nextVector(of: hostile.storeIdentifier) else {
-            throw HouseholdError("no vector from the victim")
+        return try await withCleanup { cleanup in
+            let link = try await hostile.connect(port: victimPort)
+            cleanup { await link.close() }
+            try link.send(try hostile.greeting())
+            guard let vector = await link.nextVector(of: hostile.storeIdentifier) else {
+                throw HouseholdError("no vector from the victim")
+            }
+            // Not the victim's own origins: those start with its device ID, the legitimate device's with its.
+            let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), scrypt: .testing).loadCurrentIdentity()).deviceID
+            return try #require(vector.counters.keys.first { $0.isBound(to: legitDevice.data) })
         }
-        // Not the victim's own origins: those start with its device ID, the legitimate device's with its.
-        let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), scrypt: .testing).loadCurrentIdentity()).deviceID
-        return try #require(vector.counters.keys.first { $0.isBound(to: legitDevice.data) })
     }
 
     func shutdown() {

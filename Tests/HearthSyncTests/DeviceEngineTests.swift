@@ -20,7 +20,7 @@ final class MultiStoreDevices: Sendable {
         let accountDirectories = (0..<count).map { "\(root)/config\($0)" }
         self.root = root
         self.accountDirectories = accountDirectories
-        ports = try (0..<count).map { _ in try SyncCluster.freePort() }
+        ports = try (0..<count).map { _ in try LoopbackCluster.freePort() }
         let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectories[0]), scrypt: .testing)
         let account = try owner.createAccount(displayName: "Stores", passphrase: "p", deviceName: "device-0")
         let bundle = try owner.exportJoinBundle(account.account.id)
@@ -44,7 +44,7 @@ final class MultiStoreDevices: Sendable {
     }
 
     func shutdown() async {
-        for store in opened.withLock({ $0 }) { await store.stopSync() }
+        for store in opened.withLock({ $0 }) { await store.close() }
         try? FileManager.default.removeItem(atPath: root)
     }
 }
@@ -78,97 +78,103 @@ struct DeviceEngineTests {
     @Test("Stores of one process share one listening port and one connection per peer; each store's values reach the same store only",
           arguments: [2, 5])
     func storesShareOneConnection(stores count: Int) async throws {
-        let devices = try MultiStoreDevices(count: 2)
-        defer { Task { await devices.shutdown() } }
-        let names = (0..<count).map { "com.example.multi-\($0)" }
-        let a = try names.map { try devices.open($0, on: 0) }
-        let b = try names.map { try devices.open($0, on: 1) }
-        for store in a + b { _ = try await store.syncPort() }
-        #expect(Set(try await a.asyncMap { try await $0.syncPort() }) == [devices.ports[0]])
-        await eventually("every store connected") { (a + b).allSatisfy { $0.connectedPeerCount == 1 } }
+        try await withCleanup { cleanup in
+            let devices = try MultiStoreDevices(count: 2)
+            cleanup { await devices.shutdown() }
+            let names = (0..<count).map { "com.example.multi-\($0)" }
+            let a = try names.map { try devices.open($0, on: 0) }
+            let b = try names.map { try devices.open($0, on: 1) }
+            for store in a + b { _ = try await store.syncPort() }
+            #expect(Set(try await a.asyncMap { try await $0.syncPort() }) == [devices.ports[0]])
+            await eventually("every store connected") { (a + b).allSatisfy { $0.connectedPeerCount == 1 } }
 
-        for (i, store) in a.enumerated() { store.set("from A to \(names[i])", forKey: "key-\(i)") }
-        for (i, store) in b.enumerated() { store.set(Int64(i), forKey: "b-\(i)") }
-        await eventually("every store converged") {
-            // object(forKey:), not longLong(forKey:): for i = 0 a missing key also reads as 0, and the
-            // wait ended before b-0 had arrived (a ThreadSanitizer run of CI caught it).
-            a.indices.allSatisfy { i in
-                b[i].string(forKey: "key-\(i)") == "from A to \(names[i])" && (a[i].object(forKey: "b-\(i)") as? NSNumber)?.int64Value == Int64(i)
+            for (i, store) in a.enumerated() { store.set("from A to \(names[i])", forKey: "key-\(i)") }
+            for (i, store) in b.enumerated() { store.set(Int64(i), forKey: "b-\(i)") }
+            await eventually("every store converged") {
+                // object(forKey:), not longLong(forKey:): for i = 0 a missing key also reads as 0, and the
+                // wait ended before b-0 had arrived (a ThreadSanitizer run of CI caught it).
+                a.indices.allSatisfy { i in
+                    b[i].string(forKey: "key-\(i)") == "from A to \(names[i])" && (a[i].object(forKey: "b-\(i)") as? NSNumber)?.int64Value == Int64(i)
+                }
             }
+            // Each store holds its own keys only.
+            for i in a.indices {
+                #expect(Set(a[i].dictionaryRepresentation.keys) == ["key-\(i)", "b-\(i)"])
+                #expect(Set(b[i].dictionaryRepresentation.keys) == ["key-\(i)", "b-\(i)"])
+            }
+            // One listener per device, one TCP connection between them, whatever the number of stores.
+            #expect(Sockets.listening(on: devices.ports[0]) == 1)
+            #expect(Sockets.listening(on: devices.ports[1]) == 1)
+            await eventually("one connection") {
+                Sockets.established(to: devices.ports[0]) + Sockets.established(to: devices.ports[1]) == 1
+            }
+            #expect(a[0].syncMetrics?.sessions == a[count - 1].syncMetrics?.sessions)
         }
-        // Each store holds its own keys only.
-        for i in a.indices {
-            #expect(Set(a[i].dictionaryRepresentation.keys) == ["key-\(i)", "b-\(i)"])
-            #expect(Set(b[i].dictionaryRepresentation.keys) == ["key-\(i)", "b-\(i)"])
-        }
-        // One listener per device, one TCP connection between them, whatever the number of stores.
-        #expect(Sockets.listening(on: devices.ports[0]) == 1)
-        #expect(Sockets.listening(on: devices.ports[1]) == 1)
-        await eventually("one connection") {
-            Sockets.established(to: devices.ports[0]) + Sockets.established(to: devices.ports[1]) == 1
-        }
-        #expect(a[0].syncMetrics?.sessions == a[count - 1].syncMetrics?.sessions)
     }
 
     @Test("With static peers and two stores, an idle link is never redialled")
     func noReconnectionsWhenIdle() async throws {
-        let devices = try MultiStoreDevices(count: 2)
-        defer { Task { await devices.shutdown() } }
-        let stores = try [0, 1].flatMap { device in try ["com.example.idle-a", "com.example.idle-b"].map { try devices.open($0, on: device, heartbeat: .seconds(1)) } }
-        await eventually("connected") { stores.allSatisfy { $0.connectedPeerCount == 1 } }
-        // Two devices dialling each other at once may both pass the hello before one link is dropped.
-        try await Task.sleep(for: .seconds(2))
-        let before = try #require(stores[0].syncMetrics?.sessions)
-        let framesBefore = try #require(stores[0].syncMetrics?.bytesSent)
-        // 10 s here; HEARTH_IDLE_SECONDS=60 for the manual run docs/architecture.md reports.
-        let idle = ProcessInfo.processInfo.environment["HEARTH_IDLE_SECONDS"].flatMap(Int.init) ?? 10
-        try await Task.sleep(for: .seconds(idle))
-        #expect(stores[0].syncMetrics?.sessions == before, "sessions went from \(before) to \(stores[0].syncMetrics?.sessions ?? -1)")
-        #expect(stores[2].connectedPeerCount == 1 && stores[3].connectedPeerCount == 1)
-        #expect(Sockets.established(to: devices.ports[0]) + Sockets.established(to: devices.ports[1]) == 1)
-        // Heartbeats are per connection, not per store: with 1 s heartbeats a device sends at most
-        // one ping and one pong a second (per store, it would be twice that).
-        let sent = (stores[0].syncMetrics?.bytesSent ?? 0) - framesBefore
-        let perSecond = try SyncMessage.ping([:]).encoded().count + SyncMessage.pong.encoded().count + 8
-        #expect(sent <= (idle + 2) * perSecond, "\(sent) bytes sent in \(idle) idle seconds (a ping and a pong: \(perSecond) B)")
+        try await withCleanup { cleanup in
+            let devices = try MultiStoreDevices(count: 2)
+            cleanup { await devices.shutdown() }
+            let stores = try [0, 1].flatMap { device in try ["com.example.idle-a", "com.example.idle-b"].map { try devices.open($0, on: device, heartbeat: .seconds(1)) } }
+            await eventually("connected") { stores.allSatisfy { $0.connectedPeerCount == 1 } }
+            // Two devices dialling each other at once may both pass the hello before one link is dropped.
+            try await Task.sleep(for: .seconds(2))
+            let before = try #require(stores[0].syncMetrics?.sessions)
+            let framesBefore = try #require(stores[0].syncMetrics?.bytesSent)
+            // 10 s here; HEARTH_IDLE_SECONDS=60 for the manual run docs/architecture.md reports.
+            let idle = ProcessInfo.processInfo.environment["HEARTH_IDLE_SECONDS"].flatMap(Int.init) ?? 10
+            try await Task.sleep(for: .seconds(idle))
+            #expect(stores[0].syncMetrics?.sessions == before, "sessions went from \(before) to \(stores[0].syncMetrics?.sessions ?? -1)")
+            #expect(stores[2].connectedPeerCount == 1 && stores[3].connectedPeerCount == 1)
+            #expect(Sockets.established(to: devices.ports[0]) + Sockets.established(to: devices.ports[1]) == 1)
+            // Heartbeats are per connection, not per store: with 1 s heartbeats a device sends at most
+            // one ping and one pong a second (per store, it would be twice that).
+            let sent = (stores[0].syncMetrics?.bytesSent ?? 0) - framesBefore
+            let perSecond = try SyncMessage.ping([:]).encoded().count + SyncMessage.pong.encoded().count + 8
+            #expect(sent <= (idle + 2) * perSecond, "\(sent) bytes sent in \(idle) idle seconds (a ping and a pong: \(perSecond) B)")
+        }
     }
 
     @Test("A store one device serves and the other does not: ignored cleanly, the others sync; opened later, it syncs on the same link")
     func storeOnOneDeviceOnly() async throws {
-        let devices = try MultiStoreDevices(count: 2)
-        defer { Task { await devices.shutdown() } }
-        let shared = try devices.open("com.example.shared", on: 0)
-        let lonely = try devices.open("com.example.lonely", on: 0)
-        let peerShared = try devices.open("com.example.shared", on: 1)
-        await eventually("connected") { shared.connectedPeerCount == 1 && peerShared.connectedPeerCount == 1 }
-        lonely.set("only here", forKey: "k")
-        shared.set("everywhere", forKey: "k")
-        await eventually("the shared store synced") { peerShared.string(forKey: "k") == "everywhere" }
-        #expect(lonely.connectedPeerCount == 0)
-        #expect(await !lonely.waitUntilSynced(timeout: .milliseconds(300)))
-        // Two devices dialling each other at once may both pass the hello before one link is dropped.
-        try await Task.sleep(for: .seconds(2))
-        let sessions = try #require(shared.syncMetrics?.sessions)
+        try await withCleanup { cleanup in
+            let devices = try MultiStoreDevices(count: 2)
+            cleanup { await devices.shutdown() }
+            let shared = try devices.open("com.example.shared", on: 0)
+            let lonely = try devices.open("com.example.lonely", on: 0)
+            let peerShared = try devices.open("com.example.shared", on: 1)
+            await eventually("connected") { shared.connectedPeerCount == 1 && peerShared.connectedPeerCount == 1 }
+            lonely.set("only here", forKey: "k")
+            shared.set("everywhere", forKey: "k")
+            await eventually("the shared store synced") { peerShared.string(forKey: "k") == "everywhere" }
+            #expect(lonely.connectedPeerCount == 0)
+            #expect(await !lonely.waitUntilSynced(timeout: .milliseconds(300)))
+            // Two devices dialling each other at once may both pass the hello before one link is dropped.
+            try await Task.sleep(for: .seconds(2))
+            let sessions = try #require(shared.syncMetrics?.sessions)
 
-        // Opened on device 1 while the link is up: announced on it, no new connection.
-        let peerLonely = try devices.open("com.example.lonely", on: 1)
-        await eventually("the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
-        #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
-        // Closed again: the other end hears of it, and the shared store goes on.
-        await peerLonely.stopSync()
-        await eventually("the store left") { lonely.connectedPeerCount == 0 }
-        shared.set("still", forKey: "k")
-        await eventually("the shared store still syncs") { peerShared.string(forKey: "k") == "still" }
-        #expect(shared.syncMetrics?.sessions == sessions)
-        #expect(shared.connectedPeerCount == 1)
-        // Detached and attached again at once: its leaving and its return both reach the peer.
-        #expect(peerLonely.resumeSync())
-        await peerLonely.stopSync()
-        #expect(peerLonely.resumeSync())
-        lonely.set("again", forKey: "k2")
-        await eventually("the store synced again") { peerLonely.string(forKey: "k2") == "again" }
-        #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
-        #expect(shared.syncMetrics?.sessions == sessions)
+            // Opened on device 1 while the link is up: announced on it, no new connection.
+            let peerLonely = try devices.open("com.example.lonely", on: 1)
+            await eventually("the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
+            #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
+            // Closed again: the other end hears of it, and the shared store goes on.
+            await peerLonely.stopSync()
+            await eventually("the store left") { lonely.connectedPeerCount == 0 }
+            shared.set("still", forKey: "k")
+            await eventually("the shared store still syncs") { peerShared.string(forKey: "k") == "still" }
+            #expect(shared.syncMetrics?.sessions == sessions)
+            #expect(shared.connectedPeerCount == 1)
+            // Detached and attached again at once: its leaving and its return both reach the peer.
+            #expect(peerLonely.resumeSync())
+            await peerLonely.stopSync()
+            #expect(peerLonely.resumeSync())
+            lonely.set("again", forKey: "k2")
+            await eventually("the store synced again") { peerLonely.string(forKey: "k2") == "again" }
+            #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
+            #expect(shared.syncMetrics?.sessions == sessions)
+        }
     }
 }
 
@@ -184,16 +190,18 @@ extension Sequence {
 struct DeleteConfirmationTests {
     @Test("A delete made on the device that received the value is confirmed by the writer, which collects the tombstone at once")
     func deleteIsConfirmed() async throws {
-        let devices = try MultiStoreDevices(count: 2)
-        defer { Task { await devices.shutdown() } }
-        let a = try devices.open("com.example.deletes", on: 0)
-        let b = try devices.open("com.example.deletes", on: 1)
-        await eventually("connected") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
-        a.set("v", forKey: "k")
-        #expect(await a.waitUntilSynced(timeout: .seconds(10)))
-        await eventually("the value") { b.string(forKey: "k") == "v" }
-        b.removeObject(forKey: "k")
-        #expect(await b.waitUntilSynced(timeout: .seconds(10)))
-        await eventually("the delete") { a.object(forKey: "k") == nil }
+        try await withCleanup { cleanup in
+            let devices = try MultiStoreDevices(count: 2)
+            cleanup { await devices.shutdown() }
+            let a = try devices.open("com.example.deletes", on: 0)
+            let b = try devices.open("com.example.deletes", on: 1)
+            await eventually("connected") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
+            a.set("v", forKey: "k")
+            #expect(await a.waitUntilSynced(timeout: .seconds(10)))
+            await eventually("the value") { b.string(forKey: "k") == "v" }
+            b.removeObject(forKey: "k")
+            #expect(await b.waitUntilSynced(timeout: .seconds(10)))
+            await eventually("the delete") { a.object(forKey: "k") == nil }
+        }
     }
 }

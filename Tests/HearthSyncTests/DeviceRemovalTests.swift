@@ -32,114 +32,120 @@ struct DeviceRemovalTests {
 
     @Test("Removed on A: within 2 s B closes the phone's connection and refuses its handshakes; its later writes reach no one, its earlier ones stay")
     func removalPropagates() async throws {
-        let home = try Household()
-        let (a, b, phone) = (try home.device("A"), try home.device("B"), try home.device("phone"))
-        let (engineA, replicaA, portA) = try await Self.engine(a)
-        let (engineB, replicaB, portB) = try await Self.engine(b)
-        let (engineP, replicaP, _) = try await Self.engine(phone)
-        defer { Task { await engineA.stop(); await engineB.stop(); await engineP.stop() } }
-        engineA.addPeer(host: "127.0.0.1", port: portB)
-        engineP.addPeer(host: "127.0.0.1", port: portA)
-        engineP.addPeer(host: "127.0.0.1", port: portB)
-        replicaP.write(.string("written before"), forKey: "early")
-        // B may get the write through A before the phone's own link to B is up: wait for both.
-        await eventually("the phone's early write everywhere, and the phone connected to B") {
-            replicaA.replica.entries["early"] != nil && replicaB.replica.entries["early"] != nil
-                && engineB.connectedPeers.contains(phone.deviceID)
-        }
+        try await withCleanup { cleanup in
+            let home = try Household()
+            let (a, b, phone) = (try home.device("A"), try home.device("B"), try home.device("phone"))
+            let (engineA, replicaA, portA) = try await Self.engine(a)
+            let (engineB, replicaB, portB) = try await Self.engine(b)
+            let (engineP, replicaP, _) = try await Self.engine(phone)
+            cleanup { await engineA.stop(); await engineB.stop(); await engineP.stop() }
+            engineA.addPeer(host: "127.0.0.1", port: portB)
+            engineP.addPeer(host: "127.0.0.1", port: portA)
+            engineP.addPeer(host: "127.0.0.1", port: portB)
+            replicaP.write(.string("written before"), forKey: "early")
+            // B may get the write through A before the phone's own link to B is up: wait for both.
+            await eventually("the phone's early write everywhere, and the phone connected to B") {
+                replicaA.replica.entries["early"] != nil && replicaB.replica.entries["early"] != nil
+                    && engineB.connectedPeers.contains(phone.deviceID)
+            }
 
-        let removedAt = ContinuousClock.now
-        engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
-        // How fast is a figure (printed here; DeviceRemovalCommandTests measures it across hosts),
-        // not an assertion: under ThreadSanitizer beside CPU hogs a connection alone takes seconds.
-        await eventually("B to learn the removal and close the phone's connection") {
-            engineB.removals.isRemoved(phone.deviceID) && !engineB.connectedPeers.contains(phone.deviceID)
-                && !engineA.connectedPeers.contains(phone.deviceID)
-        }
-        print("removal: B and A dropped the phone \(ContinuousClock.now - removedAt) after A learned of it")
-        // The phone hears of it too: B sends the record before closing, or refuses it as revoked.
-        await eventually("the phone to know it was removed") { engineP.removalNotice != nil }
-        // …with the signed record, sent before its connections closed.
-        await eventually("the phone to hold the signed record") { engineP.removals.isRemoved(phone.deviceID) }
+            let removedAt = ContinuousClock.now
+            engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
+            // How fast is a figure (printed here; DeviceRemovalCommandTests measures it across hosts),
+            // not an assertion: under ThreadSanitizer beside CPU hogs a connection alone takes seconds.
+            await eventually("B to learn the removal and close the phone's connection") {
+                engineB.removals.isRemoved(phone.deviceID) && !engineB.connectedPeers.contains(phone.deviceID)
+                    && !engineA.connectedPeers.contains(phone.deviceID)
+            }
+            print("removal: B and A dropped the phone \(ContinuousClock.now - removedAt) after A learned of it")
+            // The phone hears of it too: B sends the record before closing, or refuses it as revoked.
+            await eventually("the phone to know it was removed") { engineP.removalNotice != nil }
+            // …with the signed record, sent before its connections closed.
+            await eventually("the phone to hold the signed record") { engineP.removals.isRemoved(phone.deviceID) }
 
-        // What the phone writes now reaches no one, though it keeps trying (and dials again).
-        try await Task.sleep(for: .milliseconds(10))
-        replicaP.write(.string("written after"), forKey: "late")
-        engineP.addPeer(host: "127.0.0.1", port: portB)
-        try await Task.sleep(for: .seconds(2))
-        #expect(replicaA.replica.entries["late"] == nil)
-        #expect(replicaB.replica.entries["late"] == nil)
-        #expect(!engineB.connectedPeers.contains(phone.deviceID))
-        #expect(!engineA.connectedPeers.contains(phone.deviceID))
-        // Its earlier write stays, and A and B still sync with each other.
-        #expect(replicaA.replica.entries["early"]?.value == .string("written before"))
-        #expect(replicaB.replica.entries["early"]?.value == .string("written before"))
-        replicaA.write(.string("after the removal"), forKey: "a")
-        await eventually("A's later write at B") { replicaB.replica.entries["a"] != nil }
-        // The phone's store keeps working locally.
-        #expect(replicaP.replica.entries["late"]?.value == .string("written after"))
+            // What the phone writes now reaches no one, though it keeps trying (and dials again).
+            try await Task.sleep(for: .milliseconds(10))
+            replicaP.write(.string("written after"), forKey: "late")
+            engineP.addPeer(host: "127.0.0.1", port: portB)
+            try await Task.sleep(for: .seconds(2))
+            #expect(replicaA.replica.entries["late"] == nil)
+            #expect(replicaB.replica.entries["late"] == nil)
+            #expect(!engineB.connectedPeers.contains(phone.deviceID))
+            #expect(!engineA.connectedPeers.contains(phone.deviceID))
+            // Its earlier write stays, and A and B still sync with each other.
+            #expect(replicaA.replica.entries["early"]?.value == .string("written before"))
+            #expect(replicaB.replica.entries["early"]?.value == .string("written before"))
+            replicaA.write(.string("after the removal"), forKey: "a")
+            await eventually("A's later write at B") { replicaB.replica.entries["a"] != nil }
+            // The phone's store keeps working locally.
+            #expect(replicaP.replica.entries["late"]?.value == .string("written after"))
+        }
     }
 
     @Test("A device offline during the removal hears of it from a member that did not make it, and then refuses the phone")
     func offlineDeviceLearnsThroughRelay() async throws {
-        let home = try Household()
-        let (a, b, c, phone) = (try home.device("A"), try home.device("B"), try home.device("C"), try home.device("phone"))
-        let (engineA, _, portA) = try await Self.engine(a)
-        let (engineB, _, portB) = try await Self.engine(b)
-        defer { Task { await engineA.stop(); await engineB.stop() } }
-        engineA.addPeer(host: "127.0.0.1", port: portB)
-        await eventually("A and B connected") { engineA.connectedPeers.contains(b.deviceID) }
-        engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
-        await eventually("B to learn it") { engineB.removals.isRemoved(phone.deviceID) }
-        await engineA.stop()
-        _ = portA
+        try await withCleanup { cleanup in
+            let home = try Household()
+            let (a, b, c, phone) = (try home.device("A"), try home.device("B"), try home.device("C"), try home.device("phone"))
+            let (engineA, _, portA) = try await Self.engine(a)
+            let (engineB, _, portB) = try await Self.engine(b)
+            cleanup { await engineA.stop(); await engineB.stop() }
+            engineA.addPeer(host: "127.0.0.1", port: portB)
+            await eventually("A and B connected") { engineA.connectedPeers.contains(b.deviceID) }
+            engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
+            await eventually("B to learn it") { engineB.removals.isRemoved(phone.deviceID) }
+            await engineA.stop()
+            _ = portA
 
-        // C was away; it comes back knowing only B, then the phone dials it.
-        let (engineC, replicaC, portC) = try await Self.engine(c)
-        defer { Task { await engineC.stop() } }
-        engineC.addPeer(host: "127.0.0.1", port: portB)
-        await eventually("C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
-        let (engineP, replicaP, _) = try await Self.engine(phone)
-        defer { Task { await engineP.stop() } }
-        replicaP.write(.string("from the removed phone"), forKey: "late")
-        engineP.addPeer(host: "127.0.0.1", port: portC)
-        try await Task.sleep(for: .seconds(2))
-        #expect(!engineC.connectedPeers.contains(phone.deviceID))
-        #expect(replicaC.replica.entries["late"] == nil)
-        await eventually("the phone to be told") { engineP.removalNotice != nil }
+            // C was away; it comes back knowing only B, then the phone dials it.
+            let (engineC, replicaC, portC) = try await Self.engine(c)
+            cleanup { await engineC.stop() }
+            engineC.addPeer(host: "127.0.0.1", port: portB)
+            await eventually("C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
+            let (engineP, replicaP, _) = try await Self.engine(phone)
+            cleanup { await engineP.stop() }
+            replicaP.write(.string("from the removed phone"), forKey: "late")
+            engineP.addPeer(host: "127.0.0.1", port: portC)
+            try await Task.sleep(for: .seconds(2))
+            #expect(!engineC.connectedPeers.contains(phone.deviceID))
+            #expect(replicaC.replica.entries["late"] == nil)
+            await eventually("the phone to be told") { engineP.removalNotice != nil }
+        }
     }
 
     @Test("A member that does not know of the removal relays the phone's writes: the receiver takes those from before the removal and refuses the later ones")
     func relayedEntriesOfRemovedSigner() async throws {
-        let home = try Household()
-        let (c, phone, relay) = (try home.device("C"), try home.device("phone"), try home.device("relay"))
-        let removal = try home.authority.removal(of: phone.deviceID, named: "phone")
-        let removals = DeviceRemovals(trust: home.authority.account.trust)
-        removals.merge([removal])
-        let (engineC, replicaC, portC) = try await Self.engine(c, removals: removals)
-        defer { Task { await engineC.stop() } }
+        try await withCleanup { cleanup in
+            let home = try Household()
+            let (c, phone, relay) = (try home.device("C"), try home.device("phone"), try home.device("relay"))
+            let removal = try home.authority.removal(of: phone.deviceID, named: "phone")
+            let removals = DeviceRemovals(trust: home.authority.account.trust)
+            removals.merge([removal])
+            let (engineC, replicaC, portC) = try await Self.engine(c, removals: removals)
+            cleanup { await engineC.stop() }
 
-        // The relay speaks the frames itself, so it can hand over the phone's entries as is; its
-        // hello carries no removals digest, as an older build's would not.
-        let relayPeer = HostilePeer(identity: relay, storeIdentifier: Self.store)
-        let phoneAsWriter = HostilePeer(identity: phone, storeIdentifier: Self.store)
-        let origin = phoneAsWriter.origin()
-        let before = try phoneAsWriter.entry("early", .string("before"), origin: origin, sequence: 1, at: removal.removedAt - 1000)
-        let after = try phoneAsWriter.entry("late", .string("after"), origin: origin, sequence: 2, at: removal.removedAt + 1000)
-        let link = try await relayPeer.connect(port: portC)
-        try link.send(try relayPeer.greeting())
-        try link.send(.delta(.init(store: Self.store, entries: [before, after],
-                                   certificates: [Data(phone.certificate.derEncoded)], vector: VersionVector())))
-        let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
-        #expect(refusal.entries.map(\.reason) == [.removedSigner], "\(refusal.entries)")
-        #expect(refusal.entries.first?.key == "late")
-        await eventually("the early entry applied") { replicaC.replica.entries["early"] != nil }
-        #expect(replicaC.replica.entries["late"] == nil)
-        // A refusal is not a fault of the relay: the link stays up.
-        #expect(try await link.isAnswering(within: .seconds(5)))
-        // It was sent no removals (its hello had no digest: an older build).
-        #expect(!link.all.contains { if case .removals = $0 { true } else { false } })
-        await link.close()
+            // The relay speaks the frames itself, so it can hand over the phone's entries as is; its
+            // hello carries no removals digest, as an older build's would not.
+            let relayPeer = HostilePeer(identity: relay, storeIdentifier: Self.store)
+            let phoneAsWriter = HostilePeer(identity: phone, storeIdentifier: Self.store)
+            let origin = phoneAsWriter.origin()
+            let before = try phoneAsWriter.entry("early", .string("before"), origin: origin, sequence: 1, at: removal.removedAt - 1000)
+            let after = try phoneAsWriter.entry("late", .string("after"), origin: origin, sequence: 2, at: removal.removedAt + 1000)
+            let link = try await relayPeer.connect(port: portC)
+            try link.send(try relayPeer.greeting())
+            try link.send(.delta(.init(store: Self.store, entries: [before, after],
+                                       certificates: [Data(phone.certificate.derEncoded)], vector: VersionVector())))
+            let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
+            #expect(refusal.entries.map(\.reason) == [.removedSigner], "\(refusal.entries)")
+            #expect(refusal.entries.first?.key == "late")
+            await eventually("the early entry applied") { replicaC.replica.entries["early"] != nil }
+            #expect(replicaC.replica.entries["late"] == nil)
+            // A refusal is not a fault of the relay: the link stays up.
+            #expect(try await link.isAnswering(within: .seconds(5)))
+            // It was sent no removals (its hello had no digest: an older build).
+            #expect(!link.all.contains { if case .removals = $0 { true } else { false } })
+            await link.close()
+        }
     }
 
     @Test("Removals persist, survive a restart, and two processes saving at once keep both")

@@ -2,6 +2,7 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import HearthSync
+import HearthTesting
 import HearthTransport
 import NIOCore
 import Testing
@@ -21,13 +22,21 @@ struct HostilePeer: Sendable {
 
     /// Joins the account of the device whose account directory is `accountDirectory`, as a
     /// user handed the join bundle would (the account passphrase of the test households is "p").
-    init(joining accountDirectory: String, root: String, storeIdentifier: String, name: String = "rogue") throws {
+    init(joining accountDirectory: String, root: String, storeIdentifier: String, passphrase: String = "p",
+         name: String = "rogue") throws {
         let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectory), scrypt: .testing)
         let account = try #require(try owner.currentAccountID())
         let bundle = try owner.exportJoinBundle(account)
         identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/\(name)-\(UUID())"), scrypt: .testing)
-            .importJoinBundle(bundle, passphrase: "p", deviceName: name)
+            .importJoinBundle(bundle, passphrase: passphrase, deviceName: name)
         self.storeIdentifier = storeIdentifier
+    }
+
+    /// Joins the throwaway account of `cluster`, for its store (its files kept in the cluster's
+    /// folder, removed with it).
+    init(joining cluster: LoopbackCluster, name: String = "rogue") throws {
+        try self.init(joining: cluster.accountDirectory(for: 0), root: cluster.rootDirectory, storeIdentifier: cluster.storeIdentifier,
+                      passphrase: cluster.accountPassphrase, name: name)
     }
 
     /// Connects over mutual TLS to the device listening on `port` (nothing is sent yet). With

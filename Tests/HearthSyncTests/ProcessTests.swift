@@ -1,5 +1,6 @@
 import Foundation
 import HearthTestSupport
+import HearthTesting
 import HearthCore
 import HearthIdentity
 import Testing
@@ -17,7 +18,7 @@ final class ProcessCluster {
     init(avahi: Bool) throws {
         self.avahi = avahi
         root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-processes-\(UUID())").path
-        ports = try (0..<3).map { _ in try SyncCluster.freePort() }
+        ports = try (0..<3).map { _ in try LoopbackCluster.freePort() }
         let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"), scrypt: .testing)
         let owner = try first.createAccount(displayName: "Processes", passphrase: "p", deviceName: names[0])
         let bundle = try first.exportJoinBundle(owner.account.id)

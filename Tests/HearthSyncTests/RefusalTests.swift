@@ -21,63 +21,64 @@ struct RefusalTests {
 
     @Test("Point 2: an entry nested too deep is refused alone; the rest of the delta and later writes apply; the link stays up")
     func tooDeepRefusedAlone() async throws {
-        let cluster = try await SyncCluster(count: 1)
-        defer { Task { await cluster.shutdown() } }
-        let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
-        let link = try await peer.connect(port: cluster.ports[0])
-        try link.send(try peer.greeting())
-        let origin = peer.origin()
-        // 260 deep: within what a frame may nest (the codec allows a few levels of envelope),
-        // beyond what a value may. A device of an older build could hold such a value.
-        let entries = [try peer.entry("before", "1", origin: origin, sequence: 1),
-                       try peer.entry("deep", Self.nested(260), origin: origin, sequence: 2),
-                       try peer.entry("after", "3", origin: origin, sequence: 3)]
-        try link.send(peer.delta(entries))
-        let refusal = try #require(await link.nextRefusal())
-        #expect(refusal.entries.map(\.key) == ["deep"])
-        #expect(refusal.entries.first?.reason == .tooDeep)
-        #expect(refusal.entries.first?.origin == origin && refusal.entries.first?.sequence == 2)
-        let store = cluster.stores[0]
-        #expect(store.string(forKey: "before") == "1" && store.string(forKey: "after") == "3")
-        #expect(store.value(forKey: "deep") == nil)
-        // The same connection carries the next write: no reconnection, no loop.
-        try link.send(peer.delta([try peer.entry("later", "4", origin: origin, sequence: 4)]))
-        await eventually("the later write") { store.string(forKey: "later") == "4" }
-        #expect(try await link.isAnswering())
-        #expect(!link.isClosed)
-        await link.close()
+        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout) { cluster in
+            let peer = try HostilePeer(joining: cluster)
+            let link = try await peer.connect(port: cluster.ports[0])
+            try link.send(try peer.greeting())
+            let origin = peer.origin()
+            // 260 deep: within what a frame may nest (the codec allows a few levels of envelope),
+            // beyond what a value may. A device of an older build could hold such a value.
+            let entries = [try peer.entry("before", "1", origin: origin, sequence: 1),
+                           try peer.entry("deep", Self.nested(260), origin: origin, sequence: 2),
+                           try peer.entry("after", "3", origin: origin, sequence: 3)]
+            try link.send(peer.delta(entries))
+            let refusal = try #require(await link.nextRefusal())
+            #expect(refusal.entries.map(\.key) == ["deep"])
+            #expect(refusal.entries.first?.reason == .tooDeep)
+            #expect(refusal.entries.first?.origin == origin && refusal.entries.first?.sequence == 2)
+            let store = cluster[0]
+            #expect(store.string(forKey: "before") == "1" && store.string(forKey: "after") == "3")
+            #expect(store.value(forKey: "deep") == nil)
+            // The same connection carries the next write: no reconnection, no loop.
+            try link.send(peer.delta([try peer.entry("later", "4", origin: origin, sequence: 4)]))
+            await eventually("the later write") { store.string(forKey: "later") == "4" }
+            #expect(try await link.isAnswering())
+            #expect(!link.isClosed)
+            await link.close()
+        }
     }
 
     @Test("Point 2: two devices, one holding an entry 300 deep planted in its file, still exchange every later write")
     func plantedEntryBetweenDevices() async throws {
-        let cluster = try await LoopbackCluster(replicas: 2, storeIdentifier: "com.example.planted")
-        try cluster.write("A", forKey: "a", on: 0)
-        try await cluster.waitUntilConverged(expected: ["a": "A"])
-        try await cluster.restart(0) { data in
-            let file = "\(data)/\(cluster.accountID)/com.example.planted.plist"
-            let planted = try await PlantedEntry.plantDeep(300, into: file)
-            #expect(planted.status == 0, "\(planted.error)")
+        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.planted") { cluster in
+            try cluster.write("A", forKey: "a", on: 0)
+            try await cluster.waitUntilConverged(expected: ["a": "A"])
+            try await cluster.restart(0) { data in
+                let file = "\(data)/\(cluster.accountID)/com.example.planted.plist"
+                let planted = try await PlantedEntry.plantDeep(300, into: file)
+                #expect(planted.status == 0, "\(planted.error)")
+            }
+            try cluster.write("B", forKey: "b", on: 0)
+            try cluster.write("C", forKey: "c", on: 1)
+            try await cluster.waitUntilConverged(expected: ["a": "A", "b": "B", "c": "C"])
+            #expect(await cluster[0].waitUntilSynced(timeout: .seconds(10)))
+            #expect(await cluster[1].waitUntilSynced(timeout: .seconds(10)))
         }
-        try cluster.write("B", forKey: "b", on: 0)
-        try cluster.write("C", forKey: "c", on: 1)
-        try await cluster.waitUntilConverged(expected: ["a": "A", "b": "B", "c": "C"])
-        #expect(await cluster[0].waitUntilSynced(timeout: .seconds(10)))
-        #expect(await cluster[1].waitUntilSynced(timeout: .seconds(10)))
-        await cluster.shutdown()
     }
 
     @Test("Point 4: keys that differ only in Unicode normalisation stay two keys across sync")
     func exactKeysOverTheWire() async throws {
         let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
-        let cluster = try await LoopbackCluster(replicas: 2, storeIdentifier: "com.example.keys")
-        try cluster.write("composed", forKey: composed, on: 0)
-        try cluster.write("decomposed", forKey: decomposed, on: 0)
-        await eventually("both keys on replica 1") { cluster[1].keys.count == 2 }
-        #expect(cluster[1].string(forKey: composed) == "composed")
-        #expect(cluster[1].string(forKey: decomposed) == "decomposed")
-        let change = try await cluster.nextNotification(on: 1, reason: .serverChange)
-        #expect(Set(change.keys.map { Array($0.utf8) }).isSubset(of: [Array(composed.utf8), Array(decomposed.utf8)]))
-        await cluster.shutdown()
+        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.keys") { cluster in
+            try cluster.write("composed", forKey: composed, on: 0)
+            try cluster.write("decomposed", forKey: decomposed, on: 0)
+            await eventually("both keys on replica 1") { cluster[1].keys.count == 2 }
+            #expect(cluster[1].string(forKey: composed) == "composed")
+            #expect(cluster[1].string(forKey: decomposed) == "decomposed")
+            let change = try await cluster.nextNotification(on: 1, reason: .serverChange)
+            #expect(Set(change.keys.map { Array($0.utf8) }).isSubset(of: [Array(composed.utf8), Array(decomposed.utf8)]))
+        }
     }
 
     @Test("Point 13: a device 2 days ahead is refused entry by entry and told; once its clock is right its writes sync again")
@@ -85,49 +86,49 @@ struct RefusalTests {
         let capture = LogCapture()
         // Heartbeats of a second (links dead after 5 s): a loaded machine does not drop links, so
         // a reconnection below can only be a refusal loop.
-        let cluster = try await LoopbackCluster(replicas: 2, storeIdentifier: "com.example.clock", heartbeat: .seconds(1),
-                                                clockSkews: [.seconds(2 * 86_400), .zero], logger: capture.logger("hearth"))
-        let ahead = cluster.deviceIDs[0], honest = cluster.deviceIDs[1]
-        try cluster.write("from the future", forKey: "early", on: 0)
-        // The writer hears of the refusal, with the clocks, at warning; the receiver says so too.
-        await eventually("the refusal") { cluster[0].syncRefusals.contains { $0.entry.key == "early" } }
-        let refusal = try #require(cluster[0].syncRefusals.first)
-        #expect(refusal.entry.reason == .clockAhead)
-        #expect(refusal.device == honest)
-        #expect(refusal.clockOffset > 47 * 3_600_000 && refusal.clockOffset < 49 * 3_600_000)
-        // The warning follows the recorded refusal at once, but a test thread on a loaded machine
-        // can look in between.
-        await eventually("the writer's warning") {
-            capture.all.contains { $0.level == .warning && $0.message.contains("the peer refused 1 entry") }
-        }
-        let told = capture.all.filter { $0.level == .warning && $0.message.contains("the peer refused 1 entry") }
-        #expect(told.count == 1 && told.first?.metadata["device"] == String(ahead.prefix(8)))   // once, however many connections
-        #expect(capture.all.contains { $0.level == .warning && $0.message.contains("refused 1 of 1 entries") && $0.metadata["device"] == String(honest.prefix(8)) })
-        // Counted as answered: the writer does not wait for it forever.
-        #expect(await cluster[0].waitUntilSynced(timeout: .seconds(10)))
-        // The link stays up, and the honest device's writes still reach the one that is ahead.
-        try cluster.write("now", forKey: "present", on: 1)
-        await eventually("the honest write") { cluster[0].string(forKey: "present") == "now" }
-        #expect(cluster[1].value(forKey: "early") == nil)
-        // No reconnection loop (before, the refused delta closed the link about four times a
-        // second): over three heartbeats, no new session and no new refusal. (A delta sent
-        // before the refusal came back may still be refused once more on a loaded machine: the
-        // window starts after two quiet seconds.)
-        try await Task.sleep(for: .seconds(2))
-        let sessions = cluster[1].syncMetrics?.sessions
-        let refusals = capture.all.filter { $0.message.contains("refused 1 of 1 entries") }.count
-        try await Task.sleep(for: .seconds(3))
-        #expect(cluster[1].syncMetrics?.sessions == sessions)
-        #expect(capture.all.filter { $0.message.contains("refused 1 of 1 entries") }.count == refusals)
+        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.clock", heartbeat: .seconds(1),
+                                      clockSkews: [.seconds(2 * 86_400), .zero], logger: capture.logger("hearth")) { cluster in
+            let ahead = cluster.deviceIDs[0], honest = cluster.deviceIDs[1]
+            try cluster.write("from the future", forKey: "early", on: 0)
+            // The writer hears of the refusal, with the clocks, at warning; the receiver says so too.
+            await eventually("the refusal") { cluster[0].syncRefusals.contains { $0.entry.key == "early" } }
+            let refusal = try #require(cluster[0].syncRefusals.first)
+            #expect(refusal.entry.reason == .clockAhead)
+            #expect(refusal.device == honest)
+            #expect(refusal.clockOffset > 47 * 3_600_000 && refusal.clockOffset < 49 * 3_600_000)
+            // The warning follows the recorded refusal at once, but a test thread on a loaded machine
+            // can look in between.
+            await eventually("the writer's warning") {
+                capture.all.contains { $0.level == .warning && $0.message.contains("the peer refused 1 entry") }
+            }
+            let told = capture.all.filter { $0.level == .warning && $0.message.contains("the peer refused 1 entry") }
+            #expect(told.count == 1 && told.first?.metadata["device"] == String(ahead.prefix(8)))   // once, however many connections
+            #expect(capture.all.contains { $0.level == .warning && $0.message.contains("refused 1 of 1 entries") && $0.metadata["device"] == String(honest.prefix(8)) })
+            // Counted as answered: the writer does not wait for it forever.
+            #expect(await cluster[0].waitUntilSynced(timeout: .seconds(10)))
+            // The link stays up, and the honest device's writes still reach the one that is ahead.
+            try cluster.write("now", forKey: "present", on: 1)
+            await eventually("the honest write") { cluster[0].string(forKey: "present") == "now" }
+            #expect(cluster[1].value(forKey: "early") == nil)
+            // No reconnection loop (before, the refused delta closed the link about four times a
+            // second): over three heartbeats, no new session and no new refusal. (A delta sent
+            // before the refusal came back may still be refused once more on a loaded machine: the
+            // window starts after two quiet seconds.)
+            try await Task.sleep(for: .seconds(2))
+            let sessions = cluster[1].syncMetrics?.sessions
+            let refusals = capture.all.filter { $0.message.contains("refused 1 of 1 entries") }.count
+            try await Task.sleep(for: .seconds(3))
+            #expect(cluster[1].syncMetrics?.sessions == sessions)
+            #expect(capture.all.filter { $0.message.contains("refused 1 of 1 entries") }.count == refusals)
 
-        // The clock is set right: what it wrote in the future is re-stamped and arrives, as do new writes.
-        try await cluster.restart(0, clockSkew: .zero)
-        #expect(await capture.waitFor("entries were written") != nil)
-        try cluster.write("fixed", forKey: "later", on: 0)
-        try await cluster.waitUntilConverged(expected: ["early": "from the future", "present": "now", "later": "fixed"])
-        #expect(cluster[0].syncRefusals.isEmpty)
-        #expect(await cluster[0].waitUntilSynced(timeout: .seconds(10)))
-        await cluster.shutdown()
+            // The clock is set right: what it wrote in the future is re-stamped and arrives, as do new writes.
+            try await cluster.restart(0, clockSkew: .zero)
+            #expect(await capture.waitFor("entries were written") != nil)
+            try cluster.write("fixed", forKey: "later", on: 0)
+            try await cluster.waitUntilConverged(expected: ["early": "from the future", "present": "now", "later": "fixed"])
+            #expect(cluster[0].syncRefusals.isEmpty)
+            #expect(await cluster[0].waitUntilSynced(timeout: .seconds(10)))
+        }
     }
 
     @Test("Point 9: once SyncEngine.stop() returns, a delta it was verifying is never applied")

@@ -11,8 +11,8 @@ import Testing
 /// What a device of the account that misbehaves (``HostilePeer``) can get a store to apply.
 @Suite("Verification of what peers send")
 struct VerificationTests {
-    func rogue(_ cluster: SyncCluster) async throws -> (HostilePeer, HostileLink) {
-        let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
+    func rogue(_ cluster: LoopbackCluster) async throws -> (HostilePeer, HostileLink) {
+        let peer = try HostilePeer(joining: cluster)
         let link = try await peer.connect(port: cluster.ports[0])
         try link.send(try peer.greeting())
         return (peer, link)
@@ -20,71 +20,75 @@ struct VerificationTests {
 
     @Test("An entry with a forged signature is refused alone: the rest of the delta applies, the sender is told, the link stays up")
     func forgedSignature() async throws {
-        let cluster = try await SyncCluster(count: 2)
-        defer { Task { await cluster.shutdown() } }
-        let (peer, link) = try await rogue(cluster)
-        // An entry claiming to come from device 1 (its signer, and an origin of device 1's), but
-        // signed with the rogue's key.
-        let stolen = ReplicaID.random(boundTo: cluster.deviceIDs[1].data)
-        var forged = try peer.entry("forged", "evil", origin: stolen, sequence: 1)
-        forged.signature?.signer = cluster.deviceIDs[1].data
-        let honest = try peer.entry("honest", "ok", origin: peer.origin(), sequence: 2)
-        try link.send(peer.delta([honest, forged], vector: VersionVector([stolen: 2])))
-        let refusal = try #require(await link.nextRefusal())
-        #expect(refusal.entries.count == 1)
-        #expect(refusal.entries.first?.key == "forged")
-        // Device 1's certificate does not verify the rogue's signature; if device 1 has not
-        // connected yet, its certificate is not even known here. Either way: refused.
-        #expect([.badSignature, .unknownSigner].contains(refusal.entries.first?.reason))
-        #expect(cluster.stores[0].object(forKey: "forged") == nil)
-        #expect(cluster.stores[0].string(forKey: "honest") == "ok")
-        #expect(try await link.isAnswering())
-        await link.close()
+        try await withLoopbackCluster(replicas: 2, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout) { cluster in
+            let (peer, link) = try await rogue(cluster)
+            // An entry claiming to come from device 1 (its signer, and an origin of device 1's), but
+            // signed with the rogue's key.
+            let stolen = ReplicaID.random(boundTo: cluster.deviceID(of: 1).data)
+            var forged = try peer.entry("forged", "evil", origin: stolen, sequence: 1)
+            forged.signature?.signer = cluster.deviceID(of: 1).data
+            let honest = try peer.entry("honest", "ok", origin: peer.origin(), sequence: 2)
+            try link.send(peer.delta([honest, forged], vector: VersionVector([stolen: 2])))
+            let refusal = try #require(await link.nextRefusal())
+            #expect(refusal.entries.count == 1)
+            #expect(refusal.entries.first?.key == "forged")
+            // Device 1's certificate does not verify the rogue's signature; if device 1 has not
+            // connected yet, its certificate is not even known here. Either way: refused.
+            #expect([.badSignature, .unknownSigner].contains(refusal.entries.first?.reason))
+            #expect(cluster[0].object(forKey: "forged") == nil)
+            #expect(cluster[0].string(forKey: "honest") == "ok")
+            #expect(try await link.isAnswering())
+            await link.close()
+        }
     }
 
     @Test("A tampered value under a genuine signature is refused")
     func tamperedValue() async throws {
-        let cluster = try await SyncCluster(count: 1)
-        defer { Task { await cluster.shutdown() } }
-        let (peer, link) = try await rogue(cluster)
-        var entry = try peer.entry("k", "signed", origin: peer.origin(), sequence: 1)
-        entry.value = "tampered"
-        try link.send(peer.delta([entry]))
-        let refusal = try #require(await link.nextRefusal())
-        #expect(refusal.entries.map(\.reason) == [.badSignature])
-        #expect(cluster.stores[0].object(forKey: "k") == nil)
-        await link.close()
+        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout) { cluster in
+            let (peer, link) = try await rogue(cluster)
+            var entry = try peer.entry("k", "signed", origin: peer.origin(), sequence: 1)
+            entry.value = "tampered"
+            try link.send(peer.delta([entry]))
+            let refusal = try #require(await link.nextRefusal())
+            #expect(refusal.entries.map(\.reason) == [.badSignature])
+            #expect(cluster[0].object(forKey: "k") == nil)
+            await link.close()
+        }
     }
 
     @Test("A hello listing only another store exchanges no data of this one, and the link stays up")
     func wrongStore() async throws {
-        let cluster = try await SyncCluster(count: 1)
-        defer { Task { await cluster.shutdown() } }
-        cluster.stores[0].set("secret", forKey: "k")
-        let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
-        let link = try await peer.connect(port: cluster.ports[0])
-        try link.send(try peer.hello(stores: ["com.example.other"]))
-        // A store of its own is no reason to part: the connection stays (answering pings), and
-        // carries nothing of the store the peer does not serve.
-        #expect(try await link.isAnswering())
-        try await Task.sleep(for: .seconds(1))
-        #expect(!link.isClosed)
-        #expect(!link.all.contains { if case .delta = $0 { true } else { false } })
-        #expect(!link.all.contains { if case .store = $0 { true } else { false } })
-        #expect(cluster.stores[0].connectedPeerCount == 0)
-        await link.close()
+        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout) { cluster in
+            cluster[0].set("secret", forKey: "k")
+            let peer = try HostilePeer(joining: cluster)
+            let link = try await peer.connect(port: cluster.ports[0])
+            try link.send(try peer.hello(stores: ["com.example.other"]))
+            // A store of its own is no reason to part: the connection stays (answering pings), and
+            // carries nothing of the store the peer does not serve.
+            #expect(try await link.isAnswering())
+            try await Task.sleep(for: .seconds(1))
+            #expect(!link.isClosed)
+            #expect(!link.all.contains { if case .delta = $0 { true } else { false } })
+            #expect(!link.all.contains { if case .store = $0 { true } else { false } })
+            #expect(cluster[0].connectedPeerCount == 0)
+            await link.close()
+        }
     }
 
     @Test("Malformed frames close the connection without harm")
     func garbage() async throws {
-        let cluster = try await SyncCluster(count: 1)
-        defer { Task { await cluster.shutdown() } }
-        let peer = try HostilePeer(joining: cluster.accountDirectories[0], root: cluster.root, storeIdentifier: cluster.storeIdentifier)
-        let link = try await peer.connect(port: cluster.ports[0])
-        link.send(raw: Array("not a property list".utf8))
-        await link.close()
-        cluster.stores[0].set("still fine", forKey: "k")
-        #expect(cluster.stores[0].string(forKey: "k") == "still fine")
+        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout) { cluster in
+            let peer = try HostilePeer(joining: cluster)
+            let link = try await peer.connect(port: cluster.ports[0])
+            link.send(raw: Array("not a property list".utf8))
+            await link.close()
+            cluster[0].set("still fine", forKey: "k")
+            #expect(cluster[0].string(forKey: "k") == "still fine")
+        }
     }
 }
 

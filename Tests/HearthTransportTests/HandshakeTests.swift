@@ -1,6 +1,7 @@
 import Foundation
 import HearthIdentity
 @testable import HearthTransport
+import HearthTestSupport
 import HearthTesting
 import NIOCore
 import Testing
@@ -12,24 +13,26 @@ extension TransportTests {
     struct HandshakeTests {
         @Test("Two devices of one account connect, learn each other's device ID, and exchange frames")
         func sameAccount() async throws {
-            let home = try Household()
-            let server = try await EchoServer(identity: home.server)
-            defer { Task { await server.stop() } }
-            let connection = try await clientTransport(home.laptop).connect(host: "127.0.0.1", port: server.port)
-            #expect(connection.peer.deviceID == home.server.deviceID)
-            #expect(connection.peer.certificate.commonName == "server")
-            let echoed = try await connection.executeThenClose { inbound, outbound in
-                var frames = inbound.makeAsyncIterator()
-                let hello = try await frames.next().map { String(buffer: $0) }
-                try await outbound.write(ByteBuffer(string: "ping"))
-                let echo = try await frames.next().map { String(buffer: $0) }
-                return [hello, echo]
+            try await withCleanup { cleanup in
+                let home = try Household()
+                let server = try await EchoServer(identity: home.server)
+                cleanup { await server.stop() }
+                let connection = try await clientTransport(home.laptop).connect(host: "127.0.0.1", port: server.port)
+                #expect(connection.peer.deviceID == home.server.deviceID)
+                #expect(connection.peer.certificate.commonName == "server")
+                let echoed = try await connection.executeThenClose { inbound, outbound in
+                    var frames = inbound.makeAsyncIterator()
+                    let hello = try await frames.next().map { String(buffer: $0) }
+                    try await outbound.write(ByteBuffer(string: "ping"))
+                    let echo = try await frames.next().map { String(buffer: $0) }
+                    return [hello, echo]
+                }
+                #expect(echoed == [greeting, "ping"])
+                let outcomes = await server.waitForOutcomes(1)
+                #expect(outcomes.first?.0 == home.laptop.deviceID)  // the server learned the client's ID
+                #expect(outcomes.first?.1 == nil)  // ended by close_notify, cleanly
+                await server.stop()
             }
-            #expect(echoed == [greeting, "ping"])
-            let outcomes = await server.waitForOutcomes(1)
-            #expect(outcomes.first?.0 == home.laptop.deviceID)  // the server learned the client's ID
-            #expect(outcomes.first?.1 == nil)  // ended by close_notify, cleanly
-            await server.stop()
         }
 
         @Test("Dialling a specific device refuses a different device of the same account")

@@ -1,0 +1,14 @@
+import Hearth
+
+/// The timeouts of this target's `LoopbackCluster`s. The suite runs 6 tests at a time on 2
+/// cores, under ThreadSanitizer (3 at a time, several times slower), and in CI beside CPU hogs:
+/// there a replica can be silent, or slow to connect, for seconds with nothing wrong.
+enum UnderLoad {
+    /// How long a silent link is kept: `SyncSettings`' default (90 s), as these tests had before
+    /// they used LoopbackCluster. Its default, five 300 ms heartbeats, drops links under load,
+    /// links the tests count on.
+    static let linkTimeout = SyncSettings().timeout
+    /// How long a cluster may take to connect every link and do its initial sync (the tests
+    /// waited as long for their connections before).
+    static let connectTimeout: Duration = .seconds(30)
+}
