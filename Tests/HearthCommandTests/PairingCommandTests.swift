@@ -93,7 +93,7 @@ struct PairingByAddressCommandTests {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         var environment = HearthCLI.environment
-        environment["HEARTH"] = try #require(HearthCLI.binary)
+        environment["HEARTH"] = HearthCLI.binary
         environment["ROOT"] = root
         environment["PASSPHRASE"] = "a passphrase for pairing by address"
         environment["PORT1"] = String(try LoopbackCluster.freePort())

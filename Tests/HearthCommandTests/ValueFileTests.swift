@@ -37,7 +37,7 @@ import Testing
         let raw = "\(root)/value.bin"
         try bytes.write(to: URL(fileURLWithPath: raw))
         var environment = HearthCLI.environment
-        environment["HEARTH"] = try #require(HearthCLI.binary)
+        environment["HEARTH"] = HearthCLI.binary
         let arguments = (["set", "blob", "--value-file", "-", "--as", "data", "--wait", "30"] + laptop.store + laptop.directories)
             .map { "'\($0)'" }.joined(separator: " ")
         // The store holds 1 MB in all: the text goes first.

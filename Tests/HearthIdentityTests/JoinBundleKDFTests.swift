@@ -128,7 +128,7 @@ struct JoinBundleKDFTests {
         let bundle = try await Self.offPool { try JoinBundle.export(authority, passphrase: "tidy kettle orbit") }
         let sealing = clock.now - start
         let text = String(decoding: bundle, as: UTF8.self)
-        let key = try EncryptedPrivateKeyInfo(pem: String(text[try #require(text.range(of: "-----BEGIN ENCRYPTED"))!.lowerBound...]))
+        let key = try EncryptedPrivateKeyInfo(pem: String(text[try #require(text.range(of: "-----BEGIN ENCRYPTED")).lowerBound...]))
         #expect(key.parameters == ScryptParameters.standard)
         #expect(ScryptParameters.standard == ScryptParameters(n: 1 << 18, r: 8, p: 1))
         #expect(key.salt.count == 16)

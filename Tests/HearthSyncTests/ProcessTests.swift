@@ -52,7 +52,7 @@ final class ProcessCluster {
             guard let process else { continue }
             // SIGUSR1 kills a process that has not set up its handler yet: wait for the peer's own
             // "listening N" line, printed after that (the engine's "sync listening" log may come first).
-            try await eventually("\(names[i]) to start") {
+            await eventually("\(names[i]) to start") {
                 process.output.split(separator: "\n").contains { $0.hasPrefix("listening ") }
             }
             process.stopWriting()
@@ -140,12 +140,12 @@ struct ProcessTests {
         defer { cluster.shutdown() }
         for i in 0..<2 { try cluster.start(i, writing: false, extra: ["--timeout", "1500"]) }
         let (alpha, beta) = (cluster.processes[0]!, cluster.processes[1]!)
-        try await eventually(timeout: .seconds(20), "alpha and beta to connect") { alpha.output.contains("connected") && beta.output.contains("connected") }
+        await eventually(timeout: .seconds(20), "alpha and beta to connect") { alpha.output.contains("connected") && beta.output.contains("connected") }
         kill(beta.pid, SIGSTOP)
-        try await eventually(timeout: .seconds(10), "alpha to declare the link dead") { alpha.output.contains("the link is dead") }
+        await eventually(timeout: .seconds(10), "alpha to declare the link dead") { alpha.output.contains("the link is dead") }
         kill(beta.pid, SIGCONT)
         let before = alpha.output.components(separatedBy: "] connected").count
-        try await eventually(timeout: .seconds(15), "alpha to reconnect") {
+        await eventually(timeout: .seconds(15), "alpha to reconnect") {
             alpha.output.components(separatedBy: "] connected").count > before
         }
     }

@@ -40,7 +40,7 @@ enum Shown {
 
     /// Prints each notification of `store` as "notify REASON KEYS", then `detail()` if given.
     static func notifications(of store: UbiquitousKeyValueStore, detail: (@Sendable () -> String)? = nil) {
-        NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { note in
+        _ = NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { note in
             let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int ?? -1
             let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String] ?? []
             say("notify \(reason) \(keys.joined(separator: ","))" + (detail.map { " " + $0() } ?? ""))

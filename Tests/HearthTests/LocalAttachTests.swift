@@ -63,7 +63,7 @@ struct LocalAttachTests {
         // One hosts, the other is attached: neither works in memory only.
         #expect(a.output.contains("opened host"), "\(a.output)")
         #expect(b.output.contains("opened attached"), "\(b.output)")
-        FileManager.default.createFile(atPath: dataDirectory + "/go", contents: nil)
+        _ = FileManager.default.createFile(atPath: dataDirectory + "/go", contents: nil)
         #expect(await a.wait(upTo: .seconds(60)) == 0, "\(a.output)\(a.errorOutput)")
         #expect(await b.wait(upTo: .seconds(60)) == 0, "\(b.output)\(b.errorOutput)")
         for (child, other) in [(a, "b"), (b, "a")] {
@@ -128,7 +128,7 @@ struct LocalAttachTests {
             for writer in writers { #expect(await writer.waitForOutput("paused 60", upTo: .seconds(60)), "round \(round): \(writer.output)") }
             host.kill()
             _ = await host.wait(upTo: .seconds(10))
-            FileManager.default.createFile(atPath: killed, contents: nil)
+            _ = FileManager.default.createFile(atPath: killed, contents: nil)
             for writer in writers {
                 #expect(await writer.wait(upTo: .seconds(90)) == 0, "round \(round): \(writer.output)\(writer.errorOutput)")
                 #expect(writer.output.contains("done \(count) true"), "round \(round): \(writer.output)\(writer.errorOutput)")
@@ -346,7 +346,7 @@ struct LocalAttachTests {
         #expect(store.isAttached)
         #expect(store.fileURL?.path == StoreLocation(dataDirectory: place.directory, storeIdentifier: "store").filePath)
         let recorder = ChangeRecorder(store, count: 5)
-        FileManager.default.createFile(atPath: place.directory + "/go", contents: nil)
+        _ = FileManager.default.createFile(atPath: place.directory + "/go", contents: nil)
         for i in 1...5 { try store.setValue(.integer(Int64(i)), forKey: "parent-\(i)") }
         // Read-your-writes, at once.
         #expect(store.value(forKey: "parent-5") == .integer(5))
