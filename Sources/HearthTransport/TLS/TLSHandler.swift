@@ -360,6 +360,16 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Sends close_notify and closes. Whatever the peer still sends is not waited for:
     /// TLS 1.3 lets either side close its half without waiting.
     private func closeCleanly(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        // What the application wrote before closing goes out first (a pairing refusal written
+        // just before the close was lost when these were dropped), then close_notify.
+        if !pendingWrites.isEmpty {
+            flushPendingWrites(context: context)
+            guard case .active = state else {
+                // The write failed and fail() closed the connection.
+                context.close(mode: .all, promise: promise)
+                return
+            }
+        }
         state = .closed
         failPendingWrites(TLSError.closed())
         OpenSSLErrorQueue.clear()
