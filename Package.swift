@@ -95,7 +95,7 @@ let package = Package(
         .testTarget(
             name: "HearthPairingTests",
             dependencies: ["HearthPairing", "HearthIdentity", "HearthTransport", "HearthDiscovery", "HearthCore", "HearthTestSupport",
-                           .product(name: "NIOCore", package: "swift-nio")],
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -119,7 +119,7 @@ let package = Package(
                                                             .product(name: "NIOCore", package: "swift-nio"),
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
-        .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport"], swiftSettings: strict),
+        .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthTesting", "HearthTestSupport", "hearth-test-writer",
                                                         .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
@@ -127,7 +127,7 @@ let package = Package(
         .executableTarget(name: "hearth-local-demo", dependencies: ["Hearth"], path: "Examples/LocalDemo", swiftSettings: strict),
         // A child process for the crash and lock tests: writes in a loop until killed.
         .executableTarget(name: "hearth-test-writer", dependencies: ["Hearth"], path: "Tests/HearthTestWriter", swiftSettings: strict),
-        .testTarget(name: "HearthIdentityTests", dependencies: ["HearthIdentity", "HearthCore"], swiftSettings: strict),
+        .testTarget(name: "HearthIdentityTests", dependencies: ["HearthIdentity", "HearthCore", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(
             name: "HearthTransportTests",
             dependencies: [
@@ -140,7 +140,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthDiscoveryTests",
-            dependencies: ["HearthDiscovery", "Hearth", "HearthIdentity", "HearthTesting", "HearthTestSupport"],
+            dependencies: ["HearthDiscovery", "Hearth", "HearthIdentity", "HearthTesting", "HearthTestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -160,7 +160,7 @@ let package = Package(
         .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthCore", "HearthIdentity",
-                                                               "HearthTesting", "HearthTestSupport", "HearthTransport"], swiftSettings: strict),
+                                                               "HearthTesting", "HearthTestSupport", "HearthTransport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth", "HearthCore"], swiftSettings: strict),
 
         // The fuzz targets' decoders and seeds (Fuzz/, scripts/fuzz.sh), also replayed by a unit test.

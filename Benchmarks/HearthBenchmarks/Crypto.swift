@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthCore
 import HearthIdentity
 
@@ -23,7 +24,7 @@ enum CryptoCosts {
         let household = try AccountAuthority.create(displayName: "Bench removals")
         let member = try household.makeDevice(named: "member")
         let memberEntry = try member.signed(entry, storeIdentifier: store)
-        let removals = DeviceRemovals(trust: household.account.trust)
+        let removals = DeviceRemovals(trust: household.account.trust, logger: Logger(label: "hearth.bench"))
         removals.merge(try (0..<16).map { i in try household.removal(of: household.makeDevice(named: "gone \(i)").deviceID, named: "gone \(i)") })
 
         func cost(_ body: () throws -> Void) rethrows -> Double {

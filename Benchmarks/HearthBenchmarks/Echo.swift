@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthIdentity
 import HearthTransport
 import NIOCore
@@ -95,10 +96,10 @@ enum EchoMode {
 
     /// `echo-tls config=…`: echoes every frame of every connection through `PeerTransport`.
     static func runTLS(config: String) async throws {
-        guard let identity = try AccountStore(directory: URL(fileURLWithPath: config)).loadCurrentIdentity() else {
+        guard let identity = try AccountStore(directory: URL(fileURLWithPath: config), logger: Logger(label: "hearth.bench")).loadCurrentIdentity() else {
             throw BenchError("no identity in \(config)")
         }
-        let listener = try await PeerTransport(identity: identity).listen(host: "127.0.0.1", port: 0)
+        let listener = try await PeerTransport(identity: identity, logger: Logger(label: "hearth.bench")).listen(host: "127.0.0.1", port: 0)
         LineWriter(fd: 1).send("READY \(listener.port ?? -1)")
         // One connection at a time, until killed: the floor's, then the handshake-only ones.
         for await connection in listener.connections {
@@ -134,7 +135,7 @@ enum Floor {
 
     /// Round trips of one `size`-byte frame through Hearth's TLS transport to an echo child.
     static func tls(rounds: Int, size: Int, identity: DeviceIdentity, port: Int) async throws -> [Double] {
-        let connection = try await PeerTransport(identity: identity).connect(host: "127.0.0.1", port: port)
+        let connection = try await PeerTransport(identity: identity, logger: Logger(label: "hearth.bench")).connect(host: "127.0.0.1", port: port)
         return try await connection.executeThenClose { inbound, outbound in
             var frames = inbound.makeAsyncIterator()
             let payload = ByteBuffer(bytes: [UInt8](repeating: 7, count: size))

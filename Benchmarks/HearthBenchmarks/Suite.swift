@@ -176,7 +176,7 @@ final class Suite {
         let rounds = quick ? 500 : 5000
         let tcpSamples = try Floor.tcp(rounds: rounds, size: 64)
         let config = takeConfig()
-        guard let identity = try AccountStore(directory: URL(fileURLWithPath: takeConfig())).loadCurrentIdentity() else {
+        guard let identity = try AccountStore(directory: URL(fileURLWithPath: takeConfig()), logger: Logger(label: "hearth.bench")).loadCurrentIdentity() else {
             throw BenchError("no identity")
         }
         let echo = try Child(name: "tls echo", arguments: ["echo-tls", "config=\(config)"])
@@ -199,7 +199,7 @@ final class Suite {
     /// reconnect figure: connect through a counting proxy to an echo child, close at once.
     func handshakeBytes() async throws -> Int {
         let config = takeConfig()
-        guard let identity = try AccountStore(directory: URL(fileURLWithPath: takeConfig())).loadCurrentIdentity() else {
+        guard let identity = try AccountStore(directory: URL(fileURLWithPath: takeConfig()), logger: Logger(label: "hearth.bench")).loadCurrentIdentity() else {
             throw BenchError("no identity")
         }
         let echo = try Child(name: "tls echo", arguments: ["echo-tls", "config=\(config)"])
@@ -448,7 +448,7 @@ final class Suite {
                    "", "", "", "", ""])
         table.row(["of which the changed entry's key and value (quota bytes)", "\(8 + 5 + size) B", "", ""])
         // Every delta carries the DER certificate of each signer of its entries (docs/protocol.md).
-        let certificate = try AccountStore(directory: URL(fileURLWithPath: aConfig)).loadCurrentIdentity()?.certificate.derEncoded.count ?? -1
+        let certificate = try AccountStore(directory: URL(fileURLWithPath: aConfig), logger: Logger(label: "hearth.bench")).loadCurrentIdentity()?.certificate.derEncoded.count ?? -1
         table.row(["size of a device certificate (DER), which a delta carries once per connection for signers other than the sender",
                    "\(certificate) B", "", ""])
         table.row(["frame bytes of the reconnection (syncMetrics, no TLS)", "\(reconnectFrames) B (\(changed.entries) entry received)", "", ""])
@@ -515,7 +515,7 @@ final class Suite {
 
     func cryptoCosts() throws {
         log("cost of each cryptographic step")
-        guard let identity = try AccountStore(directory: URL(fileURLWithPath: configs[0])).loadCurrentIdentity() else {
+        guard let identity = try AccountStore(directory: URL(fileURLWithPath: configs[0]), logger: Logger(label: "hearth.bench")).loadCurrentIdentity() else {
             throw BenchError("no identity")
         }
         table.section("7. Cost of each cryptographic step of the sync path (this process, µs per call, median of 5 runs)",
@@ -561,6 +561,6 @@ struct Table {
 
 enum PeerTransportFactory {
     static func connect(identity: DeviceIdentity, port: Int) async throws -> PeerConnection {
-        try await PeerTransport(identity: identity).connect(host: "127.0.0.1", port: port)
+        try await PeerTransport(identity: identity, logger: Logger(label: "hearth.bench")).connect(host: "127.0.0.1", port: port)
     }
 }

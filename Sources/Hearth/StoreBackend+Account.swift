@@ -37,7 +37,7 @@ extension StoreBackend {
     /// account the store is on, and checks run one after another.
     func watchAccount(settings: SyncSettings) {
         let directory = settings.accountDirectory ?? AccountStore.defaultDirectory().path
-        let accounts = AccountStore(directory: URL(fileURLWithPath: directory))
+        let accounts = AccountStore(directory: URL(fileURLWithPath: directory), logger: logger)
         let checks = AccountChecks()
         let token = AccountDirectoryWatcher.shared.subscribe(directory) { [weak self] in
             checks.enqueue { [weak self] failed in await self?.followAccount(accounts, settings: settings, failed: &failed) }

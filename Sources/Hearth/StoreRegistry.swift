@@ -1,4 +1,5 @@
 import Dispatch
+import Logging
 import Foundation
 import HearthCore
 import HearthIdentity
@@ -123,7 +124,9 @@ enum StoreRegistry {
     /// signed in. Problems with the account files are logged; the store then works locally.
     static func signedInIdentity(_ configuration: UbiquitousKeyValueStore.Configuration) -> DeviceIdentity? {
         guard configuration.sync.isEnabled else { return nil }
-        let accounts = configuration.sync.accountDirectory.map { AccountStore(directory: URL(fileURLWithPath: $0)) } ?? AccountStore()
+        let logger = configuration.logger
+        let accounts = configuration.sync.accountDirectory.map { AccountStore(directory: URL(fileURLWithPath: $0), logger: logger) }
+            ?? AccountStore(logger: logger)
         do {
             return try accounts.loadCurrentIdentity()
         } catch {

@@ -39,7 +39,10 @@ public final class UbiquitousKeyValueStore: Sendable {
         public var dataDirectory: String
         /// How long after a change it is written to disk at the latest (default 1 s).
         public var writeBehindDelay: Duration
-        /// Where the store and its sync log (default label `hearth`); pass your app's logger.
+        /// Where the store and its sync log; pass your app's logger. The default (label `hearth`)
+        /// is the one logger the library makes itself: `Configuration()` must work with no
+        /// arguments, as Apple's store needs none. Every internal module takes its logger from
+        /// here and makes none of its own.
         public var logger: Logger
         /// Whether and how to sync with the account's other devices (default: when signed in).
         public var sync: SyncSettings

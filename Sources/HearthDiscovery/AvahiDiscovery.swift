@@ -38,7 +38,7 @@ package final class AvahiDiscovery: PeerDiscovery {
 
     /// A discovery for `service`; nothing happens until ``start()``.
     package init(service: ServiceDescription, options: Options = Options(),
-                logger: Logger = Logger(label: "hearth.discovery.avahi")) {
+                logger: Logger) {
         self.service = service
         self.options = options
         self.logger = logger

@@ -17,7 +17,7 @@ package enum DefaultDiscovery {
     package static func start(
         service: ServiceDescription,
         environment: [String: String] = ProcessInfo.processInfo.environment,
-        logger: Logger = Logger(label: "hearth.discovery")
+        logger: Logger
     ) async throws -> any PeerDiscovery {
         // Parse the static list first: a typo in HEARTH_PEERS should fail loudly either way.
         let configured = try StaticDiscovery.fromDefaultSources(environment: environment, logger: logger)

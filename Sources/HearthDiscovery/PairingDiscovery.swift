@@ -26,7 +26,7 @@ package final class PairingDiscovery: PeerDiscovery {
     private let holder = AvahiSessionHolder()
 
     /// A newcomer's: publishes `announcement`, browses nothing.
-    package init(announcing announcement: PairingAnnouncement, logger: Logger = Logger(label: "hearth.discovery.pairing")) {
+    package init(announcing announcement: PairingAnnouncement, logger: Logger) {
         self.announcement = announcement
         self.logger = logger
     }
@@ -37,7 +37,7 @@ package final class PairingDiscovery: PeerDiscovery {
     }
 
     /// A member's: browses requests, publishes nothing.
-    package static func browsing(logger: Logger = Logger(label: "hearth.discovery.pairing")) -> PairingDiscovery {
+    package static func browsing(logger: Logger) -> PairingDiscovery {
         PairingDiscovery(logger: logger)
     }
 

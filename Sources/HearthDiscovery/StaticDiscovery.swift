@@ -72,7 +72,7 @@ package final class StaticDiscovery: PeerDiscovery {
     private let registry = PeerRegistry()
 
     /// A discovery of exactly these endpoints (duplicates dropped).
-    package init(endpoints: [Endpoint], logger: Logger = Logger(label: "hearth.discovery.static")) {
+    package init(endpoints: [Endpoint], logger: Logger) {
         var seen = Set<Endpoint>()
         self.endpoints = endpoints.filter { seen.insert($0).inserted }
         self.logger = logger
@@ -82,7 +82,7 @@ package final class StaticDiscovery: PeerDiscovery {
     /// `#` comments out the rest of a line.
     ///
     /// - Throws: ``DiscoveryError/invalidStaticPeer(entry:reason:)`` for the first bad entry.
-    package convenience init(parsing list: String, logger: Logger = Logger(label: "hearth.discovery.static")) throws {
+    package convenience init(parsing list: String, logger: Logger) throws {
         try self.init(endpoints: Self.parse(list), logger: logger)
     }
 
@@ -101,7 +101,7 @@ package final class StaticDiscovery: PeerDiscovery {
     /// The peers of `HEARTH_PEERS`, or nil when it is unset or empty.
     package static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment,
-        logger: Logger = Logger(label: "hearth.discovery.static")
+        logger: Logger
     ) throws -> StaticDiscovery? {
         guard let value = environment[environmentVariable],
               !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
@@ -123,7 +123,7 @@ package final class StaticDiscovery: PeerDiscovery {
     /// - Throws: ``DiscoveryError/unreadableConfigFile(path:reason:)`` or
     ///   ``DiscoveryError/invalidStaticPeer(entry:reason:)``.
     package static func fromConfigFile(
-        at path: String, logger: Logger = Logger(label: "hearth.discovery.static")
+        at path: String, logger: Logger
     ) throws -> StaticDiscovery {
         let text: String
         do {
@@ -137,7 +137,7 @@ package final class StaticDiscovery: PeerDiscovery {
     /// `HEARTH_PEERS` if set, else the default peer file if it exists, else nil.
     package static func fromDefaultSources(
         environment: [String: String] = ProcessInfo.processInfo.environment,
-        logger: Logger = Logger(label: "hearth.discovery.static")
+        logger: Logger
     ) throws -> StaticDiscovery? {
         if let discovery = try fromEnvironment(environment, logger: logger) { return discovery }
         let path = defaultConfigPath(environment: environment)

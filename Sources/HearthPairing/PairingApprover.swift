@@ -104,7 +104,7 @@ package struct PairingApprover: Sendable {
     ///
     /// - Throws: ``IdentityError/Code/notSignedIn`` when there is no identity.
     package init(accounts: AccountStore, identity: DeviceIdentity? = nil, options: Options = Options(),
-                logger: Logger = Logger(label: "hearth.pairing")) throws {
+                logger: Logger) throws {
         guard let identity = try identity ?? accounts.loadCurrentIdentity() else {
             throw IdentityError(code: .notSignedIn, message: "not signed in to an account")
         }

@@ -102,7 +102,7 @@ package final class PairingRequest: Sendable {
     /// - Throws: ``IdentityError`` (an unusable name), a socket error (the port is taken).
     ///   No avahi-daemon is not an error: ``announcementProblem`` says so.
     package static func start(deviceName: String, accounts: AccountStore, options: Options = Options(),
-                             logger: Logger = Logger(label: "hearth.pairing")) async throws -> PairingRequest {
+                             logger: Logger) async throws -> PairingRequest {
         let tls = try await OffPool.run {
             try PairingTLSConfiguration.selfSigned(deviceName: deviceName, handshakeTimeout: .init(options.handshakeTimeout),
                                                    logger: logger)

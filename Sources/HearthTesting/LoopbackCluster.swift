@@ -105,25 +105,25 @@ public final class LoopbackCluster: Sendable {
         let ports = try (0..<replicas).map { _ in try Self.freePort() }
         self.ports = ports
 
+        let logger = logger ?? {
+            var logger = Logger(label: "hearth.loopback")
+            logger.logLevel = ProcessInfo.processInfo.environment["HEARTH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+            return logger
+        }()
         // One account: created on device 0, joined by the others with a join bundle, as people do.
         // Cheap scrypt: at the standard cost, each replica would take a second and 256 MiB.
-        let first = AccountStore(directory: URL(fileURLWithPath: Self.accountDirectory(0, in: root)), scrypt: .testing)
+        let first = AccountStore(directory: URL(fileURLWithPath: Self.accountDirectory(0, in: root)), logger: logger, scrypt: .testing)
         let owner = try first.createAccount(displayName: "Loopback household", passphrase: Self.passphrase, deviceName: "device-0")
         let bundle = try first.exportJoinBundle(owner.account.id)
         var devices = [owner.deviceID]
         for i in 1..<replicas {
-            let accounts = AccountStore(directory: URL(fileURLWithPath: Self.accountDirectory(i, in: root)), scrypt: .testing)
+            let accounts = AccountStore(directory: URL(fileURLWithPath: Self.accountDirectory(i, in: root)), logger: logger, scrypt: .testing)
             devices.append(try accounts.importJoinBundle(bundle, passphrase: Self.passphrase, deviceName: "device-\(i)").deviceID)
         }
         deviceIDValues = devices
         deviceIDs = devices.map(\.hex)
         accountID = owner.account.id.hex
 
-        let logger = logger ?? {
-            var logger = Logger(label: "hearth.loopback")
-            logger.logLevel = ProcessInfo.processInfo.environment["HEARTH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
-            return logger
-        }()
         let configurations = (0..<replicas).map { i in
             let peers = topology.neighbours(of: i, among: replicas).map { "127.0.0.1:\(ports[$0])" }
             let sync = SyncSettings(accountDirectory: Self.accountDirectory(i, in: root), discovery: .staticPeers(peers),

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthIdentity
 import HearthTestSupport
 import HearthTesting
@@ -143,7 +144,7 @@ import Testing
         try #require(created.status == 0, "\(created.error)")
         // The account as Hearth wrote it before: the CA key in the clear.
         let (folder, _) = try accountFolder(laptop.config)
-        let accounts = AccountStore(directory: URL(fileURLWithPath: laptop.config))
+        let accounts = AccountStore(directory: URL(fileURLWithPath: laptop.config), logger: Logger(label: "test"))
         let id = try #require(try accounts.currentAccountID())
         let key = try accounts.loadAuthority(id, passphrase: Self.passphrase).privateKey
         try Data(try key.pemRepresentation().utf8).write(to: URL(fileURLWithPath: "\(folder)/ca.key"))

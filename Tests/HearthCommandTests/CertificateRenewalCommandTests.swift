@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthIdentity
 import HearthTestSupport
 import HearthTesting
@@ -20,7 +21,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let (laptop, kitchen) = try await Device.household(root: root)
         // The kitchen's certificate, reissued (with the passphrase, as an owner could) to expire in 10 days.
-        let kitchenAccounts = AccountStore(directory: URL(fileURLWithPath: kitchen.config))
+        let kitchenAccounts = AccountStore(directory: URL(fileURLWithPath: kitchen.config), logger: Logger(label: "test"))
         let accountID = try #require(try kitchenAccounts.currentAccountID())
         let authority = try kitchenAccounts.loadAuthority(accountID, passphrase: "pw")
         let old = try kitchenAccounts.loadIdentity(accountID)
@@ -55,7 +56,7 @@ import Testing
         #expect(daemons[1].errorOutput.contains("certificate was renewed"), "\(daemons[1].errorOutput)")
         // A third device of the account accepts what the kitchen presents now.
         let phone = try authority.makeDevice(named: "phone")
-        let connection = try await PeerTransport(identity: phone).connect(host: "127.0.0.1", port: kitchen.port)
+        let connection = try await PeerTransport(identity: phone, logger: Logger(label: "test")).connect(host: "127.0.0.1", port: kitchen.port)
         #expect(connection.peer.certificate.notValidAfter > yearFromNow)
         #expect(connection.peer.deviceID == old.deviceID)
         await connection.close()

@@ -130,8 +130,9 @@ import Testing
     func serveWaitsForTheStore() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let solo = try await Device.alone(root: root)
-        // No peer answers: the set holds the store for its whole --wait.
-        let set = try await Self.holding(["set", "color", "2", "--wait", "3"], on: solo)
+        // No peer answers: the set holds the store for its whole --wait (long enough to be seen
+        // holding it on a loaded machine: 3 s ran out before the check saw it).
+        let set = try await Self.holding(["set", "color", "2", "--wait", "15"], on: solo)
 
         let serve = try HearthCLI.start(["serve"] + solo.store + solo.directories)
         defer { serve.terminate() }
@@ -149,7 +150,7 @@ import Testing
     func oneShotWaitsForOneShot() async throws {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let solo = try await Device.alone(root: root)
-        let first = try await Self.holding(["set", "a", "1", "--wait", "2"], on: solo)
+        let first = try await Self.holding(["set", "a", "1", "--wait", "10"], on: solo)
 
         let second = try await HearthCLI.run(["set", "b", "2", "--wait", "3", "--store", "com.example.colors"] + solo.directories)
         #expect(second.status == 0, "\(second.error)")

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthDiscovery
 import HearthTestSupport
 import HearthTesting
@@ -18,7 +19,7 @@ extension AvahiTestNet {
             let logs = LogCapture()
             let a = AvahiDiscovery(service: makeService("Survivor-\(tag)", port: 7501, account: account, store: store),
                                    options: .init(staleGracePeriod: .seconds(3)), logger: logs.logger("test"))
-            let b = AvahiDiscovery(service: makeService("Neighbour-\(tag)", port: 7502, account: account, store: store))
+            let b = AvahiDiscovery(service: makeService("Neighbour-\(tag)", port: 7502, account: account, store: store), logger: Logger(label: "test"))
             let recorder = EventRecorder(a)
             try await a.start()
             try await b.start()
@@ -45,7 +46,7 @@ extension AvahiTestNet {
 
             // Browsing resumed: the neighbour is (again) present, and a newcomer is found.
             #expect(await eventually(timeout: .seconds(10)) { a.peers.map(\.name).contains(b.service.instanceName) })
-            let newcomer = AvahiDiscovery(service: makeService("Newcomer-\(tag)", port: 7503, account: account, store: store))
+            let newcomer = AvahiDiscovery(service: makeService("Newcomer-\(tag)", port: 7503, account: account, store: store), logger: Logger(label: "test"))
             try await newcomer.start()
             #expect(await recorder.wait(upTo: .seconds(5)) { _ in recorder.peer(named: newcomer.service.instanceName) != nil } != nil)
             // After the stale grace period the neighbour must still be there (it was re-seen).
@@ -65,7 +66,7 @@ extension AvahiTestNet {
 
         private func startWhileDaemonIsDownBody() async throws {
             let account = randomHash(), store = randomHash(), tag = String(account.prefix(6))
-            let witness = AvahiDiscovery(service: makeService("Witness-\(tag)", port: 7511, account: account, store: store))
+            let witness = AvahiDiscovery(service: makeService("Witness-\(tag)", port: 7511, account: account, store: store), logger: Logger(label: "test"))
             try await witness.start()
             #expect(await eventually { witness.publishedName != nil })
 
@@ -73,14 +74,14 @@ extension AvahiTestNet {
             let restart = try ChildProcess(TestNet.script("avahi-restart.sh"), ["2"])
             #expect(await eventually { !witness.isConnected }, "the daemon never went down")
 
-            let strict = AvahiDiscovery(service: makeService("Strict-\(tag)", port: 7512, account: account, store: store))
+            let strict = AvahiDiscovery(service: makeService("Strict-\(tag)", port: 7512, account: account, store: store), logger: Logger(label: "test"))
             let error = await #expect(throws: DiscoveryError.self) { try await strict.start() }
             guard let error, error.code == .daemonUnavailable else { Issue.record("wrong error \(String(describing: error))"); return }
             print("start() without a daemon: \(error)")
             #expect(error.reason.contains("avahi-daemon is not running"))
 
             let patient = AvahiDiscovery(service: makeService("Patient-\(tag)", port: 7513, account: account, store: store),
-                                         options: .init(requiresDaemonAtStart: false))
+                                         options: .init(requiresDaemonAtStart: false), logger: Logger(label: "test"))
             try await patient.start()
             #expect(!patient.isConnected)
 

@@ -1,4 +1,5 @@
 import HearthDiscovery
+import Logging
 import Testing
 import HearthTestSupport
 
@@ -9,8 +10,8 @@ extension AvahiTestNet {
         func collisionRenames() async throws {
             let account = randomHash(), store = randomHash()
             let name = "Same name \(account.prefix(6))"
-            let first = AvahiDiscovery(service: makeService(name, port: 7401, account: account, store: store))
-            let second = AvahiDiscovery(service: makeService(name, port: 7402, account: account, store: store))
+            let first = AvahiDiscovery(service: makeService(name, port: 7401, account: account, store: store), logger: Logger(label: "test"))
+            let second = AvahiDiscovery(service: makeService(name, port: 7402, account: account, store: store), logger: Logger(label: "test"))
             try await first.start()
             #expect(await eventually { first.publishedName == name })
             try await second.start()

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Hearth
 import HearthIdentity
 import HearthTestSupport
@@ -12,7 +13,7 @@ extension AvahiTestNet {
         func threeStoresOneService() async throws {
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-oneservice-\(UUID())").path
             defer { try? FileManager.default.removeItem(atPath: root) }
-            let identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
+            let identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
                 .createAccount(displayName: "One service", passphrase: "p", deviceName: "Service-\(randomHash().prefix(6))")
             let sync = SyncSettings(accountDirectory: "\(root)/config", discovery: .automatic, listenHost: "127.0.0.1")
             let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/data", sync: sync)

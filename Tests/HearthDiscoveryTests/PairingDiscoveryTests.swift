@@ -1,4 +1,5 @@
 import HearthDiscovery
+import Logging
 import Testing
 import HearthTestSupport
 
@@ -9,9 +10,9 @@ extension AvahiTestNet {
         func requests() async throws {
             let hash = randomHash()
             let name = "kitchen-\(hash.prefix(6))"
-            let announcer = PairingDiscovery(announcing: PairingAnnouncement(instanceName: name, port: 7201, keyHash: hash))
-            let sync = AvahiDiscovery(service: makeService("laptop-\(hash.prefix(6))", port: 7202))
-            let browser = PairingDiscovery.browsing()
+            let announcer = PairingDiscovery(announcing: PairingAnnouncement(instanceName: name, port: 7201, keyHash: hash), logger: Logger(label: "test"))
+            let sync = AvahiDiscovery(service: makeService("laptop-\(hash.prefix(6))", port: 7202), logger: Logger(label: "test"))
+            let browser = PairingDiscovery.browsing(logger: Logger(label: "test"))
             let requests = EventRecorder(browser), devices = EventRecorder(sync)
             try await sync.start()
             try await browser.start()
@@ -25,7 +26,7 @@ extension AvahiTestNet {
             #expect(peer.addresses.contains { $0.host == "127.0.0.1" })
             // The browser can hear of the service before the announcer's own Avahi client is told
             // it is established (two clients of the daemon; streak run H3 at f853e52, 4 CPU hogs).
-            #expect(await eventually(timeout: .seconds(5)) { announcer.publishedName == name })
+            #expect(await eventually { announcer.publishedName == name })
             // The browser reports requests only; the sync discovery never sees one.
             try await Task.sleep(for: .milliseconds(700))
             #expect(!requests.saw(named: sync.service.instanceName))
@@ -43,7 +44,7 @@ extension AvahiTestNet {
         @Test("an announcement members would ignore is refused before it is published")
         func invalid() async {
             await #expect(throws: DiscoveryError.self) {
-                try await PairingDiscovery(announcing: PairingAnnouncement(instanceName: "kitchen", port: 7203, keyHash: "NOT-HEX")).start()
+                try await PairingDiscovery(announcing: PairingAnnouncement(instanceName: "kitchen", port: 7203, keyHash: "NOT-HEX"), logger: Logger(label: "test")).start()
             }
         }
     }

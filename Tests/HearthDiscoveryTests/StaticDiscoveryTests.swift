@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthDiscovery
 import Testing
 import HearthTestSupport
@@ -27,9 +28,9 @@ struct StaticDiscoveryTests {
 
     @Test("HEARTH_PEERS, then the config file, are the default sources")
     func sources() throws {
-        #expect(try StaticDiscovery.fromEnvironment([:]) == nil)
-        #expect(try StaticDiscovery.fromEnvironment(["HEARTH_PEERS": "  "]) == nil)
-        let fromEnvironment = try #require(try StaticDiscovery.fromEnvironment(["HEARTH_PEERS": "10.0.0.1:1,10.0.0.2:2"]))
+        #expect(try StaticDiscovery.fromEnvironment([:], logger: Logger(label: "test")) == nil)
+        #expect(try StaticDiscovery.fromEnvironment(["HEARTH_PEERS": "  "], logger: Logger(label: "test")) == nil)
+        let fromEnvironment = try #require(try StaticDiscovery.fromEnvironment(["HEARTH_PEERS": "10.0.0.1:1,10.0.0.2:2"], logger: Logger(label: "test")))
         #expect(fromEnvironment.endpoints.count == 2)
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-config-\(randomHash())")
@@ -37,22 +38,22 @@ struct StaticDiscoveryTests {
         let environment = ["XDG_CONFIG_HOME": directory.path, "HOME": "/nonexistent"]
         #expect(StaticDiscovery.defaultConfigPath(environment: environment) == directory.path + "/hearth/peers")
         #expect(StaticDiscovery.defaultConfigPath(environment: ["HOME": "/home/x"]) == "/home/x/.config/hearth/peers")
-        #expect(try StaticDiscovery.fromDefaultSources(environment: environment) == nil)
+        #expect(try StaticDiscovery.fromDefaultSources(environment: environment, logger: Logger(label: "test")) == nil)
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("hearth"), withIntermediateDirectories: true)
         try "# peers\n10.0.0.3:3\n10.0.0.3:3\n".write(toFile: directory.path + "/hearth/peers", atomically: true, encoding: .utf8)
-        let fromFile = try #require(try StaticDiscovery.fromDefaultSources(environment: environment))
+        let fromFile = try #require(try StaticDiscovery.fromDefaultSources(environment: environment, logger: Logger(label: "test")))
         #expect(fromFile.endpoints == [.init(host: "10.0.0.3", port: 3)])   // duplicates dropped
         // The environment wins over the file.
         var both = environment
         both["HEARTH_PEERS"] = "10.0.0.9:9"
-        #expect(try StaticDiscovery.fromDefaultSources(environment: both)?.endpoints == [.init(host: "10.0.0.9", port: 9)])
-        #expect(throws: DiscoveryError.self) { try StaticDiscovery.fromConfigFile(at: "/nonexistent/peers") }
+        #expect(try StaticDiscovery.fromDefaultSources(environment: both, logger: Logger(label: "test"))?.endpoints == [.init(host: "10.0.0.9", port: 9)])
+        #expect(throws: DiscoveryError.self) { try StaticDiscovery.fromConfigFile(at: "/nonexistent/peers", logger: Logger(label: "test")) }
     }
 
     @Test("start reports every endpoint as appeared; a listener found this way accepts a TCP connect")
     func eventsAndConnect() async throws {
         let listener = try TCPListener()
-        let discovery = StaticDiscovery(endpoints: [.init(host: "127.0.0.1", port: listener.port), .init(host: "laptop.lan", port: 7)])
+        let discovery = StaticDiscovery(endpoints: [.init(host: "127.0.0.1", port: listener.port), .init(host: "laptop.lan", port: 7)], logger: Logger(label: "test"))
         let recorder = EventRecorder(discovery)
         try await discovery.start()
         #expect(await recorder.wait(upTo: .seconds(2)) { $0.count == 2 } != nil)
@@ -89,8 +90,8 @@ func connectTCP(host: String, port: UInt16) -> Bool {
 struct MergedDiscoveryTests {
     @Test("forwards every member's events and finishes when stopped")
     func merges() async throws {
-        let first = StaticDiscovery(endpoints: [.init(host: "192.0.2.1", port: 1)])
-        let second = StaticDiscovery(endpoints: [.init(host: "192.0.2.2", port: 2)])
+        let first = StaticDiscovery(endpoints: [.init(host: "192.0.2.1", port: 1)], logger: Logger(label: "test"))
+        let second = StaticDiscovery(endpoints: [.init(host: "192.0.2.2", port: 2)], logger: Logger(label: "test"))
         let merged = MergedDiscovery([first, second])
         let recorder = EventRecorder(merged)
         try await merged.start()

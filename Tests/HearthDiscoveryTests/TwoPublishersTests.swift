@@ -1,4 +1,5 @@
 import HearthDiscovery
+import Logging
 import Testing
 import HearthTestSupport
 
@@ -8,10 +9,10 @@ extension AvahiTestNet {
         @Test("see each other within 2 s with addresses, port and TXT; a stopped one is gone; other accounts and stores are ignored")
         func seeEachOther() async throws {
             let account = randomHash(), store = randomHash()
-            let a = AvahiDiscovery(service: makeService("Alpha-\(account.prefix(6))", port: 7101, account: account, store: store))
-            let b = AvahiDiscovery(service: makeService("Beta-\(account.prefix(6))", port: 7102, account: account, store: store))
-            let otherAccount = AvahiDiscovery(service: makeService("Other-account-\(account.prefix(6))", port: 7103, store: store))
-            let otherStore = AvahiDiscovery(service: makeService("Other-store-\(account.prefix(6))", port: 7104, account: account))
+            let a = AvahiDiscovery(service: makeService("Alpha-\(account.prefix(6))", port: 7101, account: account, store: store), logger: Logger(label: "test"))
+            let b = AvahiDiscovery(service: makeService("Beta-\(account.prefix(6))", port: 7102, account: account, store: store), logger: Logger(label: "test"))
+            let otherAccount = AvahiDiscovery(service: makeService("Other-account-\(account.prefix(6))", port: 7103, store: store), logger: Logger(label: "test"))
+            let otherStore = AvahiDiscovery(service: makeService("Other-store-\(account.prefix(6))", port: 7104, account: account), logger: Logger(label: "test"))
             let recordA = EventRecorder(a), recordB = EventRecorder(b)
 
             try await otherAccount.start()
@@ -69,8 +70,8 @@ extension AvahiTestNet {
         @Test("a subscriber that comes late first gets the peers already known")
         func lateSubscriberReplay() async throws {
             let account = randomHash(), store = randomHash()
-            let a = AvahiDiscovery(service: makeService("Early-\(account.prefix(6))", port: 7111, account: account, store: store))
-            let b = AvahiDiscovery(service: makeService("Late-\(account.prefix(6))", port: 7112, account: account, store: store))
+            let a = AvahiDiscovery(service: makeService("Early-\(account.prefix(6))", port: 7111, account: account, store: store), logger: Logger(label: "test"))
+            let b = AvahiDiscovery(service: makeService("Late-\(account.prefix(6))", port: 7112, account: account, store: store), logger: Logger(label: "test"))
             try await a.start()
             try await b.start()
             #expect(await eventually { a.peers.count == 1 })

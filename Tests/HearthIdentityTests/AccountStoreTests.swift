@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthIdentity
 import Testing
 
@@ -16,7 +17,7 @@ struct AccountStoreTests {
     func lifecycle() throws {
         let dir = makeTemporaryDirectory()
         defer { removeTemporaryDirectory(dir) }
-        let store = AccountStore(directory: dir.appendingPathComponent("hearth"), scrypt: .testing)
+        let store = AccountStore(directory: dir.appendingPathComponent("hearth"), logger: Logger(label: "test"), scrypt: .testing)
         #expect(try store.currentAccountID() == nil)
         #expect(try store.loadCurrentIdentity() == nil)
 
@@ -64,8 +65,8 @@ struct AccountStoreTests {
     func sharedBetweenApps() throws {
         let dir = makeTemporaryDirectory()
         defer { removeTemporaryDirectory(dir) }
-        let app1 = AccountStore(directory: dir, scrypt: .testing)
-        let app2 = AccountStore(directory: dir)
+        let app1 = AccountStore(directory: dir, logger: Logger(label: "test"), scrypt: .testing)
+        let app2 = AccountStore(directory: dir, logger: Logger(label: "test"))
         let identity = try app1.createAccount(displayName: "Home", passphrase: "pw", deviceName: "pc")
         #expect(try app2.loadCurrentIdentity()?.deviceID == identity.deviceID)
         try app1.signOut()
@@ -77,7 +78,7 @@ struct AccountStoreTests {
         let dir = makeTemporaryDirectory()
         defer { removeTemporaryDirectory(dir) }
         try Data("not an id\n".utf8).write(to: dir.appendingPathComponent("current"))
-        let error = #expect(throws: IdentityError.self) { try AccountStore(directory: dir).currentAccountID() }
+        let error = #expect(throws: IdentityError.self) { try AccountStore(directory: dir, logger: Logger(label: "test")).currentAccountID() }
         #expect(error?.code == .damagedAccount)
     }
 }

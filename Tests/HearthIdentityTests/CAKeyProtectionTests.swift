@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthIdentity
 import Testing
 
@@ -14,7 +15,7 @@ struct CAKeyProtectionTests {
 
     /// A new account in a fresh folder, as `createAccount` leaves it.
     static func member(_ root: URL, name: String = "laptop") throws -> (store: AccountStore, identity: DeviceIdentity) {
-        let store = AccountStore(directory: root.appendingPathComponent("config"), scrypt: .testing)
+        let store = AccountStore(directory: root.appendingPathComponent("config"), logger: Logger(label: "test"), scrypt: .testing)
         return (store, try store.createAccount(displayName: "The Smiths", passphrase: passphrase, deviceName: name))
     }
 
@@ -90,7 +91,7 @@ struct CAKeyProtectionTests {
     func standardCost() async throws {
         let root = makeTemporaryDirectory()
         defer { removeTemporaryDirectory(root) }
-        let store = AccountStore(directory: root)
+        let store = AccountStore(directory: root, logger: Logger(label: "test"))
         // One derivation (a second, 256 MiB): off the cooperative pool, as JoinBundleKDFTests explains.
         let identity = try await JoinBundleKDFTests.offPool {
             try store.createAccount(displayName: "Home", passphrase: Self.passphrase, deviceName: "pc")
@@ -112,7 +113,7 @@ struct CAKeyProtectionTests {
         let account = identity.account
         let stolen = root.appendingPathComponent("stolen")
         try FileManager.default.copyItem(at: store.directory, to: stolen)
-        let thief = AccountStore(directory: stolen, scrypt: .testing)
+        let thief = AccountStore(directory: stolen, logger: Logger(label: "test"), scrypt: .testing)
 
         // The device itself works without the passphrase (what a stolen device can do: sync as itself).
         let device = try #require(try thief.loadCurrentIdentity())
@@ -142,7 +143,7 @@ struct CAKeyProtectionTests {
 
         // A bundle made from the copy needs the passphrase to join.
         let bundle = try thief.exportJoinBundle(account.id)
-        let elsewhere = AccountStore(directory: root.appendingPathComponent("elsewhere"), scrypt: .testing)
+        let elsewhere = AccountStore(directory: root.appendingPathComponent("elsewhere"), logger: Logger(label: "test"), scrypt: .testing)
         #expect((#expect(throws: IdentityError.self) { try elsewhere.importJoinBundle(bundle, passphrase: "wrong") })?.code == .wrongPassphrase)
         #expect(try elsewhere.accounts().isEmpty)
 
@@ -208,7 +209,7 @@ struct CAKeyProtectionTests {
         let (laptop, owner) = try Self.member(root)
         let id = owner.account.id
         let bundle = try laptop.exportJoinBundle(id)
-        let kitchen = AccountStore(directory: root.appendingPathComponent("kitchen"), scrypt: .testing)
+        let kitchen = AccountStore(directory: root.appendingPathComponent("kitchen"), logger: Logger(label: "test"), scrypt: .testing)
         let joined = try kitchen.importJoinBundle(bundle, passphrase: Self.passphrase, deviceName: "kitchen")
         #expect(joined.account.id == id)
         // The same sealed bytes as the member's: no passphrase of its own, no new salt.
@@ -229,7 +230,7 @@ struct CAKeyProtectionTests {
         // A store that seals at N = 2^12 stands for one at 2^18 receiving an N = 2^14 bundle,
         // without paying for 2^18.
         let sealing = ScryptParameters(n: 1 << 12, r: 8, p: 1)
-        func joiner(_ name: String) -> AccountStore { AccountStore(directory: root.appendingPathComponent(name), scrypt: sealing) }
+        func joiner(_ name: String) -> AccountStore { AccountStore(directory: root.appendingPathComponent(name), logger: Logger(label: "test"), scrypt: sealing) }
         func storedKey(_ store: AccountStore) throws -> String {
             try String(contentsOf: store.directory.appendingPathComponent("accounts/\(authority.account.id.hex)/ca.key"), encoding: .utf8)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthIdentity
 import Testing
 
@@ -8,7 +9,7 @@ struct JoinBundleTests {
     func exportImport() throws {
         let first = makeTemporaryDirectory(), second = makeTemporaryDirectory(), third = makeTemporaryDirectory()
         defer { [first, second, third].forEach(removeTemporaryDirectory) }
-        let laptop = AccountStore(directory: first, scrypt: .testing)
+        let laptop = AccountStore(directory: first, logger: Logger(label: "test"), scrypt: .testing)
         let original = try laptop.createAccount(displayName: "The Smiths", passphrase: "correct horse battery staple", deviceName: "laptop")
         let bundle = try laptop.exportJoinBundle(original.account.id)
         let text = String(decoding: bundle, as: UTF8.self)
@@ -17,7 +18,7 @@ struct JoinBundleTests {
         #expect(!text.contains("-----BEGIN PRIVATE KEY-----"))
 
         // Wrong passphrase: a clear error, nothing stored, still signed out.
-        let phone = AccountStore(directory: second, scrypt: .testing)
+        let phone = AccountStore(directory: second, logger: Logger(label: "test"), scrypt: .testing)
         let wrong = #expect(throws: IdentityError.self) {
             try phone.importJoinBundle(bundle, passphrase: "correct horse battery stapler", deviceName: "phone")
         }
@@ -39,7 +40,7 @@ struct JoinBundleTests {
         #expect(again.deviceID == joined.deviceID)
 
         // The joined device can itself export a bundle for a third device, under the same account passphrase.
-        let tablet = AccountStore(directory: third, scrypt: .testing)
+        let tablet = AccountStore(directory: third, logger: Logger(label: "test"), scrypt: .testing)
         let relayed = try phone.exportJoinBundle(joined.account.id)
         #expect(try tablet.importJoinBundle(relayed, passphrase: "correct horse battery staple", deviceName: "tablet").account.id == original.account.id)
     }

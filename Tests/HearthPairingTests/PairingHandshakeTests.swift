@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthIdentity
 import HearthPairing
 import HearthTestSupport
@@ -10,12 +11,12 @@ struct PairingHandshakeTests {
     /// A listener presenting `certificate` for `key`, and whether a member (an account device) can complete a handshake with it.
     static func memberReaches(key: Ed25519PrivateKey, certificate: Certificate) async throws -> Result<Certificate, TLSError> {
         return try await withCleanup { cleanup in
-            let newcomer = try PeerTransport(pairing: PairingTLSConfiguration(privateKey: key, certificate: certificate),
+            let newcomer = try PeerTransport(pairing: PairingTLSConfiguration(privateKey: key, certificate: certificate, logger: Logger(label: "test")),
                                              maximumFrameLength: PairingMessage.maximumFrameLength)
             let listener = try await newcomer.listen(host: "127.0.0.1", port: 0)
             cleanup { await listener.close() }
             let authority = try AccountAuthority.create(displayName: "Handshake home")
-            let member = try PeerTransport(pairing: PairingTLSConfiguration(identity: authority.makeDevice(named: "laptop")),
+            let member = try PeerTransport(pairing: PairingTLSConfiguration(identity: authority.makeDevice(named: "laptop"), logger: Logger(label: "test")),
                                            maximumFrameLength: PairingMessage.maximumFrameLength)
             do {
                 let connection = try await member.connect(host: "127.0.0.1", port: try #require(listener.port))

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Hearth
 import HearthIdentity
 import HearthTestSupport
@@ -21,7 +22,7 @@ struct AccountTests {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
         try await withCleanup { cleanup in
-            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
+            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
             let y = try accounts.createAccount(displayName: "Household Y", passphrase: "pw", deviceName: "laptop").account.id
             let store = try Self.open(root, sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"))
             cleanup { await store.stopSync(); store.synchronize() }
@@ -57,7 +58,7 @@ struct AccountTests {
         defer { try? FileManager.default.removeItem(atPath: root) }
         try await withCleanup { cleanup in
             // Device A: in the account, with data.
-            let accountsA = AccountStore(directory: URL(fileURLWithPath: "\(root)/a/config"), scrypt: .testing)
+            let accountsA = AccountStore(directory: URL(fileURLWithPath: "\(root)/a/config"), logger: Logger(label: "test"), scrypt: .testing)
             let owner = try accountsA.createAccount(displayName: "Household", passphrase: "pw", deviceName: "A")
             let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
             let a = try Self.open("\(root)/a", sync: SyncSettings(accountDirectory: "\(root)/a/config", discovery: .staticPeers(["127.0.0.1:\(portB)"]),
@@ -77,7 +78,7 @@ struct AccountTests {
 
             let events = EventLog(b)
             let bundle = try accountsA.exportJoinBundle(owner.account.id)
-            _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b/config"), scrypt: .testing).importJoinBundle(bundle, passphrase: "pw", deviceName: "B")
+            _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b/config"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "pw", deviceName: "B")
             let initial = await events.next(.initialSyncChange)
             #expect(Set(initial?.keys ?? []) == ["both", "shared"])
             let expected: [String: PropertyListValue] = ["both": "A's newer", "shared": "from A", "local": "offline", "newest": "B's newest"]
@@ -91,7 +92,7 @@ struct AccountTests {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
         try await withCleanup { cleanup in
-            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing)
+            let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
             _ = try accounts.createAccount(displayName: "Household", passphrase: "pw", deviceName: "alone")
             var settings = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
             settings.discardWritesBeforeInitialSync = true

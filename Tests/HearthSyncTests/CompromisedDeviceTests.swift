@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Hearth
 import HearthCore
 import HearthIdentity
@@ -21,10 +22,10 @@ final class Household {
 
     init() async throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-household-\(UUID())").path
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/victim-config"), scrypt: .testing)
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/victim-config"), logger: Logger(label: "test"), scrypt: .testing)
         let account = try owner.createAccount(displayName: "Household", passphrase: "p", deviceName: "victim")
         let bundle = try owner.exportJoinBundle(account.account.id)
-        _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "legit")
+        _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "legit")
         let victimPort = try LoopbackCluster.freePort(), legitPort = try LoopbackCluster.freePort()
         self.victimPort = victimPort
         victim = try PeerProcess(name: "victim", data: "\(root)/victim-data",
@@ -80,7 +81,7 @@ final class Household {
                 throw HouseholdError("no vector from the victim")
             }
             // Not the victim's own origins: those start with its device ID, the legitimate device's with its.
-            let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), scrypt: .testing).loadCurrentIdentity()).deviceID
+            let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(root)/legit-config"), logger: Logger(label: "test"), scrypt: .testing).loadCurrentIdentity()).deviceID
             return try #require(vector.counters.keys.first { $0.isBound(to: legitDevice.data) })
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Hearth
 import HearthCore
 import HearthIdentity
@@ -21,11 +22,11 @@ final class MultiStoreDevices: Sendable {
         self.root = root
         self.accountDirectories = accountDirectories
         ports = try (0..<count).map { _ in try LoopbackCluster.freePort() }
-        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectories[0]), scrypt: .testing)
+        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectories[0]), logger: Logger(label: "test"), scrypt: .testing)
         let account = try owner.createAccount(displayName: "Stores", passphrase: "p", deviceName: "device-0")
         let bundle = try owner.exportJoinBundle(account.account.id)
         for i in 1..<count {
-            _ = try AccountStore(directory: URL(fileURLWithPath: accountDirectories[i]), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "device-\(i)")
+            _ = try AccountStore(directory: URL(fileURLWithPath: accountDirectories[i]), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "device-\(i)")
         }
     }
 
@@ -158,7 +159,7 @@ struct DeviceEngineTests {
             // Opened on device 1 while the link is up: announced on it, no new connection.
             let peerLonely = try devices.open("com.example.lonely", on: 1)
             await eventually("the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
-            #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
+            #expect(await lonely.waitUntilSynced(timeout: .seconds(30)))
             // Closed again: the other end hears of it, and the shared store goes on.
             await peerLonely.stopSync()
             await eventually("the store left") { lonely.connectedPeerCount == 0 }
@@ -172,7 +173,7 @@ struct DeviceEngineTests {
             #expect(peerLonely.resumeSync())
             lonely.set("again", forKey: "k2")
             await eventually("the store synced again") { peerLonely.string(forKey: "k2") == "again" }
-            #expect(await lonely.waitUntilSynced(timeout: .seconds(5)))
+            #expect(await lonely.waitUntilSynced(timeout: .seconds(30)))
             #expect(shared.syncMetrics?.sessions == sessions)
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthCore
 import HearthIdentity
 import HearthSync
@@ -20,12 +21,15 @@ struct DeviceRemovalTests {
 
     /// A started engine for `identity` serving the test store in memory, its replica's origin bound
     /// to the device.
-    static func engine(_ identity: DeviceIdentity, removals: DeviceRemovals? = nil) async throws -> (SyncEngine, MemoryReplica, Int) {
+    /// `timeout`: how long a silent link lives. A hostile peer of these tests sends no pings, so
+    /// one whose link must stay up gets a long one (3 s was overrun under load, and the link dropped).
+    static func engine(_ identity: DeviceIdentity, removals: DeviceRemovals? = nil,
+                       timeout: Duration = .seconds(3)) async throws -> (SyncEngine, MemoryReplica, Int) {
         let replica = MemoryReplica(storeIdentifier: store, replica: Replica(id: .random(boundTo: identity.deviceID.data)))
         let engine = try SyncEngine(identity: identity, replica: replica,
-                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3),
+                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: timeout,
                                                    maximumBackoff: .milliseconds(500)),
-                                    removals: removals)
+                                    removals: removals, logger: Logger(label: "test"))
         let port = try await engine.start()
         return (engine, replica, port)
     }
@@ -119,9 +123,9 @@ struct DeviceRemovalTests {
             let home = try Household()
             let (c, phone, relay) = (try home.device("C"), try home.device("phone"), try home.device("relay"))
             let removal = try home.authority.removal(of: phone.deviceID, named: "phone")
-            let removals = DeviceRemovals(trust: home.authority.account.trust)
+            let removals = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
             removals.merge([removal])
-            let (engineC, replicaC, portC) = try await Self.engine(c, removals: removals)
+            let (engineC, replicaC, portC) = try await Self.engine(c, removals: removals, timeout: .seconds(90))
             cleanup { await engineC.stop() }
 
             // The relay speaks the frames itself, so it can hand over the phone's entries as is; its
@@ -141,7 +145,7 @@ struct DeviceRemovalTests {
             await eventually("the early entry applied") { replicaC.replica.entries["early"] != nil }
             #expect(replicaC.replica.entries["late"] == nil)
             // A refusal is not a fault of the relay: the link stays up.
-            #expect(try await link.isAnswering(within: .seconds(5)))
+            #expect(try await link.isAnswering(within: .seconds(30)))
             // It was sent no removals (its hello had no digest: an older build).
             #expect(!link.all.contains { if case .removals = $0 { true } else { false } })
             await link.close()
@@ -156,13 +160,13 @@ struct DeviceRemovalTests {
         let file = directory.appendingPathComponent("removals")
         let (x, y, z) = (try home.device("x"), try home.device("y"), try home.device("z"))
         // Two instances on one file: two processes of the same user.
-        let first = DeviceRemovals(trust: home.authority.account.trust, file: file)
-        let second = DeviceRemovals(trust: home.authority.account.trust, file: file)
+        let first = DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test"))
+        let second = DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test"))
         first.merge([try home.authority.removal(of: x.deviceID, named: "x")])
         second.merge([try home.authority.removal(of: y.deviceID, named: "y")])
         first.flush()
         second.flush()
-        let reopened = DeviceRemovals(trust: home.authority.account.trust, file: file)
+        let reopened = DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test"))
         #expect(Set(reopened.all.map(\.device)) == [x.deviceID, y.deviceID])
         #expect(reopened.digest == DeviceRemovals.digest(of: reopened.all))
         // The other process reads the file again (it watches it) and learns what it lacked.
@@ -178,16 +182,16 @@ struct DeviceRemovalTests {
                                    removedAt: 1, signature: Data(repeating: 7, count: 64))
         records.append(forged.propertyList)
         try Data(try BinaryPropertyList.encode(["version": 1, "removals": .array(records)])).write(to: file)
-        let planted = DeviceRemovals(trust: home.authority.account.trust, file: file)
+        let planted = DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test"))
         #expect(Set(planted.all.map(\.device)) == [x.deviceID, y.deviceID])
         #expect(!planted.isRemoved(z.deviceID))
 
         // A damaged file loses nothing once rewritten: the instance in memory saves what it holds.
         try Data("garbage".utf8).write(to: file)
-        #expect(DeviceRemovals(trust: home.authority.account.trust, file: file).isEmpty)
+        #expect(DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test")).isEmpty)
         first.merge([try home.authority.removal(of: z.deviceID, named: "z")])
         first.flush()
-        #expect(Set(DeviceRemovals(trust: home.authority.account.trust, file: file).all.map(\.device)) == [x.deviceID, y.deviceID, z.deviceID])
+        #expect(Set(DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test")).all.map(\.device)) == [x.deviceID, y.deviceID, z.deviceID])
     }
 
     @Test("Two members removing the same device keep the same record everywhere (the earlier)")
@@ -196,8 +200,8 @@ struct DeviceRemovalTests {
         let phone = try home.device("phone")
         let one = try home.authority.removal(of: phone.deviceID, named: "phone", at: Date(timeIntervalSince1970: 2_000_000))
         let two = try home.authority.removal(of: phone.deviceID, named: "phone", at: Date(timeIntervalSince1970: 1_000_000))
-        let left = DeviceRemovals(trust: home.authority.account.trust)
-        let right = DeviceRemovals(trust: home.authority.account.trust)
+        let left = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
+        let right = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
         left.merge([one]); left.merge([two])
         right.merge([two]); right.merge([one])
         #expect(left.all == right.all)

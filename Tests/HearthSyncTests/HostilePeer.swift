@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthCore
 import HearthIdentity
 import HearthSync
@@ -24,10 +25,10 @@ struct HostilePeer: Sendable {
     /// user handed the join bundle would (the account passphrase of the test households is "p").
     init(joining accountDirectory: String, root: String, storeIdentifier: String, passphrase: String = "p",
          name: String = "rogue") throws {
-        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectory), scrypt: .testing)
+        let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectory), logger: Logger(label: "test"), scrypt: .testing)
         let account = try #require(try owner.currentAccountID())
         let bundle = try owner.exportJoinBundle(account)
-        identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/\(name)-\(UUID())"), scrypt: .testing)
+        identity = try AccountStore(directory: URL(fileURLWithPath: "\(root)/\(name)-\(UUID())"), logger: Logger(label: "test"), scrypt: .testing)
             .importJoinBundle(bundle, passphrase: passphrase, deviceName: name)
         self.storeIdentifier = storeIdentifier
     }
@@ -43,7 +44,7 @@ struct HostilePeer: Sendable {
     /// `reading: false` nothing it sends is ever read: a peer that lets the honest end's
     /// writes pile up.
     func connect(port: Int, reading: Bool = true) async throws -> HostileLink {
-        HostileLink(try await PeerTransport(identity: identity).connect(host: "127.0.0.1", port: port), reading: reading)
+        HostileLink(try await PeerTransport(identity: identity, logger: Logger(label: "test")).connect(host: "127.0.0.1", port: port), reading: reading)
     }
 
     /// A correctly signed hello listing `stores` (by default this peer's store) with the digest

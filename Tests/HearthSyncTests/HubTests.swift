@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthCore
 import HearthIdentity
 import HearthSync
@@ -26,20 +27,20 @@ struct HubTests {
     func hubRelaysStoresItNeverOpened() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), scrypt: .testing)
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), logger: Logger(label: "test"), scrypt: .testing)
         let a = try owner.createAccount(displayName: "Hub", passphrase: "p", deviceName: "A")
         let bundle = try owner.exportJoinBundle(a.account.id)
-        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
-        let d = try AccountStore(directory: URL(fileURLWithPath: "\(root)/d"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "D")
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let d = try AccountStore(directory: URL(fileURLWithPath: "\(root)/d"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "D")
         let stores = ["com.example.notes", "com.example.todo"]
 
         // C opens nothing: its provider makes a replica for any store a peer serves.
-        let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)))
+        let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), logger: Logger(label: "test"))
         let provided = Self.provideAnyStore(hub)
         let hubPort = try await hub.start()
         #expect(hub.storeIdentifiers.isEmpty)
 
-        let writer = try SyncEngine(identity: a, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)))
+        let writer = try SyncEngine(identity: a, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), logger: Logger(label: "test"))
         let written = stores.map { MemoryReplica(storeIdentifier: $0, replica: Replica(id: .random(boundTo: a.deviceID.data))) }
         for replica in written { try writer.attach(replica) }
         try await writer.start()
@@ -53,7 +54,7 @@ struct HubTests {
         await writer.stop()
 
         // D opens the two stores, empty, and only knows C.
-        let newcomer = try SyncEngine(identity: d, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)))
+        let newcomer = try SyncEngine(identity: d, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), logger: Logger(label: "test"))
         let received = stores.map { MemoryReplica(storeIdentifier: $0) }
         for replica in received { try newcomer.attach(replica) }
         try await newcomer.start()
@@ -78,13 +79,13 @@ struct HubTests {
     func noProviderNoStore() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), scrypt: .testing)
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), logger: Logger(label: "test"), scrypt: .testing)
         let a = try owner.createAccount(displayName: "Hub", passphrase: "p", deviceName: "A")
         let bundle = try owner.exportJoinBundle(a.account.id)
-        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
-        let other = try SyncEngine(identity: c, replica: MemoryReplica(storeIdentifier: "com.example.other"), options: .init(host: "127.0.0.1"))
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let other = try SyncEngine(identity: c, replica: MemoryReplica(storeIdentifier: "com.example.other"), options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
         let port = try await other.start()
-        let writer = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "com.example.notes"), options: .init(host: "127.0.0.1"))
+        let writer = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "com.example.notes"), options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
         try await writer.start()
         writer.addPeer(host: "127.0.0.1", port: port)
         // Both ends: each registers its session after the other's hello, so one can be first by far
@@ -102,17 +103,17 @@ struct HubTests {
     func storeAttachedDuringHandshake() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), scrypt: .testing)
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), logger: Logger(label: "test"), scrypt: .testing)
         let a = try owner.createAccount(displayName: "Hub", passphrase: "p", deviceName: "A")
         let bundle = try owner.exportJoinBundle(a.account.id)
-        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
-        let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .seconds(30), timeout: .seconds(90)))
+        let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
+        let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .seconds(30), timeout: .seconds(90)), logger: Logger(label: "test"))
         let provided = Self.provideAnyStore(hub)
         let hubPort = try await hub.start()
         var missed: [Int] = []
         for round in 0..<40 {
             // Sparse heartbeats, as the daemon has: nothing but the announcement tells the hub.
-            let writer = try SyncEngine(identity: a, options: .init(host: "127.0.0.1", heartbeatInterval: .seconds(30), timeout: .seconds(90)))
+            let writer = try SyncEngine(identity: a, options: .init(host: "127.0.0.1", heartbeatInterval: .seconds(30), timeout: .seconds(90)), logger: Logger(label: "test"))
             try await writer.start()
             writer.addPeer(host: "127.0.0.1", port: hubPort)
             try await Task.sleep(for: .microseconds(Int.random(in: 0...20_000)))

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthTestSupport
 import HearthTesting
 import HearthCore
@@ -19,11 +20,11 @@ final class ProcessCluster {
         self.avahi = avahi
         root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-processes-\(UUID())").path
         ports = try (0..<3).map { _ in try LoopbackCluster.freePort() }
-        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"), scrypt: .testing)
+        let first = AccountStore(directory: URL(fileURLWithPath: "\(root)/config0"), logger: Logger(label: "test"), scrypt: .testing)
         let owner = try first.createAccount(displayName: "Processes", passphrase: "p", deviceName: names[0])
         let bundle = try first.exportJoinBundle(owner.account.id)
         for i in 1..<3 {
-            _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"), scrypt: .testing)
+            _ = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config\(i)"), logger: Logger(label: "test"), scrypt: .testing)
                 .importJoinBundle(bundle, passphrase: "p", deviceName: names[i])
         }
     }

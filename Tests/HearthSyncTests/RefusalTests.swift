@@ -135,23 +135,23 @@ struct RefusalTests {
     func stopIsABarrier() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-barrier-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), scrypt: .testing)
+        let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), logger: Logger(label: "test"), scrypt: .testing)
         let a = try owner.createAccount(displayName: "Barrier", passphrase: "p", deviceName: "A")
         let bundle = try owner.exportJoinBundle(a.account.id)
-        let b = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "B")
+        let b = try AccountStore(directory: URL(fileURLWithPath: "\(root)/b"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "B")
 
         // A holds many entries, so that B spends a while verifying them.
         var replica = Replica(id: .random(boundTo: a.deviceID.data))
         for i in 0..<3000 { replica.write(.integer(Int64(i)), forKey: StoreKey("k\(i)")) }
         let sender = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "s", replica: replica),
-                                    options: .init(host: "127.0.0.1"))
+                                    options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
         let events = Locked<[MemoryReplica.Call]>([])
         let verifying = AsyncStream<Void>.makeStream()
         let receiverReplica = MemoryReplica(storeIdentifier: "s") { call in
             events.withLock { $0.append(call) }
             if case .winningEntries(let count) = call, count == 3000 { verifying.continuation.yield() }
         }
-        let receiver = try SyncEngine(identity: b, replica: receiverReplica, options: .init(host: "127.0.0.1"))
+        let receiver = try SyncEngine(identity: b, replica: receiverReplica, options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
         let port = try await sender.start()
         try await receiver.start()
         receiver.addPeer(host: "127.0.0.1", port: port)

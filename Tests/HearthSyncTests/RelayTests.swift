@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Hearth
 import HearthCore
 import HearthIdentity
@@ -21,7 +22,7 @@ struct RelayTests {
             #expect(signature.signer == cluster.deviceID(of: 0).data)      // signed by A, not by B
             #expect(entry.origin == a.replica.id)
             // Check the signature independently with A's certificate.
-            let identityA = try #require(try AccountStore(directory: URL(fileURLWithPath: cluster.accountDirectory(for: 0))).loadCurrentIdentity())
+            let identityA = try #require(try AccountStore(directory: URL(fileURLWithPath: cluster.accountDirectory(for: 0)), logger: Logger(label: "test")).loadCurrentIdentity())
             let verifier = DeviceCertificateCache(trust: identityA.account.trust)
             try verifier.admit(identityA.certificate)
             try verifier.verify(entry: entry, storeIdentifier: cluster.storeIdentifier)

@@ -39,7 +39,7 @@ struct SynchronizeTests {
             let file = try #require(a.fileURL)
             let onDisk = try ReplicaFile.decode(try Data(contentsOf: file), path: file.path).replica
             #expect(onDisk.value(forKey: "k") == "now")
-            #expect(await a.waitUntilSynced(peers: 1, timeout: .seconds(5)))
+            #expect(await a.waitUntilSynced(peers: 1, timeout: .seconds(30)))
             #expect(b.string(forKey: "k") == "now")
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Hearth
 import HearthCore
 import HearthIdentity
@@ -97,7 +98,7 @@ extension VerificationTests {
     func foreignSavedCertificate() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-saved-cert-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let owner = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), scrypt: .testing).createAccount(displayName: "Home", passphrase: "p")
+        let owner = try AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing).createAccount(displayName: "Home", passphrase: "p")
         let stranger = try AccountAuthority.create(displayName: "Elsewhere").makeDevice(named: "stranger")
         // A replica file holding an entry signed by the stranger, with its certificate, as a
         // tampered or mixed-up file might.

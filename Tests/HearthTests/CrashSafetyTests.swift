@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Hearth
 import HearthCore
 import HearthTestSupport
@@ -59,7 +60,7 @@ struct CrashSafetyTests {
             highestConfirmed = max(highestConfirmed, confirmed)
             if confirmed > 0 { roundsWithConfirmation += 1 }
 
-            let storage = try ReplicaStorage(location: location)
+            let storage = try ReplicaStorage(location: location, logger: Logger(label: "test"))
             switch try storage.load() {
             case .fresh:
                 #expect(highestConfirmed == 0, "round \(round): file missing after a confirmed write")

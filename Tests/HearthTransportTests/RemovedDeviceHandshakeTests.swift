@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HearthIdentity
 @testable import HearthTransport
 import HearthTesting
@@ -15,7 +16,7 @@ extension TransportTests {
         @Test("A removed device dialling a member is refused with certificate_revoked, and learns it was removed")
         func removedClient() async throws {
             let home = try Household()
-            let removals = DeviceRemovals(trust: home.authority.account.trust)
+            let removals = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
             let server = try await EchoServer(identity: home.server, removals: removals)
             // Before the removal the laptop gets in (the control).
             let before = try await clientTransport(home.laptop).connect(host: "127.0.0.1", port: server.port)
@@ -44,9 +45,9 @@ extension TransportTests {
         func removedServer() async throws {
             let home = try Household()
             let server = try await EchoServer(identity: home.server)
-            let removals = DeviceRemovals(trust: home.authority.account.trust)
+            let removals = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
             removals.merge([try home.authority.removal(of: home.server.deviceID, named: "server")])
-            let transport = try PeerTransport(configuration: TLSConfiguration(identity: home.laptop, removals: removals))
+            let transport = try PeerTransport(configuration: TLSConfiguration(identity: home.laptop, removals: removals, logger: Logger(label: "test")))
             let error = await #expect(throws: TLSError.self) {
                 _ = try await transport.connect(host: "127.0.0.1", port: server.port)
             }
@@ -58,7 +59,7 @@ extension TransportTests {
         @Test("openssl s_client with a removed device's certificate gets the alert certificate revoked and no data")
         func sClientRemoved() async throws {
             let home = try Household()
-            let removals = DeviceRemovals(trust: home.authority.account.trust)
+            let removals = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
             removals.merge([try home.authority.removal(of: home.laptop.deviceID, named: "laptop")])
             let server = try await EchoServer(identity: home.server, removals: removals)
             let files = try PEMFiles(home.laptop)
@@ -76,7 +77,7 @@ extension TransportTests {
         @Test("A record that the account CA did not sign removes nobody")
         func forgedRecord() async throws {
             let home = try Household()
-            let removals = DeviceRemovals(trust: home.authority.account.trust)
+            let removals = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
             // Signed by another household's CA, and one with a flipped bit.
             let other = try AccountAuthority.create(displayName: "Other")
             let foreign = try other.removal(of: home.laptop.deviceID, named: "laptop")

@@ -25,7 +25,7 @@ package final class ReplicaStorage: Sendable {
     private let lock: FileLock
     private let logger: Logger
 
-    package init(location: StoreLocation, logger: Logger = Logger(label: "hearth.persistence")) throws(PersistenceError) {
+    package init(location: StoreLocation, logger: Logger) throws(PersistenceError) {
         try AtomicFile.createDirectory(location.directory)
         lock = try FileLock(path: location.lockPath)
         self.location = location

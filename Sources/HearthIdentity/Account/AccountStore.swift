@@ -39,13 +39,13 @@ package struct AccountStore: Sendable {
     package let scrypt: ScryptParameters
 
     /// A store in `directory` (tests pass a temporary directory).
-    package init(directory: URL, logger: Logger = Logger(label: "hearth.identity")) {
+    package init(directory: URL, logger: Logger) {
         self.init(directory: directory, logger: logger, scrypt: .standard)
     }
 
     /// A store that seals CA keys with `scrypt`: ``ScryptParameters/testing`` for tests,
     /// which create accounts by the hundred and cannot pay a second and 256 MiB for each.
-    package init(directory: URL, logger: Logger = Logger(label: "hearth.identity"), scrypt: ScryptParameters) {
+    package init(directory: URL, logger: Logger, scrypt: ScryptParameters) {
         precondition(scrypt.isWithinMaximum, "scrypt \(scrypt) is beyond what readers accept")
         self.directory = directory
         self.logger = logger
@@ -53,7 +53,7 @@ package struct AccountStore: Sendable {
     }
 
     /// The store in the user's config directory.
-    package init(logger: Logger = Logger(label: "hearth.identity")) {
+    package init(logger: Logger) {
         self.init(directory: Self.defaultDirectory(), logger: logger)
     }
 

@@ -37,7 +37,7 @@ package final class DeviceRemovals: Sendable {
     /// The removals of `trust`'s account, read from `file` when given (records that do not verify
     /// are logged and skipped; a file that does not read is logged and treated as empty, and
     /// rewritten at the next change).
-    package init(trust: AccountTrust, file: URL? = nil, logger: Logger = Logger(label: "hearth.identity")) {
+    package init(trust: AccountTrust, file: URL? = nil, logger: Logger) {
         self.trust = trust
         self.file = file
         self.logger = logger

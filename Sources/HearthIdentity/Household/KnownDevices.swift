@@ -40,7 +40,7 @@ package final class KnownDevices: Sendable {
     private let saver = DispatchQueue(label: "hearth.identity.devices")
     private let logger: Logger
 
-    package init(trust: AccountTrust, file: URL? = nil, logger: Logger = Logger(label: "hearth.identity")) {
+    package init(trust: AccountTrust, file: URL? = nil, logger: Logger) {
         self.trust = trust
         self.file = file
         self.logger = logger

@@ -102,7 +102,7 @@ package final class SyncEngine: Sendable {
     /// - Parameter removals: the account's device removals (``AccountStore/removals(of:)``
     ///   keeps them on disk); by default an empty set in memory, which peers can still teach.
     package init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
-                devices: KnownDevices? = nil, logger: Logger = Logger(label: "hearth.sync")) throws {
+                devices: KnownDevices? = nil, logger: Logger) throws {
         state = Locked(State(currentIdentity: identity))
         var logger = logger
         logger[metadataKey: "device"] = "\(identity.deviceID.short)"
@@ -125,7 +125,7 @@ package final class SyncEngine: Sendable {
     /// An engine serving `replica`'s store (more can be attached).
     package convenience init(identity: DeviceIdentity, replica: any SyncReplica,
                             options: Options = Options(), removals: DeviceRemovals? = nil,
-                            logger: Logger = Logger(label: "hearth.sync")) throws {
+                            logger: Logger) throws {
         try self.init(identity: identity, options: options, removals: removals, logger: logger)
         try attach(replica)
     }

@@ -61,7 +61,7 @@ package struct PeerTransport: Sendable {
         contexts = Locked((try SSLContext(pairing: pairing, role: .server), try SSLContext(pairing: pairing, role: .client)))
     }
 
-    package init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, logger: Logger = Logger(label: "hearth.transport"),
+    package init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, logger: Logger,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
         try self.init(configuration: TLSConfiguration(identity: identity, removals: removals, logger: logger), group: group)
     }

@@ -33,7 +33,7 @@ package struct PairingTLSConfiguration: Sendable {
 
     /// - Throws: ``IdentityError/Code/invalidKey`` when `certificate` is not for `privateKey`.
     package init(privateKey: Ed25519PrivateKey, certificate: Certificate, handshakeTimeout: TimeAmount = .seconds(10),
-                logger: Logger = Logger(label: "hearth.transport")) throws {
+                logger: Logger) throws {
         guard certificate.publicKey == privateKey.publicKey else {
             throw IdentityError(code: .invalidKey, message: "the pairing key does not match its certificate")
         }
@@ -45,7 +45,7 @@ package struct PairingTLSConfiguration: Sendable {
 
     /// A member's pairing configuration: its device key and certificate.
     package init(identity: DeviceIdentity, handshakeTimeout: TimeAmount = .seconds(10),
-                logger: Logger = Logger(label: "hearth.transport")) throws {
+                logger: Logger) throws {
         try self.init(privateKey: identity.privateKey, certificate: identity.certificate,
                       handshakeTimeout: handshakeTimeout, logger: logger)
     }
@@ -54,7 +54,7 @@ package struct PairingTLSConfiguration: Sendable {
     /// device key) and a self-signed certificate named `deviceName`, shaped like a device
     /// certificate (not a CA, `digitalSignature`, `serverAuth` and `clientAuth`).
     package static func selfSigned(deviceName: String, handshakeTimeout: TimeAmount = .seconds(10),
-                                  logger: Logger = Logger(label: "hearth.transport")) throws -> PairingTLSConfiguration {
+                                  logger: Logger) throws -> PairingTLSConfiguration {
         let key = try Ed25519PrivateKey()
         let certificate = try CertificateIssuer.issue(kind: .device, commonName: deviceName, publicKey: key.publicKey,
                                                       issuer: nil, signingKey: key)

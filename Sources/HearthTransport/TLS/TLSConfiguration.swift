@@ -27,7 +27,7 @@ package struct TLSConfiguration: Sendable {
 
     package init(identity: DeviceIdentity, trustAnchor: Certificate? = nil,
                 handshakeTimeout: TimeAmount = .seconds(10), removals: DeviceRemovals? = nil,
-                logger: Logger = Logger(label: "hearth.transport")) {
+                logger: Logger) {
         self.identity = identity
         self.removals = removals
         self.trustAnchor = trustAnchor ?? identity.account.caCertificate
