@@ -6,6 +6,11 @@ import HearthTestSupport
 
 @Suite("Static peer lists")
 struct StaticDiscoveryTests {
+    /// Runs a blocking call on a thread of its own, and waits for it without blocking the pool.
+    static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in Thread.detachNewThread { continuation.resume(returning: body()) } }
+    }
+
     @Test("host:port, IPv4, bracketed IPv6, separators and comments")
     func parsing() throws {
         let endpoints = try StaticDiscovery.parse("""
@@ -56,16 +61,18 @@ struct StaticDiscoveryTests {
         let discovery = StaticDiscovery(endpoints: [.init(host: "127.0.0.1", port: listener.port), .init(host: "laptop.lan", port: 7)], logger: Logger(label: "test"))
         let recorder = EventRecorder(discovery)
         try await discovery.start()
-        #expect(await recorder.wait(upTo: .seconds(2)) { $0.count == 2 } != nil)
+        #expect(await recorder.wait(upTo: .seconds(30)) { $0.count == 2 } != nil)
         let peer = try #require(discovery.peers.first { $0.port == listener.port })
         #expect(peer.id == "static:127.0.0.1:\(listener.port)")
         #expect(peer.addresses == [PeerAddress(host: "127.0.0.1", family: .ipv4)])
         #expect(peer.record == nil)
         #expect(discovery.peers.first { $0.port == 7 }?.addresses.first?.family == .hostname)
 
-        let connector = Task.detached { connectTCP(host: "127.0.0.1", port: peer.port) }
-        #expect(listener.accept(timeoutMilliseconds: 5000))
-        #expect(await connector.value)
+        // Both calls block: on threads of their own, never on the cooperative pool (two threads
+        // here; blocking one starved the connector under load).
+        async let connected = Self.onThread { connectTCP(host: "127.0.0.1", port: peer.port) }
+        #expect(await Self.onThread { listener.accept(timeoutMilliseconds: 30_000) })
+        #expect(await connected)
         await discovery.stop()
     }
 }

@@ -135,7 +135,8 @@ struct CompromisedDeviceTests {
         let link = try await household.hostile.connect(port: household.victimPort)
         try link.send(try household.hostile.greeting())
         link.send(raw: frame)
-        let refusal = try #require(await link.nextRefusal(within: .seconds(60)))
+        let refusal = try #require(await link.nextRefusal(within: .seconds(60)),
+                                   "no refusal; the link got \(link.all.map { "\($0)".prefix(60) }); the victim said: \(household.victim.output.suffix(4000))")
         #expect(refusal.entries.map(\.reason) == [.tooLarge])
         #expect(await household.legitStillSyncs())           // during
         await link.close()
