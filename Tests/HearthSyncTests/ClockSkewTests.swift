@@ -28,7 +28,8 @@ struct ClockSkewTests {
             let (a, b, future) = (cluster[0], cluster[1], cluster[2])
             await eventually("A and B to connect") { a.connectedPeerCount >= 1 && b.connectedPeerCount >= 1 }
             future.set("from the future", forKey: "k")
-            try await Task.sleep(for: .milliseconds(500))
+            // Awaited, not slept: both peers have answered the write (a refusal counts as an answer).
+            #expect(await future.waitUntilSynced(peers: 2, timeout: .seconds(30)))
             #expect(a.string(forKey: "k") == nil)
             #expect(b.string(forKey: "k") == nil)
             a.set("present", forKey: "k")

@@ -110,10 +110,10 @@ struct DeviceRemovalTests {
             cleanup { await engineP.stop() }
             replicaP.write(.string("from the removed phone"), forKey: "late")
             engineP.addPeer(host: "127.0.0.1", port: portC)
-            try await Task.sleep(for: .seconds(2))
+            // Awaited, not slept: once the phone is told, C has refused its connection.
+            await eventually("the phone to be told") { engineP.removalNotice != nil }
             #expect(!engineC.connectedPeers.contains(phone.deviceID))
             #expect(replicaC.replica.entries["late"] == nil)
-            await eventually("the phone to be told") { engineP.removalNotice != nil }
         }
     }
 
