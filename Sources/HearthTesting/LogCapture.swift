@@ -60,8 +60,9 @@ public final class LogCapture: Sendable {
         }
     }
 
-    /// Waits up to `timeout` for an event whose ``Record/text`` contains `text`.
-    public func waitFor(_ text: String, timeout: Duration = .seconds(5)) async -> Record? {
+    /// Waits up to `timeout` for an event whose ``Record/text`` contains `text` (the default is
+    /// generous: a busy machine, or a sanitizer, slows a test's events down several times).
+    public func waitFor(_ text: String, timeout: Duration = .seconds(30)) async -> Record? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let record = all.first(where: { $0.text.contains(text) }) { return record }

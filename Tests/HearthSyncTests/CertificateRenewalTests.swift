@@ -3,6 +3,7 @@ import Logging
 import HearthCore
 import HearthIdentity
 import HearthSync
+import HearthTesting
 import HearthTestSupport
 import HearthTransport
 import Testing
@@ -17,10 +18,10 @@ struct CertificateRenewalTests {
     /// `timeout`: how long a silent link lives; a hostile peer sends no pings, so one whose link
     /// must stay up gets a long one.
     static func engine(_ identity: DeviceIdentity, authority: AccountAuthority? = nil,
-                       timeout: Duration = .seconds(3)) async throws -> (SyncEngine, Int) {
+                       timeout: Duration = .seconds(3), logger: Logger = Logger(label: "test")) async throws -> (SyncEngine, Int) {
         let replica = MemoryReplica(storeIdentifier: store, replica: Replica(id: .random(boundTo: identity.deviceID.data)))
         let engine = try SyncEngine(identity: identity, replica: replica,
-                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: timeout), logger: Logger(label: "test"))
+                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: timeout), logger: logger)
         engine.authority = authority
         return (engine, try await engine.start())
     }
@@ -73,12 +74,13 @@ struct CertificateRenewalTests {
             let authority = try AccountAuthority.create(displayName: "Renewal household")
             let a = try authority.makeDevice(named: "A")
             let b = try Self.device(authority, "B", expiringIn: 10)
-            let (engineA, portA) = try await Self.engine(a)
+            let logsA = LogCapture()
+            let (engineA, portA) = try await Self.engine(a, logger: logsA.logger("A"))
             let (engineB, _) = try await Self.engine(b)
             cleanup { await engineA.stop(); await engineB.stop() }
             engineB.addPeer(host: "127.0.0.1", port: portA)
-            await eventually("connected") { engineA.connectedPeers.contains(b.deviceID) }
-            try await Task.sleep(for: .seconds(1))
+            // Awaited, not slept: A has B's request, and leaves it unanswered while the CA is locked.
+            #expect(await logsA.waitFor("the account CA is locked here") != nil)
             #expect(engineB.currentIdentity.certificate == b.certificate)
             engineA.authority = authority
             await eventually("B's certificate renewed once A unlocked the CA") {

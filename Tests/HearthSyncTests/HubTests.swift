@@ -3,6 +3,7 @@ import Logging
 import HearthCore
 import HearthIdentity
 import HearthSync
+import HearthTesting
 import HearthTestSupport
 import Testing
 
@@ -83,7 +84,9 @@ struct HubTests {
         let a = try owner.createAccount(displayName: "Hub", passphrase: "p", deviceName: "A")
         let bundle = try owner.exportJoinBundle(a.account.id)
         let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
-        let other = try SyncEngine(identity: c, replica: MemoryReplica(storeIdentifier: "com.example.other"), options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
+        let logs = LogCapture()
+        let other = try SyncEngine(identity: c, replica: MemoryReplica(storeIdentifier: "com.example.other"), options: .init(host: "127.0.0.1"),
+                                   logger: logs.logger("hub"))
         let port = try await other.start()
         let writer = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "com.example.notes"), options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
         try await writer.start()
@@ -91,7 +94,8 @@ struct HubTests {
         // Both ends: each registers its session after the other's hello, so one can be first by far
         // on a loaded machine (streak H2 at b4b2ca1, ThreadSanitizer beside 4 CPU hogs).
         await eventually("connected") { other.connectedPeers.count == 1 && writer.connectedPeers.count == 1 }
-        try await Task.sleep(for: .milliseconds(500))
+        // Awaited, not slept: the hub logs "connected" once it has gone through the writer's hello.
+        await eventually("the hub through the writer's hello") { logs.all.contains { $0.message == "connected" } }
         #expect(other.storeIdentifiers == ["com.example.other"])
         #expect(writer.store("com.example.notes")?.connectedPeers.isEmpty == true)
         #expect(writer.connectedPeers.count == 1)

@@ -44,7 +44,11 @@ extension SyncEngine {
     /// A peer asked for a renewal: answered now if the CA is unlocked here, else when it is.
     func renewalAsked(by session: SyncSession) {
         session.state.withLock { $0.renewal.askedByPeer = true }
-        if authority != nil { issueRenewal(to: session) }
+        if authority != nil {
+            issueRenewal(to: session)
+        } else {
+            session.logger.debug("the peer asked for a certificate renewal; the account CA is locked here, so it is answered once unlocked")
+        }
     }
 
     /// Issues the session's peer a certificate for its own key, once per connection, if its
