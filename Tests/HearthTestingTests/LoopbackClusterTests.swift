@@ -9,82 +9,80 @@ import Testing
 // doc:begin
 @Test func colourReachesEveryDevice() async throws {
     // Three devices of one throwaway account, syncing over 127.0.0.1.
-    let cluster = try await LoopbackCluster(replicas: 3, storeIdentifier: "com.example.colors")
+    try await withLoopbackCluster(replicas: 3, storeIdentifier: "com.example.colors") { cluster in
+        // The app's code runs on device 1, on the same store as the cluster's replica 1.
+        let app = try UbiquitousKeyValueStore(storeIdentifier: cluster.storeIdentifier,
+                                              configuration: cluster.configuration(for: 1))
+        let mirror = UserDefaultsMirror(store: app, suiteName: "loopback-test-\(UUID())", keys: ["backgroundColor"])
 
-    // The app's code runs on device 1, on the same store as the cluster's replica 1.
-    let app = try UbiquitousKeyValueStore(storeIdentifier: cluster.storeIdentifier,
-                                          configuration: cluster.configuration(for: 1))
-    let mirror = UserDefaultsMirror(store: app, suiteName: "loopback-test-\(UUID())", keys: ["backgroundColor"])
+        // Another device picks a colour; every device gets it, device 1 as a serverChange.
+        try cluster[0].setValue(2, forKey: "backgroundColor")
+        try await cluster.waitUntilConverged(expected: ["backgroundColor": 2])
+        let change = try await cluster.nextNotification(on: 1, reason: .serverChange)
+        #expect(change.keys == ["backgroundColor"])
+        #expect(app.longLong(forKey: "backgroundColor") == 2)
 
-    // Another device picks a colour; every device gets it, device 1 as a serverChange.
-    try cluster[0].setValue(2, forKey: "backgroundColor")
-    try await cluster.waitUntilConverged(expected: ["backgroundColor": 2])
-    let change = try await cluster.nextNotification(on: 1, reason: .serverChange)
-    #expect(change.keys == ["backgroundColor"])
-    #expect(app.longLong(forKey: "backgroundColor") == 2)
+        // Device 2 is offline while both it and device 0 change the colour: the later write wins.
+        await cluster.isolate(2)
+        try cluster[2].setValue(1, forKey: "backgroundColor")
+        try await Task.sleep(for: .milliseconds(5))
+        try cluster[0].setValue(3, forKey: "backgroundColor")
+        try await cluster.heal()
+        try await cluster.waitUntilConverged(expected: ["backgroundColor": 3])
 
-    // Device 2 is offline while both it and device 0 change the colour: the later write wins.
-    await cluster.isolate(2)
-    try cluster[2].setValue(1, forKey: "backgroundColor")
-    try await Task.sleep(for: .milliseconds(5))
-    try cluster[0].setValue(3, forKey: "backgroundColor")
-    try await cluster.heal()
-    try await cluster.waitUntilConverged(expected: ["backgroundColor": 3])
-
-    // Device 1 quits and starts again: it keeps the value and still syncs.
-    mirror.stop()
-    try await cluster.restart(1)
-    #expect(cluster[1].value(forKey: "backgroundColor") == 3)
-    try cluster[1].setValue(0, forKey: "backgroundColor")
-    try await cluster.waitUntilConverged(expected: ["backgroundColor": 0])
-
-    await cluster.shutdown()
+        // Device 1 quits and starts again: it keeps the value and still syncs.
+        mirror.stop()
+        try await cluster.restart(1)
+        #expect(cluster[1].value(forKey: "backgroundColor") == 3)
+        try cluster[1].setValue(0, forKey: "backgroundColor")
+        try await cluster.waitUntilConverged(expected: ["backgroundColor": 0])
+    }
 }
 // doc:end
 
 @Test func mirrorCopiesExternalChangesIntoUserDefaults() async throws {
-    let cluster = try await LoopbackCluster(replicas: 2, storeIdentifier: "com.example.mirror")
-    let suite = "loopback-mirror-\(UUID())"
-    let mirror = UserDefaultsMirror(store: cluster[1], suiteName: suite, keys: ["backgroundColor"])
-    try cluster.write(.integer(3), forKey: "backgroundColor", on: 0)
-    _ = try await cluster.nextNotification(on: 1, reason: .serverChange)
-    // The mirror copies on the same notification; give its task a moment.
-    let deadline = ContinuousClock.now + .seconds(5)
-    while mirror.defaults.integer(forKey: "backgroundColor") != 3, ContinuousClock.now < deadline {
-        try await Task.sleep(for: .milliseconds(10))
+    try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.mirror") { cluster in
+        let suite = "loopback-mirror-\(UUID())"
+        let mirror = UserDefaultsMirror(store: cluster[1], suiteName: suite, keys: ["backgroundColor"])
+        try cluster.write(.integer(3), forKey: "backgroundColor", on: 0)
+        _ = try await cluster.nextNotification(on: 1, reason: .serverChange)
+        // The mirror copies on the same notification; give its task a moment.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while mirror.defaults.integer(forKey: "backgroundColor") != 3, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(mirror.defaults.integer(forKey: "backgroundColor") == 3)
+        mirror.stop()
     }
-    #expect(mirror.defaults.integer(forKey: "backgroundColor") == 3)
-    mirror.stop()
-    await cluster.shutdown()
 }
 
 @Test func removalsAndRestartsKeepEveryReplicaEqual() async throws {
-    let cluster = try await LoopbackCluster(replicas: 3, storeIdentifier: "com.example.removals")
-    try cluster.write("milk", forKey: "item-1", on: 0)
-    try cluster.write("eggs", forKey: "item-2", on: 1)
-    try await cluster.waitUntilConverged(expected: ["item-1": "milk", "item-2": "eggs"])
+    try await withLoopbackCluster(replicas: 3, storeIdentifier: "com.example.removals") { cluster in
+        try cluster.write("milk", forKey: "item-1", on: 0)
+        try cluster.write("eggs", forKey: "item-2", on: 1)
+        try await cluster.waitUntilConverged(expected: ["item-1": "milk", "item-2": "eggs"])
 
-    // A replica that was down misses a removal and catches up when it comes back.
-    await cluster.isolate(2)
-    try cluster.write(nil, forKey: "item-1", on: 0)
-    try await cluster.waitUntilConverged([0, 1], expected: ["item-2": "eggs"])
-    #expect(cluster[2].value(forKey: "item-1") == "milk")
-    try await cluster.restart(2)
-    try await cluster.waitUntilConverged(expected: ["item-2": "eggs"])
-    #expect(cluster.notifications(of: 2).contains { $0.keys.contains("item-1") })
-    await cluster.shutdown()
+        // A replica that was down misses a removal and catches up when it comes back.
+        await cluster.isolate(2)
+        try cluster.write(nil, forKey: "item-1", on: 0)
+        try await cluster.waitUntilConverged([0, 1], expected: ["item-2": "eggs"])
+        #expect(cluster[2].value(forKey: "item-1") == "milk")
+        try await cluster.restart(2)
+        try await cluster.waitUntilConverged(expected: ["item-2": "eggs"])
+        #expect(cluster.notifications(of: 2).contains { $0.keys.contains("item-1") })
+    }
 }
 
 @Test func waitingTooLongSaysWhatEachReplicaHolds() async throws {
-    let cluster = try await LoopbackCluster(replicas: 2, storeIdentifier: "com.example.timeout")
-    await cluster.isolate(1)
-    try cluster.write(1, forKey: "only-here", on: 0)
-    let error = await #expect(throws: LoopbackClusterError.self) {
-        try await cluster.waitUntilConverged([0, 1], timeout: .milliseconds(300))
+    try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.timeout") { cluster in
+        await cluster.isolate(1)
+        try cluster.write(1, forKey: "only-here", on: 0)
+        let error = await #expect(throws: LoopbackClusterError.self) {
+            try await cluster.waitUntilConverged([0, 1], timeout: .milliseconds(300))
+        }
+        #expect(error?.code == .timedOut)
+        #expect(error?.description.contains("only-here") == true)
     }
-    #expect(error?.code == .timedOut)
-    #expect(error?.description.contains("only-here") == true)
-    await cluster.shutdown()
 }
 
 @Test func guideQuotesTheFirstTestExactly() throws {

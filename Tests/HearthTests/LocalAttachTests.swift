@@ -254,25 +254,25 @@ struct LocalAttachTests {
 
     @Test("With sync: a process attached to a syncing store writes, and a peer device gets every write")
     func attachedWritesReachPeers() async throws {
-        let cluster = try await LoopbackCluster(replicas: 2, storeIdentifier: "com.example.attached")
-        // The child signs in to device 0's account: its AccountStore is $XDG_CONFIG_HOME/hearth.
-        let xdg = cluster.rootDirectory + "/xdg0"
-        try FileManager.default.createDirectory(atPath: xdg, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: xdg + "/hearth", withDestinationPath: cluster.rootDirectory + "/device0/config")
-        let recorder = ChangeRecorder(cluster[0], count: 20)
-        let writer = try TestWriter.start(["count", cluster.configuration(for: 0).dataDirectory, cluster.storeIdentifier, "p", "20", "5"],
-                                          environment: ["XDG_CONFIG_HOME": xdg])
-        defer { writer.kill() }
-        #expect(await writer.wait(upTo: .seconds(60)) == 0, "\(writer.output)\(writer.errorOutput)")
-        #expect(writer.output.contains("opened attached"), "\(writer.output)")
-        #expect(writer.output.contains("done 20 true"), "\(writer.output)")
-        let expected = Dictionary(uniqueKeysWithValues: (1...20).map { ("p-\($0)", PropertyListValue.integer(Int64($0))) })
-        try await cluster.waitUntilConverged(expected: expected)
-        // The host posted them as another process's writes.
-        let events = await recorder.events(timeout: .seconds(10))
-        #expect(Set(events.flatMap(\.keys)) == Set(expected.keys))
-        #expect(events.allSatisfy { $0.reason == .serverChange })
-        await cluster.shutdown()
+        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.attached") { cluster in
+            // The child signs in to device 0's account: its AccountStore is $XDG_CONFIG_HOME/hearth.
+            let xdg = cluster.rootDirectory + "/xdg0"
+            try FileManager.default.createDirectory(atPath: xdg, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: xdg + "/hearth", withDestinationPath: cluster.rootDirectory + "/device0/config")
+            let recorder = ChangeRecorder(cluster[0], count: 20)
+            let writer = try TestWriter.start(["count", cluster.configuration(for: 0).dataDirectory, cluster.storeIdentifier, "p", "20", "5"],
+                                              environment: ["XDG_CONFIG_HOME": xdg])
+            defer { writer.kill() }
+            #expect(await writer.wait(upTo: .seconds(60)) == 0, "\(writer.output)\(writer.errorOutput)")
+            #expect(writer.output.contains("opened attached"), "\(writer.output)")
+            #expect(writer.output.contains("done 20 true"), "\(writer.output)")
+            let expected = Dictionary(uniqueKeysWithValues: (1...20).map { ("p-\($0)", PropertyListValue.integer(Int64($0))) })
+            try await cluster.waitUntilConverged(expected: expected)
+            // The host posted them as another process's writes.
+            let events = await recorder.events(timeout: .seconds(10))
+            #expect(Set(events.flatMap(\.keys)) == Set(expected.keys))
+            #expect(events.allSatisfy { $0.reason == .serverChange })
+        }
     }
 
     @Test("A write the host cannot take is refused with its code; the connection and the store go on")
