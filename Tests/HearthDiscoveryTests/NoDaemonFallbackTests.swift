@@ -43,7 +43,7 @@ struct NoDaemonFallbackTests {
         let clock = ContinuousClock()
         let start = clock.now
         let child = try ChildProcess(probe, ["--fallback", "--expect", "1", "--timeout", "10"], environment: environment)
-        let accepted = await Task.detached { listener.accept(timeoutMilliseconds: 10_000) }.value
+        let accepted = await onThread { listener.accept(timeoutMilliseconds: 10_000) }
         let status = await child.wait(upTo: .seconds(15))
         print("fallback probe (\(clock.now - start)):\n\(child.output)")
         #expect(status == 0, "probe failed: \(child.output)\n\(child.errorOutput)")

@@ -6,11 +6,6 @@ import HearthTestSupport
 
 @Suite("Static peer lists")
 struct StaticDiscoveryTests {
-    /// Runs a blocking call on a thread of its own, and waits for it without blocking the pool.
-    static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in Thread.detachNewThread { continuation.resume(returning: body()) } }
-    }
-
     @Test("host:port, IPv4, bracketed IPv6, separators and comments")
     func parsing() throws {
         let endpoints = try StaticDiscovery.parse("""
@@ -70,8 +65,8 @@ struct StaticDiscoveryTests {
 
         // Both calls block: on threads of their own, never on the cooperative pool (two threads
         // here; blocking one starved the connector under load).
-        async let connected = Self.onThread { connectTCP(host: "127.0.0.1", port: peer.port) }
-        #expect(await Self.onThread { listener.accept(timeoutMilliseconds: 30_000) })
+        async let connected = onThread { connectTCP(host: "127.0.0.1", port: peer.port) }
+        #expect(await onThread { listener.accept(timeoutMilliseconds: 30_000) })
         #expect(await connected)
         await discovery.stop()
     }

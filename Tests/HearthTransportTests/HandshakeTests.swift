@@ -141,9 +141,9 @@ extension TransportTests {
             let home = try Household()
             let server = try await EchoServer(identity: home.server)
             let port = server.port
-            let (received, sawEOF) = try await Task.detached {
-                try plainTCPExchange(port: port, send: Array("GET / HTTP/1.1\r\nHost: hearth\r\n\r\n".utf8))
-            }.value
+            let (received, sawEOF) = try await onThread {
+                Result { try plainTCPExchange(port: port, send: Array("GET / HTTP/1.1\r\nHost: hearth\r\n\r\n".utf8)) }
+            }.get()
             #expect(sawEOF, "the server must close the connection")
             #expect(!String(decoding: received, as: UTF8.self).contains(greeting))
             // At most a TLS alert record (content type 21), never application data (23).
@@ -162,7 +162,7 @@ extension TransportTests {
             let listener = try await transport.listen(host: "127.0.0.1", port: 0)
             let port = listener.port!
             let start = ContinuousClock.now
-            let (received, sawEOF) = try await Task.detached { try plainTCPExchange(port: port, send: []) }.value
+            let (received, sawEOF) = try await onThread { Result { try plainTCPExchange(port: port, send: []) } }.get()
             #expect(sawEOF)
             #expect(received.isEmpty)
             #expect(ContinuousClock.now - start < .seconds(4))
