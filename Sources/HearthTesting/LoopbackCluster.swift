@@ -237,18 +237,12 @@ public final class LoopbackCluster: Sendable {
     /// Waits until every replica that is not isolated is connected to each of its neighbours in
     /// the ``topology`` that is not isolated either.
     public func waitUntilConnected(timeout: Duration = .seconds(30)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while true {
+        try await waitForPeerCounts(timeout: timeout) {
             let (stores, isolated) = state.withLock { ($0.stores, $0.isolated) }
             let expected = stores.indices.map { i in
                 isolated.contains(i) ? 0 : topology.neighbours(of: i, among: stores.count).filter { !isolated.contains($0) }.count
             }
-            let counts = stores.indices.map { isolated.contains($0) ? 0 : stores[$0].connectedPeerCount }
-            if counts == expected { return }
-            if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(counts), expected \(expected)")
-            }
-            try await Task.sleep(for: .milliseconds(20))
+            return (stores.indices.map { isolated.contains($0) ? 0 : stores[$0].connectedPeerCount }, expected)
         }
     }
 
@@ -258,12 +252,17 @@ public final class LoopbackCluster: Sendable {
     /// - Throws: ``LoopbackClusterError`` with the counts there are, after `timeout`.
     package func waitUntilConnected(_ counts: [Int], timeout: Duration = .seconds(30)) async throws {
         precondition(counts.count == count, "one count per replica")
+        try await waitForPeerCounts(timeout: timeout) { (stores.map(\.connectedPeerCount), counts) }
+    }
+
+    /// Polls `counts` (connected peers per replica, and the counts waited for) until they agree.
+    private func waitForPeerCounts(timeout: Duration, _ counts: () -> (connected: [Int], expected: [Int])) async throws {
         let deadline = ContinuousClock.now + timeout
         while true {
-            let connected = stores.map(\.connectedPeerCount)
-            if connected == counts { return }
+            let (connected, expected) = counts()
+            if connected == expected { return }
             if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(connected), expected \(counts)")
+                throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(connected), expected \(expected)")
             }
             try await Task.sleep(for: .milliseconds(20))
         }

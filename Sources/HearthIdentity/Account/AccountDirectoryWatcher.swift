@@ -37,6 +37,7 @@ package final class AccountDirectoryWatcher: Sendable {
         var threadStarted = false
 
         var polled: [String] { directories.compactMap { $0.value.watch == nil ? $0.key : nil } }
+        var anyPolled: Bool { directories.values.contains { $0.watch == nil } }
     }
 
     private let state = Locked(State())
@@ -128,7 +129,7 @@ package final class AccountDirectoryWatcher: Sendable {
         var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: wakeup.read, events: Int16(POLLIN), revents: 0)]
         while true {
-            let anyPolled = state.withLock { !$0.polled.isEmpty }
+            let anyPolled = state.withLock(\.anyPolled)
             let ready = Glibc.poll(&descriptors, nfds_t(descriptors.count), anyPolled ? 1_000 : -1)
             if ready < 0, errno != EINTR {
                 // Not expected; never spin on it.

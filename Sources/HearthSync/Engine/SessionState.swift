@@ -371,7 +371,7 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// How long until the next heartbeat tick: a few times per timeout, so that a dead link is
     /// noticed within timeout × 4/3 at most; before the hello, by its shorter timeout.
     package func heartbeatDelay(timeout: Duration, interval: Duration) -> Duration {
-        let tick = min(interval, timeout / 3)
+        let tick = Self.tick(timeout: timeout, interval: interval)
         return greeted ? tick : min(tick, Self.helloTimeout(timeout))
     }
 
@@ -384,11 +384,13 @@ package struct SessionState<Store: Sendable>: Sendable {
             return silence > helloTimeout ? .silent("no hello from the peer within \(helloTimeout)") : .alive
         }
         if silence > timeout { return .silent("no frame from the peer for \(silence); the link is dead") }
-        let tick = min(interval, timeout / 3)
+        let tick = Self.tick(timeout: timeout, interval: interval)
         guard now - lastSent >= interval - tick / 10 else { return .alive }
         mailbox.ping = true
         return .ping
     }
 
     private static func helloTimeout(_ timeout: Duration) -> Duration { min(timeout, .seconds(5)) }
+
+    private static func tick(timeout: Duration, interval: Duration) -> Duration { min(interval, timeout / 3) }
 }
