@@ -9,7 +9,9 @@ extension SyncSession {
         case .hello: throw SyncProtocolError("a second hello")
         case .pong: return
         case .ping(let vectors):
-            for (store, claimed) in vectors { acknowledge(claimed, of: store) }
+            for (name, claimed) in vectors {
+                if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: false) }
+            }
             post { $0.pong = true }
             return
         case .store(let state):
@@ -37,10 +39,7 @@ extension SyncSession {
             let initial = state.withLock { $0.deltaArrived(for: name, more: delta.more) }
             try await apply(delta, to: store, initial: initial)
         case .ack(let ack):
-            let vector = ack.vector.restricted(to: store.replica.syncVector)
-            if state.withLock({ $0.peerHas(vector, of: name, known: true) }) {
-                store.replica.notePeer(peer.deviceID, acknowledged: vector)
-            }
+            acknowledge(ack.vector, of: name, in: store, known: true)
         case .refused(let refusal):
             let fresh = store.note(refusal, from: peer.deviceID)
             guard !fresh.isEmpty else { return }
@@ -50,12 +49,12 @@ extension SyncSession {
         }
     }
 
-    /// Records that the peer has what `claimed` says of `store` (counters of origins we do not
-    /// know are dropped), for settling and tombstone collection.
-    private func acknowledge(_ claimed: VersionVector, of name: String) {
-        guard let store = state.withLock({ $0.shared[name]?.store }) else { return }
+    /// Records that the peer has what `claimed` says of store `name` (counters of origins we do
+    /// not know are dropped), for settling and tombstone collection; `known`: it has what we sent
+    /// too (an ack), not only what it says (a ping).
+    private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool) {
         let vector = claimed.restricted(to: store.replica.syncVector)
-        if state.withLock({ $0.peerHas(vector, of: name, known: false) }) {
+        if state.withLock({ $0.peerHas(vector, of: name, known: known) }) {
             store.replica.notePeer(peer.deviceID, acknowledged: vector)
         }
     }
