@@ -17,6 +17,8 @@ final class PairingLink: Sendable {
     let messages: AsyncThrowingStream<PairingMessage, any Error>
     private let ending = Locked<PairingError?>(nil)
     private let peerRefusal = Locked<String?>(nil)
+    /// Set when the reader has seen the connection end (the other side closed, or it failed).
+    private let readerEnded = Locked(false)
     private let onInterrupt = Locked<[@Sendable () -> Void]>([])
     let logger: Logger
 
@@ -58,10 +60,13 @@ final class PairingLink: Sendable {
                     interrupt(PairingError(code: .refusedByPeer, message: reason))
                 }
             }
+            readerEnded.withLock { $0 = true }
             interrupt(PairingError(code: .connectionLost, message: "the other device closed the connection"))
         } catch let error as PairingError {
+            readerEnded.withLock { $0 = true }
             interrupt(error)
         } catch {
+            readerEnded.withLock { $0 = true }
             interrupt(PairingError(code: .connectionLost, message: "the connection failed: \(error)"))
         }
     }
@@ -122,10 +127,18 @@ final class PairingLink: Sendable {
         }
     }
 
-    /// Sends `pair-refused` (best effort: the other side may be gone) and ends the link with `error`.
+    /// Sends `pair-refused` (best effort: the other side may be gone) and ends the link with
+    /// `error`; then waits, at most 2 s, for the other side to close, which it does once it has
+    /// read the refusal. Closing at once could lose the refusal on a loaded machine: the other
+    /// side then reported a lost connection instead of the refusal (LoopbackPairingTests,
+    /// beside 4 CPU hogs).
     func refuse(_ reason: String, ending error: PairingError) async {
         try? await send(.refused(reason: reason))
         interrupt(error)
+        let deadline = ContinuousClock.now + .seconds(2)
+        while !readerEnded.withLock({ $0 }), ContinuousClock.now < deadline, !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 }
 
