@@ -87,7 +87,7 @@ package enum FuzzSeeds {
             .store(.init(store: "com.example.other", left: true)),
             .delta(.init(store: store, entries: entries(), certificates: [Data(repeating: 0x30, count: 100)], vector: vector, more: true)),
             .delta(.init(store: store, entries: [], certificates: [], vector: VersionVector())),
-            .ack(.init(store: store, vector: vector)), .ping([store: vector]), .pong,
+            .ack(.init(store: store, vector: vector)), .ping([store: vector]), .pong([:]), .pong([store: vector]),
             .refused(.init(store: store, entries: [RefusedEntry(entries()[0], reason: .tooLarge, detail: "too large")], clock: 99)),
         ]
     }

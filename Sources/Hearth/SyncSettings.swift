@@ -32,11 +32,15 @@ public struct SyncSettings: Sendable {
     public var listenHost: String
     /// The port the sync listener binds (default 0: a free port).
     public var port: Int
-    /// How long a link may be idle before it is pinged (one ping per connection, whatever the
-    /// number of stores; it also tells peers what this device has). Default 30 s.
+    /// How long a link in use may go without a frame before it is pinged (one ping per
+    /// connection, whatever the number of stores; it also tells peers what this device has).
+    /// Default 30 s. An idle link is pinged ever more rarely, up to 8 intervals apart
+    /// (docs/protocol.md, "Heartbeats and timeouts").
     public var heartbeatInterval: Duration
-    /// How long a silent link is kept before it is dropped and redialled: a dead peer is noticed
-    /// within this plus a third of it (2 minutes by default).
+    /// How long a silent link in use is kept before it is dropped and redialled: a peer whose
+    /// process hangs is noticed within this plus a third of it (2 minutes by default; longer on
+    /// an idle link, whose pings are sparse). A machine that vanishes is noticed by the kernel
+    /// within 90 s, idle or busy.
     public var timeout: Duration
     /// Apple's strict behaviour: writes made while signed out are dropped at sign-in, and
     /// writes before the first download from the account's peers are refused (Apple's

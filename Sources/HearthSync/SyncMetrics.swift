@@ -15,6 +15,17 @@ public struct SyncCounters: Sendable, Equatable {
     /// Sessions that passed the hello (two devices dialling each other at once may both
     /// get this far before one connection is dropped).
     public var sessions = 0
+    /// Frames of one message type sent: how many, and their bytes (length prefix included).
+    public struct Tally: Sendable, Equatable {
+        /// Frame bytes, including each frame's 4-byte length prefix.
+        public var bytes = 0
+        /// Frames.
+        public var messages = 0
+    }
+
+    /// Frames sent by message type ("hello", "delta", "ack", …): where the bytes of a
+    /// reconnection go.
+    public var sentByType: [String: Tally] = [:]
     /// When entries last went to or came from a peer (wall clock), nil if they never did.
     /// Kept here so that "last exchange" needs no one polling the counters.
     public var lastEntriesMoved: Date?
@@ -33,7 +44,13 @@ package final class SyncMetrics: Sendable {
 
     package var snapshot: Snapshot { counters.withLock { $0 } }
 
-    func sent(bytes: Int) { counters.withLock { $0.bytesSent += bytes } }
+    func sent(bytes: Int, type: String) {
+        counters.withLock {
+            $0.bytesSent += bytes
+            $0.sentByType[type, default: Snapshot.Tally()].bytes += bytes
+            $0.sentByType[type, default: Snapshot.Tally()].messages += 1
+        }
+    }
     func received(bytes: Int) { counters.withLock { $0.bytesReceived += bytes } }
     func sentEntries(_ n: Int) { moved(n) { $0.entriesSent += n } }
     func receivedEntries(_ n: Int) { moved(n) { $0.entriesReceived += n } }

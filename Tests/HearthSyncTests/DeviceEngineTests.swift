@@ -133,7 +133,7 @@ struct DeviceEngineTests {
             // Heartbeats are per connection, not per store: with 1 s heartbeats a device sends at most
             // one ping and one pong a second (per store, it would be twice that).
             let sent = (stores[0].syncMetrics?.bytesSent ?? 0) - framesBefore
-            let perSecond = try SyncMessage.ping([:]).encoded().count + SyncMessage.pong.encoded().count + 8
+            let perSecond = try SyncMessage.ping([:]).encoded().count + SyncMessage.pong([:]).encoded().count + 8
             #expect(sent <= (idle + 2) * perSecond, "\(sent) bytes sent in \(idle) idle seconds (a ping and a pong: \(perSecond) B)")
         }
     }

@@ -50,13 +50,13 @@ struct HostilePeer: Sendable {
     /// A correctly signed hello listing `stores` (by default this peer's store) with the digest
     /// of `vector`; protocol 3 says the vector itself in a `store` message (see ``greeting(vector:)``).
     func hello(vector: VersionVector = VersionVector(), protocolVersion: Int = SyncMessage.protocolVersion,
-               stores: [String]? = nil) throws -> SyncMessage {
+               stores: [String]? = nil, links: Bool = false) throws -> SyncMessage {
         let listed = (stores ?? [storeIdentifier]).map {
             SyncMessage.Hello.Store(identifier: $0, vectorDigest: SyncMessage.vectorDigest(vector),
                                     peersDigest: SyncMessage.peersDigest([identity.deviceID.data]))
         }
         var hello = SyncMessage.Hello(protocolVersion: protocolVersion, account: identity.account.id.hex,
-                                      device: identity.deviceID.data, stores: listed, signature: Data())
+                                      device: identity.deviceID.data, stores: listed, signature: Data(), links: links)
         hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
         return .hello(hello)
     }
@@ -103,7 +103,7 @@ final class HostileLink: Sendable {
                         for try await frame in inbound {
                             guard let message = try? SyncMessage(decoding: Data(frame.readableBytesView)) else { continue }
                             // Answer heartbeats, as any peer does, so the link is not dropped as dead.
-                            if case .ping = message, let pong = try? SyncMessage.pong.encoded() { outgoing.yield(Array(pong)) }
+                            if case .ping = message, let pong = try? SyncMessage.pong([:]).encoded() { outgoing.yield(Array(pong)) }
                             received.withLock { $0.messages.append(message) }
                         }
                     }
@@ -151,7 +151,7 @@ final class HostileLink: Sendable {
     /// Whether the honest end is still there: a ping is answered with a pong.
     func isAnswering(within timeout: Duration = .seconds(20)) async throws -> Bool {
         try send(.ping([:]))
-        return await next(within: timeout, where: { $0 == .pong }) != nil
+        return await next(within: timeout, where: { if case .pong = $0 { true } else { false } }) != nil
     }
 
     /// The honest end's vector of `store`, from the next `store` message about it.

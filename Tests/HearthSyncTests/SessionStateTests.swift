@@ -20,9 +20,10 @@ struct SessionStateTests {
 
     static func vector(_ counters: [ReplicaID: UInt64]) -> VersionVector { VersionVector(counters) }
 
-    static func hello(_ stores: [SyncMessage.Hello.Store], removalsDigest: Data? = nil, renews: Bool = true) -> SyncMessage.Hello {
+    static func hello(_ stores: [SyncMessage.Hello.Store], removalsDigest: Data? = nil, renews: Bool = true,
+                      links: Bool = false) -> SyncMessage.Hello {
         SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: "00", device: peerDevice, stores: stores,
-                          signature: Data(), removalsDigest: removalsDigest, renews: renews)
+                          signature: Data(), removalsDigest: removalsDigest, renews: renews, links: links)
     }
 
     static func listing(_ name: String, _ vector: VersionVector, peers: Data = Data([1])) -> SyncMessage.Hello.Store {
@@ -138,7 +139,7 @@ struct SessionStateTests {
                         _ = sides[j].state.receive(SyncMessage.StoreState(store: name, vector: sides[i].replica),
                                                    for: name, view: view, ourDevice: Self.ourDevice)
                     case .delta(let name):
-                        let (_, known) = try #require(sides[i].state.deltaBasis(of: name))
+                        let (_, known, _) = try #require(sides[i].state.deltaBasis(of: name))
                         guard !known.dominates(sides[i].replica) else { continue }
                         let sent = sides[i].replica
                         sides[i].state.deltaSent(sent, of: name)
@@ -219,7 +220,7 @@ struct SessionStateTests {
         let start = ContinuousClock.now
         let timeout = Duration.seconds(30), interval = Duration.seconds(10)
         var state = State(now: start)
-        #expect(state.heartbeatDelay(timeout: timeout, interval: interval) == .seconds(5))
+        #expect(state.heartbeatDelay(now: start, timeout: timeout, interval: interval) == .seconds(5))
         let early = state.heartbeat(now: start + .seconds(4), timeout: timeout, interval: interval)
         #expect(early == .alive)
         guard case .silent = state.heartbeat(now: start + .seconds(6), timeout: timeout, interval: interval) else {
@@ -229,7 +230,7 @@ struct SessionStateTests {
         state.greet(Self.hello([]), removalsDigest: nil)
         state.heard(at: start + .seconds(6))
         state.sent(at: start + .seconds(6))
-        #expect(state.heartbeatDelay(timeout: timeout, interval: interval) == .seconds(10))
+        #expect(state.heartbeatDelay(now: start, timeout: timeout, interval: interval) == .seconds(10))
         let recent = state.heartbeat(now: start + .seconds(10), timeout: timeout, interval: interval)
         #expect(recent == .alive)
         let idle = state.heartbeat(now: start + .seconds(16), timeout: timeout, interval: interval)
@@ -242,6 +243,41 @@ struct SessionStateTests {
             Issue.record("31 s without a frame from the peer must end the session")
             return
         }
+    }
+
+    @Test("Sparse heartbeat: only the dialler pings, ever more rarely as the link stays idle; silence allowed grows half as fast")
+    func sparseHeartbeat() {
+        let start = ContinuousClock.now
+        let timeout = Duration.seconds(30), interval = Duration.seconds(10)
+        var dialler = State(now: start, dialled: true), answerer = State(now: start)
+        for state in [0, 1] {
+            if state == 0 { dialler.greet(Self.hello([], links: true), removalsDigest: nil) } else { answerer.greet(Self.hello([], links: true), removalsDigest: nil) }
+        }
+        _ = Self.drain(&dialler)
+        _ = Self.drain(&answerer)
+        // In use: the interval.
+        #expect(dialler.pingInterval(now: start + .seconds(20), interval: interval) == .seconds(10))
+        #expect(dialler.heartbeat(now: start + .seconds(11), timeout: timeout, interval: interval) == .ping)
+        #expect(answerer.heartbeat(now: start + .seconds(11), timeout: timeout, interval: interval) == .alive, "the answerer does not ping")
+        // Idle for 200 s: pings 50 s apart, silence allowed 100 s; capped at 8 intervals.
+        #expect(dialler.pingInterval(now: start + .seconds(200), interval: interval) == .seconds(50))
+        #expect(answerer.allowedSilence(now: start + .seconds(200), timeout: timeout, interval: interval) == .seconds(100))
+        #expect(dialler.pingInterval(now: start + .seconds(3_600), interval: interval) == .seconds(80))
+        #expect(dialler.heartbeatDelay(now: start + .seconds(3_600), timeout: timeout, interval: interval) == .seconds(160) / 3)
+        // A peer that went quiet when the link went idle is still noticed soon after the timeout.
+        answerer.heard(at: start)
+        guard case .silent = answerer.heartbeat(now: start + .seconds(31), timeout: timeout, interval: interval) else {
+            Issue.record("a peer silent for the whole idle time must be dropped after the timeout")
+            return
+        }
+        // Activity brings the interval back.
+        dialler.active(at: start + .seconds(3_600))
+        #expect(dialler.pingInterval(now: start + .seconds(3_601), interval: interval) == .seconds(10))
+        // An older build (no `links` in its hello): both ping, at the interval, as before.
+        var old = State(now: start)
+        old.greet(Self.hello([]), removalsDigest: nil)
+        #expect(old.pings && !old.sparse)
+        #expect(old.pingInterval(now: start + .seconds(3_600), interval: interval) == .seconds(10))
     }
 
     @Test("Forged entries: up to maximumForgedEntries are tolerated on a connection, the next closes it")
@@ -329,5 +365,86 @@ struct SessionStateTests {
         let second = state.certificatesToSend([Data([2]), Data([3])], of: "notes")
         #expect(first == [Data([1]), Data([2])])
         #expect(second == [Data([3])])
+    }
+
+    // MARK: Relays, direct first
+
+    /// The device whose origins start like `a`'s (ReplicaID high 1): `a`'s writer.
+    static let writerOfA = DeviceID(bytes: [0, 0, 0, 0, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 24))!
+
+    /// A state whose store `notes` is ready: the peer (which takes links) sent `theirs`.
+    static func ready(ours: VersionVector, theirs: VersionVector) -> State {
+        var state = State()
+        state.helloSent(listing: ["notes"])
+        state.greet(hello([listing("notes", theirs)], links: true), removalsDigest: nil)
+        _ = state.open("notes", named: "notes", listed: listing("notes", theirs), ours: listing("notes", ours), view: .init(vector: ours))
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: theirs), for: "notes", view: .init(vector: ours), ourDevice: ourDevice)
+        return state
+    }
+
+    @Test("Direct first: our links go right after the hello; the first delta is whole, later ones leave out the peer's linked writers")
+    func directFirst() throws {
+        let ours = Self.vector([Self.a: 5, Self.b: 2])
+        var state = Self.ready(ours: ours, theirs: VersionVector())
+        #expect(Self.drain(&state) == [.links, .state("notes", peers: false), .delta("notes")])
+        state.peerLinked([Self.writerOfA])
+        // The first delta is whole (a newcomer's download from any one peer is complete).
+        #expect(try #require(state.deltaBasis(of: "notes")).linked.isEmpty)
+        state.deltaSent(ours, of: "notes")
+        // Then A's writer is left to push its own writes: what we leave out is remembered.
+        #expect(try #require(state.deltaBasis(of: "notes")).linked == [Self.writerOfA])
+        state.deltaSent(Self.vector([Self.b: 3]), deferred: Self.vector([Self.a: 9]), of: "notes")
+        #expect(state.deltaBasis(of: "notes")?.peerKnown == Self.vector([Self.a: 9, Self.b: 3]))
+        #expect(state.shared["notes"]?.acknowledged == VersionVector(), "left out is not acknowledged")
+        #expect(Self.drain(&state).isEmpty)
+    }
+
+    @Test("Direct first: when the peer's link to a writer is gone, what was left to it is owed again")
+    func linkGone() throws {
+        let ours = Self.vector([Self.a: 5, Self.b: 2])
+        var state = Self.ready(ours: ours, theirs: VersionVector())
+        _ = Self.drain(&state)
+        state.peerLinked([Self.writerOfA])
+        state.deltaSent(Self.vector([Self.b: 2]), of: "notes")
+        state.deltaSent(VersionVector(), deferred: Self.vector([Self.a: 9]), of: "notes")
+        // A link added changes nothing owed.
+        state.peerLinked([Self.writerOfA, Self.peer])
+        #expect(Self.drain(&state).isEmpty)
+        // The writer's link is gone: its writes are the peer's only as far as the peer said.
+        state.peerLinked([Self.peer])
+        #expect(state.deltaBasis(of: "notes")?.peerKnown == Self.vector([Self.b: 2]))
+        #expect(state.deltaBasis(of: "notes")?.linked == [Self.peer])
+        #expect(Self.drain(&state) == [.delta("notes")])
+    }
+
+    @Test("Direct first: a writer that leaves the store may not have pushed its last writes; they are owed again")
+    func writerLeft() {
+        var state = Self.ready(ours: Self.vector([Self.a: 5]), theirs: VersionVector())
+        _ = Self.drain(&state)
+        state.peerLinked([Self.writerOfA])
+        state.deltaSent(VersionVector(), deferred: Self.vector([Self.a: 5]), of: "notes")
+        state.forgetDeferred(Self.peer, of: "notes")   // another device: nothing changes
+        #expect(Self.drain(&state).isEmpty)
+        state.forgetDeferred(Self.writerOfA, of: "notes")
+        #expect(state.deltaBasis(of: "notes")?.peerKnown == VersionVector())
+        #expect(Self.drain(&state) == [.delta("notes")])
+    }
+
+    @Test("Links are told only to a peer that takes them, and only when they change")
+    func linksTold() {
+        var old = State()
+        old.greet(Self.hello([]), removalsDigest: nil)
+        old.relayLinks()
+        #expect(Self.drain(&old).isEmpty, "an older build is sent no links")
+        var state = State()
+        state.greet(Self.hello([], links: true), removalsDigest: nil)
+        #expect(Self.drain(&state) == [.links])
+        // Each answer is taken first: it changes the state (#expect's closure cannot).
+        let none = state.linksToTell([]), first = state.linksToTell([Self.peerDevice])
+        let again = state.linksToTell([Self.peerDevice]), emptied = state.linksToTell([])
+        #expect(!none, "no links, and none told: nothing to send")
+        #expect(first)
+        #expect(!again)
+        #expect(emptied)
     }
 }

@@ -40,6 +40,13 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
         device.count >= 8 && high == Self.prefix(of: device)
     }
 
+    /// The first 8 bytes of the device ID of the device this origin belongs to (if it was made
+    /// by ``random(boundTo:)``): what ``devicePrefix(of:)`` gives for that device's 32-byte ID.
+    package var devicePrefix: UInt64 { high }
+
+    /// The part of a device's 32-byte ID that its origins start with.
+    package static func devicePrefix(of device: Data) -> UInt64 { prefix(of: device) }
+
     private static func prefix(of device: Data) -> UInt64 {
         device.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }

@@ -51,6 +51,11 @@ package struct VersionVector: Hashable, Sendable {
         return VersionVector(counters.filter { other.counters[$0.key] != nil })
     }
 
+    /// This vector with only the origins `isIncluded` accepts.
+    package func filter(_ isIncluded: (ReplicaID) -> Bool) -> VersionVector {
+        VersionVector(counters.filter { isIncluded($0.key) })
+    }
+
     /// The pointwise maximum.
     package mutating func formUnion(_ other: VersionVector) {
         for (origin, sequence) in other.counters { advance(origin: origin, to: sequence) }

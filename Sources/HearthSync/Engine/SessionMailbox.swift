@@ -33,11 +33,13 @@ package struct SessionMailbox: Sendable {
     package var renew = false
     /// A certificate issued for the peer (it asked, and we hold the account CA).
     package var certificate: Data?
+    /// The devices we have a session with (sent after the hello, and when they change).
+    package var links = false
     package var ping = false
     package var pong = false
     package var stores: [String: StoreMail] = [:]
 
-    package var isEmpty: Bool { !hello && !removals && !renew && certificate == nil && !ping && !pong && stores.isEmpty }
+    package var isEmpty: Bool { !hello && !removals && !renew && certificate == nil && !links && !ping && !pong && stores.isEmpty }
 
     /// Changes what is owed about `store`.
     package mutating func post(_ store: String, _ change: (inout StoreMail) -> Void) {
@@ -55,6 +57,8 @@ package struct SessionMailbox: Sendable {
         if removals { removals = false; return .removals }
         if let der = certificate { certificate = nil; return .certificate(der) }
         if renew { renew = false; return .renew }
+        // Before any delta: the peer relays direct first as soon as it knows our links.
+        if links { links = false; return .links }
         if let (store, mail) = stores.first {
             var rest = mail
             let item: SessionOutgoing
@@ -90,7 +94,7 @@ package struct SessionMailbox: Sendable {
 
 /// One item a session's writer sends (see ``SessionMailbox/next()``).
 package enum SessionOutgoing: Sendable, Equatable {
-    case hello, removals, renew, ping, pong
+    case hello, removals, renew, links, ping, pong
     case certificate(Data)
     case state(String, peers: Bool)
     case left(String)

@@ -35,6 +35,14 @@ package struct SessionState<Store: Sendable>: Sendable {
         /// Whether the deltas received so far are the first batch (the initial download),
         /// which lasts until a delta without `more`.
         package var inFirstBatch = true
+        /// Whether our first delta of the store on this connection was sent (or none was
+        /// needed): from then on we relay direct first (``deltaBasis(of:)``). The first is
+        /// whole, so that a newcomer's initial download from any one peer is complete.
+        package var relaying = false
+        /// What we did not relay because a device the peer is linked to wrote it, and so
+        /// pushes it to the peer itself: taken as the peer's until the peer says that link
+        /// is gone (``peerLinked(_:)``) or that device leaves the store (``forgetDeferred(_:of:)``).
+        package var deferred = VersionVector()
 
         package init(store: Store) { self.store = store }
     }
@@ -100,6 +108,13 @@ package struct SessionState<Store: Sendable>: Sendable {
     package private(set) var greeted = false
     /// Whether the peer's hello carried a removals digest: older builds are sent no removals.
     package private(set) var peerKnowsRemovals = false
+    /// Whether the peer's hello said it understands `links`: older builds are sent none.
+    package private(set) var peerTakesLinks = false
+    /// The devices the peer has a session with now, besides us (its last `links`). What they
+    /// wrote, they push to it themselves: we do not relay it (docs/protocol.md, "Relays").
+    package private(set) var peerLinks = Set<DeviceID>()
+    /// The devices our last `links` named (none before the first).
+    package private(set) var linksTold: [Data] = []
     package var renewal = Renewal()
     /// Entries of this connection refused for a bad or unknown signature.
     package private(set) var forgedEntries = 0
@@ -108,14 +123,22 @@ package struct SessionState<Store: Sendable>: Sendable {
     package var closed = false
     package private(set) var lastHeard: ContinuousClock.Instant
     package private(set) var lastSent: ContinuousClock.Instant
+    /// When a frame other than a ping or pong last went out or came in: how long the link has
+    /// been idle, which spaces its heartbeats out (``pingInterval(now:interval:)``).
+    package private(set) var lastActivity: ContinuousClock.Instant
+    /// Whether we dialled this connection: with a peer that takes sparse heartbeats, only the
+    /// dialler pings (the other answers).
+    package let dialled: Bool
 
     /// How many entries with a bad or unknown signature one connection may bring (a relay may
     /// pass on an entry whose signer's certificate it lacks, once).
     package static var maximumForgedEntries: Int { 64 }
 
-    package init(now: ContinuousClock.Instant = .now) {
+    package init(now: ContinuousClock.Instant = .now, dialled: Bool = false) {
         lastHeard = now
         lastSent = now
+        lastActivity = now
+        self.dialled = dialled
     }
 
     /// Both ends serve `store` on this connection: ours is open here, and the peer listed it in
@@ -136,6 +159,9 @@ package struct SessionState<Store: Sendable>: Sendable {
             if let removalsDigest, digest != removalsDigest { mailbox.removals = true }
         }
         renewal.peerRenews = hello.renews
+        peerTakesLinks = hello.links
+        // Our links go right after the hello: the peer relays direct first from the start.
+        if hello.links { mailbox.links = true }
         served = Set(hello.stores.map(\.identifier))
     }
 
@@ -151,8 +177,10 @@ package struct SessionState<Store: Sendable>: Sendable {
         var entry = Shared(store: store)
         var effects: [ReplicaEffect] = [.keepPeerCertificate]
         if same {
-            // The peer has exactly what we have: nothing to tell, nothing to send.
+            // The peer has exactly what we have: nothing to tell, nothing to send (and no first
+            // download to make whole: relay direct first at once).
             entry.ready = true
+            entry.relaying = true
             entry.peerKnown = view.vector
             entry.acknowledged = view.vector
             entry.told = view.vector
@@ -277,6 +305,42 @@ package struct SessionState<Store: Sendable>: Sendable {
         return true
     }
 
+    /// Our links changed: the peer is told, if it understands them.
+    package mutating func relayLinks() {
+        if peerTakesLinks { mailbox.links = true }
+    }
+
+    /// Whether `devices`, our links now, are news to the peer (then they are noted as told).
+    package mutating func linksToTell(_ devices: [Data]) -> Bool {
+        guard devices != linksTold else { return false }
+        linksTold = devices
+        return true
+    }
+
+    /// The peer's links (a `links` message): the devices it has a session with now. What we
+    /// deferred to a link that is gone is owed again, and every ready store is looked at.
+    package mutating func peerLinked(_ devices: Set<DeviceID>) {
+        let gone = peerLinks.subtracting(devices)
+        peerLinks = devices
+        guard !gone.isEmpty else { return }
+        let prefixes = Set(gone.map { ReplicaID.devicePrefix(of: $0.data) })
+        for name in shared.keys {
+            shared[name]!.deferred = shared[name]!.deferred.filter { !prefixes.contains($0.devicePrefix) }
+            if shared[name]!.ready { mailbox.post(name) { $0.delta = true } }
+        }
+    }
+
+    /// `device` no longer syncs `name` with us (it left the store): what we deferred to it
+    /// is owed again, since it may not have pushed its last writes to the peer.
+    package mutating func forgetDeferred(_ device: DeviceID, of name: String) {
+        guard let entry = shared[name] else { return }
+        let prefix = ReplicaID.devicePrefix(of: device.data)
+        let kept = entry.deferred.filter { $0.devicePrefix != prefix }
+        guard kept != entry.deferred else { return }
+        shared[name]!.deferred = kept
+        if entry.ready { mailbox.post(name) { $0.delta = true } }
+    }
+
     /// A delta of `name` arrived: whether it belongs to the first batch (the initial download,
     /// which ends with a delta without `more`).
     package mutating func deltaArrived(for name: String, more: Bool) -> Bool {
@@ -315,14 +379,20 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// A frame arrived at `now`.
     package mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
 
+    /// A frame other than a ping or pong went out or came in at `now`: the link is in use, and
+    /// its heartbeat is back to the interval.
+    package mutating func active(at now: ContinuousClock.Instant) { lastActivity = now }
+
     /// The peer was told `vector` of `name` (our state, an ack or a ping).
     package mutating func told(_ vector: VersionVector, of name: String) { shared[name]?.told = vector }
 
-    /// What to compute a delta of `name` against: the store and what the peer is known to
-    /// have; nil until the store is ready.
-    package func deltaBasis(of name: String) -> (store: Store, peerKnown: VersionVector)? {
+    /// What to compute a delta of `name` against: the store; what the peer is known to have,
+    /// with what we deferred to its links; and the devices it is linked to, whose own writes
+    /// we leave to them (none for the first delta, which is whole). Nil until the store is
+    /// ready.
+    package func deltaBasis(of name: String) -> (store: Store, peerKnown: VersionVector, linked: Set<DeviceID>)? {
         guard let entry = shared[name], entry.ready else { return nil }
-        return (entry.store, entry.peerKnown)
+        return (entry.store, entry.peerKnown.union(entry.deferred), entry.relaying ? peerLinks : [])
     }
 
     /// Of the certificates a delta part could carry, those the peer was not sent yet (now
@@ -334,8 +404,15 @@ package struct SessionState<Store: Sendable>: Sendable {
         return fresh
     }
 
-    /// A delta of `name` up to `vector` was sent: the peer is known to have it.
-    package mutating func deltaSent(_ vector: VersionVector, of name: String) { shared[name]?.peerKnown.formUnion(vector) }
+    /// A delta of `name` up to `vector` was sent (or none was needed, `vector` then empty):
+    /// the peer is known to have it; what is in `deferred` was left to the peer's links. From
+    /// now on the store's deltas are relayed direct first.
+    package mutating func deltaSent(_ vector: VersionVector, deferred: VersionVector = VersionVector(), of name: String) {
+        guard shared[name] != nil else { return }
+        shared[name]!.peerKnown.formUnion(vector)
+        shared[name]!.deferred.formUnion(deferred)
+        shared[name]!.relaying = true
+    }
 
     /// The ready stores and the vector each was last told, for a ping.
     package var pingBasis: [String: (store: Store, told: VersionVector?)] {
@@ -368,29 +445,62 @@ package struct SessionState<Store: Sendable>: Sendable {
 
     // MARK: Heartbeat
 
-    /// How long until the next heartbeat tick: a few times per timeout, so that a dead link is
-    /// noticed within timeout × 4/3 at most; before the hello, by its shorter timeout.
-    package func heartbeatDelay(timeout: Duration, interval: Duration) -> Duration {
-        let tick = Self.tick(timeout: timeout, interval: interval)
+    /// How many heartbeat intervals apart pings may get on an idle link.
+    package static var maximumIdleFactor: Int { 8 }
+
+    /// Whether the heartbeat is sparse: the peer's hello said it takes `links`, which builds
+    /// that space heartbeats out and answer pings with their vectors have said since.
+    package var sparse: Bool { peerTakesLinks }
+
+    /// How long the pinging side waits, having sent nothing, before it pings: the heartbeat
+    /// interval while the link is in use; once idle, a quarter of the time it has been idle,
+    /// up to ``maximumIdleFactor`` intervals (4 minutes by default). The kernel's TCP keepalive
+    /// and user timeout still drop a link to a vanished machine within 90 s, without waking us.
+    package func pingInterval(now: ContinuousClock.Instant, interval: Duration) -> Duration {
+        guard sparse else { return interval }
+        return min(interval * Self.maximumIdleFactor, max(interval, (now - lastActivity) / 4))
+    }
+
+    /// How long the peer may say nothing: the timeout, or two of its ping intervals once those
+    /// are longer (an idle peer that went quiet at the start of the idle time is still noticed
+    /// within the timeout: the allowance grows at half the speed of the silence).
+    package func allowedSilence(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Duration {
+        sparse ? max(timeout, pingInterval(now: now, interval: interval) * 2) : timeout
+    }
+
+    /// Whether we ping on this link: always with an older build; with a sparse one, only the
+    /// side that dialled.
+    package var pings: Bool { !sparse || dialled }
+
+    /// How long until the next heartbeat tick: a few times per allowed silence, so that a dead
+    /// link is noticed within it plus a third; before the hello, by its shorter timeout.
+    package func heartbeatDelay(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Duration {
+        let tick = tick(now: now, timeout: timeout, interval: interval)
         return greeted ? tick : min(tick, Self.helloTimeout(timeout))
     }
 
-    /// A heartbeat tick at `now`: a peer silent for the timeout (or without a hello for its
-    /// shorter one) is dead; a link on which we sent nothing for an interval gets a ping.
+    /// A heartbeat tick at `now`: a peer silent for longer than allowed (or without a hello for
+    /// its shorter timeout) is dead; a link on which the pinging side sent nothing for a ping
+    /// interval gets a ping.
     package mutating func heartbeat(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Beat {
         let silence = now - lastHeard
         guard greeted else {
             let helloTimeout = Self.helloTimeout(timeout)
             return silence > helloTimeout ? .silent("no hello from the peer within \(helloTimeout)") : .alive
         }
-        if silence > timeout { return .silent("no frame from the peer for \(silence); the link is dead") }
-        let tick = Self.tick(timeout: timeout, interval: interval)
-        guard now - lastSent >= interval - tick / 10 else { return .alive }
+        if silence > allowedSilence(now: now, timeout: timeout, interval: interval) {
+            return .silent("no frame from the peer for \(silence); the link is dead")
+        }
+        guard pings else { return .alive }
+        let tick = tick(now: now, timeout: timeout, interval: interval)
+        guard now - lastSent >= pingInterval(now: now, interval: interval) - tick / 10 else { return .alive }
         mailbox.ping = true
         return .ping
     }
 
     private static func helloTimeout(_ timeout: Duration) -> Duration { min(timeout, .seconds(5)) }
 
-    private static func tick(timeout: Duration, interval: Duration) -> Duration { min(interval, timeout / 3) }
+    private func tick(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Duration {
+        min(pingInterval(now: now, interval: interval), allowedSilence(now: now, timeout: timeout, interval: interval) / 3)
+    }
 }

@@ -99,7 +99,7 @@ extension SyncEngine {
         let stores = state.withLock { s in s.stores.keys.sorted().compactMap { s.stores[$0] } }
         var hello = SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: identity.account.id.hex,
                                       device: identity.deviceID.data, stores: stores.map { $0.announcement().store },
-                                      signature: Data(), removalsDigest: removals.digest, renews: true)
+                                      signature: Data(), removalsDigest: removals.digest, renews: true, links: true)
         hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
         return hello
     }

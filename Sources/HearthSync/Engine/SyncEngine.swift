@@ -267,6 +267,31 @@ package final class SyncEngine: Sendable {
         for session in sessions { session.push(store) }
     }
 
+    /// The devices this engine has a session with now, except `device`, sorted: what a
+    /// `links` message tells `device`.
+    func linkedDevices(except device: DeviceID) -> [DeviceID] {
+        state.withLock { $0.sessions.keys.filter { $0 != device }.sorted() }
+    }
+
+    /// The devices whose sessions sync `store` now (so they are known to serve it).
+    func sharers(of store: String) -> Set<DeviceID> {
+        Set(sessions(sharing: store).map(\.peer.deviceID))
+    }
+
+    /// `device` no longer serves `store`: the other sessions stop leaving its writes to it.
+    func left(_ store: String, by device: DeviceID) {
+        let sessions = state.withLock { Array($0.sessions.values) }
+        for session in sessions where session.peer.deviceID != device {
+            session.update { $0.forgetDeferred(device, of: store) }
+        }
+    }
+
+    /// The set of sessions changed: every peer is told our links.
+    private func linksChanged() {
+        let sessions = state.withLock { Array($0.sessions.values) }
+        for session in sessions { session.update { $0.relayLinks() } }
+    }
+
     enum Registration { case accepted, duplicate, removed }
 
     /// Admits a session after its hello; refuses a duplicate (see the type's documentation) and
@@ -294,6 +319,7 @@ package final class SyncEngine: Sendable {
         case .accept(let replaced):
             replaced?.close()
             devices?.note(session.peer.certificate, seen: true)
+            if replaced == nil { linksChanged() }
             return .accepted
         case .reject:
             return .duplicate
@@ -303,13 +329,15 @@ package final class SyncEngine: Sendable {
     }
 
     func unregister(_ session: SyncSession) {
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>]? in
             let device = session.peer.deviceID
-            guard s.sessions[device] === session else { return [] }
+            guard s.sessions[device] === session else { return nil }
             s.sessions[device] = nil
             devices?.note(session.peer.certificate, seen: true)
             return s.sessionWaiters.removeValue(forKey: device).map { Array($0.values) } ?? []
         }
+        guard let waiters else { return }
+        linksChanged()
         for waiter in waiters { waiter.resume() }
     }
 

@@ -7,12 +7,11 @@ extension SyncSession {
     func handle(_ message: SyncMessage) async throws {
         switch message {
         case .hello: throw SyncProtocolError("a second hello")
-        case .pong: return
-        case .ping(let vectors):
+        case .ping(let vectors), .pong(let vectors):
             for (name, claimed) in vectors {
                 if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: false) }
             }
-            post { $0.pong = true }
+            if case .ping = message { post { $0.pong = true } }
             return
         case .store(let state):
             receive(state)
@@ -25,6 +24,9 @@ extension SyncSession {
             return
         case .certificate(let der):
             engine?.renewed(der, from: self)
+            return
+        case .links(let links):
+            receive(links)
             return
         case .delta, .ack, .refused: break
         }
@@ -45,7 +47,7 @@ extension SyncSession {
             guard !fresh.isEmpty else { return }
             store.logger.warning("the peer refused \(fresh.count) entr\(fresh.count == 1 ? "y" : "ies") this device sent; the rest was applied: \(Self.summary(fresh))",
                                         metadata: ["peer": "\(peer)"])
-        case .hello, .ping, .pong, .store, .removals, .renew, .certificate: break
+        case .hello, .ping, .pong, .store, .removals, .renew, .certificate, .links: break
         }
     }
 
@@ -59,12 +61,27 @@ extension SyncSession {
         }
     }
 
+    /// The peer's links: the devices it has a session with now, and its vectors of the stores
+    /// that changed since it last told us (taken first, so that what we then owe it for a
+    /// link that is gone starts from what it has).
+    private func receive(_ links: SyncMessage.Links) {
+        for (name, claimed) in links.stores {
+            if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: true) }
+        }
+        // Malformed IDs are dropped; our own ID means nothing here.
+        let devices = Set(links.devices.compactMap { DeviceID(bytes: $0) }).subtracting([context.identity.deviceID])
+        logger.debug("the peer's links", metadata: ["links": "\(devices.map(\.short).sorted().joined(separator: ","))"])
+        update { $0.peerLinked(devices) }
+    }
+
     /// The peer's state of one store: it serves it (with this vector, knowing these devices),
     /// or no longer does.
     func receive(_ message: SyncMessage.StoreState) {
         let name = message.store
         if message.left {
             state.withLock { $0.peerLeft(name) }
+            // Our other peers may have been left to this device for its last writes.
+            engine?.left(name, by: peer.deviceID)
             return
         }
         guard state.withLock({ $0.peerServes(name) }) else {

@@ -31,31 +31,62 @@ extension SyncSession {
             state.withLock { $0.told(ack.vector, of: ack.store) }
             try await send(SyncMessage.ack(ack), to: outbound)
         case .refused(let refusal): try await send(SyncMessage.refused(refusal), to: outbound)
+        case .links:
+            // Sorted, so that the same set is the same list (and not told twice).
+            let devices = (engine?.linkedDevices(except: peer.deviceID) ?? []).prefix(SyncMessage.maximumPeers).map(\.data)
+            guard state.withLock({ $0.linksToTell(devices) }) else { return }
+            // With our vectors: the peer then resumes, for a link that is gone, from what we have.
+            try await send(.links(.init(devices: devices, stores: changedVectors())), to: outbound)
         case .ping:
-            // With the vectors of the stores that changed since the peer was last told them.
-            // The vectors are read outside the session's lock (each takes its store's).
-            let ready = state.withLock { $0.pingBasis }
-            var changed: [String: VersionVector] = [:]
-            for (name, (store, told)) in ready {
-                let vector = store.replica.syncVector
-                if vector != told { changed[name] = vector }
-            }
-            state.withLock { s in for (name, vector) in changed { s.told(vector, of: name) } }
-            try await send(.ping(changed), to: outbound)
-        case .pong: try await send(SyncMessage.pong, to: outbound)
+            try await send(.ping(changedVectors()), to: outbound)
+        case .pong:
+            // On a sparse link the answerer never pings: its pong says what changed here.
+            try await send(.pong(state.withLock({ $0.sparse }) ? changedVectors() : [:]), to: outbound)
         }
     }
 
+    /// The vectors of the ready stores that changed since the peer was last told them (now
+    /// noted as told), for a ping or links. Read outside the session's lock (each takes its
+    /// store's).
+    private func changedVectors() -> [String: VersionVector] {
+        let ready = state.withLock { $0.pingBasis }
+        var changed: [String: VersionVector] = [:]
+        for (name, (store, told)) in ready {
+            let vector = store.replica.syncVector
+            if vector != told { changed[name] = vector }
+        }
+        state.withLock { s in for (name, vector) in changed { s.told(vector, of: name) } }
+        return changed
+    }
+
     private func sendDelta(of name: String, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
-        guard let (store, known) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
+        guard let (store, known, linked) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
         try store.signPending()
-        var (entries, vector) = store.replica.syncDelta(for: known)
+        // Direct first: what a device the peer is linked to wrote, that device pushes to the
+        // peer itself (it pushes its writes to every peer): we leave it out, so that in a mesh
+        // a change crosses each of its writer's links once, not every link. Only for devices
+        // we sync this store with (so we know they serve it), never our own writes.
+        var basis = known
+        var deferred = VersionVector()
+        var leftOut = Set<UInt64>()
+        if !linked.isEmpty, let sharers = engine?.sharers(of: name) {
+            let writers = linked.intersection(sharers).subtracting([context.identity.deviceID, peer.deviceID])
+            leftOut = Set(writers.map { ReplicaID.devicePrefix(of: $0.data) })
+            if !leftOut.isEmpty {
+                deferred = store.replica.syncVector.filter { leftOut.contains($0.devicePrefix) }
+                basis.formUnion(deferred)
+            }
+        }
+        var (entries, vector) = store.replica.syncDelta(for: basis)
         // A write made since signPending() is signed here; never send an unsigned entry.
         entries = try store.signed(entries)
         // Nothing the peer lacks (its state showed it has it all, or an earlier delta carried
         // these writes): send nothing. The peer drew the same conclusion from our state, so
         // an empty first delta is not needed to end its initial sync.
-        guard !entries.isEmpty || !known.dominates(vector) else { return }
+        guard !entries.isEmpty || !basis.dominates(vector) else {
+            state.withLock { $0.deltaSent(VersionVector(), deferred: deferred, of: name) }
+            return
+        }
         // A big batch (a newcomer's first download) goes as several deltas, each well under the
         // frame cap and the receiver's entry limit; the last one says the batch is complete.
         let parts = Self.split(entries)
@@ -68,7 +99,9 @@ extension SyncSession {
             try await send(.delta(delta), to: outbound)
             context.metrics.sentEntries(part.count)
         }
-        state.withLock { $0.deltaSent(vector, of: name) }
+        // What was left to the peer's links is not known to be the peer's: only deferred.
+        let sent = leftOut.isEmpty ? vector : vector.filter { !leftOut.contains($0.devicePrefix) }
+        state.withLock { $0.deltaSent(sent, deferred: deferred, of: name) }
     }
 
     /// Splits entries into deltas of at most ``SyncMessage/maximumDeltaEntries`` entries and

@@ -36,7 +36,7 @@ final class SyncSession: Sendable {
     /// The engine this session belongs to (weak: a session never keeps a stopped engine alive).
     weak let engine: SyncEngine?
     /// The protocol's state: everything this connection knows and owes.
-    let state = Locked(State())
+    let state: Locked<State>
     /// Wakes the writer; holds at most one wake-up (the state's mailbox holds what to send).
     private let wakeUp: AsyncStream<Void>.Continuation
     private let wakeUps: AsyncStream<Void>
@@ -47,6 +47,7 @@ final class SyncSession: Sendable {
     init(peer: TLSPeer, initiatedLocally: Bool, context: SyncEngine.Context, engine: SyncEngine) {
         self.peer = peer
         initiator = initiatedLocally ? context.identity.deviceID : peer.deviceID
+        state = Locked(State(dialled: initiatedLocally))
         self.context = context
         self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -186,13 +187,15 @@ final class SyncSession: Sendable {
                     // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
                     var greeted = false
                     for try await frame in inbound {
-                        state.withLock { $0.heard(at: .now) }
+                        let now = ContinuousClock.now
+                        state.withLock { $0.heard(at: now) }
                         context.metrics.received(bytes: frame.readableBytes + 4)
                         // Until the peer has proved who it is, only a small frame is even decoded.
                         if !greeted, frame.readableBytes > SyncMessage.maximumHelloSize {
                             throw SyncProtocolError("a first frame of \(frame.readableBytes) bytes, more than a hello may take (\(SyncMessage.maximumHelloSize))")
                         }
                         let message = try SyncMessage(decoding: Data(frame.readableBytesView))
+                        if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
                         if !greeted {
                             let hello = try receiveHello(message)
                             switch engine?.register(self) {
@@ -287,8 +290,13 @@ final class SyncSession: Sendable {
 
     func send(_ message: SyncMessage, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         let payload = try message.encoded()
-        context.metrics.sent(bytes: payload.count + 4)
-        state.withLock { $0.sent(at: .now) }
+        logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.count + 4)"])
+        context.metrics.sent(bytes: payload.count + 4, type: message.kind)
+        let now = ContinuousClock.now
+        state.withLock { s in
+            s.sent(at: now)
+            if !message.isHeartbeat { s.active(at: now) }
+        }
         try await outbound.write(ByteBuffer(bytes: payload))
     }
 
@@ -299,7 +307,7 @@ final class SyncSession: Sendable {
         let timeout = context.options.timeout
         let interval = context.options.heartbeatInterval
         while true {
-            try await Task.sleep(for: state.withLock { $0.heartbeatDelay(timeout: timeout, interval: interval) })
+            try await Task.sleep(for: state.withLock { $0.heartbeatDelay(now: .now, timeout: timeout, interval: interval) })
             if state.withLock({ $0.greeted }) {
                 askForRenewalIfDue()
                 // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).

@@ -8,6 +8,23 @@ import HearthIdentity
 /// Protocol 3 carries every store two devices share on one connection: the hello is per
 /// device and lists the stores the sender serves; every message about data names its store.
 package enum SyncMessage: Sendable, Equatable {
+    /// The message's kind as its `type` field names it ("hello", "delta", …), for log lines.
+    package var kind: String {
+        switch self {
+        case .hello: "hello"
+        case .store: "store"
+        case .delta: "delta"
+        case .ack: "ack"
+        case .ping: "ping"
+        case .pong: "pong"
+        case .refused: "refused"
+        case .removals: "removals"
+        case .renew: "renew"
+        case .certificate: "certificate"
+        case .links: "links"
+        }
+    }
+
     /// First message on a connection, both ways.
     case hello(Hello)
     /// What the sender has of one store, when the hello's digests showed the peer may not
@@ -21,7 +38,10 @@ package enum SyncMessage: Sendable, Equatable {
     /// sender last told them (so peers learn what it has even when idle, and can collect
     /// tombstones); answered by `pong`.
     case ping([String: VersionVector])
-    case pong
+    /// The answer to a ping, with the vectors of the stores that changed since the sender last
+    /// told them (on a link with sparse heartbeats only the dialler pings, so the other side
+    /// says what it has here; older builds send and read none).
+    case pong([String: VersionVector])
     /// Entries of a delta the receiver did not apply, each with why, and the receiver's wall
     /// clock (milliseconds since 1970), so that a writer whose clock is ahead can tell. The
     /// rest of the delta was applied; the link stays up.
@@ -34,6 +54,21 @@ package enum SyncMessage: Sendable, Equatable {
     case renew
     /// A renewed certificate (DER) for the receiver's own key, issued by the account CA.
     case certificate(Data)
+    /// The devices the sender has a session with now, besides the receiver (32-byte IDs), and
+    /// the vectors of the stores that changed since the receiver was last told them: a relay
+    /// does not pass on to the sender what those devices' own sessions bring it
+    /// (docs/protocol.md, "Relays").
+    case links(Links)
+
+    package struct Links: Sendable, Equatable {
+        package var devices: [Data]
+        package var stores: [String: VersionVector]
+
+        package init(devices: [Data], stores: [String: VersionVector] = [:]) {
+            self.devices = devices
+            self.stores = stores
+        }
+    }
 
     /// A renewed certificate in a `certificate` message is at most this many bytes.
     package static let maximumCertificateSize = 8192
@@ -114,10 +149,14 @@ package enum SyncMessage: Sendable, Equatable {
         /// The sender understands `renew` and `certificate` (absent from older builds, which are
         /// sent neither). Not signed, like the digest.
         package var renews: Bool
+        /// The sender understands `links` (absent from older builds, which are sent none and
+        /// are relayed everything). Not signed, like the digest.
+        package var links: Bool
 
         package init(protocolVersion: Int, account: String, device: Data, stores: [Store], signature: Data,
-                    removalsDigest: Data? = nil, renews: Bool = false) {
+                    removalsDigest: Data? = nil, renews: Bool = false, links: Bool = false) {
             self.renews = renews
+            self.links = links
             self.protocolVersion = protocolVersion
             self.account = account
             self.device = device
@@ -220,6 +259,14 @@ package enum SyncMessage: Sendable, Equatable {
     /// (`refused`), vectors advanced only by applied entries.
     package static let protocolVersion = 3
 
+    /// A ping or a pong: traffic that keeps a link alive, not activity on it.
+    package var isHeartbeat: Bool {
+        switch self {
+        case .ping, .pong: true
+        default: false
+        }
+    }
+
     /// The store a message is about, if it is about one.
     package var storeIdentifier: String? {
         switch self {
@@ -227,7 +274,7 @@ package enum SyncMessage: Sendable, Equatable {
         case .delta(let delta): delta.store
         case .ack(let ack): ack.store
         case .refused(let refusal): refusal.store
-        case .hello, .ping, .pong, .removals, .renew, .certificate: nil
+        case .hello, .ping, .pong, .removals, .renew, .certificate, .links: nil
         }
     }
 }
@@ -266,6 +313,7 @@ extension SyncMessage {
             ]
             if let digest = h.removalsDigest { fields["removals"] = .data(digest) }
             if h.renews { fields["renews"] = true }
+            if h.links { fields["links"] = true }
             return .dictionary(fields)
         case .store(let s):
             var fields: [String: PropertyListValue] = ["type": "store", "store": .string(s.store)]
@@ -287,10 +335,16 @@ extension SyncMessage {
         case .ping(let vectors):
             guard !vectors.isEmpty else { return ["type": "ping"] }
             return ["type": "ping", "stores": .dictionary(vectors.mapValues(\.propertyList))]
-        case .pong: return ["type": "pong"]
+        case .pong(let vectors):
+            guard !vectors.isEmpty else { return ["type": "pong"] }
+            return ["type": "pong", "stores": .dictionary(vectors.mapValues(\.propertyList))]
         case .removals(let records): return ["type": "removals", "records": .array(records.map(\.propertyList))]
         case .renew: return ["type": "renew"]
         case .certificate(let der): return ["type": "certificate", "certificate": .data(der)]
+        case .links(let links):
+            var fields: [String: PropertyListValue] = ["type": "links", "devices": .array(links.devices.map(PropertyListValue.data))]
+            if !links.stores.isEmpty { fields["stores"] = .dictionary(links.stores.mapValues(\.propertyList)) }
+            return .dictionary(fields)
         }
     }
 
@@ -385,6 +439,20 @@ extension SyncMessage {
         }
     }
 
+    /// A `stores` field of vectors by store (ping, links), if present.
+    private static func vectors(_ field: PropertyListValue?, in type: String) throws(SyncProtocolError) -> [String: VersionVector] {
+        guard let field else { return [:] }
+        guard let list = field.dictionaryValue, list.count <= maximumStores else {
+            throw SyncProtocolError("\(type): stores is not a dictionary of at most \(maximumStores) vectors")
+        }
+        var vectors: [String: VersionVector] = [:]
+        for (name, item) in list {
+            try checkStore(name, in: type)
+            vectors[name] = try checked(VersionVector(propertyList: item), type)
+        }
+        return vectors
+    }
+
     private static func checked(_ vector: VersionVector?, _ what: String) throws(SyncProtocolError) -> VersionVector {
         guard let vector else { throw SyncProtocolError("\(what): missing or malformed vector") }
         guard vector.counters.count <= maximumVectorOrigins else {
@@ -434,7 +502,7 @@ extension SyncMessage {
             }
             self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, device: device,
                                 stores: stores, signature: signature, removalsDigest: removalsDigest,
-                                renews: fields["renews"]?.boolValue ?? false))
+                                renews: fields["renews"]?.boolValue ?? false, links: fields["links"]?.boolValue ?? false))
         case "store":
             let name = try store()
             let vector = try fields["vector"].map { field throws(SyncProtocolError) in try Self.checked(VersionVector(propertyList: field), "store") }
@@ -454,18 +522,13 @@ extension SyncMessage {
             let name = try store()
             self = .ack(Ack(store: name, vector: try Self.checked(fields["vector"].flatMap(VersionVector.init(propertyList:)), "ack")))
         case "ping":
-            var vectors: [String: VersionVector] = [:]
-            if let field = fields["stores"] {
-                guard let list = field.dictionaryValue, list.count <= Self.maximumStores else {
-                    throw SyncProtocolError("ping: stores is not a dictionary of at most \(Self.maximumStores) vectors")
-                }
-                for (name, item) in list {
-                    try Self.checkStore(name, in: "ping")
-                    vectors[name] = try Self.checked(VersionVector(propertyList: item), "ping")
-                }
-            }
-            self = .ping(vectors)
-        case "pong": self = .pong
+            self = .ping(try Self.vectors(fields["stores"], in: "ping"))
+        case "links":
+            guard let list = fields["devices"]?.arrayValue else { throw SyncProtocolError("links: devices missing") }
+            // Items that are not device IDs are dropped; past the cap, the rest is not read.
+            let devices = list.prefix(Self.maximumPeers).compactMap(\.dataValue).filter { $0.count == 32 }
+            self = .links(Links(devices: devices, stores: try Self.vectors(fields["stores"], in: "links")))
+        case "pong": self = .pong(try Self.vectors(fields["stores"], in: "pong"))
         case "refused":
             let name = try store()
             guard let list = fields["entries"]?.arrayValue, let clock = fields["clock"]?.integerValue else {

@@ -70,8 +70,13 @@ package struct PeerTransport: Sendable {
     /// account appears in ``PeerListener/connections``; refused ones are logged and closed.
     /// TCP keepalive on every connection: a link idle for 45 s is probed by the kernel every
     /// 15 s, and dropped after 3 unanswered probes (90 s), even while the sync protocol's own
-    /// heartbeat is sparse; no wake-up of this process is involved.
+    /// heartbeat is sparse; no wake-up of this process is involved. And the user timeout: data
+    /// left unacknowledged for 90 s drops the link too (without it, a busy link to a vanished
+    /// machine would retransmit for about 15 minutes). So a link to a machine that vanished is
+    /// closed by the kernel within 90 s, idle or busy, and the session ends at once.
     static let keepAlive = (idle: SocketOptionValue(45), interval: SocketOptionValue(15), count: SocketOptionValue(3))
+    static let userTimeout = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_USER_TIMEOUT))
+    static let userTimeoutMilliseconds = SocketOptionValue(90_000)
     static let keepAliveIdle = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPIDLE))
     static let keepAliveInterval = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPINTVL))
     static let keepAliveCount = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPCNT))
@@ -89,6 +94,7 @@ package struct PeerTransport: Sendable {
             .childChannelOption(Self.keepAliveIdle, value: Self.keepAlive.idle)
             .childChannelOption(Self.keepAliveInterval, value: Self.keepAlive.interval)
             .childChannelOption(Self.keepAliveCount, value: Self.keepAlive.count)
+            .childChannelOption(Self.userTimeout, value: Self.userTimeoutMilliseconds)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let established = channel.eventLoop.makePromise(of: PeerConnection.self)
@@ -154,6 +160,7 @@ package struct PeerTransport: Sendable {
             .channelOption(Self.keepAliveIdle, value: Self.keepAlive.idle)
             .channelOption(Self.keepAliveInterval, value: Self.keepAlive.interval)
             .channelOption(Self.keepAliveCount, value: Self.keepAlive.count)
+            .channelOption(Self.userTimeout, value: Self.userTimeoutMilliseconds)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -1,0 +1,90 @@
+import Foundation
+import Hearth
+import HearthCore
+import HearthIdentity
+import HearthSync
+import HearthTestSupport
+import HearthTesting
+import Testing
+
+/// Relays, direct first (docs/protocol.md, "Relays"): in a mesh each change crosses its
+/// writer's links only; what a relay leaves to a link reaches the peer anyway once that link
+/// is gone.
+@Suite("Relays, direct first")
+struct DirectFirstRelayTests {
+    /// Waits until every one of `count` devices has heard, from each of its peers, links that
+    /// name all `count` − 2 other devices: from then on nobody relays a writer's own writes.
+    static func waitForFullLinks(_ capture: LogCapture, devices count: Int) async {
+        await eventually("every device to hear its peers' full links") {
+            var heard = Set<String>()
+            for record in capture.all where record.message == "the peer's links" {
+                let links = record.metadata["links"].map { $0.split(separator: ",") } ?? []
+                if links.count == count - 2 { heard.insert("\(record.metadata["device"] ?? "") \(record.metadata["peer"] ?? "")") }
+            }
+            return heard.count == count * (count - 1)
+        }
+    }
+
+    @Test("In a full mesh of 5, a change crosses its writer's 4 links, not all 20 directed links")
+    func meshCarriesEachChangeOnce() async throws {
+        let capture = LogCapture()
+        try await withLoopbackCluster(replicas: 5, linkTimeout: UnderLoad.linkTimeout, connectTimeout: UnderLoad.connectTimeout,
+                                      logger: capture.logger("hearth")) { cluster in
+            try await cluster.waitUntilConnected()
+            await Self.waitForFullLinks(capture, devices: 5)
+            // Each link's first delta of the store is whole: a first round makes them.
+            try cluster.write("warm", forKey: "warm", on: 0)
+            try await cluster.waitUntilConverged()
+            let sent = { cluster.stores.map { $0.syncMetrics?.entriesSent ?? 0 }.reduce(0, +) }
+            let before = sent()
+            let changes = 20
+            var expected: [String: PropertyListValue] = ["warm": "warm"]
+            for i in 0..<changes {
+                // Every device writes in turn; each change is awaited everywhere before the next.
+                try cluster.write(.integer(Int64(i)), forKey: "k\(i)", on: i % 5)
+                expected["k\(i)"] = .integer(Int64(i))
+                try await cluster.waitUntilConverged(expected: expected)
+            }
+            let carried = sent() - before
+            // Before direct first, every receiver relayed to the 3 others: 4 + 4 × 3 = 16 a change.
+            #expect(carried <= changes * 4 * 3 / 2, "\(carried) entries carried for \(changes) changes")
+            #expect(carried >= changes * 4)
+        }
+    }
+
+    @Test("A writer that dies after pushing to B but not to C: B holds back from C until C's link to the writer is gone, then relays")
+    func writerDiesMidPush() async throws {
+        let capture = LogCapture()
+        try await withLoopbackCluster(replicas: 2, linkTimeout: UnderLoad.linkTimeout, connectTimeout: UnderLoad.connectTimeout,
+                                      logger: capture.logger("hearth")) { cluster in
+            try await cluster.waitUntilConnected()
+            let (b, c) = (cluster[0], cluster[1])
+            // The writer: a member of the account speaking the frames by hand, linked to B and C.
+            let writer = try HostilePeer(joining: cluster, name: "writer")
+            let toB = try await writer.connect(port: cluster.ports[0])
+            let toC = try await writer.connect(port: cluster.ports[1])
+            try toB.send(try writer.greeting())
+            try toC.send(try writer.greeting())
+            // B must know that C has a session with the writer before the writer writes.
+            let shortB = String(cluster.deviceIDs[0].prefix(8)), shortC = String(cluster.deviceIDs[1].prefix(8))
+            await eventually("B to hear C's links naming the writer") {
+                capture.all.contains { record in
+                    record.message == "the peer's links" && record.metadata["device"] == shortB
+                        && record.metadata["peer"]?.contains(shortC) == true
+                        && record.metadata["links"]?.contains(writer.identity.deviceID.short) == true
+                }
+            }
+            // The writer pushes to B, then dies before pushing to C.
+            try toB.send(writer.delta([try writer.entry("mid-push", "written", origin: writer.origin(), sequence: 1)]))
+            await eventually("B to apply the writer's entry") { b.string(forKey: "mid-push") == "written" }
+            // Direct first: B leaves the writer's own write to the writer's link to C.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(c.string(forKey: "mid-push") == nil, "B relayed although C is linked to the writer")
+            await toC.close()
+            await toB.close()
+            // C's link to the writer is gone: C tells B, and B sends what it left to that link.
+            await eventually("C to receive the writer's entry through B") { c.string(forKey: "mid-push") == "written" }
+            #expect(c.replica.entries["mid-push"]?.signature?.signer == writer.identity.deviceID.data)
+        }
+    }
+}
