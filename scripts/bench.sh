@@ -4,7 +4,9 @@
 #   Benchmarks/results/table.md      the table (also printed)
 #   Benchmarks/results/latency.csv   every latency sample (scenario, receiver, ns)
 #   Benchmarks/results/machine.txt   the machine and its load during the run
+#   Benchmarks/results/scale.csv     the scale curve (section 9)
 #   docs/benchmarks-latency.png      the latency plot
+#   docs/benchmarks-scale.png        the scale curve's plot
 #
 #   scripts/bench.sh            the whole suite: about 1 minute on 2 cores, after the first
 #                               release build (a few minutes)
@@ -27,7 +29,7 @@ swift build -c release --scratch-path .build-bench --product hearth
 
 # Asked before machine.txt is rewritten, and not counting this command's own outputs.
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-git diff --quiet HEAD -- . ':!Benchmarks/results' ':!docs/benchmarks-latency.png' 2>/dev/null || commit="$commit (with uncommitted changes)"
+git diff --quiet HEAD -- . ':!Benchmarks/results' ':!docs/benchmarks-latency.png' ':!docs/benchmarks-scale.png' 2>/dev/null || commit="$commit (with uncommitted changes)"
 {
   echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit:  $commit"
@@ -50,9 +52,23 @@ case " $* " in
      } | tee -a "$out/table.md" ;;
 esac
 
+# A device appearing on the LAN (section 10) needs Avahi: in the test network, as root.
+case " $* " in
+  *" --only "*) ;;
+  *) if [ "$(id -u)" -eq 0 ]; then
+       export HEARTH_NETNS=hearth-bench HEARTH_TESTNET_DIR=/run/hearth-bench
+       if scripts/testnet/up.sh >/dev/null 2>&1; then
+         scripts/testnet/run.sh .build-bench/release/hearth-benchmarks --only appear --out "$out/appear" $(case " $* " in *" --quick "*) echo --quick;; esac) \
+           | sed -n '/^### 10/,$p' | { echo; cat; } | tee -a "$out/table.md" || true
+         scripts/testnet/down.sh >/dev/null 2>&1 || true
+       fi
+     fi ;;
+esac
+
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
 cat "$out/machine.txt"
 
-plot=docs/benchmarks-latency.png
-if $quick; then plot="$out/benchmarks-latency.png"; fi
-python3 scripts/plot-latency.py "$out/latency.csv" "$plot"
+plot=docs/benchmarks-latency.png scale_plot=docs/benchmarks-scale.png
+if $quick; then plot="$out/benchmarks-latency.png" scale_plot="$out/benchmarks-scale.png"; fi
+if [ -s "$out/latency.csv" ] && [ "$(wc -l < "$out/latency.csv")" -gt 1 ]; then python3 scripts/plot-latency.py "$out/latency.csv" "$plot"; fi
+if [ -s "$out/scale.csv" ]; then python3 scripts/plot-scale.py "$out/scale.csv" "$scale_plot"; fi

@@ -7,12 +7,15 @@ import Synchronization
 /// driven by the parent through stdin and reporting on stdout.
 ///
 /// Arguments: `data=` data directory, `config=` account directory, `port=` listen port,
-/// `peers=` comma-separated `host:port` list (empty: nobody is dialled), `store=` store id.
+/// `peers=` comma-separated `host:port` list (empty: nobody is dialled), `store=` store id,
+/// `stores=` how many stores the device has open (the measured one, and idle others beside it;
+/// default 1), `discovery=avahi` to find peers by mDNS (inside the test network) instead.
 enum PeerMode {
     static func run(_ arguments: [String: String]) async throws {
         let out = LineWriter(fd: 1)
         let peers = (arguments["peers"] ?? "").split(separator: ",").map(String.init)
-        let sync = SyncSettings(accountDirectory: arguments["config"], discovery: peers.isEmpty ? .none : .staticPeers(peers),
+        let discovery: SyncSettings.Discovery = arguments["discovery"] == "avahi" ? .automatic : peers.isEmpty ? .none : .staticPeers(peers)
+        let sync = SyncSettings(accountDirectory: arguments["config"], discovery: discovery,
                                 listenHost: "127.0.0.1", port: Int(arguments["port"] ?? "0") ?? 0)
         var logger = Logger(label: "hearth")
         // HEARTH_BENCH_LOG=debug shows the library's log of the peer processes.
@@ -24,8 +27,13 @@ enum PeerMode {
                                                            object: nil, queue: nil) { note in observer.received(note) }
         let opened = monotonicNanoseconds()
         observer.opened.withLock { $0 = opened }
-        let store = try UbiquitousKeyValueStore(storeIdentifier: arguments["store"] ?? "com.example.bench", configuration: configuration)
+        let identifier = arguments["store"] ?? "com.example.bench"
+        let store = try UbiquitousKeyValueStore(storeIdentifier: identifier, configuration: configuration)
         observer.store.withLock { $0 = store }
+        // The other stores of the device (the scale curve): open, synced on the same connections, idle.
+        let others = try (1..<max(1, Int(arguments["stores"] ?? "1") ?? 1)).map { k in
+            try UbiquitousKeyValueStore(storeIdentifier: "\(identifier).other\(k)", configuration: configuration)
+        }
         let port = try await store.syncPort() ?? -1
         out.send("READY \(port) \(opened)")
 
@@ -37,6 +45,7 @@ enum PeerMode {
             thread.start()
         }
         NotificationCenter.default.removeObserver(token)
+        for other in others { await other.close() }
         await store.stopSync()
         store.synchronize()
         out.send("BYE")
@@ -156,6 +165,10 @@ final class Commands: Sendable {
             case "metrics":
                 let m = store.syncMetrics
                 out.send("M \(m?.bytesSent ?? -1) \(m?.bytesReceived ?? -1) \(m?.entriesSent ?? -1) \(m?.entriesReceived ?? -1) \(m?.sessions ?? -1)")
+            case "types":
+                // Frames sent by message type: "T type:bytes:messages …".
+                let tallies = store.syncMetrics?.sentByType ?? [:]
+                out.send("T " + tallies.keys.sorted().map { "\($0):\(tallies[$0]!.bytes):\(tallies[$0]!.messages)" }.joined(separator: " "))
             case "rusage":
                 let switches = contextSwitches()
                 out.send("R \(cpuMicroseconds()) \(switches.voluntary) \(switches.involuntary) \(monotonicNanoseconds())")

@@ -37,7 +37,7 @@ final class Suite {
         try makeHousehold(devices: 24)
         log("household of 24 devices ready")
 
-        // --only local,latency,throughput,join,crypto,daemon: a part of the suite (for profiling).
+        // --only local,latency,throughput,join,crypto,daemon,scale: a part of the suite (for profiling).
         func wanted(_ part: String) -> Bool { only.isEmpty || only.contains(part) }
         if wanted("local") { try localOperations() }
         if wanted("latency") || wanted("throughput") {
@@ -48,6 +48,9 @@ final class Suite {
         if wanted("join") { try initialSyncReconnectFootprint(handshake: try await handshakeBytes()) }
         if wanted("crypto") { try cryptoCosts() }
         if wanted("daemon") { try daemon() }
+        if wanted("scale") { try scale() }
+        // Needs Avahi: only inside the test network (scripts/testnet/run.sh sets HEARTH_TESTNET).
+        if only.contains("appear") { try appear() }
 
         table.note("suite ran in \(String(format: "%.0f", Double(monotonicNanoseconds() - started) / 1e9)) s"
                    + (quick ? " (--quick: fewer samples, figures indicative only)" : ""))
@@ -92,16 +95,17 @@ final class Suite {
 
     /// Starts `count` peer processes of one store, linked as `links` says (each link is
     /// dialled by its first element), and waits until every link is up.
-    func startPeers(_ name: String, count: Int, links: [(Int, Int)], store: String) throws -> [Child] {
+    func startPeers(_ name: String, count: Int, links: [(Int, Int)], store: String, stores: Int = 1,
+                    configs: [String]? = nil) throws -> [Child] {
         let ports = try (0..<count).map { _ in try Sockets.freePort() }
         var children: [Child] = []
         lastPorts = ports
-        lastConfigs = (0..<count).map { _ in takeConfig() }
+        lastConfigs = configs ?? (0..<count).map { _ in takeConfig() }
         for i in 0..<count {
             let peers = links.filter { $0.0 == i }.map { "127.0.0.1:\(ports[$0.1])" }
             children.append(try Child(name: "\(name) peer \(i)", arguments: [
                 "peer", "data=\(root)/data-\(name)-\(i)", "config=\(lastConfigs[i])", "port=\(ports[i])",
-                "peers=\(peers.joined(separator: ","))", "store=\(store)",
+                "peers=\(peers.joined(separator: ","))", "store=\(store)", "stores=\(stores)",
             ]))
         }
         for child in children { try child.ask("", expect: "READY") }
@@ -169,6 +173,12 @@ final class Suite {
     struct FloorFigures {
         let tcp: Summary
         let tls: Summary
+        /// Sign and verify one entry (ns per call, this process).
+        let sign: Double
+        let verify: Double
+        /// The physical floor of one change between two devices: half a TLS echo round trip
+        /// (one way), one signature and one verification (ns).
+        var change: Double { tls.p50 / 2 + sign + verify }
     }
 
     func floors() async throws -> FloorFigures {
@@ -186,12 +196,15 @@ final class Suite {
 
         record("floor-tcp", 0, tcpSamples)
         record("floor-tls", 0, tlsSamples)
-        let floor = FloorFigures(tcp: Summary(tcpSamples), tls: Summary(tlsSamples))
+        let (sign, verify) = try CryptoCosts.signAndVerify(identity: identity, rounds: quick ? 200 : 2000)
+        let floor = FloorFigures(tcp: Summary(tcpSamples), tls: Summary(tlsSamples), sign: sign, verify: verify)
         table.section("2. Propagation latency, set → didChangeExternallyNotification in another process (TLS, loopback)",
                       header: ["scenario", "samples", "p50", "p99", "max", "p50 / TLS echo p50", "p99 / TLS echo p50", "target", "verdict"])
         table.row(["floor: raw TCP echo round trip (64 B)", "\(floor.tcp.count)", ms(floor.tcp.p50), ms(floor.tcp.p99), ms(floor.tcp.max), "", "", "", ""])
         table.row(["floor: Hearth TLS echo round trip (64 B frame)", "\(floor.tls.count)", ms(floor.tls.p50), ms(floor.tls.p99), ms(floor.tls.max),
                    String(format: "%.1f× TCP", floor.tls.p50 / floor.tcp.p50), "", "", ""])
+        table.row(["floor of one change: TLS echo p50 / 2 + sign (\(String(format: "%.0f", sign / 1e3)) µs) + verify (\(String(format: "%.0f", verify / 1e3)) µs)",
+                   "", ms(floor.change), "", "", "", "", "", ""])
         return floor
     }
 
@@ -259,14 +272,20 @@ final class Suite {
         let two = try startPeers("two", count: 2, links: [(1, 0)], store: "com.example.latency")
         let twoSamples = try measureLatency(writer: two[0], receivers: [two[1]])
         record("2 peers", 1, twoSamples[0])
-        report("2 peers", twoSamples[0], target: (1, 5))
+        report("2 peers", twoSamples[0], target: (1.5 * floor.change / 1e6, 0.5))
+        let twoSummary = Summary(twoSamples[0])
+        table.row(["2 peers: p50 / floor of one change", "", String(format: "%.2f×", twoSummary.p50 / floor.change), "", "", "", "",
+                   "≤ 1.5×", verdict(twoSummary.p50 <= 1.5 * floor.change)])
         // The same pair carries the throughput run.
         self.pair = two
 
         guard meshToo else { return }
         log("propagation: line A–B–C")
         let line = try startPeers("line", count: 3, links: [(1, 0), (2, 1)], store: "com.example.latency")
+        _ = try measureLatency(writer: line[0], receivers: [line[1], line[2]], changes: 0)
+        let lineBefore = try traffic(line)
         let lineSamples = try measureLatency(writer: line[0], receivers: [line[1], line[2]])
+        let lineCost = try traffic(line).per(change: warmup + changes, since: lineBefore)
         for child in line { child.quit() }
         record("line of 3 at B", 1, lineSamples[0])
         record("line of 3 at C", 2, lineSamples[1])
@@ -274,16 +293,121 @@ final class Suite {
         report("line A–B–C, at B (direct)", lineSamples[0], target: (nil, 10))
 
         log("propagation: 8 peers, full mesh")
-        let meshLinks = (0..<8).flatMap { i in (0..<i).map { (i, $0) } }
-        let mesh = try startPeers("mesh", count: 8, links: meshLinks, store: "com.example.latency")
-        let meshSamples = try measureLatency(writer: mesh[0], receivers: Array(mesh[1...]), changes: quick ? 100 : 1000)
-        for child in mesh { child.quit() }
-        for (r, samples) in meshSamples.enumerated() { record("8 peers mesh", r + 1, samples) }
-        report("8 peers full mesh, each of 7 receivers", meshSamples.flatMap { $0 }, target: (nil, 10))
-        // Per change, the last of the 7 to hear of it.
-        let lastArrival = (0..<meshSamples[0].count).map { i in meshSamples.map { $0[i] }.max()! }
-        record("8 peers mesh last of 7", 0, lastArrival)
-        report("8 peers full mesh, last of 7 receivers", lastArrival, target: (nil, 10))
+        let mesh = try meshRun("mesh", devices: 8, changes: quick ? 100 : 1000, idleSeconds: quick ? 5 : 60)
+        for (r, samples) in mesh.receivers.enumerated() { record("8 peers mesh", r + 1, samples) }
+        report("8 peers full mesh, each of 7 receivers", mesh.receivers.flatMap { $0 }, target: (nil, 10))
+        record("8 peers mesh last of 7", 0, mesh.last)
+        report("8 peers full mesh, last of 7 receivers", mesh.last, target: (nil, 2))
+
+        table.section("2c. What one change costs the household (all processes together, per change)",
+                      header: ["scenario", "entries carried", "target", "verdict", "frame bytes sent", "CPU"])
+        table.row(["line A–B–C", String(format: "%.2f", lineCost.entries), "2 (one per link)", verdict(lineCost.entries <= 2.05),
+                   String(format: "%.0f B", lineCost.bytes), String(format: "%.0f µs", lineCost.cpu)])
+        table.row(["8 peers full mesh", String(format: "%.2f", mesh.cost.entries), "≤ 1.5 × (N − 1) = 10.5",
+                   verdict(mesh.cost.entries <= 10.5), String(format: "%.0f B", mesh.cost.bytes), String(format: "%.0f µs", mesh.cost.cpu)])
+        if let idle = mesh.idle {
+            table.section("6b. The 8-peer mesh idling for \(String(format: "%.0f", idle.seconds)) s after its last change (each of the 8 processes)",
+                          header: ["figure", "mean", "max", "target", "verdict"])
+            let meanWakeups = idle.wakeups.reduce(0, +) / Double(idle.wakeups.count), maxWakeups = idle.wakeups.max() ?? 0
+            let meanCPU = idle.cpu.reduce(0, +) / Double(idle.cpu.count), maxCPU = idle.cpu.max() ?? 0
+            table.row(["wake-ups per second (voluntary context switches, getrusage)", String(format: "%.2f", meanWakeups),
+                       String(format: "%.2f", maxWakeups), "≤ 1", verdict(maxWakeups <= 1)])
+            table.row(["CPU, % of a core", String(format: "%.4f %%", meanCPU), String(format: "%.4f %%", maxCPU), "≤ 0.05 %", verdict(maxCPU <= 0.05)])
+            table.row(["files written under the 8 data folders", "\(idle.filesWritten.count)", "", "0",
+                       verdict(idle.filesWritten.isEmpty) + (idle.filesWritten.isEmpty ? "" : ": " + idle.filesWritten.prefix(3).joined(separator: ", "))])
+        }
+    }
+
+    /// Traffic and CPU of a set of peer children, summed (`metrics` and `rusage`).
+    struct Traffic {
+        var entries = 0, bytes = 0
+        var cpu: Int64 = 0
+
+        /// Per change since `before`: entries sent, frame bytes sent, CPU µs.
+        func per(change changes: Int, since before: Traffic) -> (entries: Double, bytes: Double, cpu: Double) {
+            let n = Double(max(changes, 1))
+            return (Double(entries - before.entries) / n, Double(bytes - before.bytes) / n, Double(cpu - before.cpu) / n)
+        }
+    }
+
+    /// A peer child's frames sent by message type (`types`).
+    func sentByType(_ child: Child) throws -> [String: (bytes: Int, messages: Int)] {
+        var types: [String: (bytes: Int, messages: Int)] = [:]
+        for field in try child.ask("types", expect: "T") {
+            let parts = field.split(separator: ":")
+            guard parts.count == 3, let bytes = Int(parts[1]), let messages = Int(parts[2]) else { throw BenchError("types: \(field)") }
+            types[String(parts[0])] = (bytes, messages)
+        }
+        return types
+    }
+
+    func traffic(_ children: [Child]) throws -> Traffic {
+        var total = Traffic()
+        for child in children {
+            let m = try child.ask("metrics", expect: "M").map { Int($0)! }
+            total.entries += m[2]
+            total.bytes += m[0]
+            total.cpu += Int64(try child.ask("rusage", expect: "R")[0])!
+        }
+        return total
+    }
+
+    /// One run of a full mesh of `devices` peer processes, each with `stores` stores open (the
+    /// measured one and idle others): device 0 writes, the others receive. Its links and first
+    /// deltas are made by a warm-up round before anything is counted.
+    struct MeshRun {
+        var receivers: [[Double]]
+        /// Per change, the last receiver to hear of it.
+        var last: [Double]
+        var cost: (entries: Double, bytes: Double, cpu: Double)
+        /// After the changes, if asked: each device's voluntary context switches per second and
+        /// CPU share (% of a core) while the mesh idles, and the files of the devices' data
+        /// folders modified meanwhile.
+        var idle: (seconds: Double, wakeups: [Double], cpu: [Double], filesWritten: [String])?
+    }
+
+    func meshRun(_ name: String, devices: Int, stores: Int = 1, changes: Int, configs: [String]? = nil,
+                 idleSeconds: Double? = nil) throws -> MeshRun {
+        let links = (0..<devices).flatMap { i in (0..<i).map { (i, $0) } }
+        let mesh = try startPeers(name, count: devices, links: links, store: "com.example.latency", stores: stores, configs: configs)
+        defer { for child in mesh { child.quit() } }
+        _ = try measureLatency(writer: mesh[0], receivers: Array(mesh[1...]), changes: 0)
+        let before = try traffic(mesh)
+        let samples = try measureLatency(writer: mesh[0], receivers: Array(mesh[1...]), changes: changes)
+        let cost = try traffic(mesh).per(change: warmup + changes, since: before)
+        let last = (0..<samples[0].count).map { i in samples.map { $0[i] }.max()! }
+        var run = MeshRun(receivers: samples, last: last, cost: cost)
+        if let idleSeconds {
+            // Past the write-behind (1 s) of the last change, so the window holds only idling.
+            usleep(2_500_000)
+            let folders = (0..<devices).map { "\(root)/data-\(name)-\($0)" }
+            let filesBefore = modificationTimes(under: folders)
+            let rusage0 = try mesh.map { try $0.ask("rusage", expect: "R").map { Int64($0)! } }
+            usleep(UInt32(idleSeconds * 1e6))
+            let rusage1 = try mesh.map { try $0.ask("rusage", expect: "R").map { Int64($0)! } }
+            let filesAfter = modificationTimes(under: folders)
+            let written = filesAfter.filter { filesBefore[$0.key] != $0.value }.keys.sorted()
+            let seconds = zip(rusage0, rusage1).map { Double($1[3] - $0[3]) / 1e9 }
+            let wakeups = (0..<devices).map { Double(rusage1[$0][1] - rusage0[$0][1]) / seconds[$0] }
+            let cpu = (0..<devices).map { Double(rusage1[$0][0] - rusage0[$0][0]) / 1e6 / seconds[$0] * 100 }
+            run.idle = (seconds.max() ?? idleSeconds, wakeups, cpu, written)
+        }
+        return run
+    }
+
+    /// Every regular file under `folders`, with its modification time.
+    func modificationTimes(under folders: [String]) -> [String: Date] {
+        var times: [String: Date] = [:]
+        for folder in folders {
+            guard let walker = FileManager.default.enumerator(atPath: folder) else { continue }
+            for case let path as String in walker {
+                let full = "\(folder)/\(path)"
+                if let attributes = try? FileManager.default.attributesOfItem(atPath: full), attributes[.type] as? FileAttributeType == .typeRegular {
+                    times[full] = attributes[.modificationDate] as? Date
+                }
+            }
+        }
+        return times
     }
 
     var pair: [Child] = []
@@ -388,9 +512,11 @@ final class Suite {
         let initialMs = median(initialTimes)
 
         /// Disconnects C, lets A change one key (or none), reconnects, and counts that
-        /// connection: (frame bytes both ways, socket bytes both ways, entries C received).
-        func reconnect(changing key: Int?) throws -> (frames: Int, wire: Int, entries: Int) {
+        /// connection: (frame bytes both ways, socket bytes both ways, entries C received,
+        /// frames by message type both ways).
+        func reconnect(changing key: Int?) throws -> (frames: Int, wire: Int, entries: Int, types: [String: (bytes: Int, messages: Int)]) {
             try c.ask("stop", expect: "OK")
+            let typesBefore = try [a, c].map(sentByType)
             if let key { try a.ask("change \(key) \(size)", expect: "OK") }
             let connectionsBefore = proxy.counts.count
             try c.ask("resume", expect: "OK")
@@ -405,7 +531,15 @@ final class Suite {
             m = try c.ask("metrics", expect: "M").map { Int($0)! }
             let counts = proxy.counts
             guard counts.count == connectionsBefore + 1 else { throw BenchError("expected one new connection, saw \(counts.count - connectionsBefore)") }
-            return (m[0] + m[1], counts.last!.total, m[3])
+            var types: [String: (bytes: Int, messages: Int)] = [:]
+            for (before, after) in zip(typesBefore, try [a, c].map(sentByType)) {
+                for (type, tally) in after {
+                    let old = before[type] ?? (0, 0)
+                    let sum = types[type] ?? (0, 0)
+                    if tally.messages > old.messages { types[type] = (sum.bytes + tally.bytes - old.bytes, sum.messages + tally.messages - old.messages) }
+                }
+            }
+            return (m[0] + m[1], counts.last!.total, m[3], types)
         }
         log("reconnect with nothing changed")
         let unchanged = try reconnect(changing: nil)
@@ -455,6 +589,11 @@ final class Suite {
         table.row(["for comparison, a reconnection with nothing changed: socket bytes beyond the handshake / frame bytes",
                    "\(unchanged.wire - handshake) B / \(unchanged.frames) B", "", ""])
         table.row(["so the one changed entry cost (socket bytes, changed − unchanged)", "\(changed.wire - unchanged.wire) B", "", ""])
+        for (label, run) in [("after one change", changed), ("with nothing changed", unchanged)] {
+            let parts = run.types.sorted { $0.value.bytes > $1.value.bytes }
+                .map { "\($0.key) \($0.value.bytes) B (\($0.value.messages))" }.joined(separator: ", ")
+            table.row(["frame bytes by message type, both ways, \(label)", parts, "", ""])
+        }
 
         try footprint(a: a, c: c, store: store, aConfig: aConfig)
     }
@@ -509,6 +648,73 @@ final class Suite {
                    String(format: "%.1f ms", open), "≤ 50 ms", verdict(open <= 50) + (open > 50 ? String(format: " (%.1f× over)", open / 50) : ""),
                    "\(keys) keys; min " + String(format: "%.1f", opens.min()!) + " ms, max " + String(format: "%.1f", opens.max()!) + " ms",
                    "", "", "", ""])
+    }
+
+    // MARK: 10. A device appears
+
+    /// From a new device's process start to its first applied delta, finding its peer by mDNS:
+    /// device A holds a value and publishes itself; a new device B (a fresh data folder, each
+    /// time another device of the household) starts, browses, resolves, dials, and receives.
+    func appear() throws {
+        log("a device appears: mDNS (Avahi) to the first applied delta")
+        let store = "com.example.appear"
+        let a = try Child(name: "appear A", arguments: ["peer", "data=\(root)/data-appear-a", "config=\(configs[0])", "port=0",
+                                                        "peers=", "discovery=avahi", "store=\(store)"])
+        defer { a.quit() }
+        try a.ask("", expect: "READY")
+        try a.ask("change 1 100", expect: "OK")
+        usleep(1_000_000)   // A's service is published and announced before anyone looks
+        var samples: [Double] = []
+        for i in 0..<(quick ? 5 : 20) {
+            let start = monotonicNanoseconds()
+            let b = try Child(name: "appear B\(i)", arguments: ["peer", "data=\(root)/data-appear-b\(i)", "config=\(configs[1 + i % 20])",
+                                                                 "port=0", "peers=", "discovery=avahi", "store=\(store)"])
+            var arrived: UInt64?
+            var ready = false
+            while arrived == nil || !ready {
+                let f = try b.readLine(timeout: 60).split(separator: " ")
+                if f.first == "READY" { ready = true } else if f.first == "INIT" { arrived = UInt64(f[2])! } else {
+                    throw BenchError("appear: \(f.joined(separator: " "))")
+                }
+            }
+            samples.append(Double(arrived! - start))
+            b.quit()
+        }
+        record("appear", 0, samples)
+        let s = Summary(samples)
+        table.section("10. A device appears on the LAN: its process starts → its first delta applied (mDNS via Avahi, test network)",
+                      header: ["samples", "p50", "p99", "max", "target", "verdict"])
+        table.row(["\(s.count)", ms(s.p50), ms(s.p99), ms(s.max), "p50 ≤ 1 s", verdict(s.p50 <= 1e9)])
+    }
+
+    // MARK: 9. Scale
+
+    /// The scale curve: a full mesh of 2, 4, 8 and 16 devices with one store each, and of 4
+    /// devices with 1, 10 and 20 stores each (the measured one written, the others open and
+    /// idle). Per change: the last receiver's latency, and the entries, frame bytes and CPU of
+    /// every process together. Written to scale.csv, which scripts/plot-scale.py plots.
+    func scale() throws {
+        let changes = quick ? 50 : 300
+        var rows = ["curve,devices,stores,p50_ns,p99_ns,entries_per_change,bytes_per_change,cpu_us_per_change"]
+        table.section("9. Scale: a full mesh of N devices, device 0 writing (\(changes) paced changes per point; all processes together, per change)",
+                      header: ["devices", "stores per device", "last receiver p50", "last receiver p99", "entries carried", "N − 1",
+                               "frame bytes sent", "CPU", "CPU / (N − 1)"])
+        func point(devices: Int, stores: Int, curves: [String]) throws {
+            log("scale: \(devices) devices, \(stores) store\(stores == 1 ? "" : "s") each")
+            // Every process of the earlier sections has quit: their account directories are free.
+            let run = try meshRun("scale-\(devices)-\(stores)", devices: devices, stores: stores, changes: changes,
+                                  configs: Array(configs.prefix(devices)))
+            let s = Summary(run.last)
+            for curve in curves {
+                rows.append("\(curve),\(devices),\(stores),\(Int(s.p50)),\(Int(s.p99)),\(run.cost.entries),\(run.cost.bytes),\(run.cost.cpu)")
+            }
+            table.row(["\(devices)", "\(stores)", ms(s.p50), ms(s.p99), String(format: "%.2f", run.cost.entries), "\(devices - 1)",
+                       String(format: "%.0f B", run.cost.bytes), String(format: "%.0f µs", run.cost.cpu),
+                       String(format: "%.0f µs", run.cost.cpu / Double(devices - 1))])
+        }
+        for devices in [2, 4, 8, 16] { try point(devices: devices, stores: 1, curves: devices == 4 ? ["devices", "stores"] : ["devices"]) }
+        for stores in [10, 20] { try point(devices: 4, stores: stores, curves: ["stores"]) }
+        try rows.joined(separator: "\n").appending("\n").write(toFile: "\(outputDirectory)/scale.csv", atomically: true, encoding: .utf8)
     }
 
     // MARK: 7. Crypto per call

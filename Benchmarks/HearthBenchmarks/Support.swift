@@ -116,7 +116,9 @@ final class LineReader: @unchecked Sendable {
             let now = monotonicNanoseconds()
             guard now < deadline else { throw ReadError.timeout(who) }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pfd, 1, Int32(min(1000, (deadline - now) / 1_000_000 + 1)))
+            // One wait for the whole time left: an idle child must not wake once a second (its
+            // idle wake-ups are measured). A parent that dies closes the pipe, which wakes it.
+            let ready = poll(&pfd, 1, Int32(min(UInt64(Int32.max), (deadline - now) / 1_000_000 + 1)))
             if ready < 0 && errno == EINTR { continue }
             guard ready > 0 else { continue }
             var chunk = [UInt8](repeating: 0, count: 65536)

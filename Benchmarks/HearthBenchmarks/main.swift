@@ -3,7 +3,8 @@ import Foundation
 // hearth-benchmarks: the benchmark suite (docs/benchmarks.md). Without a mode it runs the
 // whole suite and prints the table; the other modes are the child processes it spawns.
 //
-//   hearth-benchmarks [--quick] [--out DIR] [--only local,latency,throughput,join,crypto,daemon]
+//   hearth-benchmarks [--quick] [--out DIR] [--only local,latency,throughput,join,crypto,daemon,scale,appear]
+//   (appear: only when named, inside the test network: it needs Avahi)
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 /// `key=value` arguments of the child modes.
