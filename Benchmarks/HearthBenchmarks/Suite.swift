@@ -312,6 +312,10 @@ final class Suite {
             let meanCPU = idle.cpu.reduce(0, +) / Double(idle.cpu.count), maxCPU = idle.cpu.max() ?? 0
             table.row(["wake-ups per second (voluntary context switches, getrusage)", String(format: "%.2f", meanWakeups),
                        String(format: "%.2f", maxWakeups), "≤ 1", verdict(maxWakeups <= 1)])
+            table.row(["of which the Swift runtime's own: an idle process that only started Swift concurrency and Dispatch, same window",
+                       String(format: "%.2f", idle.baselineWakeups), "", "", ""])
+            table.row(["so Hearth's own wake-ups per second (above the runtime's)", String(format: "%.2f", meanWakeups - idle.baselineWakeups),
+                       String(format: "%.2f", maxWakeups - idle.baselineWakeups), "≤ 1", verdict(maxWakeups - idle.baselineWakeups <= 1)])
             table.row(["CPU, % of a core", String(format: "%.4f %%", meanCPU), String(format: "%.4f %%", maxCPU), "≤ 0.05 %", verdict(maxCPU <= 0.05)])
             table.row(["files written under the 8 data folders", "\(idle.filesWritten.count)", "", "0",
                        verdict(idle.filesWritten.isEmpty) + (idle.filesWritten.isEmpty ? "" : ": " + idle.filesWritten.prefix(3).joined(separator: ", "))])
@@ -363,7 +367,7 @@ final class Suite {
         /// After the changes, if asked: each device's voluntary context switches per second and
         /// CPU share (% of a core) while the mesh idles, and the files of the devices' data
         /// folders modified meanwhile.
-        var idle: (seconds: Double, wakeups: [Double], cpu: [Double], filesWritten: [String])?
+        var idle: (seconds: Double, wakeups: [Double], cpu: [Double], filesWritten: [String], baselineWakeups: Double)?
     }
 
     func meshRun(_ name: String, devices: Int, stores: Int = 1, changes: Int, configs: [String]? = nil,
@@ -378,19 +382,26 @@ final class Suite {
         let last = (0..<samples[0].count).map { i in samples.map { $0[i] }.max()! }
         var run = MeshRun(receivers: samples, last: last, cost: cost)
         if let idleSeconds {
+            // The runtime's own idle wake-ups, over the same window.
+            let baseline = try Child(name: "baseline", arguments: ["baseline"])
+            defer { baseline.quit() }
+            try baseline.ask("", expect: "READY")
             // Past the write-behind (1 s) of the last change, so the window holds only idling.
             usleep(2_500_000)
+            let baseline0 = try baseline.ask("rusage", expect: "R").map { Int64($0)! }
             let folders = (0..<devices).map { "\(root)/data-\(name)-\($0)" }
             let filesBefore = modificationTimes(under: folders)
             let rusage0 = try mesh.map { try $0.ask("rusage", expect: "R").map { Int64($0)! } }
             usleep(UInt32(idleSeconds * 1e6))
             let rusage1 = try mesh.map { try $0.ask("rusage", expect: "R").map { Int64($0)! } }
+            let baseline1 = try baseline.ask("rusage", expect: "R").map { Int64($0)! }
             let filesAfter = modificationTimes(under: folders)
             let written = filesAfter.filter { filesBefore[$0.key] != $0.value }.keys.sorted()
             let seconds = zip(rusage0, rusage1).map { Double($1[3] - $0[3]) / 1e9 }
             let wakeups = (0..<devices).map { Double(rusage1[$0][1] - rusage0[$0][1]) / seconds[$0] }
             let cpu = (0..<devices).map { Double(rusage1[$0][0] - rusage0[$0][0]) / 1e6 / seconds[$0] * 100 }
-            run.idle = (seconds.max() ?? idleSeconds, wakeups, cpu, written)
+            run.idle = (seconds.max() ?? idleSeconds, wakeups, cpu, written,
+                        Double(baseline1[1] - baseline0[1]) / (Double(baseline1[3] - baseline0[3]) / 1e9))
         }
         return run
     }

@@ -20,6 +20,7 @@ do {
     case "echo-tls": try await EchoMode.runTLS(config: options["config"]!)
     case "local": try LocalMode.run(options)
     case "open": try OpenMode.run(options)
+    case "baseline": await BaselineMode.run()
     default:
         let quick = arguments.contains("--quick")
         let out = arguments.firstIndex(of: "--out").map { arguments[$0 + 1] } ?? "bench-results"
