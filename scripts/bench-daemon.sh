@@ -85,7 +85,14 @@ while :; do
     [ "$n" -eq "$stores" ] || { done_all=0; break; }
   done
   [ "$done_all" -eq 1 ] && break
-  [ $(( $(date +%s) - start )) -gt 300 ] && { echo "not converged after 300 s"; tail -5 "$work"/d*.log; exit 1; }
+  if [ $(( $(date +%s) - start )) -gt "${HEARTH_BENCH_CONVERGE_SECONDS:-300}" ]; then
+    # On stderr: the caller (bench.sh) keeps only the table rows of stdout.
+    { echo "not converged after ${HEARTH_BENCH_CONVERGE_SECONDS:-300} s; the first device that is not, d$i:"
+      run_as "$i" status 2>&1 | grep -v prohibited | grep -B2 'pending: [1-9]' | head -6
+      run_as "$i" peers 2>&1 | grep -v prohibited | head -20
+      echo "its daemon's log:"; tail -20 "$work/d$i.log"; } >&2
+    exit 1
+  fi
   sleep 1
 done
 echo "   converged in $(( $(date +%s) - start )) s"

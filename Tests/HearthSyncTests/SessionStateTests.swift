@@ -447,4 +447,20 @@ struct SessionStateTests {
         #expect(!again)
         #expect(emptied)
     }
+
+    @Test("A peer's claim about an origin we do not know yet is kept (bounded) and noted once we know it")
+    func unknownClaims() {
+        var state = Self.ready(ours: Self.vector([Self.a: 5]), theirs: VersionVector())
+        // The peer says it has b's entry 3, before b's entries reach us: not noted yet.
+        state.keepUnknownClaims(Self.vector([Self.a: 5, Self.b: 3]), of: "notes", ours: Self.vector([Self.a: 5]))
+        #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5])) == nil)
+        // b's entries arrive (from elsewhere): the peer is now known to have them.
+        #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5, Self.b: 3])) == Self.vector([Self.b: 3]))
+        #expect(state.shared["notes"]?.acknowledged == Self.vector([Self.b: 3]))
+        #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5, Self.b: 3])) == nil, "taken out once noted")
+        // A peer naming thousands of made-up origins fills only its bounded slots.
+        let madeUp = VersionVector(Dictionary(uniqueKeysWithValues: (0..<1000).map { (ReplicaID(high: 99, low: UInt64($0)), UInt64(1)) }))
+        state.keepUnknownClaims(madeUp, of: "notes", ours: VersionVector())
+        #expect(state.shared["notes"]?.unknownClaims.counters.count == State.maximumUnknownClaims)
+    }
 }

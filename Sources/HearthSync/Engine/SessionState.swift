@@ -43,6 +43,11 @@ package struct SessionState<Store: Sendable>: Sendable {
         /// pushes it to the peer itself: taken as the peer's until the peer says that link
         /// is gone (``peerLinked(_:)``) or that device leaves the store (``forgetDeferred(_:of:)``).
         package var deferred = VersionVector()
+        /// What the peer said it has of origins we did not know yet (at most
+        /// ``maximumUnknownClaims``): noted once we know them (``claimsNowKnown(of:in:)``).
+        /// Otherwise a peer that got an entry directly from its writer, and told us before we
+        /// had it, would never be known to have it: nothing else would make it tell again.
+        package var unknownClaims = VersionVector()
 
         package init(store: Store) { self.store = store }
     }
@@ -129,6 +134,11 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// Whether we dialled this connection: with a peer that takes sparse heartbeats, only the
     /// dialler pings (the other answers).
     package let dialled: Bool
+
+    /// How many counters of origins we do not know yet are kept per store from a peer's claims:
+    /// an honest peer's are the few writers whose entries are on their way to us; a lying peer
+    /// fills only its own slots.
+    package static var maximumUnknownClaims: Int { 64 }
 
     /// How many entries with a bad or unknown signature one connection may bring (a relay may
     /// pass on an entry whose signer's certificate it lacks, once).
@@ -281,6 +291,7 @@ package struct SessionState<Store: Sendable>: Sendable {
         entry.peerKnown.formUnion(claimed)
         entry.acknowledged.formUnion(claimed)
         shared[name] = entry
+        keepUnknownClaims(vector, of: name, ours: view.vector)
         effects.append(.notePeer(acknowledged: claimed))
         // The peer has nothing we lack: the first download is done, and empty.
         if view.awaitingInitialSync, view.vector.dominates(vector) { effects.append(.initialSyncCompleted) }
@@ -303,6 +314,19 @@ package struct SessionState<Store: Sendable>: Sendable {
         if known { shared[name]!.peerKnown.formUnion(vector) }
         shared[name]!.acknowledged.formUnion(vector)
         return true
+    }
+
+    /// Stores whose vector we are to tell the peer soon (``scheduleVectorTell(of:)``).
+    package private(set) var vectorTells = Set<String>()
+
+    /// Notes that our vector of `name` is to be told soon; false if already scheduled.
+    package mutating func scheduleVectorTell(of name: String) -> Bool { vectorTells.insert(name).inserted }
+
+    /// The time to tell our vector of `name` has come: our state is posted (a `store` message
+    /// with our vector), if the store is still shared.
+    package mutating func vectorTellDue(of name: String) {
+        guard vectorTells.remove(name) != nil, shares(name) else { return }
+        mailbox.post(name) { $0.state = true }
     }
 
     /// Our links changed: the peer is told, if it understands them.
@@ -339,6 +363,29 @@ package struct SessionState<Store: Sendable>: Sendable {
         guard kept != entry.deferred else { return }
         shared[name]!.deferred = kept
         if entry.ready { mailbox.post(name) { $0.delta = true } }
+    }
+
+    /// Keeps what the peer claimed of `name` for origins `ours` does not name yet (bounded).
+    package mutating func keepUnknownClaims(_ claimed: VersionVector, of name: String, ours: VersionVector) {
+        guard shared[name] != nil else { return }
+        let unknown = claimed.counters.filter { ours.counters[$0.key] == nil }
+        guard !unknown.isEmpty else { return }
+        var kept = shared[name]!.unknownClaims
+        for (origin, counter) in unknown where kept.counters[origin] != nil || kept.counters.count < Self.maximumUnknownClaims {
+            kept.advance(origin: origin, to: counter)
+        }
+        shared[name]!.unknownClaims = kept
+    }
+
+    /// The kept claims of `name` about origins `ours` now names (taken out of the kept ones),
+    /// now noted as acknowledged; nil if there are none.
+    package mutating func claimsNowKnown(of name: String, in ours: VersionVector) -> VersionVector? {
+        guard let kept = shared[name]?.unknownClaims, !kept.counters.isEmpty else { return nil }
+        let known = kept.restricted(to: ours)
+        guard !known.counters.isEmpty else { return nil }
+        shared[name]!.unknownClaims = kept.filter { ours.counters[$0] == nil }
+        shared[name]!.acknowledged.formUnion(known)
+        return known
     }
 
     /// A delta of `name` arrived: whether it belongs to the first batch (the initial download,

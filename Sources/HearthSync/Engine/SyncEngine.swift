@@ -267,6 +267,25 @@ package final class SyncEngine: Sendable {
         for session in sessions { session.push(store) }
     }
 
+    /// Entries of new origins may have been applied to `store`: every session notes what its
+    /// peer said it had of them before we knew them.
+    func originsLearned(in store: SyncStore) {
+        for session in sessions(sharing: store.identifier) { session.noteClaimsNowKnown(of: store) }
+    }
+
+    /// After entries of `writers` (device prefixes) were applied to `store` from `device`: the
+    /// other peers linked to one of those writers (they left its writes to it, so no ack of
+    /// ours will tell them we have them) are told our vector within ``vectorTellDelay``,
+    /// coalesced: their `pending` figures and settling do not wait for a sparse ping.
+    func tellLinkedPeers(of store: SyncStore, writers: Set<UInt64>, except device: DeviceID) {
+        for session in sessions(sharing: store.identifier) where session.peer.deviceID != device {
+            session.tellVectorSoon(of: store.identifier, ifLinkedTo: writers, after: Self.vectorTellDelay)
+        }
+    }
+
+    /// How long a vector to tell waits for more changes to travel with it.
+    static var vectorTellDelay: Duration { .milliseconds(250) }
+
     /// The devices this engine has a session with now, except `device`, sorted: what a
     /// `links` message tells `device`.
     func linkedDevices(except device: DeviceID) -> [DeviceID] {

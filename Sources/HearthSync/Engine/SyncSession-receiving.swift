@@ -55,10 +55,21 @@ extension SyncSession {
     /// not know are dropped), for settling and tombstone collection; `known`: it has what we sent
     /// too (an ack), not only what it says (a ping).
     private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool) {
-        let vector = claimed.restricted(to: store.replica.syncVector)
-        if state.withLock({ $0.peerHas(vector, of: name, known: known) }) {
-            store.replica.notePeer(peer.deviceID, acknowledged: vector)
+        let ours = store.replica.syncVector
+        let vector = claimed.restricted(to: ours)
+        let noted = state.withLock { s in
+            s.keepUnknownClaims(claimed, of: name, ours: ours)
+            return s.peerHas(vector, of: name, known: known)
         }
+        if noted { store.replica.notePeer(peer.deviceID, acknowledged: vector) }
+    }
+
+    /// Notes what the peer said it has of origins we have only now come to know (an entry
+    /// arrived from elsewhere): it got them from their writer and told us before we had them.
+    func noteClaimsNowKnown(of store: SyncStore) {
+        let ours = store.replica.syncVector
+        guard let known = state.withLock({ $0.claimsNowKnown(of: store.identifier, in: ours) }) else { return }
+        store.replica.notePeer(peer.deviceID, acknowledged: known)
     }
 
     /// The peer's links: the devices it has a session with now, and its vectors of the stores
@@ -123,7 +134,10 @@ extension SyncSession {
         // The sender has what it sent and what its vector claims (as an ack or ping would say):
         // known and acknowledged, for settling and tombstone collection.
         let claimed = delta.vector.restricted(to: applied)
-        _ = state.withLock { $0.peerHas(claimed, of: store.identifier, known: true) }
+        _ = state.withLock { s in
+            s.keepUnknownClaims(delta.vector, of: store.identifier, ours: applied)
+            return s.peerHas(claimed, of: store.identifier, known: true)
+        }
         replica.notePeer(peer.deviceID, acknowledged: claimed)
         let refused = checked.refused + overQuota
         if !refused.isEmpty {
@@ -139,6 +153,14 @@ extension SyncSession {
             store.logger.debug("applied \(checked.accepted.count) entries; changed \(changed.count) keys")
             // Relay: other peers may lack what this one brought.
             engine?.changed(store.identifier)
+        }
+        // Peers that told us they had these entries before we did are known to have them now.
+        if !checked.accepted.isEmpty {
+            engine?.originsLearned(in: store)
+            // Peers linked to these entries' writers left them to the writers' own links, so
+            // nothing we send them would say we have them: tell them our vector, soon.
+            let writers = Set(checked.accepted.map(\.origin.devicePrefix))
+            engine?.tellLinkedPeers(of: store, writers: writers, except: peer.deviceID)
         }
     }
 

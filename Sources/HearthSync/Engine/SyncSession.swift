@@ -87,6 +87,20 @@ final class SyncSession: Sendable {
         update { $0.askForRenewal() }
     }
 
+    /// If the peer is linked to one of `writers` (device prefixes), sends it our vector of
+    /// `store` after `delay` (one `store` message however many changes meanwhile).
+    func tellVectorSoon(of store: String, ifLinkedTo writers: Set<UInt64>, after delay: Duration) {
+        let schedule = state.withLock { s -> Bool in
+            guard s.shares(store), s.peerLinks.contains(where: { writers.contains(ReplicaID.devicePrefix(of: $0.data)) }) else { return false }
+            return s.scheduleVectorTell(of: store)
+        }
+        guard schedule else { return }
+        Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            self?.update { $0.vectorTellDue(of: store) }
+        }
+    }
+
     /// Asks the writer to send whatever the peer lacks of `store` now.
     func push(_ store: String) {
         update { s in
