@@ -48,7 +48,8 @@ case " $* " in
   *) { echo
        echo "### 8b. A device running hearth daemon with 20 stores and 8 peer devices (scripts/bench-daemon.sh)"
        echo
-       scripts/bench-daemon.sh | grep '^|'
+       # A household that does not converge is a finding to report, not a reason to stop.
+       scripts/bench-daemon.sh | grep '^|' || echo "| (scripts/bench-daemon.sh failed: the household did not converge; see its output) | |"
      } | tee -a "$out/table.md" ;;
 esac
 

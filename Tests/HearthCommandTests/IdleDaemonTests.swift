@@ -10,15 +10,21 @@ import Testing
     /// Short runtime folders: a socket's path must fit in 108 bytes.
     let runtime = "/tmp/hrt-\(UUID().uuidString.prefix(8))"
 
-    /// Voluntary context switches of every thread of `pid` so far: each is a thread going to
-    /// sleep, so their growth over an idle period counts its wake-ups.
-    static func wakeups(_ pid: pid_t) -> Int {
+    /// Voluntary context switches of each thread of `pid` so far, by thread ID: each is a
+    /// thread going to sleep, so their growth over an idle period counts its wake-ups.
+    static func wakeups(_ pid: pid_t) -> [String: Int] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        return tasks.reduce(0) { sum, task in
+        return Dictionary(uniqueKeysWithValues: tasks.map { task in
             let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
             let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
-            return sum + (line.flatMap { Int($0.split(separator: "\t").last ?? "") } ?? 0)
-        }
+            return (task, line.flatMap { Int($0.split(separator: "\t").last ?? "") } ?? 0)
+        })
+    }
+
+    /// The wake-ups between two ``wakeups(_:)`` readings: the growth of each thread alive at the
+    /// end (a thread that ended in between must not subtract its count, as a sum would).
+    static func wakeups(from before: [String: Int], to after: [String: Int]) -> Int {
+        after.reduce(0) { $0 + max(0, $1.value - (before[$1.key] ?? 0)) }
     }
 
     @Test("Point 7: a daemon with two connected peers modifies no file for 60 idle seconds; its wake-ups and CPU are reported",
@@ -85,6 +91,6 @@ import Testing
                 "not connected to both peers: \(peers)")
         print(String(format: "idle hearth daemon (two connected peers): %.3f s of CPU in %.1f s = %.3f %% of one core; %.1f wake-ups/s; files modified: %d",
                      cpuAfter - cpuBefore, seconds, (cpuAfter - cpuBefore) / seconds * 100,
-                     Double(wakeupsAfter - wakeupsBefore) / seconds, modified.split(separator: "\n").count))
+                     Double(Self.wakeups(from: wakeupsBefore, to: wakeupsAfter)) / seconds, modified.split(separator: "\n").count))
     }
 }

@@ -81,8 +81,9 @@ extension SyncSession {
         }
         // Malformed IDs are dropped; our own ID means nothing here.
         let devices = Set(links.devices.compactMap { DeviceID(bytes: $0) }).subtracting([context.identity.deviceID])
-        logger.debug("the peer's links", metadata: ["links": "\(devices.map(\.short).sorted().joined(separator: ","))"])
         update { $0.peerLinked(devices) }
+        // After the update: a test that waits for this line then counts on it.
+        logger.debug("the peer's links", metadata: ["links": "\(devices.map(\.short).sorted().joined(separator: ","))"])
     }
 
     /// The peer's state of one store: it serves it (with this vector, knowing these devices),
