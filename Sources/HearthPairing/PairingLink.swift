@@ -49,6 +49,7 @@ final class PairingLink: Sendable {
     /// Reads frames into ``messages`` until the connection ends, a frame is malformed, the other
     /// side refuses or the link is interrupted.
     private func pump(_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>) async {
+        defer { readerEnded.withLock { $0 = true } }
         do {
             for try await frame in inbound {
                 let message = try PairingMessage.decode(Data(frame.readableBytesView))
@@ -60,13 +61,10 @@ final class PairingLink: Sendable {
                     interrupt(PairingError(code: .refusedByPeer, message: reason))
                 }
             }
-            readerEnded.withLock { $0 = true }
             interrupt(PairingError(code: .connectionLost, message: "the other device closed the connection"))
         } catch let error as PairingError {
-            readerEnded.withLock { $0 = true }
             interrupt(error)
         } catch {
-            readerEnded.withLock { $0 = true }
             interrupt(PairingError(code: .connectionLost, message: "the connection failed: \(error)"))
         }
     }

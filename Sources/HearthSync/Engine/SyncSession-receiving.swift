@@ -54,8 +54,9 @@ extension SyncSession {
     /// Records that the peer has what `claimed` says of store `name` (counters of origins we do
     /// not know are dropped), for settling and tombstone collection; `known`: it has what we sent
     /// too (an ack), not only what it says (a ping).
-    private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool) {
-        let ours = store.replica.syncVector
+    private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool,
+                             ours: VersionVector? = nil) {
+        let ours = ours ?? store.replica.syncVector
         let vector = claimed.restricted(to: ours)
         let noted = state.withLock { s in
             s.keepUnknownClaims(claimed, of: name, ours: ours)
@@ -134,12 +135,7 @@ extension SyncSession {
         let applied = replica.syncVector
         // The sender has what it sent and what its vector claims (as an ack or ping would say):
         // known and acknowledged, for settling and tombstone collection.
-        let claimed = delta.vector.restricted(to: applied)
-        _ = state.withLock { s in
-            s.keepUnknownClaims(delta.vector, of: store.identifier, ours: applied)
-            return s.peerHas(claimed, of: store.identifier, known: true)
-        }
-        replica.notePeer(peer.deviceID, acknowledged: claimed)
+        acknowledge(delta.vector, of: store.identifier, in: store, known: true, ours: applied)
         let refused = checked.refused + overQuota
         if !refused.isEmpty {
             let count = delta.entries.count + delta.undecodable.count
