@@ -290,26 +290,59 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// The most plaintext one TLS record carries (RFC 8446, 5.1).
+    static let recordPayload = 16_384
+
     private func flushPendingWrites(context: ChannelHandlerContext) {
         flushPending = false
         guard !pendingWrites.isEmpty else { return }
         let writes = pendingWrites
         pendingWrites = []
-        var promises: [EventLoopPromise<Void>] = []
-        for (buffer, promise) in writes {
-            if let promise { promises.append(promise) }
-            guard buffer.readableBytes > 0 else { continue }
+        let promises = writes.compactMap { $0.1 }
+        // What is flushed together goes out as few TLS records as it fits in: each SSL_write is
+        // at least one record (22 bytes of header and tag in TLS 1.3, and an AEAD pass), and a
+        // frame comes as two writes (its length, then its payload). Small writes are gathered
+        // into one buffer of at most a record's payload; a bigger one is written as it is.
+        var gathered: ByteBuffer?
+        func write(_ buffer: ByteBuffer) -> Bool {
             OpenSSLErrorQueue.clear()
             // A memory BIO never blocks, so SSL_write takes everything in one call.
             let rc = buffer.withUnsafeReadableBytes { raw in
                 SSL_write(connection.ssl, raw.baseAddress, Int32(raw.count))
             }
-            if rc <= 0 {
-                let error = TLSError(code: .protocolError, reason: SSLContext.reasons("SSL_write"))
-                for promise in promises { promise.fail(error) }
-                fail(error, context: context)
-                return
+            return rc > 0
+        }
+        let capacity = min(Self.recordPayload, writes.reduce(0) { $0 + $1.0.readableBytes })
+        var written = true
+        for (buffer, _) in writes {
+            guard buffer.readableBytes > 0 else { continue }
+            if writes.count == 1 {
+                written = write(buffer)
+                break
             }
+            if (gathered?.readableBytes ?? 0) + buffer.readableBytes <= Self.recordPayload {
+                if gathered == nil { gathered = context.channel.allocator.buffer(capacity: capacity) }
+                gathered!.writeImmutableBuffer(buffer)
+                continue
+            }
+            if let full = gathered {
+                gathered = nil
+                guard write(full) else { written = false; break }
+            }
+            if buffer.readableBytes < Self.recordPayload {
+                gathered = context.channel.allocator.buffer(capacity: Self.recordPayload)
+                gathered!.writeImmutableBuffer(buffer)
+            } else {
+                written = write(buffer)
+                if !written { break }
+            }
+        }
+        if written, let rest = gathered { written = write(rest) }
+        if !written {
+            let error = TLSError(code: .protocolError, reason: SSLContext.reasons("SSL_write"))
+            for promise in promises { promise.fail(error) }
+            fail(error, context: context)
+            return
         }
         let aggregate: EventLoopPromise<Void>?
         if promises.isEmpty {
