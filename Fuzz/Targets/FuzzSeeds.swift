@@ -78,16 +78,18 @@ package enum FuzzSeeds {
         let device = Data(repeating: 0xAB, count: 32)
         let store = "com.example.fuzz"
         return [
-            .hello(.init(protocolVersion: SyncMessage.protocolVersion, account: String(repeating: "ab", count: 32), device: device,
-                         stores: [.init(identifier: store, vectorDigest: SyncMessage.vectorDigest(vector), peersDigest: SyncMessage.peersDigest([device])),
+            .hello(.init(account: Data(repeating: 0xAB, count: 32),
+                         stores: [.init(identifier: store, vectorDigest: SyncMessage.vectorDigest(vector), peersDigest: SyncMessage.peersDigest([device]),
+                                        vector: vector),
                                   .init(identifier: "com.example.other", vectorDigest: SyncMessage.vectorDigest(VersionVector()),
                                         peersDigest: SyncMessage.peersDigest([]))],
-                         signature: Data(repeating: 1, count: 64))),
+                         removalsDigest: Data(repeating: 9, count: 8))),
             .store(.init(store: store, vector: vector, peers: [device, Data(repeating: 0xCD, count: 32)])),
             .store(.init(store: "com.example.other", left: true)),
             .delta(.init(store: store, entries: entries(), certificates: [Data(repeating: 0x30, count: 100)], vector: vector, more: true)),
             .delta(.init(store: store, entries: [], certificates: [], vector: VersionVector())),
             .ack(.init(store: store, vector: vector)), .ping([store: vector]), .pong([:]), .pong([store: vector]),
+            .links(.init(devices: [device], stores: [store: vector])),
             .refused(.init(store: store, entries: [RefusedEntry(entries()[0], reason: .tooLarge, detail: "too large")], clock: 99)),
         ]
     }
@@ -120,12 +122,13 @@ package enum FuzzSeeds {
         let root = plist.add(.string(""))
         let data = plist.add(.data(count: dataBytes))
         let bomb = plist.add(.array(Array(repeating: data, count: references)))
-        let keys = ["type", "entries", "certificates", "vector", "key", "value", "timestamp", "origin", "sequence"].map { plist.add(.string($0)) }
+        // Protocol 4's names: type, entries, certificates, vector, store; an entry's key, value, timestamp, origin, sequence.
+        let keys = ["t", "e", "c", "v", "k", "v", "t", "o", "n", "s"].map { plist.add(.string($0)) }
         let delta = plist.add(.string("delta")), name = plist.add(.string("bomb"))
         let origin = plist.add(.data(count: 16)), number = plist.add(.integer(1))
         let entry = plist.add(.dictionary([(keys[4], name), (keys[5], bomb), (keys[6], number), (keys[7], origin), (keys[8], number)]))
-        let entries = plist.add(.array([entry])), empty = plist.add(.array([])), vector = plist.add(.dictionary([]))
-        plist.objects[root] = .dictionary([(keys[0], delta), (keys[1], entries), (keys[2], empty), (keys[3], vector)])
+        let entries = plist.add(.array([entry])), empty = plist.add(.array([])), vector = plist.add(.data(count: 0))
+        plist.objects[root] = .dictionary([(keys[0], delta), (keys[9], name), (keys[1], entries), (keys[2], empty), (keys[3], vector)])
         return plist.bytes()
     }
 

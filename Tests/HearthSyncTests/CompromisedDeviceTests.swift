@@ -104,18 +104,19 @@ struct HouseholdError: Error, CustomStringConvertible {
 @Suite("A compromised device cannot crash, block, cut off or flood the others", .serialized)
 struct CompromisedDeviceTests {
     /// A message whose one entry's value is an array referencing one 2 MB data object a million
-    /// times: about 3 MB on the wire, 2 TB if expanded. `type` "delta" unless given.
+    /// times: about 3 MB on the wire, 2 TB if expanded.
     static func amplification(store: String = Household.store) -> [UInt8] {
         var plist = RawPropertyList()
         let root = plist.add(.string(""))            // replaced below: object 0 must be the root
         let data = plist.add(.data(count: 2_000_000))
         let bomb = plist.add(.array(Array(repeating: data, count: 1_000_000)))
-        let keys = ["type", "entries", "certificates", "vector", "key", "value", "timestamp", "origin", "sequence"].map { plist.add(.string($0)) }
+        // Protocol 4's names: type, entries, certificates, vector; an entry's key, value, timestamp, origin, sequence.
+        let keys = ["t", "e", "c", "v", "k", "v", "t", "o", "n"].map { plist.add(.string($0)) }
         let delta = plist.add(.string("delta")), name = plist.add(.string("bomb"))
         let origin = plist.add(.data(count: 16)), number = plist.add(.integer(1))
         let entry = plist.add(.dictionary([(keys[4], name), (keys[5], bomb), (keys[6], number), (keys[7], origin), (keys[8], number)]))
-        let entries = plist.add(.array([entry])), empty = plist.add(.array([])), vector = plist.add(.dictionary([]))
-        let storeKey = plist.add(.string("store")), storeName = plist.add(.string(store))
+        let entries = plist.add(.array([entry])), empty = plist.add(.array([])), vector = plist.add(.bytes([]))
+        let storeKey = plist.add(.string("s")), storeName = plist.add(.string(store))
         plist.objects[root] = .dictionary([(keys[0], delta), (storeKey, storeName), (keys[1], entries), (keys[2], empty), (keys[3], vector)])
         return plist.bytes()
     }
@@ -241,16 +242,16 @@ struct CompromisedDeviceTests {
         func string(_ text: String) -> Int { plist.add(.string(text)) }
         let signature = entry.signature!
         let fields = [
-            (string("key"), string(entry.key.string)), (string("value"), string(entry.value!.stringValue!)),
-            (string("timestamp"), plist.add(.integer(Int64(bitPattern: entry.timestamp.rawValue)))),
-            (string("origin"), plist.add(.bytes(entry.origin.bytes))), (string("sequence"), plist.add(.integer(Int64(entry.sequence)))),
-            (string("signer"), plist.add(.bytes(Array(signature.signer)))), (string("signature"), plist.add(.bytes(Array(signature.bytes)))),
+            (string("k"), string(entry.key.string)), (string("v"), string(entry.value!.stringValue!)),
+            (string("t"), plist.add(.integer(Int64(bitPattern: entry.timestamp.rawValue)))),
+            (string("o"), plist.add(.bytes(entry.origin.bytes))), (string("n"), plist.add(.integer(Int64(entry.sequence)))),
+            (string("s"), plist.add(.bytes(Array(signature.signer)))), (string("g"), plist.add(.bytes(Array(signature.bytes)))),
         ]
         let object = plist.add(.dictionary(fields.map { (key: $0.0, value: $0.1) }))
         let entries = plist.add(.array(Array(repeating: object, count: count)))
-        let empty = plist.add(.array([])), vector = plist.add(.dictionary([]))
-        plist.objects[root] = .dictionary([(string("type"), string("delta")), (string("store"), string(store)), (string("entries"), entries),
-                                           (string("certificates"), empty), (string("vector"), vector)])
+        let empty = plist.add(.array([])), vector = plist.add(.bytes([]))
+        plist.objects[root] = .dictionary([(string("t"), string("delta")), (string("s"), string(store)), (string("e"), entries),
+                                           (string("c"), empty), (string("v"), vector)])
         return plist.bytes()
     }
 

@@ -47,18 +47,15 @@ struct HostilePeer: Sendable {
         HostileLink(try await PeerTransport(identity: identity, logger: Logger(label: "test")).connect(host: "127.0.0.1", port: port), reading: reading)
     }
 
-    /// A correctly signed hello listing `stores` (by default this peer's store) with the digest
-    /// of `vector`; protocol 3 says the vector itself in a `store` message (see ``greeting(vector:)``).
+    /// A hello listing `stores` (by default this peer's store) with the digest of `vector`; the
+    /// vector itself goes in a `store` message (see ``greeting(vector:)``).
     func hello(vector: VersionVector = VersionVector(), protocolVersion: Int = SyncMessage.protocolVersion,
-               stores: [String]? = nil, links: Bool = false) throws -> SyncMessage {
+               stores: [String]? = nil) throws -> SyncMessage {
         let listed = (stores ?? [storeIdentifier]).map {
             SyncMessage.Hello.Store(identifier: $0, vectorDigest: SyncMessage.vectorDigest(vector),
                                     peersDigest: SyncMessage.peersDigest([identity.deviceID.data]))
         }
-        var hello = SyncMessage.Hello(protocolVersion: protocolVersion, account: identity.account.id.hex,
-                                      device: identity.deviceID.data, stores: listed, signature: Data(), links: links)
-        hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
-        return .hello(hello)
+        return .hello(SyncMessage.Hello(protocolVersion: protocolVersion, account: Data(identity.account.id.bytes), stores: listed))
     }
 
     /// What an honest device opens a connection with: the hello, then its vector of the store
@@ -94,6 +91,7 @@ final class HostileLink: Sendable {
         let (stream, outgoing) = AsyncStream<[UInt8]>.makeStream()
         self.outgoing = outgoing
         let received = self.received
+        let sender = connection.peer.deviceID.data
         task = Task {
             _ = try? await connection.executeThenClose { inbound, outbound in
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -101,7 +99,7 @@ final class HostileLink: Sendable {
                     group.addTask {
                         guard reading else { try await Task.sleep(for: .seconds(3600)); return }
                         for try await frame in inbound {
-                            guard let message = try? SyncMessage(decoding: Data(frame.readableBytesView)) else { continue }
+                            guard let message = try? SyncMessage(decoding: Data(frame.readableBytesView), sender: sender) else { continue }
                             // Answer heartbeats, as any peer does, so the link is not dropped as dead.
                             if case .ping = message, let pong = try? SyncMessage.pong([:]).encoded() { outgoing.yield(Array(pong)) }
                             received.withLock { $0.messages.append(message) }

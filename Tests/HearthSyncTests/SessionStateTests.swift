@@ -22,8 +22,7 @@ struct SessionStateTests {
 
     static func hello(_ stores: [SyncMessage.Hello.Store], removalsDigest: Data? = nil, renews: Bool = true,
                       links: Bool = false) -> SyncMessage.Hello {
-        SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: "00", device: peerDevice, stores: stores,
-                          signature: Data(), removalsDigest: removalsDigest, renews: renews, links: links)
+        SyncMessage.Hello(account: Data(count: 32), stores: stores, removalsDigest: removalsDigest, renews: renews, links: links)
     }
 
     static func listing(_ name: String, _ vector: VersionVector, peers: Data = Data([1])) -> SyncMessage.Hello.Store {
@@ -84,6 +83,37 @@ struct SessionStateTests {
         #expect(try #require(state.deltaBasis(of: "notes")).peerKnown == claimed)
         // Our state was sent already: only the delta is owed.
         #expect(Self.drain(&state) == [.delta("notes")])
+    }
+
+    @Test("Vectors in both hellos: no state is owed, the store is ready at once, and the delta goes first")
+    func inlineVectors() throws {
+        let ours = Self.vector([Self.a: 5])
+        let theirs = Self.vector([Self.a: 3, Self.b: 4])
+        var state = State()
+        state.helloSent(listing: ["notes"], inline: ["notes"])
+        var listed = Self.listing("notes", theirs, peers: Data([1]))
+        listed.vector = theirs
+        state.greet(Self.hello([listed]), removalsDigest: nil)
+        let effects = state.open("notes", named: "notes", listed: listed, ours: Self.listing("notes", ours, peers: Data([1])),
+                                 view: .init(vector: ours))
+        let claimed = Self.vector([Self.a: 3])
+        #expect(effects == [.keepPeerCertificate, .notePeer(acknowledged: claimed)])
+        #expect(try #require(state.deltaBasis(of: "notes")).peerKnown == claimed)
+        #expect(Self.drain(&state) == [.delta("notes")])
+        // Its claim of an origin we do not know (b) was kept aside, and counts once b is known.
+        #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5, Self.b: 1])) == Self.vector([Self.b: 4]))
+    }
+
+    @Test("A vector in the peer's hello only: ours is still told, and the delta need not wait for it")
+    func inlineVectorTheirsOnly() {
+        let ours = Self.vector([Self.a: 5])
+        var state = State()
+        state.helloSent(listing: ["notes"])
+        var listed = Self.listing("notes", Self.vector([Self.a: 2]))
+        listed.vector = Self.vector([Self.a: 2])
+        state.greet(Self.hello([listed]), removalsDigest: nil)
+        _ = state.open("notes", named: "notes", listed: listed, ours: Self.listing("notes", ours), view: .init(vector: ours))
+        #expect(Self.drain(&state) == [.state("notes", peers: false), .delta("notes")])
     }
 
     @Test("A store our hello did not share: the peer's state is answered with ours, then a delta")

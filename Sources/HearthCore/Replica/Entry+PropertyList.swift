@@ -3,21 +3,40 @@ import Foundation
 // Entries and vectors as property lists: the one encoding shared by replica files and sync
 // deltas, so a relayed entry is stored exactly as it travelled.
 
+/// The field names of an entry's dictionary: long in replica files, one letter on the wire
+/// (protocol 4), where every delta carries them once per entry.
+package struct EntryFields: Sendable {
+    package let key, value, timestamp, origin, sequence, signer, signature: String
+
+    /// Replica files.
+    package static let file = EntryFields(key: "key", value: "value", timestamp: "timestamp", origin: "origin",
+                                          sequence: "sequence", signer: "signer", signature: "signature")
+    /// Sync deltas.
+    package static let wire = EntryFields(key: "k", value: "v", timestamp: "t", origin: "o",
+                                          sequence: "n", signer: "s", signature: "g")
+
+    var scalars: [String] { [key, timestamp, origin, sequence, signer, signature] }
+}
+
 extension Entry {
     /// `{key, value?, timestamp, origin, sequence, signer?, signature?}`; no `value` is a tombstone.
-    package var propertyList: PropertyListValue {
-        var fields: [String: PropertyListValue] = [
-            "key": .string(key.string),
-            "timestamp": .integer(Int64(bitPattern: timestamp.rawValue)),
-            "origin": .data(Data(origin.bytes)),
-            "sequence": .integer(Int64(bitPattern: sequence)),
+    package var propertyList: PropertyListValue { propertyList(fields: .file) }
+
+    /// The entry under `fields`' names; the signer is left out when it is `sender` (the device
+    /// at the other end of the connection, which the receiver knows from the TLS handshake).
+    package func propertyList(fields: EntryFields, sender: Data? = nil) -> PropertyListValue {
+        var dictionary: [String: PropertyListValue] = [
+            fields.key: .string(key.string),
+            fields.timestamp: .integer(Int64(bitPattern: timestamp.rawValue)),
+            fields.origin: .data(Data(origin.bytes)),
+            fields.sequence: .integer(Int64(bitPattern: sequence)),
         ]
-        if let value { fields["value"] = value }
+        if let value { dictionary[fields.value] = value }
         if let signature {
-            fields["signer"] = .data(signature.signer)
-            fields["signature"] = .data(signature.bytes)
+            if signature.signer != sender { dictionary[fields.signer] = .data(signature.signer) }
+            dictionary[fields.signature] = .data(signature.bytes)
         }
-        return .dictionary(fields)
+        return .dictionary(dictionary)
     }
 
     /// Reads one entry of a document (a replica file or a delta): its fields one by one, then
@@ -25,9 +44,11 @@ extension Entry {
     ///
     /// A problem gives a ``RefusedEntry`` naming as much of the entry as could be read (its key,
     /// origin and sequence), so the caller can set it aside or refuse it alone. `key` is for
-    /// files of format version 1, which kept the key outside the entry's dictionary.
+    /// files of format version 1, which kept the key outside the entry's dictionary. `sender`
+    /// is the signer of a signed entry that names none (the wire leaves out the sender's ID).
     package static func decode(_ object: BinaryPropertyList.Document.Object, in document: inout BinaryPropertyList.Document,
-                              key outerKey: StoreKey? = nil) -> Result<Entry, RefusedEntry> {
+                              key outerKey: StoreKey? = nil, fields names: EntryFields = .file,
+                              sender: Data? = nil) -> Result<Entry, RefusedEntry> {
         var refusal = RefusedEntry(key: outerKey, origin: nil, sequence: nil, reason: .malformed, detail: "")
         func refuse(_ reason: RefusedEntry.Reason, _ detail: String) -> Result<Entry, RefusedEntry> {
             refusal.reason = reason
@@ -44,12 +65,12 @@ extension Entry {
         var scalars: [String: PropertyListValue] = [:]
         var valueObject: BinaryPropertyList.Document.Object?
         for (name, field) in pairs {
-            if name == "value" {
+            if name == names.value {
                 guard valueObject == nil else { return refuse(.malformed, "the field value appears twice") }
                 valueObject = field
                 continue
             }
-            guard ["key", "timestamp", "origin", "sequence", "signer", "signature"].contains(name) else { continue }
+            guard names.scalars.contains(name) else { continue }
             do {
                 // Depth 0: these fields are scalars, and nothing larger is decoded for them.
                 guard scalars.updateValue(try document.value(field, maximumDepth: 0), forKey: name) == nil else {
@@ -59,17 +80,22 @@ extension Entry {
                 return refuse(.malformed, "field \(name): \(error.reason)")
             }
         }
-        if let key = scalars["key"]?.stringValue { refusal.key = StoreKey(key) }
-        if let origin = scalars["origin"]?.dataValue { refusal.origin = ReplicaID(bytes: origin) }
-        if let sequence = scalars["sequence"]?.integerValue { refusal.sequence = UInt64(bitPattern: sequence) }
+        if let key = scalars[names.key]?.stringValue { refusal.key = StoreKey(key) }
+        if let origin = scalars[names.origin]?.dataValue { refusal.origin = ReplicaID(bytes: origin) }
+        if let sequence = scalars[names.sequence]?.integerValue { refusal.sequence = UInt64(bitPattern: sequence) }
         guard let key = refusal.key, let origin = refusal.origin, let sequence = refusal.sequence,
-              let timestamp = scalars["timestamp"]?.integerValue else {
+              let timestamp = scalars[names.timestamp]?.integerValue else {
             return refuse(.malformed, "a field of key, timestamp, origin or sequence is missing or of the wrong type")
         }
         var signature: EntrySignature?
-        switch (scalars["signer"]?.dataValue, scalars["signature"]?.dataValue) {
-        case let (signer?, bytes?): signature = EntrySignature(signer: signer, bytes: bytes)
+        switch (scalars[names.signer], scalars[names.signature]) {
         case (nil, nil): break
+        case let (named, bytes?):
+            // No signer on the wire: the sender signed it.
+            guard let signer = named == nil ? sender : named?.dataValue, let bytes = bytes.dataValue else {
+                return refuse(.malformed, named == nil ? "a signature without a signer" : "signer or signature is not data")
+            }
+            signature = EntrySignature(signer: signer, bytes: bytes)
         default: return refuse(.malformed, "signer and signature must come together")
         }
         var value: PropertyListValue?

@@ -77,8 +77,8 @@ package struct VersionVector: Hashable, Sendable {
         return VersionVector(result)
     }
 
-    /// The bytes a device signs for its hello: a domain tag, the counter count, then each
-    /// (origin, counter) in ascending origin order.
+    /// The canonical bytes a hello's vector digest hashes: a domain tag, the counter count,
+    /// then each (origin, counter) in ascending origin order.
     ///
     /// ```text
     /// "hearth-vector-v1" 00 · u32 count · (16-byte origin · u64 counter)*

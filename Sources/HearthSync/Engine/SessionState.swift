@@ -109,6 +109,8 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// The stores our hello listed (set when it is sent): a store attached or detached around
     /// the hellos is told about with a `store` message instead.
     package private(set) var listedInHello: Set<String>?
+    /// The stores whose vector our hello carried: the peer knows it, and needs no `store` message.
+    package private(set) var inlineInHello = Set<String>()
     /// Set once the peer's hello is verified; before that no ping may be sent.
     package private(set) var greeted = false
     /// Whether the peer's hello carried a removals digest: older builds are sent no removals.
@@ -158,7 +160,10 @@ package struct SessionState<Store: Sendable>: Sendable {
     // MARK: The hellos
 
     /// Our hello is being sent, listing these stores.
-    package mutating func helloSent(listing stores: Set<String>) { listedInHello = stores }
+    package mutating func helloSent(listing stores: Set<String>, inline: Set<String> = []) {
+        listedInHello = stores
+        inlineInHello = inline
+    }
 
     /// The peer's hello, verified: what it serves and understands. `removalsDigest` is ours
     /// (nil when we know of no removal): different digests, and ours are sent.
@@ -199,15 +204,37 @@ package struct SessionState<Store: Sendable>: Sendable {
             // The peer has nothing we lack: the first download is done, and empty.
             if view.awaitingInitialSync { effects.append(.initialSyncCompleted) }
         }
-        entry.sentState = !same || !samePeers
+        // Our hello carried our vector: the peer knows it, and only new peers are worth a message.
+        let told = inOurHello && inlineInHello.contains(name)
+        let tell = (!same && !told) || !samePeers
+        entry.sentState = tell || told
+        if !same, let vector = listed.vector {
+            // The peer's hello carried its vector: as good as its `store` message.
+            take(vector, of: name, into: &entry, view: view, effects: &effects)
+            mailbox.post(name) { $0.delta = true }
+        }
         shared[name] = entry
-        if !same || !samePeers {
+        if tell {
             mailbox.post(name) { mail in
                 mail.state = true
                 mail.peers = !samePeers
             }
         }
         return effects
+    }
+
+    /// The peer has `vector` of `name` (its hello or its `store` message said so): the store is
+    /// ready to send deltas, and what the peer has is noted.
+    private mutating func take(_ vector: VersionVector, of name: String, into entry: inout Shared, view: ReplicaView,
+                               effects: inout [ReplicaEffect]) {
+        let claimed = vector.restricted(to: view.vector)
+        entry.ready = true
+        entry.peerKnown.formUnion(claimed)
+        entry.acknowledged.formUnion(claimed)
+        Self.keepUnknownClaims(vector, in: &entry.unknownClaims, ours: view.vector)
+        effects.append(.notePeer(acknowledged: claimed))
+        // The peer has nothing we lack: the first download is done, and empty.
+        if view.awaitingInitialSync, view.vector.dominates(vector) { effects.append(.initialSyncCompleted) }
     }
 
     /// The stores listed in our hello but no longer attached (`isAttached` says): the peer
@@ -286,15 +313,8 @@ package struct SessionState<Store: Sendable>: Sendable {
             shared[name] = entry
             return effects
         }
-        let claimed = vector.restricted(to: view.vector)
-        entry.ready = true
-        entry.peerKnown.formUnion(claimed)
-        entry.acknowledged.formUnion(claimed)
+        take(vector, of: name, into: &entry, view: view, effects: &effects)
         shared[name] = entry
-        keepUnknownClaims(vector, of: name, ours: view.vector)
-        effects.append(.notePeer(acknowledged: claimed))
-        // The peer has nothing we lack: the first download is done, and empty.
-        if view.awaitingInitialSync, view.vector.dominates(vector) { effects.append(.initialSyncCompleted) }
         mailbox.post(name) { mail in
             mail.delta = true
             // Not told ours yet (our hello's digest matched theirs, or we had not heard of it): answer.
@@ -368,13 +388,15 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// Keeps what the peer claimed of `name` for origins `ours` does not name yet (bounded).
     package mutating func keepUnknownClaims(_ claimed: VersionVector, of name: String, ours: VersionVector) {
         guard shared[name] != nil else { return }
+        Self.keepUnknownClaims(claimed, in: &shared[name]!.unknownClaims, ours: ours)
+    }
+
+    private static func keepUnknownClaims(_ claimed: VersionVector, in kept: inout VersionVector, ours: VersionVector) {
         let unknown = claimed.counters.filter { ours.counters[$0.key] == nil }
         guard !unknown.isEmpty else { return }
-        var kept = shared[name]!.unknownClaims
-        for (origin, counter) in unknown where kept.counters[origin] != nil || kept.counters.count < Self.maximumUnknownClaims {
+        for (origin, counter) in unknown where kept.counters[origin] != nil || kept.counters.count < maximumUnknownClaims {
             kept.advance(origin: origin, to: counter)
         }
-        shared[name]!.unknownClaims = kept
     }
 
     /// The kept claims of `name` about origins `ours` now names (taken out of the kept ones),

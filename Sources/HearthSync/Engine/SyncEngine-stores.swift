@@ -94,13 +94,23 @@ extension SyncEngine {
         state.withLock { Array($0.sessions.values) }.filter { $0.shares(store) }
     }
 
-    /// This device's hello: every store it serves, by digests, signed.
-    func makeHello() throws -> SyncMessage.Hello {
+    /// This device's hello: every store it serves, by digests (TLS has authenticated the
+    /// device: the hello is not signed).
+    func makeHello() -> SyncMessage.Hello {
         let stores = state.withLock { s in s.stores.keys.sorted().compactMap { s.stores[$0] } }
-        var hello = SyncMessage.Hello(protocolVersion: SyncMessage.protocolVersion, account: identity.account.id.hex,
-                                      device: identity.deviceID.data, stores: stores.map { $0.announcement().store },
-                                      signature: Data(), removalsDigest: removals.digest, renews: true, links: true)
-        hello.signature = Data(try identity.privateKey.signature(for: hello.signingBytes))
-        return hello
+        var inlineBytes = 0
+        let listed = stores.map { store in
+            var (listing, vector) = store.announcement()
+            // Small vectors go in the hello, while the hello's budget for them lasts.
+            if vector.counters.count <= SyncMessage.Hello.maximumInlineOrigins {
+                let size = vector.packed.count
+                if inlineBytes + size <= SyncMessage.Hello.maximumInlineBytes {
+                    inlineBytes += size
+                    listing.vector = vector
+                }
+            }
+            return listing
+        }
+        return SyncMessage.Hello(account: Data(identity.account.id.bytes), stores: listed, removalsDigest: removals.digest)
     }
 }

@@ -6,11 +6,12 @@ import NIOCore
 extension SyncSession {
     /// Sends one item; a write suspends while the peer does not read (NIO's backpressure), and
     /// meanwhile what is posted coalesces in the mailbox.
-    func send(_ item: SessionOutgoing, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+    func send(_ item: SessionOutgoing, to outbound: FrameBatch) async throws {
         switch item {
         case .hello:
-            guard let hello = try engine?.makeHello() else { throw CancellationError() }
-            state.withLock { $0.helloSent(listing: Set(hello.stores.map(\.identifier))) }
+            guard let hello = engine?.makeHello() else { throw CancellationError() }
+            state.withLock { $0.helloSent(listing: Set(hello.stores.map(\.identifier)),
+                                          inline: Set(hello.stores.filter { $0.vector != nil }.map(\.identifier))) }
             try await send(.hello(hello), to: outbound)
         case .removals:
             guard let removals = engine?.removals.all, !removals.isEmpty else { return }
@@ -59,7 +60,7 @@ extension SyncSession {
         return changed
     }
 
-    private func sendDelta(of name: String, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+    private func sendDelta(of name: String, to outbound: FrameBatch) async throws {
         guard let (store, known, linked) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
         try store.signPending()
         // Direct first: what a device the peer is linked to wrote, that device pushes to the

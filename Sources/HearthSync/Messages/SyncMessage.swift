@@ -125,64 +125,55 @@ package enum SyncMessage: Sendable, Equatable {
             /// ``SyncMessage/peersDigest(_:)`` of the devices the sender knows of in this store,
             /// itself included.
             package var peersDigest: Data
+            /// The sender's vector itself, when small (at most ``Hello/maximumInlineOrigins``
+            /// origins, within the hello's ``Hello/maximumInlineBytes``): a peer whose digest
+            /// differs then knows it at once, and neither sends a `store` message for it. On a
+            /// reconnection that saves a round trip and two frames.
+            package var vector: VersionVector?
 
-            package init(identifier: String, vectorDigest: Data, peersDigest: Data) {
+            package init(identifier: String, vectorDigest: Data, peersDigest: Data, vector: VersionVector? = nil) {
                 self.identifier = identifier
                 self.vectorDigest = vectorDigest
                 self.peersDigest = peersDigest
+                self.vector = vector
             }
         }
 
+        /// A store's vector goes in the hello only if it names at most this many origins.
+        package static let maximumInlineOrigins = 8
+        /// The vectors a hello carries take at most this many bytes together, so that a hello of
+        /// 1,024 stores still fits the 256 KiB read before the hello (about 180 KB of them
+        /// without vectors).
+        package static let maximumInlineBytes = 32 * 1024
+
         package var protocolVersion: Int
-        /// The account ID, hex.
-        package var account: String
-        /// The sender's device ID (32 bytes).
-        package var device: Data
+        /// The account ID (32 bytes).
+        ///
+        /// Protocol 4 dropped the device ID and the signature protocol 3 carried: TLS 1.3 has
+        /// authenticated the sender's device key for the whole connection before the hello is
+        /// read (its CertificateVerify signs the handshake), so the hello is that device's
+        /// already; the signature proved it a second time, at an Ed25519 signature and
+        /// verification per connection.
+        package var account: Data
         /// The stores the sender serves, at most ``SyncMessage/maximumStores``.
         package var stores: [Store]
-        /// The device's signature over ``signingBytes``.
-        package var signature: Data
-        /// ``DeviceRemovals/digest`` of the removals the sender knows; absent from builds that
-        /// know no removals (they are sent none). Not signed: the records themselves are
-        /// signed by the account CA, and TLS authenticates the sender.
+        /// ``DeviceRemovals/digest`` of the removals the sender knows (every device sends one;
+        /// a hello without it is sent no removals).
         package var removalsDigest: Data?
-        /// The sender understands `renew` and `certificate` (absent from older builds, which are
-        /// sent neither). Not signed, like the digest.
+        /// The sender understands `renew` and `certificate`: every protocol 4 device does (not on
+        /// the wire); a session's rules still allow for a peer that does not.
         package var renews: Bool
-        /// The sender understands `links` (absent from older builds, which are sent none and
-        /// are relayed everything). Not signed, like the digest.
+        /// The sender understands `links`: every protocol 4 device does (not on the wire).
         package var links: Bool
 
-        package init(protocolVersion: Int, account: String, device: Data, stores: [Store], signature: Data,
-                    removalsDigest: Data? = nil, renews: Bool = false, links: Bool = false) {
+        package init(protocolVersion: Int = SyncMessage.protocolVersion, account: Data, stores: [Store],
+                    removalsDigest: Data? = nil, renews: Bool = true, links: Bool = true) {
             self.renews = renews
             self.links = links
             self.protocolVersion = protocolVersion
             self.account = account
-            self.device = device
             self.stores = stores
-            self.signature = signature
             self.removalsDigest = removalsDigest
-        }
-
-        /// `"hearth-hello-v3" 00 · u32 version · account · device · u32 count ·
-        /// (store · vector digest · peers digest)*` (strings and data as u32 length + bytes).
-        package var signingBytes: [UInt8] {
-            var w = CanonicalWriter(capacity: 128 + stores.count * 48)
-            w.writeBytes(Array("hearth-hello-v3".utf8) + [0])
-            w.writeUInt32(UInt32(truncatingIfNeeded: protocolVersion))
-            w.writeString(account)
-            w.writeUInt32(UInt32(device.count))
-            w.writeBytes(device)
-            w.writeUInt32(UInt32(truncatingIfNeeded: stores.count))
-            for store in stores {
-                w.writeString(store.identifier)
-                w.writeUInt32(UInt32(store.vectorDigest.count))
-                w.writeBytes(store.vectorDigest)
-                w.writeUInt32(UInt32(store.peersDigest.count))
-                w.writeBytes(store.peersDigest)
-            }
-            return w.bytes
         }
     }
 
@@ -254,10 +245,11 @@ package enum SyncMessage: Sendable, Equatable {
         }
     }
 
-    /// 3: one connection per pair of devices carries every store they share (store-tagged
-    /// messages, a per-device hello with per-store digests). 2: entries refused one by one
-    /// (`refused`), vectors advanced only by applied entries.
-    package static let protocolVersion = 3
+    /// 4: the compact wire (one-letter field names, packed vectors, raw account ID, no signer
+    /// for the sender's own entries, an unsigned hello). 3: one connection per pair of devices
+    /// carries every store they share (store-tagged messages, a per-device hello with per-store
+    /// digests). 2: entries refused one by one (`refused`), vectors advanced only by applied entries.
+    package static let protocolVersion = 4
 
     /// A ping or a pong: traffic that keeps a link alive, not activity on it.
     package var isHeartbeat: Bool {
@@ -301,63 +293,83 @@ extension HearthError where Domain == SyncProtocolErrors {
 }
 
 extension SyncMessage {
-    package var propertyList: PropertyListValue {
+    /// The field names of protocol 4 (docs/protocol.md, "Messages"): one letter each, as every
+    /// frame carries its names. The `t` field's values stay words.
+    enum Field {
+        static let type = "t", protocolVersion = "p", account = "a", stores = "s", removals = "r"
+        static let store = "s", vector = "v", peers = "p", left = "l"
+        static let entries = "e", certificates = "c", more = "m", clock = "w", devices = "d", vectors = "v"
+        static let records = "r", certificate = "c"
+    }
+
+    /// The message as a property list, as ``propertyList(sender:)`` with no sender.
+    package var propertyList: PropertyListValue { propertyList(sender: nil) }
+
+    /// The message as a property list; a delta leaves out the signer of the entries `sender`
+    /// (the sending device's 32-byte ID) signed.
+    package func propertyList(sender: Data?) -> PropertyListValue {
+        func fields(_ type: String, _ fields: [String: PropertyListValue]) -> PropertyListValue {
+            var fields = fields
+            fields[Field.type] = .string(type)
+            return .dictionary(fields)
+        }
+        func vectors(_ vectors: [String: VersionVector]) -> PropertyListValue {
+            .dictionary(vectors.mapValues { .data($0.packed) })
+        }
         switch self {
         case .hello(let h):
             let stores: [PropertyListValue] = h.stores.map { store in
-                ["s": .string(store.identifier), "v": .data(store.vectorDigest), "p": .data(store.peersDigest)]
+                let listing: [PropertyListValue] = [.string(store.identifier), .data(store.vectorDigest + store.peersDigest)]
+                return .array(store.vector.map { listing + [.data($0.packed)] } ?? listing)
             }
-            var fields: [String: PropertyListValue] = [
-                "type": "hello", "protocol": .integer(Int64(h.protocolVersion)), "account": .string(h.account),
-                "device": .data(h.device), "stores": .array(stores), "signature": .data(h.signature),
+            var items: [String: PropertyListValue] = [
+                Field.protocolVersion: .integer(Int64(h.protocolVersion)), Field.account: .data(h.account), Field.stores: .array(stores),
             ]
-            if let digest = h.removalsDigest { fields["removals"] = .data(digest) }
-            if h.renews { fields["renews"] = true }
-            if h.links { fields["links"] = true }
-            return .dictionary(fields)
-        case .store(let s):
-            var fields: [String: PropertyListValue] = ["type": "store", "store": .string(s.store)]
-            if let vector = s.vector { fields["vector"] = vector.propertyList }
-            if let peers = s.peers { fields["peers"] = .array(peers.map(PropertyListValue.data)) }
-            if s.left { fields["left"] = true }
-            return .dictionary(fields)
+            if let digest = h.removalsDigest { items[Field.removals] = .data(digest) }
+            return fields("hello", items)
+        case .store(let state):
+            var items: [String: PropertyListValue] = [Field.store: .string(state.store)]
+            if let vector = state.vector { items[Field.vector] = .data(vector.packed) }
+            if let peers = state.peers { items[Field.peers] = .array(peers.map(PropertyListValue.data)) }
+            if state.left { items[Field.left] = true }
+            return fields("store", items)
         case .delta(let d):
-            var fields: [String: PropertyListValue] = [
-                "type": "delta", "store": .string(d.store), "entries": .array(d.entries.map(\.propertyList)),
-                "certificates": .array(d.certificates.map(PropertyListValue.data)), "vector": d.vector.propertyList,
+            var items: [String: PropertyListValue] = [
+                Field.store: .string(d.store), Field.vector: .data(d.vector.packed),
+                Field.entries: .array(d.entries.map { $0.propertyList(fields: .wire, sender: sender) }),
             ]
-            if d.more { fields["more"] = true }
-            return .dictionary(fields)
+            if !d.certificates.isEmpty { items[Field.certificates] = .array(d.certificates.map(PropertyListValue.data)) }
+            if d.more { items[Field.more] = true }
+            return fields("delta", items)
         case .refused(let r):
-            return ["type": "refused", "store": .string(r.store), "entries": .array(r.entries.map(\.propertyList)),
-                    "clock": .integer(Int64(clamping: r.clock))]
-        case .ack(let ack): return ["type": "ack", "store": .string(ack.store), "vector": ack.vector.propertyList]
-        case .ping(let vectors):
-            guard !vectors.isEmpty else { return ["type": "ping"] }
-            return ["type": "ping", "stores": .dictionary(vectors.mapValues(\.propertyList))]
-        case .pong(let vectors):
-            guard !vectors.isEmpty else { return ["type": "pong"] }
-            return ["type": "pong", "stores": .dictionary(vectors.mapValues(\.propertyList))]
-        case .removals(let records): return ["type": "removals", "records": .array(records.map(\.propertyList))]
-        case .renew: return ["type": "renew"]
-        case .certificate(let der): return ["type": "certificate", "certificate": .data(der)]
+            return fields("refused", [Field.store: .string(r.store), Field.entries: .array(r.entries.map(\.propertyList)),
+                                      Field.clock: .integer(Int64(clamping: r.clock))])
+        case .ack(let ack): return fields("ack", [Field.store: .string(ack.store), Field.vector: .data(ack.vector.packed)])
+        case .ping(let stores): return fields("ping", stores.isEmpty ? [:] : [Field.vectors: vectors(stores)])
+        case .pong(let stores): return fields("pong", stores.isEmpty ? [:] : [Field.vectors: vectors(stores)])
+        case .removals(let records): return fields("removals", [Field.records: .array(records.map(\.propertyList))])
+        case .renew: return fields("renew", [:])
+        case .certificate(let der): return fields("certificate", [Field.certificate: .data(der)])
         case .links(let links):
-            var fields: [String: PropertyListValue] = ["type": "links", "devices": .array(links.devices.map(PropertyListValue.data))]
-            if !links.stores.isEmpty { fields["stores"] = .dictionary(links.stores.mapValues(\.propertyList)) }
-            return .dictionary(fields)
+            var items: [String: PropertyListValue] = [Field.devices: .array(links.devices.map(PropertyListValue.data))]
+            if !links.stores.isEmpty { items[Field.vectors] = vectors(links.stores) }
+            return fields("links", items)
         }
     }
 
-    /// The frame payload.
-    package func encoded() throws(PropertyListEncodingError) -> Data { try BinaryPropertyList.encode(propertyList) }
+    /// The frame payload; `sender` as in ``propertyList(sender:)``.
+    package func encoded(sender: Data? = nil) throws(PropertyListEncodingError) -> Data {
+        try BinaryPropertyList.encode(propertyList(sender: sender))
+    }
 
-    /// Parses a frame payload.
+    /// Parses a frame payload; `sender` (the peer's 32-byte device ID) signed the delta
+    /// entries that name no signer.
     ///
     /// The message's envelope is read field by field; a delta's entries one by one (see
-    /// `Entry.decode(_:in:key:)`), so an entry that is malformed or breaks ``StoreLimits``
-    /// lands in ``Delta/undecodable`` instead of failing the frame. Anything else that is
-    /// wrong with the frame throws.
-    package init(decoding data: Data) throws(SyncProtocolError) {
+    /// `Entry.decode(_:in:key:fields:sender:)`), so an entry that is malformed or breaks
+    /// ``StoreLimits`` lands in ``Delta/undecodable`` instead of failing the frame. Anything
+    /// else that is wrong with the frame throws.
+    package init(decoding data: Data, sender: Data? = nil) throws(SyncProtocolError) {
         func reading<T>(_ step: () throws(PropertyListDecodingError) -> T) throws(SyncProtocolError) -> T {
             do { return try step() } catch { throw SyncProtocolError("malformed frame: \(error)") }
         }
@@ -369,14 +381,23 @@ extension SyncMessage {
         for (name, object) in pairs where objects.updateValue(object, forKey: name) != nil {
             throw SyncProtocolError("malformed frame: the field \(name) appears twice")
         }
-        guard let typeObject = objects["type"],
-              let type = try reading({ () throws(PropertyListDecodingError) in try document.value(typeObject, maximumDepth: 0) }).stringValue else {
+        func scalar(_ name: String) throws(SyncProtocolError) -> PropertyListValue? {
+            guard let object = objects[name] else { return nil }
+            return try reading { () throws(PropertyListDecodingError) in try document.value(object, maximumDepth: 0) }
+        }
+        guard let type = try scalar(Field.type)?.stringValue else {
+            // Protocols 1 to 3 named the field `type`: their hello reads, as far as its version,
+            // so that the mismatch is what the receiver reports.
+            if try scalar("type")?.stringValue == "hello", let version = try scalar("protocol")?.integerValue {
+                self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: Data(), stores: []))
+                return
+            }
             throw SyncProtocolError("a message must be a dictionary with a type")
         }
         guard type == "delta" else {
             // Small messages: read whole, with the depth their fields need (a hello's stores and a
             // ping's vectors are 2 deep).
-            if type == "hello", let stores = objects["stores"],
+            if type == "hello", let stores = objects[Field.stores],
                let list = try reading({ () throws(PropertyListDecodingError) in try document.array(stores) }),
                list.count > Self.maximumStores {
                 throw SyncProtocolError("hello: \(list.count) stores, more than \(Self.maximumStores)")
@@ -388,43 +409,33 @@ extension SyncMessage {
             try self.init(propertyList: .dictionary(fields))
             return
         }
-        guard let storeObject = objects["store"],
-              let store = try reading({ () throws(PropertyListDecodingError) in try document.value(storeObject, maximumDepth: 0) }).stringValue else {
-            throw SyncProtocolError("delta: store missing")
-        }
+        guard let store = try scalar(Field.store)?.stringValue else { throw SyncProtocolError("delta: store missing") }
         try Self.checkStore(store, in: "delta")
-        guard let entriesObject = objects["entries"],
-              let list = try reading({ () throws(PropertyListDecodingError) in try document.array(entriesObject) }),
-              let certificatesObject = objects["certificates"], let vectorObject = objects["vector"] else {
-            throw SyncProtocolError("delta: entries, certificates or vector missing")
+        guard let entriesObject = objects[Field.entries],
+              let list = try reading({ () throws(PropertyListDecodingError) in try document.array(entriesObject) }) else {
+            throw SyncProtocolError("delta: entries missing")
         }
         guard list.count <= Self.maximumDeltaEntries else {
             throw SyncProtocolError("delta: \(list.count) entries, more than \(Self.maximumDeltaEntries) in one delta")
         }
         var more = false
-        if let moreObject = objects["more"] {
-            guard let flag = try reading({ () throws(PropertyListDecodingError) in try document.value(moreObject, maximumDepth: 0) }).boolValue else {
-                throw SyncProtocolError("delta: more is not a Boolean")
-            }
-            more = flag
+        if let flag = try scalar(Field.more) {
+            guard let value = flag.boolValue else { throw SyncProtocolError("delta: more is not a Boolean") }
+            more = value
         }
-        let certificates = try reading { () throws(PropertyListDecodingError) in try document.value(certificatesObject, maximumDepth: 1) }
-        guard let items = certificates.arrayValue else { throw SyncProtocolError("delta: certificates is not an array") }
-        let ders = items.compactMap(\.dataValue)
-        guard ders.count == items.count else { throw SyncProtocolError("delta: a certificate is not data") }
-        guard let vector = VersionVector(propertyList: try reading({ () throws(PropertyListDecodingError) in
-            try document.value(vectorObject, maximumDepth: 1)
-        })) else {
-            throw SyncProtocolError("delta: missing or malformed vector")
+        var ders: [Data] = []
+        if let certificatesObject = objects[Field.certificates] {
+            let certificates = try reading { () throws(PropertyListDecodingError) in try document.value(certificatesObject, maximumDepth: 1) }
+            guard let items = certificates.arrayValue else { throw SyncProtocolError("delta: certificates is not an array") }
+            ders = items.compactMap(\.dataValue)
+            guard ders.count == items.count else { throw SyncProtocolError("delta: a certificate is not data") }
         }
-        guard vector.counters.count <= Self.maximumVectorOrigins else {
-            throw SyncProtocolError("delta: a vector of \(vector.counters.count) origins, more than \(Self.maximumVectorOrigins)")
-        }
+        let vector = try Self.vector(try scalar(Field.vector), in: "delta")
         var entries: [Entry] = []
         entries.reserveCapacity(list.count)
         var undecodable: [RefusedEntry] = []
         for object in list {
-            switch Entry.decode(object, in: &document) {
+            switch Entry.decode(object, in: &document, fields: .wire, sender: sender) {
             case .success(let entry): entries.append(entry)
             case .failure(let refused): undecodable.append(refused)
             }
@@ -439,7 +450,16 @@ extension SyncMessage {
         }
     }
 
-    /// A `stores` field of vectors by store (ping, links), if present.
+    /// A packed vector field (``VersionVector/packed``).
+    private static func vector(_ field: PropertyListValue?, in type: String) throws(SyncProtocolError) -> VersionVector {
+        guard let data = field?.dataValue else { throw SyncProtocolError("\(type): vector missing or not data") }
+        guard let vector = VersionVector(packed: data, maximumOrigins: maximumVectorOrigins) else {
+            throw SyncProtocolError("\(type): a malformed vector, or one of more than \(maximumVectorOrigins) origins")
+        }
+        return vector
+    }
+
+    /// A field of packed vectors by store (ping, pong, links), if present.
     private static func vectors(_ field: PropertyListValue?, in type: String) throws(SyncProtocolError) -> [String: VersionVector] {
         guard let field else { return [:] }
         guard let list = field.dictionaryValue, list.count <= maximumStores else {
@@ -448,103 +468,104 @@ extension SyncMessage {
         var vectors: [String: VersionVector] = [:]
         for (name, item) in list {
             try checkStore(name, in: type)
-            vectors[name] = try checked(VersionVector(propertyList: item), type)
+            vectors[name] = try vector(item, in: type)
         }
         return vectors
     }
 
-    private static func checked(_ vector: VersionVector?, _ what: String) throws(SyncProtocolError) -> VersionVector {
-        guard let vector else { throw SyncProtocolError("\(what): missing or malformed vector") }
-        guard vector.counters.count <= maximumVectorOrigins else {
-            throw SyncProtocolError("\(what): a vector of \(vector.counters.count) origins, more than \(maximumVectorOrigins)")
-        }
-        return vector
-    }
-
-    package init(propertyList value: PropertyListValue) throws(SyncProtocolError) {
-        guard let fields = value.dictionaryValue, let type = fields["type"]?.stringValue else {
+    /// Reads a message from its property list (``propertyList(sender:)``).
+    package init(propertyList value: PropertyListValue, sender: Data? = nil) throws(SyncProtocolError) {
+        guard let fields = value.dictionaryValue, let type = fields[Field.type]?.stringValue else {
             throw SyncProtocolError("a message must be a dictionary with a type")
         }
         func store() throws(SyncProtocolError) -> String {
-            guard let store = fields["store"]?.stringValue else { throw SyncProtocolError("\(type): store missing") }
+            guard let store = fields[Field.store]?.stringValue else { throw SyncProtocolError("\(type): store missing") }
             try Self.checkStore(store, in: type)
             return store
         }
         switch type {
         case "hello":
-            guard let version = fields["protocol"]?.integerValue, let account = fields["account"]?.stringValue,
-                  let device = fields["device"]?.dataValue, let signature = fields["signature"]?.dataValue else {
+            guard let version = fields[Field.protocolVersion]?.integerValue, let account = fields[Field.account]?.dataValue else {
                 throw SyncProtocolError("hello: a field is missing or of the wrong type")
             }
-            // A hello of protocol 1 or 2 has no stores: it reads, so the version mismatch is what
-            // the receiver reports.
-            let items = fields["stores"]?.arrayValue ?? []
+            let items = fields[Field.stores]?.arrayValue ?? []
             guard items.count <= Self.maximumStores else {
                 throw SyncProtocolError("hello: \(items.count) stores, more than \(Self.maximumStores)")
             }
             var stores: [Hello.Store] = []
             stores.reserveCapacity(items.count)
             var seen = Set<String>()
+            var inlineBytes = 0
             for item in items {
-                guard let entry = item.dictionaryValue, let identifier = entry["s"]?.stringValue,
-                      let vector = entry["v"]?.dataValue, let peers = entry["p"]?.dataValue,
-                      vector.count <= 32, peers.count <= 32 else {
-                    throw SyncProtocolError("hello: a store is not {s, v, p}")
+                guard let listing = item.arrayValue, listing.count == 2 || listing.count == 3, let identifier = listing[0].stringValue,
+                      let digests = listing[1].dataValue, digests.count == 16 else {
+                    throw SyncProtocolError("hello: a store is not [identifier, 16 bytes of digests, vector?]")
                 }
                 try Self.checkStore(identifier, in: "hello")
                 guard seen.insert(identifier).inserted else { throw SyncProtocolError("hello: the store \(String(reflecting: identifier)) appears twice") }
-                stores.append(Hello.Store(identifier: identifier, vectorDigest: vector, peersDigest: peers))
+                var vector: VersionVector?
+                if listing.count == 3 {
+                    guard let packed = listing[2].dataValue,
+                          let inline = VersionVector(packed: packed, maximumOrigins: Hello.maximumInlineOrigins) else {
+                        throw SyncProtocolError("hello: the vector of \(String(reflecting: identifier)) is malformed or names more than \(Hello.maximumInlineOrigins) origins")
+                    }
+                    inlineBytes += packed.count
+                    guard inlineBytes <= Hello.maximumInlineBytes else {
+                        throw SyncProtocolError("hello: its vectors take more than \(Hello.maximumInlineBytes) bytes")
+                    }
+                    vector = inline
+                }
+                stores.append(Hello.Store(identifier: identifier, vectorDigest: Data(digests.prefix(8)),
+                                          peersDigest: Data(digests.suffix(8)), vector: vector))
             }
             var removalsDigest: Data?
-            if let field = fields["removals"] {
+            if let field = fields[Field.removals] {
                 guard let digest = field.dataValue, digest.count <= 32 else { throw SyncProtocolError("hello: removals is not a digest") }
                 removalsDigest = digest
             }
-            self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, device: device,
-                                stores: stores, signature: signature, removalsDigest: removalsDigest,
-                                renews: fields["renews"]?.boolValue ?? false, links: fields["links"]?.boolValue ?? false))
+            self = .hello(Hello(protocolVersion: Int(truncatingIfNeeded: version), account: account, stores: stores,
+                                removalsDigest: removalsDigest))
         case "store":
             let name = try store()
-            let vector = try fields["vector"].map { field throws(SyncProtocolError) in try Self.checked(VersionVector(propertyList: field), "store") }
+            let vector = try fields[Field.vector].map { field throws(SyncProtocolError) in try Self.vector(field, in: "store") }
             var peers: [Data]?
-            if let field = fields["peers"] {
+            if let field = fields[Field.peers] {
                 guard let list = field.arrayValue else { throw SyncProtocolError("store: peers is not an array") }
                 // Items that are not device IDs are dropped; past the cap, the rest is not read.
                 peers = list.prefix(Self.maximumPeers).compactMap(\.dataValue).filter { $0.count == 32 }
             }
-            self = .store(StoreState(store: name, vector: vector, peers: peers, left: fields["left"]?.boolValue ?? false))
+            self = .store(StoreState(store: name, vector: vector, peers: peers, left: fields[Field.left]?.boolValue ?? false))
         case "delta":
             // Through the frame path, so that entries are read one by one in both.
             let payload: Data
             do { payload = try BinaryPropertyList.encode(value) } catch { throw SyncProtocolError("delta: \(error)") }
-            try self.init(decoding: payload)
+            try self.init(decoding: payload, sender: sender)
         case "ack":
-            let name = try store()
-            self = .ack(Ack(store: name, vector: try Self.checked(fields["vector"].flatMap(VersionVector.init(propertyList:)), "ack")))
+            self = .ack(Ack(store: try store(), vector: try Self.vector(fields[Field.vector], in: "ack")))
         case "ping":
-            self = .ping(try Self.vectors(fields["stores"], in: "ping"))
+            self = .ping(try Self.vectors(fields[Field.vectors], in: "ping"))
+        case "pong": self = .pong(try Self.vectors(fields[Field.vectors], in: "pong"))
         case "links":
-            guard let list = fields["devices"]?.arrayValue else { throw SyncProtocolError("links: devices missing") }
+            guard let list = fields[Field.devices]?.arrayValue else { throw SyncProtocolError("links: devices missing") }
             // Items that are not device IDs are dropped; past the cap, the rest is not read.
             let devices = list.prefix(Self.maximumPeers).compactMap(\.dataValue).filter { $0.count == 32 }
-            self = .links(Links(devices: devices, stores: try Self.vectors(fields["stores"], in: "links")))
-        case "pong": self = .pong(try Self.vectors(fields["stores"], in: "pong"))
+            self = .links(Links(devices: devices, stores: try Self.vectors(fields[Field.vectors], in: "links")))
         case "refused":
             let name = try store()
-            guard let list = fields["entries"]?.arrayValue, let clock = fields["clock"]?.integerValue else {
+            guard let list = fields[Field.entries]?.arrayValue, let clock = fields[Field.clock]?.integerValue else {
                 throw SyncProtocolError("refused: entries or clock missing")
             }
             // Past the cap, the rest is not read; items that do not read are dropped.
             self = .refused(Refusal(store: name, entries: list.prefix(Self.maximumRefusals).compactMap(RefusedEntry.init(propertyList:)),
                                     clock: UInt64(clamping: clock)))
         case "removals":
-            guard let list = fields["records"]?.arrayValue else { throw SyncProtocolError("removals: records missing") }
+            guard let list = fields[Field.records]?.arrayValue else { throw SyncProtocolError("removals: records missing") }
             // Past the cap, the rest is not read; records that do not read are dropped (and each
             // that reads is verified against the account CA before it counts).
             self = .removals(list.prefix(Self.maximumRemovals).compactMap(DeviceRemoval.init(propertyList:)))
         case "renew": self = .renew
         case "certificate":
-            guard let der = fields["certificate"]?.dataValue, !der.isEmpty, der.count <= Self.maximumCertificateSize else {
+            guard let der = fields[Field.certificate]?.dataValue, !der.isEmpty, der.count <= Self.maximumCertificateSize else {
                 throw SyncProtocolError("certificate: missing, or over \(Self.maximumCertificateSize) bytes")
             }
             self = .certificate(der)
