@@ -165,9 +165,9 @@ final class Commands: Sendable {
             case "metrics":
                 let m = store.syncMetrics
                 out.send("M \(m?.bytesSent ?? -1) \(m?.bytesReceived ?? -1) \(m?.entriesSent ?? -1) \(m?.entriesReceived ?? -1) \(m?.sessions ?? -1)")
-            case "types":
-                // Frames sent by message type: "T type:bytes:messages …".
-                let tallies = store.syncMetrics?.sentByType ?? [:]
+            case "types", "rtypes":
+                // Frames sent (received, for rtypes) by message type: "T type:bytes:messages …".
+                let tallies = (f[0] == "types" ? store.syncMetrics?.sentByType : store.syncMetrics?.receivedByType) ?? [:]
                 out.send("T " + tallies.keys.sorted().map { "\($0):\(tallies[$0]!.bytes):\(tallies[$0]!.messages)" }.joined(separator: " "))
             case "rusage":
                 let switches = contextSwitches()

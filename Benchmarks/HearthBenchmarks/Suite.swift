@@ -334,10 +334,10 @@ final class Suite {
         }
     }
 
-    /// A peer child's frames sent by message type (`types`).
-    func sentByType(_ child: Child) throws -> [String: (bytes: Int, messages: Int)] {
+    /// A peer child's frames sent by message type (`types`), or received (`rtypes`).
+    func sentByType(_ child: Child, received: Bool = false) throws -> [String: (bytes: Int, messages: Int)] {
         var types: [String: (bytes: Int, messages: Int)] = [:]
-        for field in try child.ask("types", expect: "T") {
+        for field in try child.ask(received ? "rtypes" : "types", expect: "T") {
             let parts = field.split(separator: ":")
             guard parts.count == 3, let bytes = Int(parts[1]), let messages = Int(parts[2]) else { throw BenchError("types: \(field)") }
             types[String(parts[0])] = (bytes, messages)
@@ -527,7 +527,9 @@ final class Suite {
         /// frames by message type both ways).
         func reconnect(changing key: Int?) throws -> (frames: Int, wire: Int, entries: Int, types: [String: (bytes: Int, messages: Int)]) {
             try c.ask("stop", expect: "OK")
-            let typesBefore = try [a, c].map(sentByType)
+            // C's one connection is to A: what C sent and received, by type, is the connection's.
+            func byType() throws -> [[String: (bytes: Int, messages: Int)]] { [try sentByType(c), try sentByType(c, received: true)] }
+            let typesBefore = try byType()
             if let key { try a.ask("change \(key) \(size)", expect: "OK") }
             let connectionsBefore = proxy.counts.count
             try c.ask("resume", expect: "OK")
@@ -543,7 +545,7 @@ final class Suite {
             let counts = proxy.counts
             guard counts.count == connectionsBefore + 1 else { throw BenchError("expected one new connection, saw \(counts.count - connectionsBefore)") }
             var types: [String: (bytes: Int, messages: Int)] = [:]
-            for (before, after) in zip(typesBefore, try [a, c].map(sentByType)) {
+            for (before, after) in zip(typesBefore, try byType()) {
                 for (type, tally) in after {
                     let old = before[type] ?? (0, 0)
                     let sum = types[type] ?? (0, 0)

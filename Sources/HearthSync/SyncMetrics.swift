@@ -26,6 +26,9 @@ public struct SyncCounters: Sendable, Equatable {
     /// Frames sent by message type ("hello", "delta", "ack", …): where the bytes of a
     /// reconnection go.
     public var sentByType: [String: Tally] = [:]
+    /// Frames received by message type, as ``sentByType`` counts those sent (frames that do
+    /// not decode count in ``bytesReceived`` only).
+    public var receivedByType: [String: Tally] = [:]
     /// When entries last went to or came from a peer (wall clock), nil if they never did.
     /// Kept here so that "last exchange" needs no one polling the counters.
     public var lastEntriesMoved: Date?
@@ -52,6 +55,13 @@ package final class SyncMetrics: Sendable {
         }
     }
     func received(bytes: Int) { counters.withLock { $0.bytesReceived += bytes } }
+    /// A frame of `bytes` (already counted by ``received(bytes:)``) decoded as a `type` message.
+    func received(_ type: String, bytes: Int) {
+        counters.withLock {
+            $0.receivedByType[type, default: Snapshot.Tally()].bytes += bytes
+            $0.receivedByType[type, default: Snapshot.Tally()].messages += 1
+        }
+    }
     func sentEntries(_ n: Int) { moved(n) { $0.entriesSent += n } }
     func receivedEntries(_ n: Int) { moved(n) { $0.entriesReceived += n } }
 

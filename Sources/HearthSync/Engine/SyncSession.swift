@@ -209,6 +209,7 @@ final class SyncSession: Sendable {
                             throw SyncProtocolError("a first frame of \(frame.readableBytes) bytes, more than a hello may take (\(SyncMessage.maximumHelloSize))")
                         }
                         let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
+                        context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
                         if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
                         if !greeted {
                             let hello = try receiveHello(message)

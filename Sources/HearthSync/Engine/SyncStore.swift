@@ -165,7 +165,8 @@ package final class SyncStore: Sendable {
     func signed(_ entries: [Entry]) throws -> [Entry] {
         guard entries.contains(where: { $0.signature == nil }) else { return entries }
         let result = try entries.map { $0.signature == nil ? try identity.signed($0, storeIdentifier: identifier) : $0 }
-        replica.attachSignatures(result.filter { entry in !entries.contains { $0.key == entry.key && $0.signature != nil } })
+        // The ones signed here, by position (a search by key was quadratic in a big batch).
+        replica.attachSignatures(zip(entries, result).compactMap { $0.0.signature == nil ? $0.1 : nil })
         return result
     }
 
