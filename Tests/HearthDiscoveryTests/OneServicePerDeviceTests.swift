@@ -45,7 +45,7 @@ extension AvahiTestNet {
             #expect(Set(found.map { $0[3] }).count == 1, "services of this device: \(found.map { $0[3] })")
             #expect(found.allSatisfy { $0[8] == "\(ports.first ?? 0)" })
             #expect(found.allSatisfy { !$0[9].contains("\"s=") }, "a store hash in \(found.map { $0[9] })")
-            #expect(found.allSatisfy { $0[9].contains("\"v=3\"") })
+            #expect(found.allSatisfy { $0[9].contains("\"v=4\"") }, "the sync protocol (4) in \(found.map { $0[9] })")
         }
     }
 }

@@ -3,9 +3,9 @@ import HearthCore
 import HearthIdentity
 
 /// The messages of the sync protocol, each one frame: a binary property list dictionary
-/// with a `type` field. docs/protocol.md documents every field.
+/// with a `t` (type) field. docs/protocol.md documents every field.
 ///
-/// Protocol 3 carries every store two devices share on one connection: the hello is per
+/// Since protocol 3, one connection carries every store two devices share: the hello is per
 /// device and lists the stores the sender serves; every message about data names its store.
 package enum SyncMessage: Sendable, Equatable {
     /// The message's kind as its `type` field names it ("hello", "delta", …), for log lines.
