@@ -293,7 +293,13 @@ final class Suite {
         report("line A–B–C, at B (direct)", lineSamples[0], target: (nil, 10))
 
         log("propagation: 8 peers, full mesh")
-        let mesh = try meshRun("mesh", devices: 8, changes: quick ? 100 : 1000, idleSeconds: quick ? 5 : 60)
+        // HEARTH_BENCH_IDLE_AFTER / HEARTH_BENCH_IDLE_SECONDS: the idle window starts that long after
+        // the last change and lasts that long (the steady state: links ping every 4 minutes from
+        // 16 minutes of idling on, so `HEARTH_BENCH_IDLE_AFTER=1000 HEARTH_BENCH_IDLE_SECONDS=240`).
+        let environment = ProcessInfo.processInfo.environment
+        let idleAfter = environment["HEARTH_BENCH_IDLE_AFTER"].flatMap(Double.init) ?? 0
+        let idleSeconds = environment["HEARTH_BENCH_IDLE_SECONDS"].flatMap(Double.init) ?? (quick ? 5 : 60)
+        let mesh = try meshRun("mesh", devices: 8, changes: quick ? 100 : 1000, idleSeconds: idleSeconds, idleAfter: idleAfter)
         for (r, samples) in mesh.receivers.enumerated() { record("8 peers mesh", r + 1, samples) }
         report("8 peers full mesh, each of 7 receivers", mesh.receivers.flatMap { $0 }, target: (nil, 10))
         record("8 peers mesh last of 7", 0, mesh.last)
@@ -306,7 +312,8 @@ final class Suite {
         table.row(["8 peers full mesh", String(format: "%.2f", mesh.cost.entries), "≤ 1.5 × (N − 1) = 10.5",
                    verdict(mesh.cost.entries <= 10.5), String(format: "%.0f B", mesh.cost.bytes), String(format: "%.0f µs", mesh.cost.cpu)])
         if let idle = mesh.idle {
-            table.section("6b. The 8-peer mesh idling for \(String(format: "%.0f", idle.seconds)) s after its last change (each of the 8 processes)",
+            let from = idleAfter > 0 ? String(format: ", from %.0f s", idleAfter) : ""
+            table.section("6b. The 8-peer mesh idling for \(String(format: "%.0f", idle.seconds)) s\(from) after its last change (each of the 8 processes)",
                           header: ["figure", "mean", "max", "target", "verdict"])
             let meanWakeups = idle.wakeups.reduce(0, +) / Double(idle.wakeups.count), maxWakeups = idle.wakeups.max() ?? 0
             let meanCPU = idle.cpu.reduce(0, +) / Double(idle.cpu.count), maxCPU = idle.cpu.max() ?? 0
@@ -371,7 +378,7 @@ final class Suite {
     }
 
     func meshRun(_ name: String, devices: Int, stores: Int = 1, changes: Int, configs: [String]? = nil,
-                 idleSeconds: Double? = nil) throws -> MeshRun {
+                 idleSeconds: Double? = nil, idleAfter: Double = 0) throws -> MeshRun {
         let links = (0..<devices).flatMap { i in (0..<i).map { (i, $0) } }
         let mesh = try startPeers(name, count: devices, links: links, store: "com.example.latency", stores: stores, configs: configs)
         defer { for child in mesh { child.quit() } }
@@ -387,7 +394,7 @@ final class Suite {
             defer { baseline.quit() }
             try baseline.ask("", expect: "READY")
             // Past the write-behind (1 s) of the last change, so the window holds only idling.
-            usleep(2_500_000)
+            usleep(UInt32(2.5e6 + idleAfter * 1e6))
             let baseline0 = try baseline.ask("rusage", expect: "R").map { Int64($0)! }
             let folders = (0..<devices).map { "\(root)/data-\(name)-\($0)" }
             let filesBefore = modificationTimes(under: folders)
