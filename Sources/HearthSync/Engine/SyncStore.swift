@@ -123,7 +123,12 @@ package final class SyncStore: Sendable {
         let incoming = refusal.entries.map { SyncRefusal(device: device, entry: $0, peerClock: refusal.clock, localClock: now) }
         return refused.withLock { table in
             var list = table[device] ?? []
-            let fresh = incoming.filter { new in !list.contains { $0.entry == new.entry } }
+            // The same entry refused again (a held-back entry comes with every delta until it is
+            // taken) is not news, whatever its detail says now (it names the receiver's clock).
+            func same(_ a: RefusedEntry, _ b: RefusedEntry) -> Bool {
+                a.key == b.key && a.origin == b.origin && a.sequence == b.sequence && a.reason == b.reason
+            }
+            let fresh = incoming.filter { new in !list.contains { same($0.entry, new.entry) } }
             list.append(contentsOf: fresh)
             table[device] = Array(list.suffix(Self.maximumRefusalsPerDevice))
             return fresh
