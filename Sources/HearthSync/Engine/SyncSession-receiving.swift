@@ -13,8 +13,10 @@ extension SyncSession {
             }
             if case .ping = message { post { $0.pong = true } }
             return
-        case .store(let state):
-            receive(state)
+        case .store(let message):
+            // A store this device does not serve yet may be the store provider's to open: off the loop.
+            if !message.left, state.withLock({ $0.peerServes(message.store) }) { _ = await storeOrProvided(message.store) }
+            receive(message)
             return
         case .removals(let records):
             engine?.learn(records, from: self)
@@ -101,8 +103,9 @@ extension SyncSession {
             logger.debug("ignoring store \(String(reflecting: name)): the peer already serves \(SyncMessage.maximumStores) stores")
             return
         }
-        // Attaching a provided store announces it on this connection (and so opens it here).
-        guard let store = engine?.store(name) ?? engine?.provide(name) else {
+        // Provided (if the store provider would) before this is called from a message: a store
+        // provided then was attached, which announced it on this connection (and so opened it here).
+        guard let store = engine?.store(name) else {
             logger.debug("ignoring the state of store \(String(reflecting: name)), which this device does not serve")
             state.withLock { $0.ignore(message) }
             return

@@ -62,7 +62,7 @@ extension SyncSession {
 
     private func sendDelta(of name: String, to outbound: FrameBatch) async throws {
         guard let (store, known, linked) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
-        try store.signPending()
+        try await store.signPending()
         // Direct first: what a device the peer is linked to wrote, that device pushes to the
         // peer itself (it pushes its writes to every peer): we leave it out, so that in a mesh
         // a change crosses each of its writer's links once, not every link. Only for devices

@@ -187,52 +187,10 @@ final class SyncSession: Sendable {
         let channel = connection.channel.channel
         closeChannel.withLock { $0 = { channel.close(promise: nil) } }
         do {
-            return try await connection.executeThenClose { inbound, outbound in
-                try await withThrowingTaskGroup(of: Void.self, returning: Outcome.self) { group in
-                    defer { group.cancelAll() }
-                    group.addTask {
-                        do { try await self.writeLoop(outbound) } catch is CancellationError {} catch { self.fail(error) }
-                    }
-                    // From the start: a peer that never says hello is dropped like a silent one.
-                    group.addTask {
-                        do { try await self.heartbeat() } catch is CancellationError {} catch { self.fail(error) }
-                    }
-                    post { $0.hello = true }
-                    // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
-                    var greeted = false
-                    for try await frame in inbound {
-                        let now = ContinuousClock.now
-                        state.withLock { $0.heard(at: now) }
-                        context.metrics.received(bytes: frame.readableBytes + 4)
-                        // Until the peer has proved who it is, only a small frame is even decoded.
-                        if !greeted, frame.readableBytes > SyncMessage.maximumHelloSize {
-                            throw SyncProtocolError("a first frame of \(frame.readableBytes) bytes, more than a hello may take (\(SyncMessage.maximumHelloSize))")
-                        }
-                        let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
-                        context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
-                        if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
-                        if !greeted {
-                            let hello = try receiveHello(message)
-                            switch engine?.register(self) {
-                            case .accepted?: break
-                            case .removed?:
-                                logger.notice("the peer was removed from the account; closing the connection")
-                                return .peerRemoved
-                            case .duplicate?, nil:
-                                logger.debug("another connection to this peer is kept; closing this one")
-                                return .duplicate
-                            }
-                            greeted = true
-                            context.metrics.sessionStarted()
-                            greet(hello)
-                            logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
-                            continue
-                        }
-                        try await handle(message)
-                    }
-                    if greeted { engine?.unregister(self) }
-                    return greeted ? .ended : .duplicate
-                }
+            // On the connection's event loop: a frame resumes the reader, and the writer's bytes
+            // reach the channel, without a hand-off between threads (EventLoopTaskExecutor).
+            return try await withTaskExecutorPreference(EventLoopTaskExecutor(channel.eventLoop)) {
+                try await exchange(connection)
             }
         } catch {
             engine?.unregister(self)
@@ -244,9 +202,73 @@ final class SyncSession: Sendable {
         }
     }
 
+    /// Runs `body` on the global executor, off the connection's event loop: for what may read
+    /// files (a store provider opening a store) or take long.
+    func offLoop<T: Sendable>(_ body: @Sendable () throws -> T) async rethrows -> T {
+        try await withTaskExecutorPreference(globalConcurrentExecutor) { try body() }
+    }
+
+    /// The store `name` if this device serves it, or what the store provider makes of it
+    /// (opened off the event loop).
+    func storeOrProvided(_ name: String) async -> SyncStore? {
+        if let store = engine?.store(name) { return store }
+        guard let engine else { return nil }
+        return await offLoop { engine.provide(name) }
+    }
+
+    private func exchange(_ connection: PeerConnection) async throws -> Outcome {
+        try await connection.executeThenClose { inbound, outbound in
+            try await withThrowingTaskGroup(of: Void.self, returning: Outcome.self) { group in
+                defer { group.cancelAll() }
+                group.addTask {
+                    do { try await self.writeLoop(outbound) } catch is CancellationError {} catch { self.fail(error) }
+                }
+                // From the start: a peer that never says hello is dropped like a silent one.
+                group.addTask {
+                    do { try await self.heartbeat() } catch is CancellationError {} catch { self.fail(error) }
+                }
+                post { $0.hello = true }
+                // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
+                var greeted = false
+                for try await frame in inbound {
+                    let now = ContinuousClock.now
+                    state.withLock { $0.heard(at: now) }
+                    context.metrics.received(bytes: frame.readableBytes + 4)
+                    // Until the peer has proved who it is, only a small frame is even decoded.
+                    if !greeted, frame.readableBytes > SyncMessage.maximumHelloSize {
+                        throw SyncProtocolError("a first frame of \(frame.readableBytes) bytes, more than a hello may take (\(SyncMessage.maximumHelloSize))")
+                    }
+                    let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
+                    context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
+                    if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
+                    if !greeted {
+                        let hello = try receiveHello(message)
+                        switch engine?.register(self) {
+                        case .accepted?: break
+                        case .removed?:
+                            logger.notice("the peer was removed from the account; closing the connection")
+                            return .peerRemoved
+                        case .duplicate?, nil:
+                            logger.debug("another connection to this peer is kept; closing this one")
+                            return .duplicate
+                        }
+                        greeted = true
+                        context.metrics.sessionStarted()
+                        await greet(hello)
+                        logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
+                        continue
+                    }
+                    try await handle(message)
+                }
+                if greeted { engine?.unregister(self) }
+                return greeted ? .ended : .duplicate
+            }
+        }
+    }
+
     /// Opens every store the hello lists that this device serves (or its store provider
     /// creates); the others are the peer's alone.
-    private func greet(_ hello: SyncMessage.Hello) {
+    private func greet(_ hello: SyncMessage.Hello) async {
         let removals = engine?.removals
         let digest = removals.flatMap { $0.isEmpty ? nil : $0.digest }
         update { $0.greet(hello, removalsDigest: digest) }
@@ -254,7 +276,7 @@ final class SyncSession: Sendable {
         for listed in hello.stores {
             if let store = engine?.store(listed.identifier) {
                 open(store, as: listed)
-            } else if engine?.provide(listed.identifier) == nil {
+            } else if await storeOrProvided(listed.identifier) == nil {
                 logger.debug("the peer serves store \(String(reflecting: listed.identifier)), which this device does not")
             }
         }

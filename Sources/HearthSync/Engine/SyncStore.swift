@@ -157,14 +157,22 @@ package final class SyncStore: Sendable {
     /// Signs local writes that are not signed yet, off the writer's path. Signing happens
     /// outside any lock: a session that finds another signing goes on without waiting (what
     /// it sends is signed by ``signed(_:)`` in any case).
-    func signPending() throws {
+    func signPending() async throws {
         guard signing.withLock({ busy in defer { busy = true }; return !busy }) else { return }
         defer { signing.withLock { $0 = false } }
         let pending = replica.unsignedEntries()
         guard !pending.isEmpty else { return }
-        let signed = try pending.map { try identity.signed($0, storeIdentifier: identifier) }
+        let (identity, identifier) = (identity, identifier)
+        @Sendable func sign() throws -> [Entry] { try pending.map { try identity.signed($0, storeIdentifier: identifier) } }
+        // A burst of writes is signed on the global executor, not on a connection's event loop.
+        let signed = pending.count < Self.verifiedInPlace ? try sign()
+            : try await withTaskExecutorPreference(globalConcurrentExecutor) { try sign() }
         replica.attachSignatures(signed)
     }
+
+    /// Up to this many entries are signed or verified on the connection's event loop (about
+    /// 0.1 ms each); more go to the global executor.
+    static let verifiedInPlace = 8
 
     /// `entries` with any unsigned ones signed (and their signatures kept in the replica).
     func signed(_ entries: [Entry]) throws -> [Entry] {
@@ -271,13 +279,14 @@ package final class SyncStore: Sendable {
                 return RefusedEntry(entry, reason: .badSignature, detail: "\(error)")
             }
         }
-        guard entries.count >= 64 else { return entries.map(failure) }
-        // A full initial sync carries a thousand signatures: spread them over the cores, as
-        // child tasks (never blocking the cooperative pool's threads).
-        let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        // A change or two is verified where the delta arrived (the connection's event loop).
+        guard entries.count >= Self.verifiedInPlace else { return entries.map(failure) }
+        // More would hold up the loop's other connections: on the global executor, and a full
+        // initial sync's thousand signatures spread over the cores.
+        let lanes = entries.count >= 64 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : 1
         return await withTaskGroup(of: [(Int, RefusedEntry)].self) { group in
             for lane in 0..<lanes {
-                group.addTask {
+                group.addTask(executorPreference: globalConcurrentExecutor) {
                     stride(from: lane, to: entries.count, by: lanes).compactMap { index in failure(entries[index]).map { (index, $0) } }
                 }
             }
