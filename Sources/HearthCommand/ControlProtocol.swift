@@ -12,17 +12,22 @@ import HearthCore
 /// | `set` | `id` (UUID), `key`, `value`, `wait`, `minPeers`, `retry` | `status`, `outcome`, `peers`, `required`, `message` |
 /// | `rm` | `id`, `key`, `wait`, `minPeers`, `retry` | as `set` |
 /// | `status` | none | `status`, then ``LiveStatus``'s fields |
+/// | `get` | `key`, `json` (bool) | `status`, `text`: the value as `hearth get` prints it (7, not found, if none) |
 ///
 /// Every reply has `status`: 0, or the command's exit status for the failure, with `message`.
 /// Numbers may be written as JSON integers or doubles (`"wait": 1` and `"wait": 1.0` are the same).
 enum ControlRequest: Sendable {
     case write(WriteRequest)
     case status(store: String)
+    /// One value as the holder has it in memory, rendered as JSON or for people: the file may
+    /// not have it yet (a serve saves after each change, but its peers may already have heard
+    /// that it applied the change).
+    case get(store: String, key: String, json: Bool)
 
     var store: String {
         switch self {
         case .write(let write): write.store
-        case .status(let store): store
+        case .status(let store), .get(let store, _, _): store
         }
     }
 
@@ -30,6 +35,8 @@ enum ControlRequest: Sendable {
         switch self {
         case .write(let write): write.fields.line
         case .status(let store): JSONObject(["op": .string("status"), "store": .string(store)]).line
+        case .get(let store, let key, let json):
+            JSONObject(["op": .string("get"), "store": .string(store), "key": .string(key), "json": .bool(json)]).line
         }
     }
 
@@ -39,6 +46,9 @@ enum ControlRequest: Sendable {
         switch object.string("op") {
         case "set", "rm": self = .write(try WriteRequest(object))
         case "status": self = .status(store: store)
+        case "get":
+            guard let key = object.string("key") else { throw CommandError(.usage, "malformed request: get names no key") }
+            self = .get(store: store, key: key, json: object.bool("json") ?? false)
         case let op: throw CommandError(.usage, "unknown request op \(op.map { String(reflecting: $0) } ?? "(none)")")
         }
     }
@@ -153,6 +163,12 @@ final class ControlHandler: Sendable {
         case .write(let write):
             let store = self.store
             return await recent.answer(write.id) { await write.answer(store: store) }
+        case .get(_, let key, let json):
+            guard let value = store.value(forKey: key) else {
+                return ControlRequest.reply(CommandError(.notFound, "no value for \(key) in store \(store.storeIdentifier)"))
+            }
+            let text = json ? PropertyListJSON.string(value) : PropertyListJSON.human(value)
+            return JSONObject(["status": .integer(0), "text": .string(text)]).line
         }
     }
 }
