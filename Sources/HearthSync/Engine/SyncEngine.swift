@@ -57,6 +57,8 @@ package final class SyncEngine: Sendable {
         var sessions: [DeviceID: SyncSession] = [:]
         var listener: PeerListener?
         var tasks: [Task<Void, Never>] = []
+        /// Ticks every session's heartbeat (``restartHeartbeat()``).
+        var heartbeat: Task<Void, Never>?
         var acceptor: Task<Void, Never>?
         var discoveries: [any PeerDiscovery] = []
         var dialers: [String: Task<Void, Never>] = [:]
@@ -235,10 +237,10 @@ package final class SyncEngine: Sendable {
         let (listener, tasks, sessions, discoveries, stores, observer, watch) = state.withLock { s in
             s.stopped = true
             defer {
-                s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = []; s.stores = [:]
+                s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = []; s.stores = [:]; s.heartbeat = nil
                 s.removalsObserver = nil; s.removalsWatch = nil
             }
-            return (s.listener, s.tasks + Array(s.dialers.values), Array(s.sessions.values), s.discoveries, Array(s.stores.values),
+            return (s.listener, s.tasks + Array(s.dialers.values) + (s.heartbeat.map { [$0] } ?? []), Array(s.sessions.values), s.discoveries, Array(s.stores.values),
                     s.removalsObserver, s.removalsWatch)
         }
         if let observer { removals.removeObserver(observer) }
@@ -339,12 +341,45 @@ package final class SyncEngine: Sendable {
             replaced?.close()
             devices?.note(session.peer.certificate, seen: true)
             if replaced == nil { linksChanged() }
+            ensureHeartbeat()
             return .accepted
         case .reject:
             return .duplicate
         case .removed:
             return .removed
         }
+    }
+
+    /// Starts the heartbeat if it is not running: one timer for every session of this engine
+    /// (``SyncSession/beat()``), so an idle device wakes once per tick, not once per
+    /// connection. It ticks at the shortest period any session asks for, and at least every
+    /// `min(heartbeatInterval, timeout / 3)` (a link back in use after a sparse spell is then
+    /// watched as closely as before); it ends with the last session.
+    private func ensureHeartbeat() {
+        state.withLock { s in
+            guard !s.stopped, s.heartbeat == nil else { return }
+            s.heartbeat = Task { [weak self] in
+                while !Task.isCancelled {
+                    guard let next = self?.beatEverySession() else { return }
+                    try? await Task.sleep(for: next)
+                }
+            }
+        }
+    }
+
+    /// One heartbeat tick of every session; the time to the next, or nil (the heartbeat then
+    /// ends) when there is no session.
+    private func beatEverySession() -> Duration? {
+        let sessions = state.withLock { s -> [SyncSession]? in
+            guard !s.stopped, !s.sessions.isEmpty else {
+                s.heartbeat = nil
+                return nil
+            }
+            return Array(s.sessions.values)
+        }
+        guard let sessions else { return nil }
+        let base = min(options.heartbeatInterval, options.timeout / 3)
+        return min(base, sessions.map { $0.beat() }.min() ?? base)
     }
 
     func unregister(_ session: SyncSession) {

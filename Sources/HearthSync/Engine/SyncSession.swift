@@ -225,7 +225,7 @@ final class SyncSession: Sendable {
                 }
                 // From the start: a peer that never says hello is dropped like a silent one.
                 group.addTask {
-                    do { try await self.heartbeat() } catch is CancellationError {} catch { self.fail(error) }
+                    do { try await self.awaitHello() } catch is CancellationError {} catch { self.fail(error) }
                 }
                 post { $0.hello = true }
                 // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
@@ -337,24 +337,38 @@ final class SyncSession: Sendable {
         try await outbound.append(ByteBuffer(bytes: payload))
     }
 
-    /// Pings when this side has sent nothing for a heartbeat interval (so an idle link costs
-    /// one small frame each way per interval, whatever the number of stores), re-stamps what
-    /// a clock set right again stamped, and drops a link silent for the timeout.
-    private func heartbeat() async throws {
+    /// Drops a peer that sends no hello within the hello timeout. Once the hello is in, the
+    /// engine's heartbeat ticks this session with all the others (``beat()``): one timer per
+    /// device instead of one per connection, so an idle device with 7 peers wakes once per tick,
+    /// not 7 times.
+    private func awaitHello() async throws {
         let timeout = context.options.timeout
         let interval = context.options.heartbeatInterval
-        while true {
+        while !state.withLock({ $0.greeted }) {
             try await Task.sleep(for: state.withLock { $0.heartbeatDelay(now: .now, timeout: timeout, interval: interval) })
-            if state.withLock({ $0.greeted }) {
-                askForRenewalIfDue()
-                // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
-                for store in state.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
-            }
-            switch state.withLock({ $0.heartbeat(now: .now, timeout: timeout, interval: interval) }) {
-            case .alive: break
-            case .ping: wakeUp.yield()
-            case .silent(let reason): throw SyncProtocolError(.silent, reason)
+            if case .silent(let reason) = state.withLock({ $0.heartbeat(now: .now, timeout: timeout, interval: interval) }) {
+                throw SyncProtocolError(.silent, reason)
             }
         }
+    }
+
+    /// One heartbeat tick: pings when this side has sent nothing for a ping interval (so an idle
+    /// link costs one small frame each way per interval, whatever the number of stores),
+    /// re-stamps what a clock set right again stamped, and drops a link silent for longer than
+    /// allowed. Returns how soon this session wants the next tick.
+    func beat() -> Duration {
+        let timeout = context.options.timeout
+        let interval = context.options.heartbeatInterval
+        if state.withLock({ $0.greeted }) {
+            askForRenewalIfDue()
+            // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
+            for store in state.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
+        }
+        switch state.withLock({ $0.heartbeat(now: .now, timeout: timeout, interval: interval) }) {
+        case .alive: break
+        case .ping: wakeUp.yield()
+        case .silent(let reason): fail(SyncProtocolError(.silent, reason))
+        }
+        return state.withLock { $0.heartbeatDelay(now: .now, timeout: timeout, interval: interval) }
     }
 }
