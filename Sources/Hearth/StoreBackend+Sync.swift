@@ -230,7 +230,16 @@ extension StoreBackend: SyncReplica {
         }
     }
 
-    /// Starts sync again with the parameters of the last start; false if never started.
+    /// Records how to sync without starting: ``restartSync()`` starts it (for
+    /// ``UbiquitousKeyValueStore/Configuration/syncStartsPaused``).
+    func prepareSync(identity: DeviceIdentity, settings: SyncSettings) {
+        state.withLock { s in
+            if s.syncParameters == nil { s.syncParameters = SyncParameters(identity: identity, settings: settings) }
+        }
+    }
+
+    /// Starts sync again with the parameters of the last start (or of ``prepareSync(identity:settings:)``);
+    /// false if there are none, or it runs already.
     func restartSync() -> Bool {
         guard let parameters = state.withLock({ $0.sync == nil ? $0.syncParameters : nil }) else { return false }
         startSync(identity: parameters.identity, settings: parameters.settings)

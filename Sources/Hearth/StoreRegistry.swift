@@ -49,7 +49,13 @@ enum StoreRegistry {
             backend.restampIfNeeded()
             backend.startHosting()
             if configuration.sync.isEnabled {
-                if let identity { backend.startSync(identity: identity, settings: configuration.sync) }
+                if let identity {
+                    if configuration.syncStartsPaused {
+                        backend.prepareSync(identity: identity, settings: configuration.sync)
+                    } else {
+                        backend.startSync(identity: identity, settings: configuration.sync)
+                    }
+                }
                 backend.watchAccount(settings: configuration.sync)
             }
             return backend

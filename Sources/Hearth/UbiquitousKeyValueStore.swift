@@ -51,6 +51,10 @@ public final class UbiquitousKeyValueStore: Sendable {
         public var attach: AttachMode = .automatic
         /// Shifts this store's clock, so tests can play devices whose clocks are wrong.
         package var clockSkew: Duration = .zero
+        /// Opens with sync set up but not started until ``resumeSync()``: a one-shot write
+        /// (`hearth set`) makes its change before its first hello, so its peers get the change
+        /// as part of their first sync with it, not after a hello that lacked it.
+        package var syncStartsPaused = false
 
         /// Settings with these values; every one has a default.
         public init(dataDirectory: String = StoreLocation.defaultDataDirectory(),

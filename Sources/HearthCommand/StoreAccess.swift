@@ -59,9 +59,11 @@ struct StoreAccess {
     /// Opens the store, syncing if signed in; the library logs at `logLevel` unless told otherwise.
     /// With `.embedded` it owns the store or fails with storeLocked; with `.automatic` it attaches
     /// to the process that holds it (docs/local-attach.md).
-    func open(logLevel: Logger.Level = .error, attach: AttachMode = .embedded) throws -> UbiquitousKeyValueStore {
+    /// With `syncPaused`, sync is set up but starts only at `resumeSync()`.
+    func open(logLevel: Logger.Level = .error, attach: AttachMode = .embedded, syncPaused: Bool = false) throws -> UbiquitousKeyValueStore {
         var configuration = configuration(logLevel: logLevel)
         configuration.attach = attach
+        configuration.syncStartsPaused = syncPaused
         do {
             return try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration)
         } catch where error.code == .storeLocked {
@@ -104,12 +106,13 @@ struct StoreAccess {
     /// process's control socket (a `hearth serve` or `watch`: it reports delivery to peers) and
     /// waits up to `timeout` for the reply. If the holder has no control socket (an app), attaches
     /// to it: the write goes through the app, which hosts the store (docs/local-attach.md).
-    func reach(asking request: @autoclosure () -> String, timeout: Duration) async throws -> Reach {
+    /// A store opened here with `syncPaused` syncs only once the caller calls `resumeSync()`.
+    func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false) async throws -> Reach {
         // With a daemon running, the daemon holds the store (and syncs it after we exit): the
         // request goes to it, as to any holder.
         _ = await DaemonControl.askToHold(location)
         do {
-            return .opened(try open())
+            return .opened(try open(syncPaused: syncPaused))
         } catch let error as CommandError where error.status == .storeLocked {
             switch await ControlSocket.exchange(request(), with: ControlSocket.path(for: location), timeout: timeout) {
             case .reply(let line): return .answered(line)

@@ -67,11 +67,13 @@ struct WriteRequest: Sendable {
         var lastHolder: StoreHolder?
         while true {
             let timeout = max(deadline - ContinuousClock.now, .seconds(1))
-            switch try await access.reach(asking: ControlRequest.write(request).line, timeout: timeout) {
+            // Opened here: sync starts once the write is made, so the first hello carries it
+            // (a peer's first sync with this device then includes it, as the peer expects).
+            switch try await access.reach(asking: ControlRequest.write(request).line, timeout: timeout, syncPaused: true) {
             case .opened(let store):
                 let outcome: DeliveryOptions.Outcome
                 do {
-                    outcome = try await request.apply(to: store)
+                    outcome = try await request.apply(to: store, startingSync: true)
                 } catch {
                     await store.close()
                     throw error
@@ -118,7 +120,8 @@ struct WriteRequest: Sendable {
 
     /// Writes to an open store and waits for peers (in this process, or in the holder for a
     /// forwarded request).
-    func apply(to store: UbiquitousKeyValueStore) async throws -> DeliveryOptions.Outcome {
+    /// `startingSync`: the store was opened with sync paused; start it once the write is made.
+    func apply(to store: UbiquitousKeyValueStore, startingSync: Bool = false) async throws -> DeliveryOptions.Outcome {
         let current = store.value(forKey: key)
         if value == nil, current == nil {
             guard isRetry else { throw CommandError(.notFound, "no value for \(key) in store \(store.storeIdentifier)") }
@@ -129,6 +132,7 @@ struct WriteRequest: Sendable {
                 throw commandError(error, key: key)
             }
         }
+        if startingSync { store.resumeSync() }
         return await DeliveryOptions.deliver(store, key: key, wait: wait, minimumPeers: minimumPeers)
     }
 

@@ -45,3 +45,39 @@ extension RestartTests {
         }
     }
 }
+
+extension RestartTests {
+    /// `hearth set` opens its store this way, so that a peer's first sync with it includes the
+    /// write: when sync started at open, a busy machine could send the hello before the write,
+    /// and a watching peer saw the write as a serverChange after an empty first sync.
+    @Test("A store opened with sync paused syncs nothing until resumed, then its write reaches a new peer as its initial sync")
+    func pausedStart() async throws {
+        try await withLoopbackCluster(replicas: 2, linkTimeout: UnderLoad.linkTimeout,
+                                      connectTimeout: UnderLoad.connectTimeout) { cluster in
+            let name = "com.example.paused"
+            var paused = cluster.configuration(for: 0)
+            paused.syncStartsPaused = true
+            let writer = try UbiquitousKeyValueStore(storeIdentifier: name, configuration: paused)
+            // Local copies: an #expect that fails reflects its operands, and a store holds a
+            // noncopyable field that reflection cannot copy.
+            let syncingAtOpen = writer.isSyncing
+            #expect(!syncingAtOpen)
+            try writer.setValue("hello", forKey: "greeting")
+            let reader = try UbiquitousKeyValueStore(storeIdentifier: name, configuration: cluster.configuration(for: 1))
+            let events = EventLog(reader)
+            // The two devices are connected (the cluster's store), but this store is not synced yet.
+            try await Task.sleep(for: .milliseconds(500))
+            let beforeResume = reader.value(forKey: "greeting")
+            #expect(beforeResume == nil)
+            let resumed = writer.resumeSync(), syncing = writer.isSyncing
+            #expect(resumed && syncing)
+            let first = await events.next(.initialSyncChange)
+            #expect(first?.keys == ["greeting"])
+            let received = reader.value(forKey: "greeting")
+            #expect(received == "hello")
+            #expect(events.all.allSatisfy { $0.reason == .initialSyncChange })
+            await writer.close()
+            await reader.close()
+        }
+    }
+}
