@@ -126,7 +126,7 @@ let package = Package(
         // Examples.
         .executableTarget(name: "hearth-local-demo", dependencies: ["Hearth"], path: "Examples/LocalDemo", swiftSettings: strict),
         // A child process for the crash and lock tests: writes in a loop until killed.
-        .executableTarget(name: "hearth-test-writer", dependencies: ["Hearth"], path: "Tests/HearthTestWriter", swiftSettings: strict),
+        .executableTarget(name: "hearth-test-writer", dependencies: ["Hearth", .product(name: "NIOPosix", package: "swift-nio")], path: "Tests/HearthTestWriter", swiftSettings: strict),
         .testTarget(name: "HearthIdentityTests", dependencies: ["HearthIdentity", "HearthCore", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(
             name: "HearthTransportTests",

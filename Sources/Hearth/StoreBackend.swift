@@ -67,6 +67,8 @@ final class StoreBackend: Sendable {
     let ioQueue: DispatchQueue
     /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does).
     private let notifyQueue: DispatchQueue
+    /// Finished when the deinit has put the last writes out; the exit hook waits for it.
+    let release = StoreRelease()
 
     init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
          clockSkew: Duration = .zero, dataDirectory: String = "") {
@@ -85,7 +87,11 @@ final class StoreBackend: Sendable {
     deinit {
         // The last instance is gone: whatever is still only in memory goes to disk now, or,
         // attached, to the host.
-        if !detachFromDeinit() { _ = flush() }
+        let release = release
+        if !detachFromDeinit(then: { release.finish() }) {
+            _ = flush()
+            release.finish()
+        }
         state.withLock { $0.localHost }?.stop()
     }
 

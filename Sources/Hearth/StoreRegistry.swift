@@ -3,6 +3,7 @@ import Logging
 import Foundation
 import HearthCore
 import HearthIdentity
+import NIOPosix
 
 /// One ``StoreBackend`` per store file per process, so that every instance opened on the
 /// same identifier sees the same data (the file lock would refuse a second one anyway).
@@ -16,6 +17,9 @@ enum StoreRegistry {
 
     private struct WeakBackend {
         weak var backend: StoreBackend?
+        /// That backend's ``StoreRelease``: kept after the backend is gone, so that the exit
+        /// hook can wait for a deinit still sending its last writes on another thread.
+        var release: StoreRelease?
     }
 
     private static let slots = Locked<[String: Slot]>([:])
@@ -44,6 +48,7 @@ enum StoreRegistry {
             if let existing = entry.backend { return existing }
             let backend = try openOrAttach(location, identity: identity, configuration: configuration)
             entry.backend = backend
+            entry.release = backend.release
             guard backend.isPersistent else { return backend }   // attached: the host syncs
             // Written while this device's clock was ahead, and it is right now: re-stamp before syncing.
             backend.restampIfNeeded()
@@ -164,13 +169,26 @@ enum StoreRegistry {
     static func forget(_ backend: StoreBackend) {
         for slot in slots.withLock({ Array($0.values) }) {
             slot.backend.withLock { entry in
-                if entry.backend === backend { entry.backend = nil }
+                if entry.backend === backend {
+                    entry.backend = nil
+                    entry.release = nil
+                }
             }
         }
     }
 
+    /// The exit hook: saves every open store, or, attached, has the host save it; and waits (at
+    /// most 2 s in all) for stores whose deinit is still putting their last writes out on
+    /// another thread (``StoreRelease``). Never waits on an event loop: the writes leave there.
     static func flushAll() {
-        let open = slots.withLock { Array($0.values) }.compactMap { $0.backend.withLock { $0.backend } }
-        for backend in open { _ = backend.flush() }
+        let entries = slots.withLock { Array($0.values) }.map { slot in slot.backend.withLock { ($0.backend, $0.release) } }
+        let deadline = DispatchTime.now() + .seconds(2)
+        for (backend, release) in entries {
+            if let backend {
+                _ = backend.flush()
+            } else if let release, MultiThreadedEventLoopGroup.currentEventLoop == nil, !release.wait(until: deadline) {
+                Logger(label: "hearth").warning("exiting before a released store had put out its last writes")
+            }
+        }
     }
 }

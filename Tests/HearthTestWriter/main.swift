@@ -12,6 +12,10 @@
 //                                           open ("opened host|attached"), write string values, let go
 //                                           of the store without synchronize(), print "released MS"
 //                                           (how long letting go took, in ms), and exit
+//   hearth-test-writer release-on-loop DIR STORE K=V…
+//                                           the same, but the last reference goes on an event loop of
+//                                           the store's connection (the writes queued behind it), which
+//                                           stays busy 300 ms after; exits 50 ms after it ("exiting released")
 //   hearth-test-writer share DIR STORE NAME COUNT OTHER
 //                                           open (hosting or attached, printed as "opened host|attached"),
 //                                           wait for the file DIR/go, write NAME-1…NAME-COUNT, print
@@ -31,6 +35,7 @@
 // opens with Apple's non-throwing init (the data directory then comes from XDG_DATA_HOME).
 import Foundation
 import Hearth
+import NIOPosix
 
 /// What the modes print about a store, from any thread (notifications arrive on the store's queue).
 enum Shown {
@@ -118,6 +123,44 @@ case "release":
     let start = DispatchTime.now()
     store = nil   // the last reference: the store's deinit runs here
     say("released \((DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1_000_000)")
+    exit(0)
+case "release-on-loop":
+    // The race of a store released while an event loop uses it (handling the host's answer):
+    // its deinit runs there, and its last writes can only leave that loop after it returns.
+    final class Holder: @unchecked Sendable {
+        // Set by this thread before the loops go on, then only touched by loop 0's task.
+        var store: UbiquitousKeyValueStore?
+    }
+    let holder = Holder()
+    var store: UbiquitousKeyValueStore? = open()
+    say("opened \(store!.isAttached ? "attached" : "host")")
+    // Every loop of the group (so the connection's is among them) waits until the writes are
+    // queued behind it, and stays busy from the deinit on until after this process began to exit.
+    let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
+    let (started, go, dropped) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+    for (index, loop) in loops.enumerated() {
+        loop.execute {
+            started.signal()
+            go.wait()
+            if index == 0 {
+                holder.store = nil   // the last reference: the deinit runs here
+                dropped.signal()
+            }
+            usleep(300_000)
+        }
+    }
+    for _ in loops { started.wait() }
+    for pair in arguments.dropFirst(4) {
+        let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+        store!.set(parts.count == 2 ? parts[1] : "", forKey: parts[0])
+    }
+    holder.store = store
+    weak let released = store
+    store = nil
+    for _ in loops { go.signal() }
+    dropped.wait()
+    usleep(50_000)
+    say("exiting \(released == nil ? "released" : "still held")")
     exit(0)
 case "share":
     guard arguments.count == 7, let count = Int(arguments[5]) else { exit(64) }

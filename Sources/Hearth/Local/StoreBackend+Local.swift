@@ -508,9 +508,11 @@ extension StoreBackend {
     /// connection's handler holds it weakly), so a synchronize would only wait for its timeout:
     /// the writes not sent yet leave now, then the connection closes; the host saves them with
     /// its own write-behind. Waits (at most a second) until they are in the socket, unless
-    /// called on an event loop, so that a process exiting right after does not lose them.
-    /// Returns whether the store was attached.
-    func detachFromDeinit() -> Bool {
+    /// called on an event loop, so that a process exiting right after does not lose them; on
+    /// an event loop they leave after this returns, and `finished` (which the exit hook waits
+    /// for, ``StoreRelease``) runs once they are out. Returns whether the store was attached
+    /// (`finished` is not called otherwise).
+    func detachFromDeinit(then finished: @escaping @Sendable () -> Void) -> Bool {
         let outcome = state.withLock { s -> (channel: (any Channel)?, entries: [Entry], stranded: Int)? in
             guard s.attachment != nil else { return nil }
             s.attachment!.closed = true
@@ -524,12 +526,16 @@ extension StoreBackend {
             logger.warning("the store was released while reattaching to the process hosting it; \(stranded) writes it had not confirmed may be lost",
                            metadata: ["store": "\(storeIdentifier)"])
         }
-        guard let channel else { return true }
+        guard let channel else {
+            finished()
+            return true
+        }
         let messages = Attachment.writeMessages(entries).compactMap { try? $0.encoded() }
         let sent = channel.eventLoop.submit {
             for message in messages { channel.write(ByteBuffer(bytes: message), promise: nil) }
             channel.flush()
         }.flatMap { channel.close() }
+        sent.whenComplete { _ in finished() }
         if MultiThreadedEventLoopGroup.currentEventLoop == nil {
             let done = DispatchSemaphore(value: 0)
             sent.whenComplete { _ in done.signal() }
