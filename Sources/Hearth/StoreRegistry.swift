@@ -17,9 +17,10 @@ enum StoreRegistry {
 
     private struct WeakBackend {
         weak var backend: StoreBackend?
-        /// That backend's ``StoreRelease``: kept after the backend is gone, so that the exit
-        /// hook can wait for a deinit still sending its last writes on another thread.
-        var release: StoreRelease?
+        /// The ``StoreRelease`` of that backend and of earlier ones whose deinit may still be
+        /// putting out their last writes on another thread: kept after a backend is gone, so
+        /// that the exit hook can wait for them (finished ones leave at the next open).
+        var releases: [StoreRelease] = []
     }
 
     private static let slots = Locked<[String: Slot]>([:])
@@ -48,7 +49,8 @@ enum StoreRegistry {
             if let existing = entry.backend { return existing }
             let backend = try openOrAttach(location, identity: identity, configuration: configuration)
             entry.backend = backend
-            entry.release = backend.release
+            entry.releases.removeAll { $0.isFinished }
+            entry.releases.append(backend.release)
             guard backend.isPersistent else { return backend }   // attached: the host syncs
             // Written while this device's clock was ahead, and it is right now: re-stamp before syncing.
             backend.restampIfNeeded()
@@ -171,7 +173,7 @@ enum StoreRegistry {
             slot.backend.withLock { entry in
                 if entry.backend === backend {
                     entry.backend = nil
-                    entry.release = nil
+                    entry.releases.removeAll { $0 === backend.release }
                 }
             }
         }
@@ -181,13 +183,13 @@ enum StoreRegistry {
     /// most 2 s in all) for stores whose deinit is still putting their last writes out on
     /// another thread (``StoreRelease``). Never waits on an event loop: the writes leave there.
     static func flushAll() {
-        let entries = slots.withLock { Array($0.values) }.map { slot in slot.backend.withLock { ($0.backend, $0.release) } }
+        let entries = slots.withLock { Array($0.values) }.map { slot in slot.backend.withLock { ($0.backend, $0.releases) } }
         let deadline = DispatchTime.now() + .seconds(2)
-        for (backend, release) in entries {
-            if let backend {
-                _ = backend.flush()
-            } else if let release, MultiThreadedEventLoopGroup.currentEventLoop == nil, !release.wait(until: deadline) {
-                Logger(label: "hearth").warning("exiting before a released store had put out its last writes")
+        let mayWait = MultiThreadedEventLoopGroup.currentEventLoop == nil
+        for (backend, releases) in entries {
+            if let backend { _ = backend.flush() }
+            for release in releases where mayWait && release !== backend?.release && !release.wait(until: deadline) {
+                Logger(label: "hearth").warning("exiting 2 s after a released store began to put out its last writes; they may be lost")
             }
         }
     }

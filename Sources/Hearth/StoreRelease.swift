@@ -27,6 +27,8 @@ final class StoreRelease: Sendable {
         if first { group.leave() }
     }
 
+    var isFinished: Bool { finished.withLock { $0 } }
+
     /// Waits until ``finish()`` or `deadline`; true if finished.
     func wait(until deadline: DispatchTime) -> Bool {
         group.wait(timeout: deadline) == .success
