@@ -87,8 +87,7 @@ final class StoreBackend: Sendable {
     deinit {
         // The last instance is gone: whatever is still only in memory goes to disk now, or,
         // attached, to the host.
-        let release = release
-        if !detachFromDeinit(then: { release.finish() }) {
+        if !detachFromDeinit() {
             _ = flush()
             release.finish()
         }

@@ -188,8 +188,10 @@ enum StoreRegistry {
         let mayWait = MultiThreadedEventLoopGroup.currentEventLoop == nil
         for (backend, releases) in entries {
             if let backend { _ = backend.flush() }
-            for release in releases where mayWait && release !== backend?.release && !release.wait(until: deadline) {
-                Logger(label: "hearth").warning("exiting 2 s after a released store began to put out its last writes; they may be lost")
+            for release in releases where mayWait && release !== backend?.release {
+                if !release.wait(until: deadline) {
+                    Logger(label: "hearth").warning("exiting 2 s after a released store began to put out its last writes; they may be lost")
+                }
             }
         }
     }

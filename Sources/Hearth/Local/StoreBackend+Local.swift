@@ -509,10 +509,10 @@ extension StoreBackend {
     /// the writes not sent yet leave now, then the connection closes; the host saves them with
     /// its own write-behind. Waits (at most a second) until they are in the socket, unless
     /// called on an event loop, so that a process exiting right after does not lose them; on
-    /// an event loop they leave after this returns, and `finished` (which the exit hook waits
-    /// for, ``StoreRelease``) runs once they are out. Returns whether the store was attached
-    /// (`finished` is not called otherwise).
-    func detachFromDeinit(then finished: @escaping @Sendable () -> Void) -> Bool {
+    /// an event loop they leave after this returns, and ``release`` (which the exit hook waits
+    /// for) is finished once they are out. Returns whether the store was attached (``release``
+    /// is left to the caller otherwise).
+    func detachFromDeinit() -> Bool {
         let outcome = state.withLock { s -> (channel: (any Channel)?, entries: [Entry], stranded: Int)? in
             guard s.attachment != nil else { return nil }
             s.attachment!.closed = true
@@ -526,8 +526,9 @@ extension StoreBackend {
             logger.warning("the store was released while reattaching to the process hosting it; \(stranded) writes it had not confirmed may be lost",
                            metadata: ["store": "\(storeIdentifier)"])
         }
+        let release = release
         guard let channel else {
-            finished()
+            release.finish()
             return true
         }
         let messages = Attachment.writeMessages(entries).compactMap { try? $0.encoded() }
@@ -535,12 +536,8 @@ extension StoreBackend {
             for message in messages { channel.write(ByteBuffer(bytes: message), promise: nil) }
             channel.flush()
         }.flatMap { channel.close() }
-        sent.whenComplete { _ in finished() }
-        if MultiThreadedEventLoopGroup.currentEventLoop == nil {
-            let done = DispatchSemaphore(value: 0)
-            sent.whenComplete { _ in done.signal() }
-            _ = done.wait(timeout: .now() + .seconds(1))
-        }
+        sent.whenComplete { _ in release.finish() }
+        if MultiThreadedEventLoopGroup.currentEventLoop == nil { _ = release.wait(until: .now() + .seconds(1)) }
         return true
     }
 
