@@ -164,6 +164,45 @@ struct ReplicaTests {
         #expect(result15 == 1)
     }
 
+    @Test("A replica that collects a tombstone keeps its origin's counter, so a peer that has not heard yet can collect its copy")
+    func collectingKeepsTheCounter() {
+        // CI's PartitionTests once saw this order: C applies A's delete when B has already said
+        // it has it, so C collects it at once; B still holds C's vector from before the delete.
+        var writer = Replica(id: a), b = Replica(id: self.b), c = Replica(id: ReplicaID(high: 0xC, low: 0))
+        let value = writer.write("x", forKey: "x", wall: 1)!
+        b.apply([value], coveredBy: writer.vector, wall: 1)
+        c.apply([value], coveredBy: writer.vector, wall: 1)
+        c.write("C's", forKey: "y", wall: 2)
+        let cBefore = c.vector
+        let delete = writer.write(nil, forKey: "x", wall: 3)!
+        b.apply([delete], coveredBy: writer.vector, wall: 3)
+        b.notePeer("writer", acknowledged: writer.vector)
+        b.notePeer("c", acknowledged: cBefore)
+        #expect(b.collectTombstones(coveredBy: b.stableVector) == 0)
+
+        c.apply([delete], coveredBy: writer.vector, wall: 3)
+        c.notePeer("writer", acknowledged: writer.vector)
+        c.notePeer("b", acknowledged: b.vector)
+        #expect(c.collectTombstones(coveredBy: c.stableVector) == 1)
+        #expect(c.originEntries[a] == nil)
+        #expect(c.vector[a] == 2, "the counter went with the tombstone: \(c.vector)")
+        // A later merge compacts the vector again; the counter stays.
+        c.apply([Entry(key: "z", value: 1, timestamp: HLCTimestamp(milliseconds: 4, counter: 0), origin: self.b, sequence: 9)], wall: 4)
+        #expect(c.vector[a] == 2)
+
+        b.notePeer("c", acknowledged: c.vector)
+        #expect(b.collectTombstones(coveredBy: b.stableVector) == 1)
+        #expect(b.entries["x"] == nil)
+
+        // The next run drops the counter; a peer that still has the tombstone sends it again,
+        // and the replica collects it anew, keeping the counter this time.
+        var reopened = c.reopened()
+        #expect(reopened.vector[a] == 0)
+        reopened.apply([delete], coveredBy: writer.vector, wall: 5)
+        #expect(reopened.collectTombstones(coveredBy: reopened.stableVector) == 1)
+        #expect(reopened.vector[a] == 2 && reopened.entries["x"] == nil)
+    }
+
     @Test("Restoring raises the clock and sequence to what the entries show")
     func restore() {
         let e = Entry(key: "k", value: 1, timestamp: HLCTimestamp(milliseconds: 500, counter: 3), origin: a, sequence: 9)

@@ -26,6 +26,15 @@ package struct Replica: Sendable, Equatable {
     /// How many current entries (tombstones included) each origin owns: the origins worth a
     /// counter in the vector.
     package private(set) var originEntries: [ReplicaID: Int] = [:]
+    /// Origins of tombstones this replica collected: their counters stay in the vector for the
+    /// rest of this run, though the origin may own no current entry any more.
+    ///
+    /// A replica collects a tombstone once every peer has told it that it has the tombstone, but
+    /// a peer learns that this replica has it only from this replica's vector. Had the counter
+    /// gone with the tombstone (``compactVector()``), a peer that had not yet heard it would keep
+    /// its own copy until the 30-day horizon: CI saw one do so (PartitionTests, when the
+    /// collecting replica applied the tombstone and collected it in the same step).
+    package private(set) var retiredOrigins: Set<ReplicaID> = []
     /// What each signing device's current entries take, for the bounds on what one device may
     /// put in a store (see `SyncReplica.applyRemote`).
     package private(set) var signerUsage: [Data: SignerUsage] = [:]
@@ -274,8 +283,9 @@ package struct Replica: Sendable, Equatable {
     /// A run that crashed may have sent peers writes it never saved; giving the next run's
     /// writes fresh (origin, sequence) pairs means they can never be mistaken for those, and
     /// the lost writes come back from the peers that have them, as any other origin's would.
-    /// Vector counters of origins that no longer have a current entry are dropped: at worst a
-    /// peer sends such an entry again, and it loses to what replaced it.
+    /// Vector counters of origins that no longer have a current entry are dropped, the
+    /// ``retiredOrigins`` too: at worst a peer sends such an entry again, and it loses to what
+    /// replaced it (or, a tombstone, is collected again).
     package func reopened(as id: ReplicaID = .random()) -> Replica {
         let origins = Set(entries.values.map(\.origin))
         var copy = Replica(id: id, clock: clock, sequence: 0,
@@ -330,6 +340,7 @@ package struct Replica: Sendable, Equatable {
         for entry in doomed {
             entries[entry.key] = nil
             count(entry, -1)
+            retiredOrigins.insert(entry.origin)
         }
         if !doomed.isEmpty { compactVector() }
         return doomed.count
@@ -341,20 +352,22 @@ package struct Replica: Sendable, Equatable {
     /// (a few hundred kilobytes at most) whatever peers send.
     package static let maximumVectorOrigins = 4096
 
-    /// Keeps counters only for origins that own a current entry (and this replica's own), at
-    /// most ``maximumVectorOrigins`` of them (those owning the most entries).
+    /// Keeps counters only for origins that own a current entry, this replica's own and the
+    /// ``retiredOrigins``, at most ``maximumVectorOrigins`` of them (those owning the most
+    /// entries).
     ///
-    /// Dropping a counter is always safe: a peer then sends that origin's entries again, and
-    /// each loses to (or equals) what this replica holds. It bounds what a hello carries and
-    /// what a peer can make a replica remember: a made-up origin lasts only as long as one of
-    /// its entries is current here.
+    /// Dropping a counter is always safe for the data: a peer then sends that origin's entries
+    /// again, and each loses to (or equals) what this replica holds. It bounds what a hello
+    /// carries and what a peer can make a replica remember: a made-up origin lasts only as long
+    /// as one of its entries is current here (or, once its tombstones are collected, this run).
     package mutating func compactVector() {
-        var kept = vector.counters.filter { $0.key == id || originEntries[$0.key] != nil }
+        var kept = vector.counters.filter { $0.key == id || originEntries[$0.key] != nil || retiredOrigins.contains($0.key) }
         if kept.count > Self.maximumVectorOrigins {
             let ranked = kept.keys.filter { $0 != id }.sorted { (originEntries[$0] ?? 0, $0) > (originEntries[$1] ?? 0, $1) }
             let allowed = Set(ranked.prefix(Self.maximumVectorOrigins - 1)).union([id])
             kept = kept.filter { allowed.contains($0.key) }
         }
+        if retiredOrigins.contains(where: { kept[$0] == nil }) { retiredOrigins = retiredOrigins.filter { kept[$0] != nil } }
         if kept.count != vector.counters.count { vector = VersionVector(kept) }
     }
 
