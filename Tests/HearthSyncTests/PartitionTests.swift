@@ -31,8 +31,9 @@ struct PartitionTests {
 
             // Every peer has acknowledged the tombstone (heartbeats carry vectors): it is collected.
             let collected = await eventually { cluster.stores.allSatisfy { $0.replica.entries["x"] == nil } }
-            // Once in a ThreadSanitizer run of CI one store kept it past 30 s: say which, and
-            // what it knew of the others, should it happen again.
+            // Twice in ThreadSanitizer runs of CI one store kept it: a collector dropped the
+            // origin's counter (fixed, see ReplicaTests). Should it happen again, say which
+            // store kept it and what it knew of the others.
             #expect(collected, "timed out after 30 s waiting for tombstones to be collected: \(Self.tombstoneReport(cluster.stores, key: "x"))")
             #expect(cluster.stores.allSatisfy { $0.replica.entries["y"] != nil })
         }
