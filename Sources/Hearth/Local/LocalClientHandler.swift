@@ -12,13 +12,15 @@ final class LocalClientHandler: ChannelInboundHandler {
     private weak var backend: StoreBackend?
     /// Parts of a snapshot received so far.
     private var parts: [Entry] = []
+    /// The store is gone and a last-resort close is scheduled (``storeGone(_:)``).
+    private var closeScheduled = false
 
     init(backend: StoreBackend?) {
         self.backend = backend
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard let backend else { return context.close(promise: nil) }
+        guard let backend else { return storeGone(context) }
         let decoded: LocalMessage.Decoded
         do {
             decoded = try LocalMessage.decode(Data(unwrapInboundIn(data).readableBytesView))
@@ -59,6 +61,17 @@ final class LocalClientHandler: ChannelInboundHandler {
                                  metadata: ["store": "\(backend.storeIdentifier)"])
             context.close(promise: nil)
         }
+    }
+
+    /// A frame arrived after the store was let go of: its deinit is putting the last writes out
+    /// on this connection and closes it once they are written (``StoreBackend/detachFromDeinit()``).
+    /// Closing here instead would drop them: the deinit's writes are a task queued behind this
+    /// read. The frame is ignored; should no deinit close the connection, a close 5 s on does.
+    private func storeGone(_ context: ChannelHandlerContext) {
+        guard !closeScheduled else { return }
+        closeScheduled = true
+        let channel = context.channel
+        context.eventLoop.scheduleTask(in: .seconds(5)) { channel.close(promise: nil) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
