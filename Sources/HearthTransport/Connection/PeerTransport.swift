@@ -89,7 +89,7 @@ package struct PeerTransport: Sendable {
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.socketOption(.so_keepalive), value: 1)
             .childChannelOption(Self.keepAliveIdle, value: Self.keepAlive.idle)
             .childChannelOption(Self.keepAliveInterval, value: Self.keepAlive.interval)
@@ -155,7 +155,7 @@ package struct PeerTransport: Sendable {
         let logger = clientContext.logger
         let promiseBox = EstablishmentBox()
         let channel = try await ClientBootstrap(group: group)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelOption(Self.keepAliveIdle, value: Self.keepAlive.idle)
             .channelOption(Self.keepAliveInterval, value: Self.keepAlive.interval)
