@@ -3,9 +3,13 @@
 # other and sync a store, using the hearth command. With root, they run in a private network
 # namespace with its own avahi-daemon (scripts/testnet) and find each other by mDNS; without,
 # they use static peers on 127.0.0.1. Every line is prefixed with the device that printed it.
+# The devices run as an unprivileged user, as Hearth is meant to: run as root, the demo uses
+# root for the build and the namespace only, and runs every hearth as hearth-test (scripts/user.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
+. scripts/user.sh
+hearth_user_init
 
 # HEARTH_SCRATCH: another build folder (swift build --scratch-path), e.g. to share one with the tests.
 scratch=(${HEARTH_SCRATCH:+--scratch-path "$HEARTH_SCRATCH"})
@@ -16,6 +20,7 @@ rm -f "$log"
 hearth=$(swift build "${scratch[@]}" --show-bin-path)/hearth
 
 work=$(mktemp -d)
+hearth_user_owns "$work"
 pids=()
 namespace=0
 cleanup() {
@@ -37,15 +42,18 @@ else
   echo "   the devices use static discovery on 127.0.0.1 (--peer) instead of mDNS"
 fi
 
+echo "== every device runs as $HEARTH_RUNNER"
+
 store=com.example.colors
 port() { case $1 in laptop) echo 47501;; kitchen) echo 47502;; phone) echo 47503;; esac; }
 # The command line of hearth as DEVICE, in $cmd: its own account and data folders; in the
 # namespace mDNS finds the peers, otherwise a fixed port and the other two devices as static peers.
+# As the test user either way: run.sh drops to it in the namespace, HEARTH_AS_USER outside.
 command_for() {
   local device=$1; shift
   local where=(--config-dir "$work/$device/config" --data-dir "$work/$device/data")
   # Each device is a user of its own: its own runtime folder, so one daemon each.
-  mkdir -p "$work/$device/run"
+  "${HEARTH_AS_USER[@]}" mkdir -p "$work/$device/run"
   local user=(env XDG_RUNTIME_DIR="$work/$device/run")
   if [ "$namespace" -eq 1 ]; then
     cmd=(scripts/testnet/run.sh "${user[@]}" "$hearth" "$@" "${where[@]}")
@@ -57,7 +65,7 @@ command_for() {
         for other in laptop kitchen phone; do [ "$other" = "$device" ] || sync+=(--peer "127.0.0.1:$(port "$other")"); done;;
     esac
     [ "$1 ${2:-}" = "daemon status" ] && sync=()
-    cmd=("${user[@]}" "$hearth" "$@" "${where[@]}" "${sync[@]}")
+    cmd=("${HEARTH_AS_USER[@]}" "${user[@]}" "$hearth" "$@" "${where[@]}" "${sync[@]}")
   fi
 }
 as() { command_for "$@"; "${cmd[@]}" 2>&1 | prefix "$1"; }

@@ -12,8 +12,12 @@
 # executions, coverage (cov: edges, ft: features) and crashes; exits 1 if any crashed.
 # Crash inputs are kept in $BUILD/artifacts/<target>/: fix the bug, then add the input to
 # Fuzz/regressions/<target>/ (the unit test FuzzRegressionTests replays them).
+#
+# Run as root, it builds as root and runs the targets as the test user (scripts/user.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/user.sh
+hearth_user_init
 
 ALL=(sync-message binary-plist frames txt-record join-bundle store-file)
 seconds=60
@@ -41,6 +45,7 @@ BUILD=${HEARTH_FUZZ_BUILD:-.build-fuzz}
 echo "fuzz: building hearth-fuzz with -sanitize=fuzzer,address in $BUILD" >&2
 HEARTH_FUZZ=1 swift build --build-path "$BUILD" --product hearth-fuzz -Xswiftc -sanitize=fuzzer,address >&2
 bin="$BUILD/debug/hearth-fuzz"
+echo "fuzz: running the targets as $HEARTH_RUNNER" >&2
 
 # Swift's crash backtracer would hold a crashing input's process for up to 30 s.
 export SWIFT_BACKTRACE=enable=no
@@ -52,13 +57,15 @@ failed=0
 for t in "${targets[@]}"; do
   corpus="$BUILD/corpus/$t" artifacts="$BUILD/artifacts/$t" log="$BUILD/logs/$t.log"
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
-  HEARTH_FUZZ_TARGET=$t HEARTH_FUZZ_SEEDS="$corpus" "$bin" >/dev/null 2>&1 || { echo "fuzz: $t: writing seeds failed" >&2; exit 1; }
+  # The target writes its corpus and crash inputs (the logs are written by this shell).
+  hearth_user_owns "$corpus" "$artifacts"
+  HEARTH_FUZZ_TARGET=$t HEARTH_FUZZ_SEEDS="$corpus" "${HEARTH_AS_USER[@]}" "$bin" >/dev/null 2>&1 || { echo "fuzz: $t: writing seeds failed" >&2; exit 1; }
   budget=(-rss_limit_mb="$RSS_MB" -malloc_limit_mb="$MALLOC_MB" -timeout=10 -max_len=131072)
 
   # The regression inputs first, under the same budget.
   regressions=(Fuzz/regressions/"$t"/*)
   if [ -e "${regressions[0]}" ]; then
-    if ! HEARTH_FUZZ_TARGET=$t "$bin" "${budget[@]}" -artifact_prefix="$artifacts/" "${regressions[@]}" >"$log.regressions" 2>&1; then
+    if ! HEARTH_FUZZ_TARGET=$t "${HEARTH_AS_USER[@]}" "$bin" "${budget[@]}" -artifact_prefix="$artifacts/" "${regressions[@]}" >"$log.regressions" 2>&1; then
       echo "fuzz: $t: a regression input fails; see $log.regressions" >&2
       failed=1
     fi
@@ -66,7 +73,7 @@ for t in "${targets[@]}"; do
 
   echo "fuzz: $t for $seconds s" >&2
   status=0
-  HEARTH_FUZZ_TARGET=$t "$bin" "${budget[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+  HEARTH_FUZZ_TARGET=$t "${HEARTH_AS_USER[@]}" "$bin" "${budget[@]}" -max_total_time="$seconds" -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || status=$?
   execs=$(awk '/^stat::number_of_executed_units:/ {print $2}' "$log" | tail -1)
   rss=$(awk '/^stat::peak_rss_mb:/ {print $2}' "$log" | tail -1)

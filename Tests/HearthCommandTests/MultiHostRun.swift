@@ -16,7 +16,10 @@ struct MultiHostRun {
     /// fresh folder every host sees, removed afterwards.
     static func run(hosts: Int, script: String, arguments: [String], timeout: Duration = .seconds(200)) async throws -> MultiHostRun {
         let shared = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-mh-\(script)-\(UUID())").path
+        // Open to all: this test runs as root (it builds namespaces), the hosts' commands as the
+        // unprivileged test user (multihost.sh drops to it), and they write here.
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: shared)   // past the umask
         defer { try? FileManager.default.removeItem(atPath: shared) }
         let result = try await ChildProcess.run(
             "\(repositoryRoot)/scripts/testnet/multihost.sh",

@@ -7,6 +7,9 @@
 # pace each other with flag files in $shared) and stop_daemon (for a daemon started in
 # $daemon_pid).
 i=$HEARTH_HOST_INDEX
+# Hearth runs as an ordinary user (multihost.sh drops to one; issue 26): as root, a host's
+# devices would hide what a user's meet.
+if [ "$(id -u)" -eq 0 ]; then echo "FAIL: h$i runs its Hearth processes as root"; exit 1; fi
 me="$shared/h$i"
 mkdir -p "$me"
 export XDG_RUNTIME_DIR=/run/hearth-user

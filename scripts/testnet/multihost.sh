@@ -12,11 +12,16 @@
 # HEARTH_HOST_ADDRESS (its eth0 address, 169.254.77.N; ethK has 169.254.(77+K).N).
 # Exit status: 0 if CMD succeeded on every host.
 #
+# CMD runs as the unprivileged test user (scripts/user.sh), even with HEARTH_TEST_AS_ROOT=1:
+# only building the hosts needs root. Its runtime folder, /run/hearth-user on each host's own
+# /run, is made the user's (0700) by the host's keeper.
+#
 # Layout: namespace <tag>br holds bridges br0…; namespace <tag>hN holds eth0… (veths whose
 # other ends are on br0…) and the host's daemons. Nothing lives in the root namespace, and the
 # root namespace's interfaces are never touched.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../user.sh"
 
 hosts=3
 links=1
@@ -36,6 +41,8 @@ done
 
 need_root
 ensure_packages
+hearth_user_init always || die "cannot run the hosts' commands as the test user"
+owner="$(id -u "$HEARTH_TEST_USER"):$(id -g "$HEARTH_TEST_USER")"
 command -v unshare >/dev/null && command -v nsenter >/dev/null || die "unshare/nsenter (util-linux) missing"
 # Each host has its own bus at the default path inside its own /run; an inherited address
 # (from run.sh) would point the hosts at the single-namespace test network instead.
@@ -105,13 +112,14 @@ for i in $(seq "$hosts"); do
         set -e
         mount -t tmpfs -o mode=0755,size=4m hearth-run /run
         mkdir -p /run/dbus /run/avahi-daemon
+        mkdir -m 0700 /run/hearth-user && chown "$3" /run/hearth-user
         dbus-daemon --system --fork
         avahi-daemon -f "$1/avahi-daemon.conf" --no-chroot --no-drop-root --no-rlimits --daemonize
         touch "$1/ready"
         while [ ! -e "$2/stop" ]; do sleep 0.2; done
         avahi-daemon -k || true
         kill "$(cat /run/dbus/pid)" 2>/dev/null || true
-    ' sh "$work/h$i" "$work" </dev/null >"$work/h$i/keeper.log" 2>&1 &
+    ' sh "$work/h$i" "$work" "$owner" </dev/null >"$work/h$i/keeper.log" 2>&1 &
     echo $! >"$work/h$i/keeper.pid"
 done
 
@@ -152,7 +160,7 @@ pids=()
 for i in $(seq "$hosts"); do
     kpid="$(cat "$work/h$i/keeper.pid")"
     HEARTH_HOST="h$i" HEARTH_HOST_INDEX="$i" HEARTH_HOSTS="$hosts" HEARTH_HOST_ADDRESS="169.254.77.$i" \
-        nsenter -t "$kpid" -m -n --wd="$PWD" -- "$@" </dev/null >"$work/h$i/out" 2>"$work/h$i/err" &
+        nsenter -t "$kpid" -m -n --wd="$PWD" -- "${HEARTH_AS_USER[@]}" "$@" </dev/null >"$work/h$i/out" 2>"$work/h$i/err" &
     pids+=($!)
 done
 status=0

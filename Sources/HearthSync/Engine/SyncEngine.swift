@@ -180,7 +180,9 @@ package final class SyncEngine: Sendable {
                 attempt += 1
                 // Stopped meanwhile: not a failure to report.
                 if isStopped { throw CancellationError() }
-                guard options.port != 0, attempt < 20 else { throw error }
+                // A local cause (EACCES for a port below 1024, no descriptors) will not pass
+                // by waiting: say so at once.
+                guard options.port != 0, attempt < 20, LocalFailure.cause(of: error) == nil else { throw error }
                 logger.debug("cannot listen on port \(options.port) yet (\(error)); retrying")
                 try await Task.sleep(for: .milliseconds(100 * min(attempt, 5)))
             }

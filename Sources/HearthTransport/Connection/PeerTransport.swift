@@ -25,6 +25,11 @@ package struct PeerTransport: Sendable {
     /// The TLS contexts, replaced as a pair when the device's certificate is renewed: each new
     /// connection takes the current one (OpenSSL contexts are not changed once in use).
     private let contexts: Locked<(server: SSLContext, client: SSLContext)>
+    /// Failures caused by this machine (``LocalFailure``), logged once per cause and direction.
+    package let localFailures = LocalFailureLog()
+    /// Test hook: runs first in every new channel's initializer (accepted or dialled); a throw
+    /// fails that connection's setup as a refused socket option would.
+    var channelSetupHook: (@Sendable () throws -> Void)? = nil
 
     package init(configuration: TLSConfiguration, maximumFrameLength: Int = Frame.maximumLength,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
@@ -86,9 +91,15 @@ package struct PeerTransport: Sendable {
         let contexts = contexts
         let maximumFrameLength = maximumFrameLength
         let logger = serverContext.logger
+        let setupHook = channelSetupHook
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Out of descriptors, accept fails at once on every wake-up: pause accepting a
+            // moment instead of spinning (NIO's handler; the error still travels on).
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler()) }
+            }
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.socketOption(.so_keepalive), value: 1)
             .childChannelOption(Self.keepAliveIdle, value: Self.keepAlive.idle)
@@ -97,6 +108,7 @@ package struct PeerTransport: Sendable {
             .childChannelOption(Self.userTimeout, value: Self.userTimeoutMilliseconds)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try setupHook?()
                     let established = channel.eventLoop.makePromise(of: PeerConnection.self)
                     try Self.addHandlers(to: channel, context: contexts.withLock { $0.server }, expectedPeer: nil,
                                          maximumFrameLength: maximumFrameLength, logger: logger, established: established)
@@ -111,6 +123,15 @@ package struct PeerTransport: Sendable {
             }
             .withBoundSocket(try Self.listeningSocket(SocketAddress.makeAddressResolvingHost(host, port: port)))
             .get()
+        // Last in the pipeline, after NIO's accept handler: an accepted connection whose
+        // options or initializer failed is reset by NIO and its error sent this way, and so is
+        // an accept error; nothing else would ever say why the peer was cut off.
+        do {
+            try await channel.pipeline.addHandler(LocalFailureReporter(localFailures, logger: logger)).get()
+        } catch {
+            try? await channel.close()
+            throw error
+        }
         continuation.onTermination = { _ in channel.close(promise: nil) }
         return PeerListener(channel: channel, connections: connections, continuation: continuation)
     }
@@ -154,7 +175,8 @@ package struct PeerTransport: Sendable {
         let maximumFrameLength = maximumFrameLength
         let logger = clientContext.logger
         let promiseBox = EstablishmentBox()
-        let channel = try await ClientBootstrap(group: group)
+        let setupHook = channelSetupHook
+        let dialling = ClientBootstrap(group: group)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelOption(Self.keepAliveIdle, value: Self.keepAlive.idle)
@@ -164,6 +186,7 @@ package struct PeerTransport: Sendable {
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try setupHook?()
                     let established = channel.eventLoop.makePromise(of: PeerConnection.self)
                     promiseBox.set(established.futureResult)
                     try channel.pipeline.syncOperations.addHandlers(socketHandlers())
@@ -172,8 +195,15 @@ package struct PeerTransport: Sendable {
                                          logger: logger, established: established)
                 }
             }
-            .connect(host: host, port: port)
-            .get()
+        let channel: any Channel
+        do {
+            channel = try await dialling.connect(host: host, port: port).get()
+        } catch {
+            // A local cause (a refused socket option, no descriptors) is logged here, once;
+            // the caller's retry loop only sees a failed dial.
+            localFailures.report(error, while: "dial", logger: logger)
+            throw error
+        }
         do {
             return try await promiseBox.get().get()
         } catch {
