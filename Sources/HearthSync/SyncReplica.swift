@@ -46,6 +46,10 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// The current entry of `key`, tombstone included, if any.
     func entry(forKey key: StoreKey) -> Entry?
 
+    /// Why the local write (`origin`, `sequence`) of `key` was stamped far ahead of this
+    /// device's clock: the entry it replaced was (``Replica/imposedLeads``); `nil` otherwise.
+    func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead?
+
     /// Writes again, with the current time, entries stamped while this device's clock was
     /// ahead, once it is back (``Replica/restampFutureEntries(wall:)``). Returns whether any was.
     @discardableResult

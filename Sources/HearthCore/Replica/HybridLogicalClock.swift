@@ -37,9 +37,23 @@ extension HLCTimestamp: CustomStringConvertible {
 /// A remote timestamp more than ``maximumDrift`` ahead of the local wall clock is not
 /// trusted: `observe` refuses it, so one device with a wrong clock cannot drag every
 /// other device's clock (and every later write) into the future.
+///
+/// One that is accepted moves this clock at most ``maximumLead`` ahead of the local wall
+/// clock. Otherwise one device (a wrong clock, or a compromised member) stamping entries
+/// just under the drift bound would drag this device's clock, and so all its later writes,
+/// that far ahead, where every peer whose clock is a little behind refuses them. What
+/// last-writer-wins needs of the clock, that a write made after seeing a value beats that
+/// value, holds per key: ``Replica/write(_:forKey:wall:size:)`` stamps a write after the
+/// entry it replaces, however far ahead that one is.
 package struct HybridLogicalClock: Sendable, Equatable {
     /// How far ahead of the local wall clock a remote timestamp may be (12 hours).
     package static let maximumDrift: UInt64 = 12 * 3_600_000
+
+    /// How far ahead of the local wall clock a remote timestamp may move this clock (1 minute):
+    /// far more than honest clocks kept by NTP differ, far less than ``maximumDrift``, so
+    /// this device's writes stay acceptable to every peer whose clock is less than
+    /// `maximumDrift - maximumLead` behind, whatever its peers stamp.
+    package static let maximumLead: UInt64 = 60_000
 
     package private(set) var last: HLCTimestamp
 
@@ -67,17 +81,18 @@ package struct HybridLogicalClock: Sendable, Equatable {
         remote.milliseconds <= wall &+ maximumDrift
     }
 
-    /// Folds in a timestamp seen from a peer. Returns `false`, and changes nothing, for a
-    /// timestamp beyond ``maximumDrift`` into the future.
+    /// Folds in a timestamp seen from a peer, up to ``maximumLead`` ahead of `wall`. Returns
+    /// `false`, and changes nothing, for a timestamp beyond ``maximumDrift`` into the future.
     @discardableResult
     package mutating func observe(_ remote: HLCTimestamp, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
         guard Self.isAcceptable(remote, wall: wall) else { return false }
-        if remote > last { last = remote }
+        let bounded = min(remote, HLCTimestamp(milliseconds: wall &+ Self.maximumLead, counter: 0))
+        if bounded > last { last = bounded }
         return true
     }
 
     /// The next timestamp after `t`: the counter, and when it overflows, the millisecond.
-    static func successor(of t: HLCTimestamp) -> HLCTimestamp {
+    package static func successor(of t: HLCTimestamp) -> HLCTimestamp {
         HLCTimestamp(rawValue: t.rawValue &+ 1)
     }
 }
