@@ -40,7 +40,9 @@ package protocol SyncReplica: AnyObject, Sendable {
     ///
     /// Entries that would take their signer's share of the store beyond
     /// `StoreLimits.maximumSignerBytes`, `maximumSignerKeys` or `maximumSignerTombstones` are not
-    /// applied: they are returned as refused (`signerQuota`) and held back like `heldBack`.
+    /// applied: they are returned as refused (`signerQuota`) and held back like `heldBack`; so are
+    /// entries that would give another device more than `Replica.maximumOriginsPerDevice` origins
+    /// owning entries, but not held back.
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry])
 
     /// The current entry of `key`, tombstone included, if any.

@@ -282,7 +282,8 @@ package struct Replica: Sendable, Equatable {
         guard clock.last.milliseconds > bound else { return [] }
         let future = entries.values.filter { $0.timestamp.milliseconds > bound }.sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
         let present = entries.values.map(\.timestamp).filter { $0.milliseconds <= bound }.max() ?? .zero
-        clock = HybridLogicalClock(last: present)
+        // Not beyond the lead a peer may give the clock: `present` may be a peer's entry hours ahead.
+        clock = HybridLogicalClock(last: min(present, HLCTimestamp(milliseconds: wall &+ HybridLogicalClock.maximumLead, counter: 0)))
         for old in future {
             sequence += 1
             store(Entry(key: old.key, value: old.value, timestamp: clock.tick(wall: wall), origin: id, sequence: sequence))
