@@ -3,8 +3,8 @@ import Foundation
 /// A hybrid-logical-clock timestamp: wall-clock milliseconds since 1970 in the high
 /// 48 bits, a logical counter in the low 16.
 ///
-/// Comparing the raw values orders events so that anything a replica writes after it
-/// has seen a timestamp is later than that timestamp, whatever the wall clocks say.
+/// Comparing the raw values orders events so that a write a replica makes of a key after it
+/// has seen a timestamp of that key is later than that timestamp, whatever the wall clocks say.
 package struct HLCTimestamp: Hashable, Comparable, Sendable {
     package let rawValue: UInt64
 
@@ -32,7 +32,8 @@ extension HLCTimestamp: CustomStringConvertible {
 /// A hybrid logical clock (Kulkarni et al., 2014).
 ///
 /// `tick` stamps a local write; `observe` folds in a timestamp seen from a peer. The
-/// clock never runs backwards, and after `observe(t)` every `tick` is later than `t`.
+/// clock never runs backwards, and after `observe(t)` every `tick` is later than `t`, for
+/// any `t` up to ``maximumLead`` ahead of the wall clock.
 ///
 /// A remote timestamp more than ``maximumDrift`` ahead of the local wall clock is not
 /// trusted: `observe` refuses it, so one device with a wrong clock cannot drag every
