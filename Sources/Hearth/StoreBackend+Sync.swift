@@ -59,7 +59,7 @@ extension StoreBackend: SyncReplica {
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         let wall = wallMilliseconds()
         let (changed, refused, scheduleFlush) = state.withLock { s -> ([StoreKey], [RefusedEntry], Bool) in
-            let (accepted, overQuota) = Self.withinSignerShares(entries, of: s.replica)
+            let (accepted, overQuota, newOrigin) = Self.withinSignerShares(entries, of: s.replica)
             // Held back only if not received already (then there is nothing to ask for again), and
             // kept without its value: what a hold needs is the entry's key, origin, sequence and time.
             for entry in heldBack + overQuota where !s.replica.vector.covers(entry) {
@@ -78,9 +78,14 @@ extension StoreBackend: SyncReplica {
                 }
                 for held in s.heldBack.values { s.replica.uncover(held) }
             }
+            // Entries of one origin too many are not held back (a hold would take a slot of the
+            // 1,024 from honest holds); they are not covered either, so they come again on a new link.
             let refused = overQuota.map { entry in
                 RefusedEntry(entry, reason: .signerQuota, detail: "the entries its signer wrote would take more of this store than one device may "
                              + "(\(StoreLimits.maximumSignerBytes) bytes, \(StoreLimits.maximumSignerKeys) keys, \(StoreLimits.maximumSignerTombstones) deletes)")
+            } + newOrigin.map { entry in
+                RefusedEntry(entry, reason: .signerQuota, detail: "its signer has \(Replica.maximumOriginsPerDevice) origins (runs) with entries in this store "
+                             + "already, as many as one device may")
             }
             return (changed, refused, scheduleSave(&s))
         }
@@ -90,12 +95,22 @@ extension StoreBackend: SyncReplica {
     }
 
     /// Splits `entries` (in order) into those that keep every signer within its share of the
-    /// store (`StoreLimits.maximumSigner…`) and those that would take it beyond. An entry that
-    /// shrinks its signer's share, or replaces nothing, is always within.
-    static func withinSignerShares(_ entries: [Entry], of replica: Replica) -> (accepted: [Entry], overQuota: [Entry]) {
+    /// store (`StoreLimits.maximumSigner…`), those that would take it beyond, and those that
+    /// would give another device more than `Replica.maximumOriginsPerDevice` origins owning
+    /// entries. An entry that shrinks its signer's share, or replaces nothing, is always within.
+    static func withinSignerShares(_ entries: [Entry], of replica: Replica) -> (accepted: [Entry], overQuota: [Entry], newOrigin: [Entry]) {
         var shares: [Data: Replica.SignerUsage] = [:]
         var current: [StoreKey: Entry] = [:]
-        var accepted: [Entry] = [], overQuota: [Entry] = []
+        // Origins this delta brings, by device: one device may have at most
+        // Replica.maximumOriginsPerDevice owning entries (this device's own are never bounded).
+        var newOrigins: [UInt64: Set<ReplicaID>] = [:]
+        func bringsOneOriginTooMany(_ entry: Entry) -> Bool {
+            let device = entry.origin.devicePrefix
+            guard device != replica.id.devicePrefix, replica.originEntries[entry.origin] == nil,
+                  newOrigins[device]?.contains(entry.origin) != true else { return false }
+            return (replica.deviceOrigins[device] ?? 0) + (newOrigins[device]?.count ?? 0) >= Replica.maximumOriginsPerDevice
+        }
+        var accepted: [Entry] = [], overQuota: [Entry] = [], newOrigin: [Entry] = []
         accepted.reserveCapacity(entries.count)
         func add(_ entry: Entry, _ sign: Int) {
             guard let signer = entry.signature?.signer else { return }
@@ -107,6 +122,10 @@ extension StoreBackend: SyncReplica {
             let previous = current[entry.key] ?? replica.entries[entry.key]
             if let previous, !entry.wins(over: previous) {
                 accepted.append(entry)      // loses: changes nothing
+                continue
+            }
+            if bringsOneOriginTooMany(entry) {
+                newOrigin.append(entry)
                 continue
             }
             let before = entry.signature.map { shares[$0.signer] ?? replica.signerUsage[$0.signer] ?? Replica.SignerUsage() }
@@ -122,13 +141,21 @@ extension StoreBackend: SyncReplica {
                 continue
             }
             current[entry.key] = entry
+            if replica.originEntries[entry.origin] == nil { newOrigins[entry.origin.devicePrefix, default: []].insert(entry.origin) }
             accepted.append(entry)
         }
-        return (accepted, overQuota)
+        return (accepted, overQuota, newOrigin)
     }
 
     func entry(forKey key: StoreKey) -> Entry? {
         state.withLock { $0.replica.entries[key] }
+    }
+
+    func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
+        state.withLock { s in
+            guard origin == s.replica.id, let lead = s.replica.imposedLeads[key], lead.sequence == sequence else { return nil }
+            return lead
+        }
     }
 
     var signerCertificates: [Data: Data] { state.withLock { $0.replica.certificates } }

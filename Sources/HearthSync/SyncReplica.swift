@@ -40,11 +40,17 @@ package protocol SyncReplica: AnyObject, Sendable {
     ///
     /// Entries that would take their signer's share of the store beyond
     /// `StoreLimits.maximumSignerBytes`, `maximumSignerKeys` or `maximumSignerTombstones` are not
-    /// applied: they are returned as refused (`signerQuota`) and held back like `heldBack`.
+    /// applied: they are returned as refused (`signerQuota`) and held back like `heldBack`; so are
+    /// entries that would give another device more than `Replica.maximumOriginsPerDevice` origins
+    /// owning entries, but not held back.
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry])
 
     /// The current entry of `key`, tombstone included, if any.
     func entry(forKey key: StoreKey) -> Entry?
+
+    /// Why the local write (`origin`, `sequence`) of `key` was stamped far ahead of this
+    /// device's clock: the entry it replaced was (``Replica/imposedLeads``); `nil` otherwise.
+    func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead?
 
     /// Writes again, with the current time, entries stamped while this device's clock was
     /// ahead, once it is back (``Replica/restampFutureEntries(wall:)``). Returns whether any was.

@@ -40,7 +40,27 @@ struct HybridLogicalClockTests {
         let hourAhead = HLCTimestamp(milliseconds: wall + 3_600_000, counter: 0)
         let result3 = clock.observe(hourAhead, wall: wall)
         #expect(result3)
-        #expect(clock.last == hourAhead)
+        #expect(clock.last == HLCTimestamp(milliseconds: wall + HybridLogicalClock.maximumLead, counter: 0))
+    }
+
+    @Test("Issue 26 point 4: a peer's stamps just under the drift bound move the clock at most a minute ahead, so a peer 3 s behind accepts every tick")
+    func leadBound() {
+        var clock = HybridLogicalClock()
+        let start: UInt64 = 1_700_000_000_000
+        // A member stamping 12 h − 100 ms ahead every 100 ms, for a minute.
+        for step in UInt64(0)..<600 {
+            let wall = start + step * 100
+            let accepted = clock.observe(HLCTimestamp(milliseconds: wall + HybridLogicalClock.maximumDrift - 100, counter: 0), wall: wall)
+            #expect(accepted)
+            let tick = clock.tick(wall: wall)
+            #expect(tick.milliseconds <= wall + HybridLogicalClock.maximumLead + 1)
+            #expect(HybridLogicalClock.isAcceptable(tick, wall: wall - 3000), "tick \(tick.milliseconds - wall) ms ahead")
+        }
+        // Timestamps within the lead are followed as before: a write after them is later.
+        var honest = HybridLogicalClock()
+        let near = HLCTimestamp(milliseconds: start + 5000, counter: 3)
+        honest.observe(near, wall: start)
+        #expect(honest.tick(wall: start) > near)
     }
 
     @Test("The counter carries into the millisecond instead of wrapping")

@@ -203,14 +203,109 @@ struct ReplicaTests {
         #expect(reopened.vector[a] == 2 && reopened.entries["x"] == nil)
     }
 
-    @Test("Restoring raises the clock and sequence to what the entries show")
-    func restore() {
+    @Test("Restoring raises the sequence to what the entries show; a write after it still beats its key's entry")
+    func restore() throws {
         let e = Entry(key: "k", value: 1, timestamp: HLCTimestamp(milliseconds: 500, counter: 3), origin: a, sequence: 9)
-        let r = Replica(id: a, clock: HybridLogicalClock(), sequence: 2, vector: VersionVector(), entries: ["k": e])
+        var r = Replica(id: a, clock: HybridLogicalClock(), sequence: 2, vector: VersionVector(), entries: ["k": e])
         #expect(r.sequence == 9)
         #expect(r.vector[a] == 9)
-        #expect(r.clock.last == e.timestamp)
         #expect(r.usage.keys == 1)
+        // The clock is not raised to the entries (a peer's may be hours ahead), but the key's entry bounds its next write.
+        let result = r.write(2, forKey: "k", wall: 100)
+        let next = try #require(result)
+        #expect(next.timestamp > e.timestamp && next.sequence == 10)
+    }
+
+    /// A member's device prefix, and entries it signs (the signature bytes are not checked here).
+    static let member = Data(repeating: 0x66, count: 32)
+    static func memberEntry(_ key: StoreKey, _ value: PropertyListValue?, at milliseconds: UInt64, origin: ReplicaID, sequence: UInt64) -> Entry {
+        Entry(key: key, value: value, timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0), origin: origin, sequence: sequence,
+              signature: EntrySignature(signer: member, bytes: Data([1])))
+    }
+
+    @Test("Issue 26 point 4: a member stamping 12 h − 100 ms ahead every 100 ms does not drag this replica's writes ahead of a peer 3 s behind; a write of the member's key still beats it, and says why it is ahead")
+    func futureStampsDoNotDragWrites() throws {
+        var victim = Replica(id: a)
+        let memberOrigin = ReplicaID.random(boundTo: Self.member)
+        let start: UInt64 = 1_700_000_000_000
+        for step in UInt64(1)...300 {
+            let wall = start + step * 100
+            victim.apply([Self.memberEntry(StoreKey("m\(step % 7)"), .integer(Int64(step)), at: wall + HybridLogicalClock.maximumDrift - 100,
+                                           origin: memberOrigin, sequence: step)], wall: wall)
+            let result = victim.write(.integer(Int64(step)), forKey: "victim-counter", wall: wall)
+            let written = try #require(result)
+            // What the slower peer checks (SyncStore.check): within the drift bound of its clock.
+            #expect(HybridLogicalClock.isAcceptable(written.timestamp, wall: wall - 3000),
+                    "the victim's write is stamped \(Double(written.timestamp.milliseconds - wall) / 3_600_000) h ahead")
+            #expect(victim.imposedLeads["victim-counter"] == nil)
+        }
+        // The same holds after a restart, with the member's entries in the file.
+        var reopened = victim.reopened(as: ReplicaID(high: 0xC, low: 0))
+        let wall = start + 40_000
+        let result1 = reopened.write("after restart", forKey: "other", wall: wall)
+        let other = try #require(result1)
+        #expect(HybridLogicalClock.isAcceptable(other.timestamp, wall: wall - 3000))
+        // A write of a key the member stamped ahead beats the member's value (it was made after
+        // seeing it), though it is as far ahead; it is noted as the member's doing.
+        let memberValue = try #require(reopened.entries["m3"])
+        let result2 = reopened.write("mine", forKey: "m3", wall: wall)
+        let overwrite = try #require(result2)
+        #expect(overwrite.wins(over: memberValue))
+        let lead = try #require(reopened.imposedLeads["m3"])
+        #expect(lead.signer == Self.member && lead.origin == memberOrigin)
+        #expect(lead.lead > HybridLogicalClock.maximumDrift - 60_000)
+        // Written again, still the member's doing; the clock stayed near the wall clock.
+        let result3 = reopened.write("mine again", forKey: "m3", wall: wall + 1)
+        let again = try #require(result3)
+        #expect(again.wins(over: overwrite) && reopened.imposedLeads["m3"]?.origin == memberOrigin)
+        #expect(reopened.clock.last.milliseconds <= wall + HybridLogicalClock.maximumLead + 1)
+        #expect(lead.sequence == overwrite.sequence && reopened.imposedLeads["m3"]?.sequence == again.sequence)
+        // Replaced by a peer's later write, it is still known for that write (a refusal may come later);
+        // a write of the key near the clock forgets it.
+        reopened.apply([Self.memberEntry("m3", nil, at: wall + 3, origin: memberOrigin, sequence: 1000)], wall: wall + 2)
+        #expect(reopened.imposedLeads["m3"]?.sequence == again.sequence)
+        let bothNear = ReplicaID(high: 0xD, low: 0)
+        var near = Replica(id: bothNear)
+        near.apply([Self.memberEntry("n", 1, at: wall, origin: memberOrigin, sequence: 1)], wall: wall)
+        near.write(2, forKey: "n", wall: wall)
+        #expect(near.imposedLeads.isEmpty)
+    }
+
+    @Test("Issue 26 point 5: 4,200 origins of one member, 2 deletes each, do not evict an honest device's origin; its writes are covered (confirmed) before and after")
+    func fairVectorEviction() throws {
+        let honestDevice = Data(repeating: 0x11, count: 32)
+        var victim = Replica(id: ReplicaID.random(boundTo: Data(repeating: 0x22, count: 32)))
+        var honest = Replica(id: ReplicaID.random(boundTo: honestDevice))
+        let wall: UInt64 = 1_700_000_000_000
+        honest.write(1, forKey: "honest", wall: wall)
+        victim.apply(honest.delta(for: victim.vector), wall: wall)
+        #expect(victim.vector[honest.id] == 1)
+        // Another honest device with a few origins (runs) of its own, each owning a key.
+        let other = Data(repeating: 0x33, count: 32)
+        let otherOrigins = (0..<5).map { _ in ReplicaID.random(boundTo: other) }
+        victim.apply(otherOrigins.enumerated().map { index, origin in
+            Entry(key: StoreKey("other-\(index)"), value: 1, timestamp: HLCTimestamp(milliseconds: wall, counter: 0), origin: origin, sequence: 1)
+        }, wall: wall)
+        // The member: 4,200 origins, 2 deletes each, in deltas of 8,192 entries at most.
+        var flood: [Entry] = []
+        for i in 0..<4200 {
+            let origin = ReplicaID.random(boundTo: Self.member)
+            for j in 0..<2 { flood.append(Self.memberEntry(StoreKey("gone-\(i)-\(j)"), nil, at: wall + 1, origin: origin, sequence: UInt64(j + 1))) }
+        }
+        for start in stride(from: 0, to: flood.count, by: 8192) {
+            victim.apply(Array(flood[start..<min(start + 8192, flood.count)]), wall: wall + 2)
+        }
+        #expect(victim.vector.counters.count == Replica.maximumVectorOrigins)
+        #expect(victim.vector[honest.id] == 1, "the honest origin was evicted")
+        #expect(otherOrigins.allSatisfy { victim.vector[$0] == 1 })
+        // The honest device writes on: each write is covered by what the victim acknowledges.
+        for step in UInt64(2)...5 {
+            honest.write(.integer(Int64(step)), forKey: "honest", wall: wall + step)
+            victim.apply(honest.delta(for: victim.vector), wall: wall + step)
+            #expect(victim.vector[honest.id] == honest.sequence)
+            #expect(victim.delta(for: honest.vector).allSatisfy { !$0.origin.isBound(to: honestDevice) })
+        }
+        #expect(victim.value(forKey: "honest") == 5)
     }
 
     @Test("Signatures attach only to the entry they were made for")

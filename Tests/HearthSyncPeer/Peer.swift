@@ -14,6 +14,9 @@ enum Peer {
         signal(SIGTERM, SIG_IGN)
         var dataArgument = "", config = "", nameArgument = "peer", port = 0, peers: [String] = [], avahi = false, writeArgument = false
         var timeout: Duration = .seconds(15)
+        // A clock this far off (ms), one key written instead of 22, and each tenth write awaited
+        // until a peer acknowledged it ("acknowledged N"), for the tests that need them.
+        var skewArgument: Int64 = 0, counterOnlyArgument = false, confirmArgument = false
         var interval: Duration = .milliseconds(5)
         var arguments = CommandLine.arguments.dropFirst().makeIterator()
         while let argument = arguments.next() {
@@ -27,6 +30,9 @@ enum Peer {
             case "--write": writeArgument = true
             case "--timeout": timeout = .milliseconds(Int(arguments.next() ?? "") ?? 15_000)
             case "--interval": interval = .milliseconds(Int(arguments.next() ?? "") ?? 5)
+            case "--clock-skew-ms": skewArgument = Int64(arguments.next() ?? "") ?? 0
+            case "--counter-only": counterOnlyArgument = true
+            case "--confirm": confirmArgument = true
             default:
                 say("unknown argument \(argument)")
                 exit(64)
@@ -35,12 +41,14 @@ enum Peer {
 
         // Fixed from here on: closures below capture them.
         let (data, name, write) = (dataArgument, nameArgument, writeArgument)
+        let (counterOnly, confirm) = (counterOnlyArgument, confirmArgument)
         let sync = SyncSettings(accountDirectory: config, discovery: avahi ? .automatic : .staticPeers(peers),
                                 listenHost: avahi ? "0.0.0.0" : "127.0.0.1", port: port, heartbeatInterval: .milliseconds(500), timeout: timeout)
         let store: UbiquitousKeyValueStore
         do {
-            store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.processes",
-                                                configuration: .init(dataDirectory: data, writeBehindDelay: .milliseconds(100), sync: sync))
+            var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: data, writeBehindDelay: .milliseconds(100), sync: sync)
+            configuration.clockSkew = .milliseconds(skewArgument)
+            store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.processes", configuration: configuration)
         } catch {
             say("error \(error)")
             exit(1)
@@ -78,9 +86,12 @@ enum Peer {
             while writing.on {
                 counter += 1
                 store.set(counter, forKey: "\(name)-counter")
-                store.set("\(name) wrote \(counter)", forKey: "\(name)-k\(counter % 20)")
-                store.set(counter, forKey: "shared")
+                if !counterOnly {
+                    store.set("\(name) wrote \(counter)", forKey: "\(name)-k\(counter % 20)")
+                    store.set(counter, forKey: "shared")
+                }
                 if counter % 10 == 0, store.synchronize() { say("confirmed \(counter)") }
+                if confirm, counter % 10 == 0, await store.waitUntilSynced(peers: 1, timeout: .seconds(10)) { say("acknowledged \(counter)") }
                 try? await Task.sleep(for: interval)
             }
             store.synchronize()

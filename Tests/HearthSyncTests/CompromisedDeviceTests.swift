@@ -20,7 +20,9 @@ final class Household {
     let victimPort: Int
     let hostile: HostilePeer
 
-    init() async throws {
+    /// `victimArguments` and `legitArguments` are added to each process's (`hearth-sync-peer`'s
+    /// options: `--write`, `--clock-skew-ms`, `--counter-only`, `--confirm`).
+    init(victimArguments: [String] = [], legitArguments: [String] = []) async throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-household-\(UUID())").path
         let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/victim-config"), logger: Logger(label: "test"), scrypt: .testing)
         let account = try owner.createAccount(displayName: "Household", passphrase: "p", deviceName: "victim")
@@ -29,10 +31,10 @@ final class Household {
         let victimPort = try LoopbackCluster.freePort(), legitPort = try LoopbackCluster.freePort()
         self.victimPort = victimPort
         victim = try PeerProcess(name: "victim", data: "\(root)/victim-data",
-                                 arguments: ["--config", "\(root)/victim-config", "--port", "\(victimPort)", "--peer", "127.0.0.1:\(legitPort)"])
+                                 arguments: ["--config", "\(root)/victim-config", "--port", "\(victimPort)", "--peer", "127.0.0.1:\(legitPort)"] + victimArguments)
         legit = try PeerProcess(name: "legit", data: "\(root)/legit-data",
                                 arguments: ["--config", "\(root)/legit-config", "--port", "\(legitPort)", "--peer", "127.0.0.1:\(victimPort)",
-                                            "--write", "--interval", "200"])
+                                            "--write", "--interval", "200"] + legitArguments)
         hostile = try HostilePeer(joining: "\(root)/victim-config", root: root, storeIdentifier: Self.store)
         await eventually("the victim to hold the legitimate device's writes") { self.legitCounterAtVictim > 0 }
     }
@@ -342,5 +344,104 @@ struct CompromisedDeviceTests {
         #expect(!link.isClosed)
         await link.close()
         #expect(await household.legitStillSyncs())
+    }
+
+    @Test("Issue 26 point 4: a member stamping 12 h − 100 ms ahead every 100 ms does not stop the victim's writes reaching a peer 3 s behind; a write of a key it stamped ahead is refused there, and the victim names the member as the cause")
+    func futureStampedFlood() async throws {
+        let household = try await Household(victimArguments: ["--write", "--interval", "200"], legitArguments: ["--clock-skew-ms", "-3000"])
+        defer { household.shutdown() }
+        let victimCounterAtLegit = { household.legit.snapshot["victim-counter"]?.integerValue ?? 0 }
+        await eventually("the slower device to hold the victim's writes") { victimCounterAtLegit() > 0 }
+        let link = try await household.hostile.connect(port: household.victimPort)
+        try link.send(try household.hostile.greeting())
+        let origin = household.hostile.origin()
+        let cpu = household.victimCPUSeconds
+        let start = ContinuousClock.now
+        var sent: UInt64 = 0
+        var afterThreeSeconds: Int64?
+        // 12 s of entries stamped 12 h − 100 ms ahead, every 100 ms, each time also of a key the victim writes every 4 s.
+        while ContinuousClock.now < start + .seconds(12) {
+            sent += 1
+            let ahead = HybridLogicalClock.wallMilliseconds() + HybridLogicalClock.maximumDrift - 100
+            try link.send(household.hostile.delta([
+                try household.hostile.entry("victim-k3", .integer(Int64(sent)), origin: origin, sequence: 2 * sent - 1, at: ahead),
+                try household.hostile.entry(StoreKey("ahead-\(sent % 10)"), .integer(Int64(sent)), origin: origin, sequence: 2 * sent, at: ahead),
+            ]))
+            if afterThreeSeconds == nil, ContinuousClock.now > start + .seconds(3) { afterThreeSeconds = victimCounterAtLegit() }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let spent = household.victimCPUSeconds - cpu
+        print("issue 26 point 4: the victim used \(String(format: "%.2f", spent)) s of CPU during the 12 s flood of \(sent) future-stamped entries; peak RSS \(household.victimPeakMB) MB")
+        #expect(household.victim.snapshot["ahead-1"] != nil, "the member's entries did not land at the victim")
+        // The victim wrote about 45 more in the last 9 s: the slower device took them.
+        let before = try #require(afterThreeSeconds)
+        let after = victimCounterAtLegit()
+        #expect(after >= before + 15, "the slower device holds victim-counter \(after), \(before) 9 s earlier; victim: \(household.victim.output.suffix(2000))")
+        #expect(await household.legitStillSyncs())            // during (the member's link is still up)
+        // The victim's write of the key the member stamped ahead: refused by the slower device, and the
+        // victim's warning names the member's doing, not the victim's clock.
+        let member = household.hostile.identity.deviceID.hex.prefix(8)
+        let named = await eventually(timeout: .seconds(20)) {
+            household.victim.output.contains("the value it replaces was stamped 12.0 h ahead of this device's clock by device \(member)")
+        }
+        let aboutK3 = household.victim.output.split(separator: "\n").filter { $0.contains("refused \"victim-k3\"") }.suffix(2).joined(separator: "\n")
+        #expect(named, "\(aboutK3)")
+        let blamed = household.victim.output.components(separatedBy: "; device ").filter { $0.contains("this device's clock is 0.0 h ahead") }.prefix(2)
+        #expect(blamed.isEmpty, "\(blamed)")
+        await link.close()
+        #expect(await household.legitStillSyncs())            // after
+        #expect(household.victimIsUp)
+        #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
+    }
+
+    @Test("Issue 26 point 5: 4,200 origins of a member, 2 deletes each, do not evict the legitimate device's origin from the victim's vector; its writes are confirmed during and after")
+    func originFlood() async throws {
+        // The legitimate device writes one key (its origin owns one entry at the victim, fewer than each made-up
+        // origin), and awaits each tenth write until the victim acknowledges it.
+        let household = try await Household(legitArguments: ["--counter-only", "--confirm"])
+        defer { household.shutdown() }
+        await eventually("the victim to acknowledge the legitimate device's writes") { household.legit.acknowledged > 0 }
+        let legitDevice = try #require(try AccountStore(directory: URL(fileURLWithPath: "\(household.root)/legit-config"), logger: Logger(label: "test"),
+                                                        scrypt: .testing).loadCurrentIdentity()).deviceID
+        let link = try await household.hostile.connect(port: household.victimPort)
+        try link.send(try household.hostile.greeting())
+        let cpu = household.victimCPUSeconds
+        var flood: [Entry] = []
+        for i in 0..<4200 {
+            let origin = household.hostile.origin()
+            for j in 0..<2 { flood.append(try household.hostile.entry(StoreKey("gone-\(i)-\(j)"), nil, origin: origin, sequence: UInt64(j + 1))) }
+        }
+        for start in stride(from: 0, to: flood.count, by: SyncMessage.maximumDeltaEntries) {
+            try link.send(household.hostile.delta(Array(flood[start..<min(start + SyncMessage.maximumDeltaEntries, flood.count)])))
+        }
+        // Both deltas answered: the victim has applied them all.
+        for _ in 0..<2 { _ = await link.next(within: .seconds(60)) { if case .ack = $0 { true } else { false } } }
+        let probe = try await household.hostile.connect(port: household.victimPort)
+        try probe.send(try household.hostile.greeting())
+        let vector = try #require(await probe.nextVector(of: household.hostile.storeIdentifier))
+        await probe.close()
+        // The member's origins stop at its bound; the rest of its entries were refused (signerQuota).
+        let memberOrigins = vector.counters.keys.filter { $0.isBound(to: household.hostile.identity.deviceID.data) }.count
+        #expect(memberOrigins <= Replica.maximumOriginsPerDevice, "\(memberOrigins) origins of the member")
+        let refusedOrigins = link.all.reduce(0) { count, message in
+            guard case .refused(let refusal) = message else { return count }
+            return count + refusal.entries.filter { $0.reason == .signerQuota && $0.detail.contains("origins") }.count
+        }
+        #expect(refusedOrigins > 0, "no entry refused for its origin")
+        #expect(vector.counters.keys.contains { $0.isBound(to: legitDevice.data) }, "the legitimate device's origin was evicted")
+        // Its writes are confirmed during (the member's link is up) …
+        let during = household.legit.acknowledged
+        let confirmedDuring = await eventually(timeout: .seconds(30)) { household.legit.acknowledged >= during + 20 }
+        #expect(confirmedDuring, "acknowledged \(household.legit.acknowledged), \(during) before; legit: \(household.legit.output.suffix(1500))")
+        let spent = household.victimCPUSeconds - cpu
+        print("issue 26 point 5: the victim used \(String(format: "%.2f", spent)) s of CPU for 8,400 deletes under 4,200 origins; peak RSS \(household.victimPeakMB) MB")
+        await link.close()
+        // … and after.
+        let after = household.legit.acknowledged
+        let confirmedAfter = await eventually(timeout: .seconds(30)) { household.legit.acknowledged >= after + 20 }
+        #expect(confirmedAfter, "acknowledged \(household.legit.acknowledged), \(after) before")
+        #expect(await household.legitStillSyncs())
+        #expect(household.victimIsUp)
+        #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
     }
 }

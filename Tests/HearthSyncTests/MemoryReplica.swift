@@ -66,6 +66,9 @@ final class MemoryReplica: SyncReplica {
     }
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.replica.entries[key] } }
+    func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
+        state.withLock { s in s.replica.imposedLeads[key].flatMap { origin == s.replica.id && $0.sequence == sequence ? $0 : nil } }
+    }
     func restampIfNeeded() -> Bool { false }
     var signerCertificates: [Data: Data] { [:] }
     func keepCertificate(_ der: Data, signer: Data) {}

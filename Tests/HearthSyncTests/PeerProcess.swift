@@ -29,6 +29,11 @@ final class PeerProcess {
         output.split(separator: "\n").compactMap { $0.hasPrefix("confirmed ") ? Int64($0.dropFirst(10)) : nil }.max() ?? 0
     }
 
+    /// The highest N of the "acknowledged N" lines so far (a peer acknowledged write N; `--confirm`).
+    var acknowledged: Int64 {
+        output.split(separator: "\n").compactMap { $0.hasPrefix("acknowledged ") ? Int64($0.dropFirst(13)) : nil }.max() ?? 0
+    }
+
     /// The values of the peer's last snapshot.
     var snapshot: [String: PropertyListValue] {
         guard let bytes = FileManager.default.contents(atPath: "\(data)/snapshot.bplist"),

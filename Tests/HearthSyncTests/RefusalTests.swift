@@ -12,6 +12,22 @@ import Testing
 /// every other write go on; a device whose clock was ahead syncs again once it is right.
 @Suite("Refused entries")
 struct RefusalTests {
+    @Test("Issue 26 point 4: a clockAhead refusal names its cause: the member that stamped the replaced value, the writer of a relayed entry, or this device's clock")
+    func clockAheadWording() throws {
+        let refuser = try #require(DeviceID(bytes: [UInt8](repeating: 0x11, count: 32)))
+        let member = Data(repeating: 0x66, count: 32)
+        let wall: UInt64 = 1_700_000_000_000
+        let refused = RefusedEntry(key: "k", origin: ReplicaID(high: 0x2222_2222_0000_0000, low: 1), sequence: 3, reason: .clockAhead, detail: "stamped …")
+        let imposed = SyncRefusal(device: refuser, entry: refused, peerClock: wall - 3000, localClock: wall,
+                                  imposedLead: Replica.ImposedLead(sequence: 3, signer: member, origin: ReplicaID.random(boundTo: member), lead: 12 * 3_600_000 - 400))
+        #expect(imposed.description.contains("the value it replaces was stamped 12.0 h ahead of this device's clock by device 66666666"), "\(imposed.description)")
+        #expect(!imposed.description.contains("fix the clock"))
+        let relayed = SyncRefusal(device: refuser, entry: refused, peerClock: wall - 3000, localClock: wall, relayed: true)
+        #expect(relayed.description.contains("device 22222222 wrote it, and this device relayed it"), "\(relayed.description)")
+        let own = SyncRefusal(device: refuser, entry: refused, peerClock: wall - 48 * 3_600_000, localClock: wall)
+        #expect(own.description.contains("this device's clock is 48.0 h ahead of its clock"), "\(own.description)")
+    }
+
     /// `[[…[1]…]]`, `depth` arrays deep.
     static func nested(_ depth: Int) -> PropertyListValue {
         var value: PropertyListValue = 1

@@ -3,8 +3,8 @@ import Foundation
 /// A hybrid-logical-clock timestamp: wall-clock milliseconds since 1970 in the high
 /// 48 bits, a logical counter in the low 16.
 ///
-/// Comparing the raw values orders events so that anything a replica writes after it
-/// has seen a timestamp is later than that timestamp, whatever the wall clocks say.
+/// Comparing the raw values orders events so that a write a replica makes of a key after it
+/// has seen a timestamp of that key is later than that timestamp, whatever the wall clocks say.
 package struct HLCTimestamp: Hashable, Comparable, Sendable {
     package let rawValue: UInt64
 
@@ -32,14 +32,29 @@ extension HLCTimestamp: CustomStringConvertible {
 /// A hybrid logical clock (Kulkarni et al., 2014).
 ///
 /// `tick` stamps a local write; `observe` folds in a timestamp seen from a peer. The
-/// clock never runs backwards, and after `observe(t)` every `tick` is later than `t`.
+/// clock never runs backwards, and after `observe(t)` every `tick` is later than `t`, for
+/// any `t` up to ``maximumLead`` ahead of the wall clock.
 ///
 /// A remote timestamp more than ``maximumDrift`` ahead of the local wall clock is not
 /// trusted: `observe` refuses it, so one device with a wrong clock cannot drag every
 /// other device's clock (and every later write) into the future.
+///
+/// One that is accepted moves this clock at most ``maximumLead`` ahead of the local wall
+/// clock. Otherwise one device (a wrong clock, or a compromised member) stamping entries
+/// just under the drift bound would drag this device's clock, and so all its later writes,
+/// that far ahead, where every peer whose clock is a little behind refuses them. What
+/// last-writer-wins needs of the clock, that a write made after seeing a value beats that
+/// value, holds per key: ``Replica/write(_:forKey:wall:size:)`` stamps a write after the
+/// entry it replaces, however far ahead that one is.
 package struct HybridLogicalClock: Sendable, Equatable {
     /// How far ahead of the local wall clock a remote timestamp may be (12 hours).
     package static let maximumDrift: UInt64 = 12 * 3_600_000
+
+    /// How far ahead of the local wall clock a remote timestamp may move this clock (1 minute):
+    /// far more than honest clocks kept by NTP differ, far less than ``maximumDrift``, so
+    /// this device's writes stay acceptable to every peer whose clock is less than
+    /// `maximumDrift - maximumLead` behind, whatever its peers stamp.
+    package static let maximumLead: UInt64 = 60_000
 
     package private(set) var last: HLCTimestamp
 
@@ -67,17 +82,18 @@ package struct HybridLogicalClock: Sendable, Equatable {
         remote.milliseconds <= wall &+ maximumDrift
     }
 
-    /// Folds in a timestamp seen from a peer. Returns `false`, and changes nothing, for a
-    /// timestamp beyond ``maximumDrift`` into the future.
+    /// Folds in a timestamp seen from a peer, up to ``maximumLead`` ahead of `wall`. Returns
+    /// `false`, and changes nothing, for a timestamp beyond ``maximumDrift`` into the future.
     @discardableResult
     package mutating func observe(_ remote: HLCTimestamp, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
         guard Self.isAcceptable(remote, wall: wall) else { return false }
-        if remote > last { last = remote }
+        let bounded = min(remote, HLCTimestamp(milliseconds: wall &+ Self.maximumLead, counter: 0))
+        if bounded > last { last = bounded }
         return true
     }
 
     /// The next timestamp after `t`: the counter, and when it overflows, the millisecond.
-    static func successor(of t: HLCTimestamp) -> HLCTimestamp {
+    package static func successor(of t: HLCTimestamp) -> HLCTimestamp {
         HLCTimestamp(rawValue: t.rawValue &+ 1)
     }
 }

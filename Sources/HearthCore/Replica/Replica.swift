@@ -26,6 +26,10 @@ package struct Replica: Sendable, Equatable {
     /// How many current entries (tombstones included) each origin owns: the origins worth a
     /// counter in the vector.
     package private(set) var originEntries: [ReplicaID: Int] = [:]
+    /// How many origins own a current entry here, by device (an origin's first 8 bytes,
+    /// ``ReplicaID/devicePrefix``): for the bound on one device's origins
+    /// (``maximumOriginsPerDevice``).
+    package private(set) var deviceOrigins: [UInt64: Int] = [:]
     /// Origins of tombstones this replica collected: their counters stay in the vector for the
     /// rest of this run, though the origin may own no current entry any more.
     ///
@@ -41,6 +45,11 @@ package struct Replica: Sendable, Equatable {
     /// The vector each peer device (by device ID hex) last acknowledged: what it is known
     /// to have. Tombstones that all of them cover can go.
     package private(set) var peerVectors: [String: VersionVector]
+    /// Keys whose latest local write was stamped far ahead of this device's clock because the
+    /// entry it replaced was (see ``write(_:forKey:wall:size:)``), with who stamped that one:
+    /// what the writer is told if a peer refuses the write as `clockAhead` (perhaps after the
+    /// key was written again elsewhere). At most one per key this replica wrote; not saved.
+    package private(set) var imposedLeads: [StoreKey: ImposedLead] = [:]
     /// Whether this replica has had its first download from the account's peers.
     package var hasSynced = false
     /// The DER certificates of devices that signed entries, by signer (device ID bytes).
@@ -66,25 +75,47 @@ package struct Replica: Sendable, Equatable {
         }
     }
 
+    /// Why a local write was stamped ahead of this device's clock: the entry it replaced.
+    package struct ImposedLead: Sendable, Hashable {
+        /// The sequence number of the local write (under this replica's ``id``).
+        package var sequence: UInt64
+        /// The device that signed the replaced entry (its ID bytes); `nil` if unsigned.
+        package var signer: Data?
+        /// The replaced entry's origin.
+        package var origin: ReplicaID
+        /// How far ahead of this device's wall clock the replaced entry was stamped, in ms.
+        package var lead: UInt64
+
+        package init(sequence: UInt64, signer: Data?, origin: ReplicaID, lead: UInt64) {
+            self.sequence = sequence
+            self.signer = signer
+            self.origin = origin
+            self.lead = lead
+        }
+    }
+
     /// An empty replica.
     package init(id: ReplicaID = .random()) {
         self.init(id: id, clock: HybridLogicalClock(), sequence: 0, vector: VersionVector(), entries: [:],
                   peerVectors: [:], certificates: [:])
     }
 
-    /// A replica restored from saved state. The clock and the local sequence are raised
-    /// to at least what the entries show, so a damaged header can never make the
-    /// replica reuse a timestamp or a sequence number it has already given out.
+    /// A replica restored from saved state. The local sequence is raised to at least what the
+    /// entries show, so a damaged header can never make the replica reuse a sequence number it
+    /// has already given out.
+    ///
+    /// The clock is not raised to the entries' timestamps: some may be a peer's, stamped up to
+    /// ``HybridLogicalClock/maximumDrift`` ahead, and the clock must not follow them (see
+    /// ``HybridLogicalClock``). Nothing needs it to: a write is stamped after the entry of its
+    /// key in any case (``write(_:forKey:wall:size:)``), which is all last-writer-wins compares.
     package init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
                 entries: [StoreKey: Entry], peerVectors: [String: VersionVector] = [:],
                 certificates: [Data: Data] = [:]) {
         self.id = id
-        var clock = clock
         var sequence = max(sequence, vector[id])
         var vector = vector
         var usage = Usage()
         for entry in entries.values {
-            if entry.timestamp > clock.last { clock = HybridLogicalClock(last: entry.timestamp) }
             if entry.origin == id { sequence = max(sequence, entry.sequence) }
             vector.advance(origin: entry.origin, to: entry.sequence)
             if !entry.isTombstone {
@@ -144,8 +175,16 @@ package struct Replica: Sendable, Equatable {
                                wall: UInt64 = HybridLogicalClock.wallMilliseconds(), size: Int? = nil) -> Entry? {
         if value == nil, entries[key]?.value == nil { return nil }
         sequence += 1
-        let entry = Entry(key: key, value: value, timestamp: clock.tick(wall: wall), origin: id, sequence: sequence,
-                          quotaSize: size)
+        var timestamp = clock.tick(wall: wall)
+        if let current = entries[key], current.timestamp >= timestamp {
+            // Ahead of the clock (which follows a peer's stamps only up to a minute ahead): a
+            // write made after seeing a value still beats it, here and on every peer that
+            // takes it, but the clock is not moved, so this device's other writes are not
+            // dragged into that future (where peers whose clocks are behind refuse them).
+            timestamp = HybridLogicalClock.successor(of: current.timestamp)
+        }
+        notePerKeyStamp(timestamp, forKey: key, wall: wall)
+        let entry = Entry(key: key, value: value, timestamp: timestamp, origin: id, sequence: sequence, quotaSize: size)
         store(entry)
         vector.advance(origin: id, to: sequence)
         return entry
@@ -243,7 +282,8 @@ package struct Replica: Sendable, Equatable {
         guard clock.last.milliseconds > bound else { return [] }
         let future = entries.values.filter { $0.timestamp.milliseconds > bound }.sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
         let present = entries.values.map(\.timestamp).filter { $0.milliseconds <= bound }.max() ?? .zero
-        clock = HybridLogicalClock(last: present)
+        // Not beyond the lead a peer may give the clock: `present` may be a peer's entry hours ahead.
+        clock = HybridLogicalClock(last: min(present, HLCTimestamp(milliseconds: wall &+ HybridLogicalClock.maximumLead, counter: 0)))
         for old in future {
             sequence += 1
             store(Entry(key: old.key, value: old.value, timestamp: clock.tick(wall: wall), origin: id, sequence: sequence))
@@ -352,26 +392,81 @@ package struct Replica: Sendable, Equatable {
     /// (a few hundred kilobytes at most) whatever peers send.
     package static let maximumVectorOrigins = 4096
 
+    /// At most this many origins of one other device may own current entries in a replica
+    /// (`SyncReplica.applyRemote` refuses, as `signerQuota`, a peer's entry that would make
+    /// one more), so that one device cannot fill the vector with made-up origins and have
+    /// honest ones evicted. A device makes one origin per run of a store, and one keeps a
+    /// counter only while one of its entries is current: more than 2,048 (a signer's share of
+    /// keys) would take 2,048 runs each leaving a write of a key no later run wrote again.
+    package static let maximumOriginsPerDevice = 2048
+
     /// Keeps counters only for origins that own a current entry, this replica's own and the
-    /// ``retiredOrigins``, at most ``maximumVectorOrigins`` of them (those owning the most
-    /// entries).
+    /// ``retiredOrigins``, at most ``maximumVectorOrigins`` of them.
     ///
     /// Dropping a counter is always safe for the data: a peer then sends that origin's entries
     /// again, and each loses to (or equals) what this replica holds. It bounds what a hello
     /// carries and what a peer can make a replica remember: a made-up origin lasts only as long
     /// as one of its entries is current here (or, once its tombstones are collected, this run).
+    ///
+    /// Past the bound, the slots are shared fairly among devices (an origin's first 8 bytes
+    /// are its device's, ``ReplicaID/random(boundTo:)``): a device with more origins than its
+    /// share loses its extra ones (those owning the fewest entries, acknowledged by every peer
+    /// first), a device within it loses none. One device making up thousands of origins thus
+    /// evicts only its own; had the counters gone by entries owned, it would evict the
+    /// origins of honest devices, whose writes then reached this replica but were never
+    /// covered by its vector, so never confirmed.
     package mutating func compactVector() {
         var kept = vector.counters.filter { $0.key == id || originEntries[$0.key] != nil || retiredOrigins.contains($0.key) }
         if kept.count > Self.maximumVectorOrigins {
-            let ranked = kept.keys.filter { $0 != id }.sorted { (originEntries[$0] ?? 0, $0) > (originEntries[$1] ?? 0, $1) }
-            let allowed = Set(ranked.prefix(Self.maximumVectorOrigins - 1)).union([id])
+            let allowed = fairShare(of: kept.keys.filter { $0 != id }, slots: Self.maximumVectorOrigins - (kept[id] == nil ? 0 : 1)).union([id])
             kept = kept.filter { allowed.contains($0.key) }
         }
         if retiredOrigins.contains(where: { kept[$0] == nil }) { retiredOrigins = retiredOrigins.filter { kept[$0] != nil } }
         if kept.count != vector.counters.count { vector = VersionVector(kept) }
     }
 
+    /// At most `slots` of `origins`: every origin of each device with at most a fair share,
+    /// the share of a device with more (the largest share that fits, its origins ranked by
+    /// whether some peer still lacks their entries, then by entries owned).
+    private func fairShare(of origins: [ReplicaID], slots: Int) -> Set<ReplicaID> {
+        let stable = stableVector
+        let byDevice = Dictionary(grouping: origins, by: \.devicePrefix).values.sorted { $0.count < $1.count }
+        var allowed = Set<ReplicaID>()
+        var left = slots
+        for (index, group) in byDevice.enumerated() {
+            let share = left / (byDevice.count - index)
+            guard group.count > share else {
+                allowed.formUnion(group)
+                left -= group.count
+                continue
+            }
+            func rank(_ origin: ReplicaID) -> (Int, Int, ReplicaID) {
+                let unacknowledged = stable.map { $0[origin] < vector[origin] } ?? true
+                return (unacknowledged ? 1 : 0, originEntries[origin] ?? 0, origin)
+            }
+            allowed.formUnion(group.map { (rank($0), $0) }.sorted { $0.0 > $1.0 }.prefix(share).map(\.1))
+            left -= share
+        }
+        return allowed
+    }
+
     // MARK: Private
+
+    /// Records (or forgets) why `key`'s new local write is stamped `timestamp`: beyond what this
+    /// device's clock allows, the replaced entry set it (kept across rewrites of the key here).
+    private mutating func notePerKeyStamp(_ timestamp: HLCTimestamp, forKey key: StoreKey, wall: UInt64) {
+        guard timestamp.milliseconds > wall &+ HybridLogicalClock.maximumLead, let current = entries[key] else {
+            if !imposedLeads.isEmpty { imposedLeads[key] = nil }
+            return
+        }
+        if current.origin == id, var kept = imposedLeads[key] {
+            kept.sequence = sequence
+            imposedLeads[key] = kept
+            return
+        }
+        imposedLeads[key] = ImposedLead(sequence: sequence, signer: current.signature?.signer, origin: current.origin,
+                                        lead: current.timestamp.milliseconds &- min(wall, current.timestamp.milliseconds))
+    }
 
     private mutating func store(_ entry: Entry) {
         // One hash lookup for the common case, a key written again: read and replace in place.
@@ -408,6 +503,11 @@ package struct Replica: Sendable, Equatable {
     private mutating func count(_ entry: Entry, _ sign: Int) {
         let owned = (originEntries[entry.origin] ?? 0) + sign
         originEntries[entry.origin] = owned > 0 ? owned : nil
+        if owned == 0 || (owned == 1 && sign > 0) {
+            // The origin came to own its first entry, or lost its last.
+            let device = entry.origin.devicePrefix, origins = (deviceOrigins[device] ?? 0) + sign
+            deviceOrigins[device] = origins > 0 ? origins : nil
+        }
         guard let signer = entry.signature?.signer else { return }
         var tally = signerUsage[signer] ?? SignerUsage()
         if entry.isTombstone {

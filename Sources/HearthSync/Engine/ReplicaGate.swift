@@ -37,6 +37,9 @@ final class ReplicaGate: SyncReplica {
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) { replica.syncDelta(for: peer) }
     func winningEntries(_ entries: [Entry]) -> [Entry] { replica.winningEntries(entries) }
     func entry(forKey key: StoreKey) -> Entry? { replica.entry(forKey: key) }
+    func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
+        replica.imposedLead(forKey: key, origin: origin, sequence: sequence)
+    }
     var signerCertificates: [Data: Data] { replica.signerCertificates }
     var knownDevices: [DeviceID] { replica.knownDevices }
     var awaitingInitialSync: Bool { replica.awaitingInitialSync }

@@ -120,7 +120,15 @@ package final class SyncStore: Sendable {
     /// Records what `device` refused; returns the refusals not recorded before (worth a log line).
     func note(_ refusal: SyncMessage.Refusal, from device: DeviceID) -> [SyncRefusal] {
         let now = replica.wallMilliseconds()
-        let incoming = refusal.entries.map { SyncRefusal(device: device, entry: $0, peerClock: refusal.clock, localClock: now) }
+        let incoming = refusal.entries.map { entry in
+            // A write stamped ahead because the value it replaced was: the refusal says so.
+            let imposed = entry.reason == .clockAhead
+                ? entry.key.flatMap { key in entry.origin.flatMap { origin in entry.sequence.flatMap { replica.imposedLead(forKey: key, origin: origin, sequence: $0) } } }
+                : nil
+            // Another device's entry this device relayed: not this device's clock either.
+            let relayed = entry.origin.map { !$0.isBound(to: identity.deviceID.data) } ?? false
+            return SyncRefusal(device: device, entry: entry, peerClock: refusal.clock, localClock: now, imposedLead: imposed, relayed: relayed)
+        }
         return refused.withLock { table in
             var list = table[device] ?? []
             // The same entry refused again (a held-back entry comes with every delta until it is
