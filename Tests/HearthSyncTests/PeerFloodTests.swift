@@ -102,12 +102,13 @@ struct PeerFloodTests {
         // Each one handled posts a pong; those not yet sent coalesce into one.
         for _ in 0..<50 { state.mailbox.pong = true }
         #expect(state.next() == .pong && state.next() == nil)
-        // An honest peer with the fastest heartbeat in use (300 ms), its pong to each of our pings
-        // too, and a ping to check a link (the test harness's): never waits, for an hour.
+        // An honest peer with the shortest heartbeat an engine uses, pinging a tenth early (as the
+        // heartbeat may), its pong to each of our pings too (an older build pings both ways), and
+        // a ping to check a link (the test harness's): never waits, for an hour.
         var honest = State(now: start)
         var now = start
-        for beat in 0..<12_000 {
-            now = start + .milliseconds(300 * beat)
+        for beat in 0..<16_000 {
+            now = start + (SyncEngine.minimumHeartbeatInterval * 0.9) * beat
             #expect(honest.heartbeatArrived(at: now) == .zero)
             #expect(honest.heartbeatArrived(at: now + .milliseconds(5)) == .zero)
             if beat % 100 == 0 { #expect(honest.heartbeatArrived(at: now + .milliseconds(6)) == .zero) }
