@@ -34,7 +34,8 @@ public struct SyncSettings: Sendable {
     public var port: Int
     /// How long a link in use may go without a frame before it is pinged (one ping per
     /// connection, whatever the number of stores; it also tells peers what this device has).
-    /// Default 30 s. An idle link is pinged ever more rarely, up to 8 intervals apart
+    /// Default 30 s, at least 250 ms (peers read at most 10 heartbeats a second from one device).
+    /// An idle link is pinged ever more rarely, up to 8 intervals apart
     /// (docs/protocol.md, "Heartbeats and timeouts").
     public var heartbeatInterval: Duration
     /// How long a silent link in use is kept before it is dropped and redialled: a peer whose

@@ -85,23 +85,35 @@ struct HostilePeer: Sendable {
 final class HostileLink: Sendable {
     private let outgoing: AsyncStream<[UInt8]>.Continuation
     private let received = Locked<(messages: [SyncMessage], next: Int, closed: Bool)>(([], 0, false))
+    /// Frames handed to ``send(raw:)`` and not written to the socket yet (the honest end reads
+    /// no faster than it likes): a flood keeps this bounded rather than its own memory growing.
+    private let unwritten = Locked(0)
     private let task: Task<Void, Never>
 
     init(_ connection: PeerConnection, reading: Bool = true) {
         let (stream, outgoing) = AsyncStream<[UInt8]>.makeStream()
         self.outgoing = outgoing
         let received = self.received
+        let unwritten = self.unwritten
         let sender = connection.peer.deviceID.data
         task = Task {
             _ = try? await connection.executeThenClose { inbound, outbound in
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { for await payload in stream { try await outbound.write(ByteBuffer(bytes: payload)) } }
+                    group.addTask {
+                        for await payload in stream {
+                            try await outbound.write(ByteBuffer(bytes: payload))
+                            unwritten.withLock { $0 -= 1 }
+                        }
+                    }
                     group.addTask {
                         guard reading else { try await Task.sleep(for: .seconds(3600)); return }
                         for try await frame in inbound {
                             guard let message = try? SyncMessage(decoding: Data(frame.readableBytesView), sender: sender) else { continue }
                             // Answer heartbeats, as any peer does, so the link is not dropped as dead.
-                            if case .ping = message, let pong = try? SyncMessage.pong([:]).encoded() { outgoing.yield(Array(pong)) }
+                            if case .ping = message, let pong = try? SyncMessage.pong([:]).encoded() {
+                                unwritten.withLock { $0 += 1 }
+                                outgoing.yield(Array(pong))
+                            }
                             received.withLock { $0.messages.append(message) }
                         }
                     }
@@ -119,7 +131,13 @@ final class HostileLink: Sendable {
     func send(_ messages: [SyncMessage]) throws { for message in messages { try send(message) } }
 
     /// Sends a payload as one frame, whatever it holds.
-    func send(raw payload: [UInt8]) { outgoing.yield(payload) }
+    func send(raw payload: [UInt8]) {
+        unwritten.withLock { $0 += 1 }
+        outgoing.yield(payload)
+    }
+
+    /// Frames sent and not yet written to the socket.
+    var queued: Int { unwritten.withLock { $0 } }
 
     /// The next message received that `matches`, skipping others; `nil` after `timeout`.
     func next(within timeout: Duration = .seconds(20), where matches: (SyncMessage) -> Bool = { _ in true }) async -> SyncMessage? {
@@ -174,6 +192,13 @@ final class HostileLink: Sendable {
 
     func close() async {
         outgoing.finish()
+        await task.value
+    }
+
+    /// Closes at once, dropping what the honest end has not read yet (a flood's backlog).
+    func abort() async {
+        outgoing.finish()
+        task.cancel()
         await task.value
     }
 }

@@ -29,6 +29,11 @@ package final class DeviceRemovals: Sendable {
     package let file: URL?
     private let records = Locked<[DeviceID: DeviceRemoval]>([:])
     private let heldNotice = Locked<RemovalNotice?>(nil)
+    /// What records from peers that are not held proved to be (nil: it verifies; else why not),
+    /// so that one sent again costs a lookup, not a signature check (``mergeFromPeer(_:)``).
+    private let verdicts = Locked<[DeviceRemoval: String?]>([:])
+    /// Signature checks of records from peers, for tests (``signatureChecks``).
+    private let checks = Locked(0)
     private let observers = Locked<(next: UInt64, handlers: [UInt64: @Sendable ([DeviceRemoval]) -> Void])>((0, [:]))
     /// Saves happen here, never on the caller's thread: a session's reader must not fsync.
     private let saver = DispatchQueue(label: "hearth.identity.removals")
@@ -95,7 +100,54 @@ package final class DeviceRemovals: Sendable {
     /// Returns those.
     @discardableResult
     package func merge(_ incoming: [DeviceRemoval]) -> [DeviceRemoval] {
-        let candidates = Self.verified(incoming, trust: trust, logger: logger)
+        add(Self.verified(incoming, trust: trust, logger: logger))
+    }
+
+    /// At most this many verdicts on records from peers are kept (``mergeFromPeer(_:)``): a
+    /// household has a few real removals; past this the cache starts again (a check each).
+    package static let maximumVerdicts = 1024
+
+    /// Signature checks made of records from peers so far.
+    package var signatureChecks: Int { checks.withLock { $0 } }
+
+    /// Merges the records of a peer's `removals` message, at a bounded cost whatever it holds:
+    /// a record repeated is looked at once, one held already costs a lookup, one seen before
+    /// (valid or forged) costs a lookup too; only a record never seen is verified. The first
+    /// that does not verify ends it: an honest device never sends one (it verified each before
+    /// keeping it), so the rest of such a message is ignored, and with it that record's
+    /// error for the caller to log (this logs nothing per record: a peer could make it log
+    /// without end). Returns the records added, as ``merge(_:)``.
+    package func mergeFromPeer(_ incoming: [DeviceRemoval]) -> (added: [DeviceRemoval], forged: (record: DeviceRemoval, why: String)?) {
+        var seen = Set<DeviceRemoval>()
+        var candidates: [DeviceID: DeviceRemoval] = [:]
+        var forged: (record: DeviceRemoval, why: String)?
+        for record in incoming where seen.insert(record).inserted {
+            if records.withLock({ $0[record.device] == record }) { continue }
+            if let why = verdict(of: record) {
+                forged = (record, why)
+                break
+            }
+            candidates[record.device] = candidates[record.device].map { DeviceRemoval.preferred($0, record) } ?? record
+        }
+        return (add(candidates), forged)
+    }
+
+    /// Why `record` does not verify, or nil if it does: from the cache, or checked (and kept).
+    private func verdict(of record: DeviceRemoval) -> String? {
+        if let known = verdicts.withLock({ $0[record] }) { return known }
+        checks.withLock { $0 += 1 }
+        var why: String?
+        do { try record.verify(with: trust) } catch { why = "\(error)" }
+        verdicts.withLock { cache in
+            if cache.count >= Self.maximumVerdicts { cache.removeAll() }
+            cache[record] = .some(why)
+        }
+        return why
+    }
+
+    /// Adds the verified `candidates` that are new (or preferred to the one held); saves and
+    /// tells the observers if any were. Returns those.
+    private func add(_ candidates: [DeviceID: DeviceRemoval]) -> [DeviceRemoval] {
         guard !candidates.isEmpty else { return [] }
         let added = records.withLock { table -> [DeviceRemoval] in
             var added: [DeviceRemoval] = []

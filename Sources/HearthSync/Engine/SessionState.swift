@@ -127,6 +127,10 @@ package struct SessionState<Store: Sendable>: Sendable {
     package private(set) var forgedEntries = 0
     /// Set when the peer was removed: the writer closes once it has sent the removals.
     package private(set) var expelled = false
+    /// Paces the peer's pings and pongs (``heartbeatArrived(at:)``).
+    package private(set) var heartbeats = Pacer(spacing: Self.heartbeatSpacing, burst: Self.heartbeatBurst)
+    /// Paces the peer's `removals` messages (``removalsArrived(at:)``).
+    package private(set) var removalMessages = Pacer(spacing: Self.removalsSpacing, burst: Self.removalsBurst)
     package var closed = false
     package private(set) var lastHeard: ContinuousClock.Instant
     package private(set) var lastSent: ContinuousClock.Instant
@@ -145,6 +149,20 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// How many entries with a bad or unknown signature one connection may bring (a relay may
     /// pass on an entry whose signer's certificate it lacks, once).
     package static var maximumForgedEntries: Int { 64 }
+
+    /// Pings and pongs a peer may send at once, then one per ``heartbeatSpacing`` (10 a second).
+    /// An honest peer pings at most once per its heartbeat interval (30 s by default, 300 ms in
+    /// the fastest tests) and pongs once per our ping: far below. One that floods them has its
+    /// frames read at this pace: each costs a counter, and the answers ten small frames a second
+    /// (and after a minute of that, its link is closed: ``Pacer/exhausted``).
+    package static var heartbeatBurst: Int { 20 }
+    package static var heartbeatSpacing: Duration { .milliseconds(100) }
+
+    /// `removals` messages a peer may send at once, then one per ``removalsSpacing``. An honest
+    /// peer sends one after the hellos when the digests differ and one per removal it learns
+    /// (about one per device of the household when the owner removes one): far below.
+    package static var removalsBurst: Int { 16 }
+    package static var removalsSpacing: Duration { .seconds(1) }
 
     package init(now: ContinuousClock.Instant = .now, dialled: Bool = false) {
         lastHeard = now
@@ -424,6 +442,13 @@ package struct SessionState<Store: Sendable>: Sendable {
         forgedEntries += count
         return count > 0 && forgedEntries > Self.maximumForgedEntries
     }
+
+    /// A ping or pong arrived at `now`: how long the reader waits before handling it (zero
+    /// unless the peer sends them faster than ``heartbeatSpacing`` after a burst).
+    package mutating func heartbeatArrived(at now: ContinuousClock.Instant) -> Duration { heartbeats.arrived(at: now) }
+
+    /// A `removals` message arrived at `now`: how long the reader waits before handling it.
+    package mutating func removalsArrived(at now: ContinuousClock.Instant) -> Duration { removalMessages.arrived(at: now) }
 
     /// After applying a delta of `name`: the peer is told which entries were refused (bounded
     /// like the message that carries them) and, if the delta carried any, our vector (`applied`).

@@ -1,3 +1,4 @@
+import HearthCore
 import HearthIdentity
 import Logging
 
@@ -10,6 +11,8 @@ extension SyncEngine {
         let options: Options
         let logger: Logger
         let metrics: SyncMetrics
+        /// For what a peer can make every connection say in a loop: once per peer and kind a minute.
+        let limitedLog = LimitedLog()
 
         init(identity: DeviceIdentity, options: Options, logger: Logger, metrics: SyncMetrics) {
             self.identity = identity

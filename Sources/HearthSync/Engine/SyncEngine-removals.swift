@@ -11,10 +11,16 @@ extension SyncEngine {
     /// sync with it.
     package var removalNotice: RemovalNotice? { removals.notice }
 
-    /// Merges records a peer sent (each verified against the account CA); what is new reaches
-    /// ``removalsAdded(_:)`` through the observer.
+    /// Merges records a peer sent (each verified against the account CA, once:
+    /// ``DeviceRemovals/mergeFromPeer(_:)``); what is new reaches ``removalsAdded(_:)`` through
+    /// the observer. A forged record is logged once per peer a minute: a peer may send it
+    /// without end.
     func learn(_ records: [DeviceRemoval], from session: SyncSession) {
-        let added = removals.merge(records)
+        let (added, forged) = removals.mergeFromPeer(records)
+        if let forged {
+            context.limitedLog.log(.warning, "ignoring a device removal from the peer that does not verify (\(forged.record)): \(forged.why); and the rest of its message",
+                                   kind: "forged removal", peer: "\(session.peer.deviceID)", to: session.logger)
+        }
         if !added.isEmpty {
             session.logger.info("learned \(added.count) device removal\(added.count == 1 ? "" : "s") from the peer")
         }

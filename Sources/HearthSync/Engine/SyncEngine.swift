@@ -99,6 +99,9 @@ package final class SyncEngine: Sendable {
     let state: Locked<State>
     let provider = Locked<(@Sendable (String) -> (any SyncReplica)?)?>(nil)
 
+    /// The shortest heartbeat interval an engine uses (a shorter one is raised to it).
+    package static var minimumHeartbeatInterval: Duration { .milliseconds(250) }
+
     /// An engine serving no store yet (see ``attach(_:)``).
     ///
     /// - Parameter removals: the account's device removals (``AccountStore/removals(of:)``
@@ -108,6 +111,10 @@ package final class SyncEngine: Sendable {
         state = Locked(State(currentIdentity: identity))
         var logger = logger
         logger[metadataKey: "device"] = "\(identity.deviceID.short)"
+        // Peers read at most 10 pings and pongs a second (SessionState.heartbeatSpacing): with
+        // pings up to a tenth early and a pong for each of theirs, 250 ms stays below that.
+        var options = options
+        options.heartbeatInterval = max(options.heartbeatInterval, Self.minimumHeartbeatInterval)
         context = Context(identity: identity, options: options, logger: logger, metrics: SyncMetrics())
         let removals = removals ?? DeviceRemovals(trust: identity.account.trust, logger: logger)
         precondition(removals.trust.accountID == identity.account.id, "the removals are another account's")

@@ -8,6 +8,7 @@ extension SyncSession {
         switch message {
         case .hello: throw SyncProtocolError("a second hello")
         case .ping(let vectors), .pong(let vectors):
+            try await pace(\.heartbeats, "pings and pongs", wait: { $0.heartbeatArrived(at: $1) })
             for (name, claimed) in vectors {
                 if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: false) }
             }
@@ -19,6 +20,7 @@ extension SyncSession {
             receive(message)
             return
         case .removals(let records):
+            try await pace(\.removalMessages, "removals", wait: { $0.removalsArrived(at: $1) })
             engine?.learn(records, from: self)
             return
         case .renew:
@@ -51,6 +53,22 @@ extension SyncSession {
                                         metadata: ["peer": "\(peer)"])
         case .hello, .ping, .pong, .store, .removals, .renew, .certificate, .links: break
         }
+    }
+
+    /// Waits, if the peer sends frames of this kind faster than `pacer` allows, until it is
+    /// their turn (the reader waits, and the peer's frames wait in its socket meanwhile);
+    /// logged once per peer a minute. After a minute of waits in a row, closes the link.
+    private func pace(_ pacer: KeyPath<State, Pacer>, _ kind: String, wait: (inout State, ContinuousClock.Instant) -> Duration) async throws {
+        let (delay, limit) = state.withLock { s in (wait(&s, .now), s[keyPath: pacer]) }
+        guard delay > .zero else { return }
+        if limit.exhausted {
+            throw SyncProtocolError("the peer sent \(kind) faster than one per \(limit.spacing) for \(limit.waitedInARow) in a row; closing")
+        }
+        context.limitedLog.log(.warning, "the peer sends \(kind) faster than \(limit.burst) at once and then one per \(limit.spacing); reading them at that pace",
+                               kind: "paced \(kind)", peer: "\(peer.deviceID)", to: logger)
+        try await Task.sleep(for: delay)
+        // Closed meanwhile (replaced, expelled): the frames still buffered are not worth the wait.
+        if state.withLock({ $0.closed }) { throw CancellationError() }
     }
 
     /// Records that the peer has what `claimed` says of store `name` (counters of origins we do
@@ -142,8 +160,9 @@ extension SyncSession {
         let refused = checked.refused + overQuota
         if !refused.isEmpty {
             let count = delta.entries.count + delta.undecodable.count
-            store.logger.warning("refused \(refused.count) of \(count) entries from the peer, applied the rest, and told the peer: \(Self.summary(refused))",
-                                 metadata: ["peer": "\(peer)"])
+            // The peer is told each time; the log, once a minute (a peer may send them without end).
+            context.limitedLog.log(.warning, "refused \(refused.count) of \(count) entries from the peer, applied the rest, and told the peer: \(Self.summary(refused))",
+                                   kind: "refused entries of \(store.identifier)", peer: "\(peer.deviceID)", to: store.logger, metadata: ["peer": "\(peer)"])
         }
         let clock = refused.isEmpty ? 0 : replica.wallMilliseconds()
         // An empty delta teaches the peer nothing new about us: its hello already did.
