@@ -7,9 +7,13 @@
 # sockets where the victim's commands look: the store's control socket (<fnv-1a>.sock), the
 # daemon's daemon.sock (with a held daemon.lock), the library's attach socket (store-<hash>.sock).
 # Each answers with a forged value and logs every byte it gets. The victim, holding its store
-# in `hearth serve`, then runs `hearth get`, `hearth set`, `hearth status` and `hearth daemon`.
+# in `hearth serve`, then runs `hearth get`, `set`, `status`, `daemon status` and `daemon`.
 # Every one must fail with status non-zero and a message naming the squatted folder, and the
-# squatter must receive nothing.
+# squatter must receive nothing. Then, behind the folder check, SO_PEERCRED: root plants
+# listeners inside the victim's own 0700 folder (as a folder opened up by hand would let any
+# user): get, set and daemon status must fail naming the socket, and an attach by set (the
+# store held by another process of the victim, no control socket) must not send its hello.
+# Those listeners see the connects, never a byte.
 #
 # Usage: sudo scripts/local-users.sh [path/to/hearth]   (default .build/debug/hearth)
 # Prints PASS/FAIL lines; exits 1 if any check fails. Leaves the two users; removes the rest.
@@ -80,6 +84,7 @@ rm -rf "$squatted"
 cat >"$work/squatter.py" <<'EOF'
 import json, os, socket, sys, threading, fcntl
 folder, lock_path, data_dir, store, log_path = sys.argv[1:6]
+plant = sys.argv[6].split(",") if len(sys.argv) > 6 else ["control", "daemon", "attach"]
 
 def fnv1a(data, seed=0xcbf29ce484222325):
     h = seed
@@ -94,10 +99,11 @@ attach = "store-%016x%016x.sock" % (fnv1a(name), fnv1a(name, 0x6c62272e07bb0142)
 if not os.path.isdir(folder):          # else: planted in the victim's own folder (by root)
     os.mkdir(folder)
     os.chmod(folder, 0o755)
-lock = os.open(os.path.join(folder, "daemon.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-os.write(lock, b"%d\n" % os.getpid())
-fcntl.flock(lock, fcntl.LOCK_EX)        # looks like a running daemon
-os.fchmod(lock, 0o644)
+if "daemon" in plant:
+    lock = os.open(os.path.join(folder, "daemon.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(lock, b"%d\n" % os.getpid())
+    fcntl.flock(lock, fcntl.LOCK_EX)    # looks like a running daemon
+    os.fchmod(lock, 0o644)
 forged = json.dumps({"status": 0, "text": "\"forged-by-squatter\"", "outcome": "confirmed", "peers": 1,
                      "required": 1, "held": True, "pid": os.getpid(), "stores": []}) + "\n"
 log = open(log_path, "a", buffering=1)
@@ -136,9 +142,10 @@ def listen(label):
             threading.Thread(target=serve, args=(conn, label), daemon=True).start()
     threading.Thread(target=loop, daemon=True).start()
 
-for label in (control, "daemon.sock", attach):
+labels = [{"control": control, "daemon": "daemon.sock", "attach": attach}[p] for p in plant]
+for label in labels:
     listen(label)
-print("planted " + " ".join((control, "daemon.sock", attach)), flush=True)
+print("planted " + " ".join(labels), flush=True)
 threading.Event().wait()
 EOF
 chmod 644 "$work/squatter.py"
@@ -209,11 +216,40 @@ expect_refusal get-peercred victim_hearth get --store "$store" secret
 expect_refusal set-peercred victim_hearth set --store "$store" secret --string "the victim's secret" --wait 2
 expect_refusal daemon-status-peercred victim_hearth daemon status
 # They see the connect (SO_PEERCRED needs one), never a byte.
-if grep -qv ": connection$\|: 0 bytes: b''$" "$rootlog" 2>/dev/null; then
-    fail "the other uid's listeners received: $(cat "$rootlog")"
+nothing_but_connects() {
+    local label=$1 file=$2
+    if grep -qv ": connection$\|: 0 bytes: b''$" "$file" 2>/dev/null; then
+        fail "$label received: $(cat "$file")"
+    else
+        pass "$label received nothing ($(grep -c ': connection$' "$file" 2>/dev/null) connects, 0 bytes)"
+    fi
+}
+nothing_but_connects "the other uid's listeners in the victim's own folder" "$rootlog"
+kill "${pids[-1]}" 2>/dev/null
+wait "${pids[-1]}" 2>/dev/null
+
+# --- The library's attach client: the store held by a process of the victim without a control
+# socket (flock on its lock file, as an app holding it would), no daemon, and another uid's
+# listener on the store's attach socket. set must not send it its hello (nor anything else).
+rm -rf "$squatted"
+install -d -m 700 -o "$victim" -g "$(id -g "$victim")" "$squatted"
+attachlog=$work/attach-received.log
+python3 "$work/squatter.py" "$squatted" "$vhome/data/$account/$store.lock" "$vhome/data" "$store" "$attachlog" attach \
+    >"$work/attachsquatter.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do grep -q planted "$work/attachsquatter.out" 2>/dev/null && break; sleep 0.1; done
+grep -q planted "$work/attachsquatter.out" || { cat "$work/attachsquatter.out"; echo "FAIL: the attach listener did not start"; exit 1; }
+AS_EXEC=1 as "$victim" "$vhome" flock "$vhome/data/$account/$store.lock" sleep 120 &
+pids+=($!)
+for _ in $(seq 100); do flock -n "$vhome/data/$account/$store.lock" true || break; sleep 0.1; done   # until it holds the lock
+status=0
+victim_hearth set --store "$store" secret --string "the victim's secret" --wait 1 >"$work/set-attach.out" 2>&1 || status=$?
+if [ "$status" = 0 ] || grep -q "forged-by-squatter\|confirmed by" "$work/set-attach.out"; then
+    fail "set-attach: exit status $status: $(cat "$work/set-attach.out")"
 else
-    pass "the other uid's listeners in the victim's own folder received nothing ($(grep -c ': connection$' "$rootlog" 2>/dev/null || echo 0) connects, 0 bytes)"
+    pass "set-attach: exit status $status: $(head -1 "$work/set-attach.out")"
 fi
+nothing_but_connects "another uid's listener on the store's attach socket" "$attachlog"
 
 if [ "$failures" = 0 ]; then
     echo "PASS: local-users: another local user gets nothing from hearth-victim's commands"
