@@ -191,6 +191,16 @@ wait "$serve_pid" 2>/dev/null
 # (timeout: a daemon that started would run until stopped)
 expect_refusal daemon as "$victim" "$vhome" timeout 20 "$work/hearth" daemon run "${directories[@]}"
 
+# --- The remedy the messages give works, squatter or not: a private XDG_RUNTIME_DIR.
+install -d -m 700 -o "$victim" -g "$(id -g "$victim")" "$vhome/run"
+private=(env XDG_RUNTIME_DIR="$vhome/run" TMPDIR="$vhome/run" "$work/hearth")
+if as "$victim" "$vhome" "${private[@]}" set --store "$store" secret --string updated --wait 0 "${directories[@]}" >"$work/xdg.out" 2>&1 \
+    && [ "$(as "$victim" "$vhome" "${private[@]}" get --store "$store" secret "${directories[@]}" 2>>"$work/xdg.out")" = '"updated"' ]; then
+    pass "with XDG_RUNTIME_DIR and TMPDIR set (the advice given), the victim's set and get work beside the squatted /tmp folder"
+else
+    fail "with XDG_RUNTIME_DIR and TMPDIR set: $(cat "$work/xdg.out")"
+fi
+
 # --- The squatter got nothing: not a connection, not a byte.
 if [ -s "$log" ]; then
     fail "the squatter received: $(cat "$log")"

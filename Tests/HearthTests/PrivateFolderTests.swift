@@ -58,7 +58,7 @@ import Testing
         #expect(symlink(target, link) == 0)
         let refusal = try #require(throws: PrivateFolder.Refusal.self) { try PrivateFolder.prepare(link) }
         #expect(refusal.description.contains("\(link) is a symbolic link"), "\(refusal)")
-        #expect(refusal.description.contains("XDG_RUNTIME_DIR"), "\(refusal)")
+        #expect(refusal.description.contains("set XDG_RUNTIME_DIR and TMPDIR to folders of yours"), "\(refusal)")
     }
 
     @Test("A file where the folder should be is refused")

@@ -53,8 +53,9 @@ package enum PrivateFolder {
             return .refused("cannot inspect \(directory): \(String(cString: strerror(errno)))")
         }
         let me = geteuid()
-        let advice = "Hearth keeps its sockets there and will not use it. Set XDG_RUNTIME_DIR to a folder of yours "
-            + "(as a systemd-logind session does: /run/user/\(me)), or have an administrator remove \(directory)"
+        // The runtime folder follows XDG_RUNTIME_DIR, the command's control sockets TMPDIR.
+        let advice = "Hearth keeps its sockets there and will not use it. Have an administrator remove \(directory), "
+            + "or set XDG_RUNTIME_DIR and TMPDIR to folders of yours (a systemd-logind session sets XDG_RUNTIME_DIR=/run/user/\(me))"
         guard info.st_mode & S_IFMT == S_IFDIR else {
             let kind = info.st_mode & S_IFMT == S_IFLNK ? "a symbolic link" : "not a folder"
             return .refused("\(directory) is \(kind) (owner \(user(info.st_uid))), not a folder of yours. " + advice)
@@ -78,7 +79,7 @@ package enum PrivateFolder {
         }
         guard uid == geteuid() else {
             throw Refusal(path: path, description: "\(path) is served by \(user(uid)), not by you, \(user(geteuid())); "
-                          + "nothing was sent to it. Another user planted it: remove it, or set XDG_RUNTIME_DIR to a folder of yours")
+                          + "nothing was sent to it. Another user's process listens there: remove it")
         }
     }
 
