@@ -6,8 +6,9 @@ import HearthCore
 /// `hearth` commands that find the store locked send it their requests (``ControlRequest``)
 /// instead. One JSON request line, one JSON reply line, one request per connection.
 ///
-/// The socket lives in `$TMPDIR/hearth-<uid>/` (mode 0700; socket 0600), named by a hash of
-/// the store's lock file: a socket path must fit in 108 bytes, which store paths may not.
+/// The socket lives in `$TMPDIR/hearth-<uid>/` (mode 0700, checked before every use; socket
+/// 0600; each side checks the other's uid with `SO_PEERCRED`), named by a hash of the store's
+/// lock file: a socket path must fit in 108 bytes, which store paths may not.
 /// This type is only the transport; what is said over it is ``ControlRequest``.
 enum ControlSocket {
     /// The longest line either side accepts. A value is at most 1 MB of canonical encoding,
@@ -25,7 +26,7 @@ enum ControlSocket {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3
         }
-        return "\(base)/hearth-\(getuid())/\(String(hash, radix: 16)).sock"
+        return "\(base)/hearth-\(geteuid())/\(String(hash, radix: 16)).sock"
     }
 
     /// How one request went.
@@ -39,30 +40,45 @@ enum ControlSocket {
     }
 
     /// Sends one request line and waits up to `timeout` for the reply, on a thread of its own
-    /// (the calls block; the cooperative pool must not).
-    static func exchange(_ line: String, with path: String, timeout: Duration) async -> Exchange {
-        await withCheckedContinuation { continuation in
+    /// (the calls block; the cooperative pool must not). Throws, having sent nothing, if the
+    /// socket's folder is not this user's private folder or another user's process listens on
+    /// the socket (``PrivateFolder``): someone planted it to catch the request.
+    static func exchange(_ line: String, with path: String, timeout: Duration) async throws(CommandError) -> Exchange {
+        let result = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(returning: exchangeBlocking(line, with: path, timeout: timeout))
             }
         }
+        return try result.get()
     }
 
-    private static func exchangeBlocking(_ line: String, with path: String, timeout: Duration) -> Exchange {
+    private static func exchangeBlocking(_ line: String, with path: String, timeout: Duration) -> Result<Exchange, CommandError> {
+        // A folder of someone else's: whatever listens in it is not our holder.
+        switch PrivateFolder.inspect((path as NSString).deletingLastPathComponent) {
+        case .missing: return .success(.noListener)
+        case .refused(let reason): return .failure(CommandError(.general, reason))
+        case .usable: break
+        }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0, var address = LocalSocketDirectory.address(path) else {
             if fd >= 0 { close(fd) }
-            return .noListener
+            return .success(.noListener)
         }
         defer { close(fd) }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard connected == 0 else { return .noListener }
+        guard connected == 0 else { return .success(.noListener) }
+        // The kernel's word on who listens, before a byte of the request goes out.
+        do throws(PrivateFolder.Refusal) {
+            try PrivateFolder.checkServer(fd, at: path)
+        } catch {
+            return .failure(CommandError(error))
+        }
         // From here on the holder may have read some or all of the request.
         setTimeouts(fd, timeout)
-        guard writeAll(fd, Array((line + "\n").utf8)), let reply = readLine(fd) else { return .noReply }
-        return .reply(reply)
+        guard writeAll(fd, Array((line + "\n").utf8)), let reply = readLine(fd) else { return .success(.noReply) }
+        return .success(.reply(reply))
     }
 
     static func setTimeouts(_ fd: Int32, _ timeout: Duration) {
@@ -113,22 +129,25 @@ final class ControlServer: Sendable {
     /// Clients are this user's own `hearth` commands; more at once than this is a runaway script.
     static let maximumConnections = 64
 
-    init?(path: String) {
-        let directory = (path as NSString).deletingLastPathComponent
-        mkdir(directory, 0o700)
-        var info = stat()
+    /// Listens at `path`, creating its folder (0700) if needed; throws why not.
+    init(path: String) throws(CommandError) {
         // Only a folder of ours that nobody else can enter: anyone who can connect can write.
-        guard stat(directory, &info) == 0, info.st_uid == getuid(), info.st_mode & 0o077 == 0,
-              var address = LocalSocketDirectory.address(path) else { return nil }
+        do throws(PrivateFolder.Refusal) {
+            try PrivateFolder.prepare((path as NSString).deletingLastPathComponent)
+        } catch {
+            throw CommandError(error)
+        }
+        guard var address = LocalSocketDirectory.address(path) else { throw CommandError(.general, "socket path too long: \(path)") }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else { throw CommandError(.general, "socket: \(String(cString: strerror(errno)))") }
         unlink(path)    // a socket left by a holder that was killed; we hold the store's lock now
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard bound == 0, chmod(path, 0o600) == 0, listen(fd, 16) == 0 else {
+            let reason = String(cString: strerror(errno))
             close(fd)
-            return nil
+            throw CommandError(.general, "cannot listen on \(path): \(reason)")
         }
         self.path = path
         self.fd = fd
@@ -187,13 +206,7 @@ final class ControlServer: Sendable {
 
     /// Whether the process at the other end of `client` runs as this user (SO_PEERCRED).
     static func isOwnUser(_ client: Int32) -> Bool {
-        // struct ucred { pid_t pid; uid_t uid; gid_t gid; }: Glibc's module leaves it out (it
-        // needs _GNU_SOURCE), so its layout is spelled here.
-        var credentials: (pid: pid_t, uid: uid_t, gid: gid_t) = (0, 0, 0)
-        var length = socklen_t(MemoryLayout.size(ofValue: credentials))
-        guard getsockopt(client, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
-              length == socklen_t(MemoryLayout.size(ofValue: credentials)) else { return false }
-        return credentials.uid == getuid()
+        PrivateFolder.peerUID(client) == geteuid()
     }
 
     func stop() {

@@ -70,10 +70,15 @@ final class HostedStore: Sendable {
         }
         // Up before sync starts, so that hearth set/rm/peers find us as soon as we hold the store.
         let handler = ControlHandler(store: store, status: liveStatus)
-        let control = ControlServer(path: ControlSocket.path(for: access.location))
+        let control: ControlServer?
+        do throws(CommandError) {
+            control = try ControlServer(path: ControlSocket.path(for: access.location))
+        } catch {
+            control = nil
+            note("no control socket for store \(access.storeIdentifier) (\(error.message)); hearth set/rm on it will report it locked")
+        }
         self.control = control
         control?.start { line in await handler.answer(line) }
-        if control == nil { note("no control socket for store \(access.storeIdentifier); hearth set/rm on it will report it locked") }
         self.liveStatus = liveStatus
 
         guard printChanges || saveEachChange else {

@@ -99,10 +99,11 @@ struct LiveStatus: Sendable {
                                refused: object.strings("refused") ?? [])
     }
 
-    /// Asks the process holding the store at `location` (nil when none answers).
-    static func ask(_ location: StoreLocation, timeout: Duration = .seconds(5)) async -> LiveStatus? {
+    /// Asks the process holding the store at `location` (nil when none answers); throws if the
+    /// control socket's folder or listener is not this user's (``ControlSocket/exchange(_:with:timeout:)``).
+    static func ask(_ location: StoreLocation, timeout: Duration = .seconds(5)) async throws(CommandError) -> LiveStatus? {
         let line = ControlRequest.status(store: location.storeIdentifier).line
-        guard case .reply(let reply) = await ControlSocket.exchange(line, with: ControlSocket.path(for: location), timeout: timeout) else {
+        guard case .reply(let reply) = try await ControlSocket.exchange(line, with: ControlSocket.path(for: location), timeout: timeout) else {
             return nil
         }
         return try? LiveStatus(ControlRequest.fields(ofReply: reply))

@@ -110,11 +110,11 @@ struct StoreAccess {
     func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false) async throws -> Reach {
         // With a daemon running, the daemon holds the store (and syncs it after we exit): the
         // request goes to it, as to any holder.
-        _ = await DaemonControl.askToHold(location)
+        _ = try await DaemonControl.askToHold(location)
         do {
             return .opened(try open(syncPaused: syncPaused))
         } catch let error as CommandError where error.status == .storeLocked {
-            switch await ControlSocket.exchange(request(), with: ControlSocket.path(for: location), timeout: timeout) {
+            switch try await ControlSocket.exchange(request(), with: ControlSocket.path(for: location), timeout: timeout) {
             case .reply(let line): return .answered(line)
             case .noReply: return .noReply
             case .noListener:

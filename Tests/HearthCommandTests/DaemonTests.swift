@@ -217,6 +217,7 @@ struct DaemonTests {
         chmod("\(runtime)/solo/hearth", 0o777)
         let refused = try await run(["daemon", "--data-dir", "\(root)/solo/data"], environment)
         #expect(refused.status == 1)
-        #expect(refused.error.contains("is open to other users (mode 777)"), "\(refused.error)")
+        #expect(refused.error.contains("\(runtime)/solo/hearth has mode 777, not 700"), "\(refused.error)")
+        #expect(refused.error.contains("chmod 700"), "\(refused.error)")
     }
 }

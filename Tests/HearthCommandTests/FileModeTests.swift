@@ -63,4 +63,36 @@ import Testing
         }
         #expect(checked >= 12, "only \(checked) paths under \(root)")
     }
+
+    @Test("Issue 26: daemon install makes ~/.config/systemd/user 0700 and the unit 0600; the daemon's runtime folder is 0700, its lock and socket 0600, even under umask 000",
+          .enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"))
+    func daemonFilesArePrivate() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: "\(root)/empty", withIntermediateDirectories: true)
+        var environment = HearthCLI.environment
+        environment["HOME"] = "\(root)/home"        // made by hearth: ~/.config and below
+        environment["XDG_CONFIG_HOME"] = nil
+        environment["XDG_RUNTIME_DIR"] = root       // hearth makes $XDG_RUNTIME_DIR/hearth
+        environment["PATH"] = "\(root)/empty"        // no systemctl: install only writes the unit
+        func underOpenUmask(_ arguments: [String]) throws -> ChildProcess {
+            try ChildProcess("/bin/sh", ["-c", "umask 000; exec \"$0\" \"$@\"", try #require(HearthCLI.binary)] + arguments,
+                             environment: environment)
+        }
+        let data = ["--config-dir", "\(root)/home/config", "--data-dir", "\(root)/home/data"]
+        let install = try underOpenUmask(["daemon", "install"] + data)
+        #expect(await install.wait(upTo: .seconds(60)) == 0, "\(install.errorOutput)")
+        let daemon = try underOpenUmask(["daemon", "run"] + data)
+        defer { daemon.terminate() }
+        #expect(await daemon.waitForOutput("Ctrl-C to stop", inErrors: true, upTo: .seconds(30)), "\(daemon.errorOutput)")
+        let expected: [(String, mode_t)] = [
+            ("home/.config", 0o700), ("home/.config/systemd", 0o700), ("home/.config/systemd/user", 0o700),
+            ("home/.config/systemd/user/hearth.service", 0o600),
+            ("hearth", 0o700), ("hearth/daemon.lock", 0o600), ("hearth/daemon.sock", 0o600),
+        ]
+        for (path, mode) in expected {
+            var info = stat()
+            #expect(lstat("\(root)/\(path)", &info) == 0, "\(path) is missing")
+            #expect(info.st_mode & 0o777 == mode, "\(path) has mode \(String(info.st_mode & 0o777, radix: 8))")
+        }
+    }
 }

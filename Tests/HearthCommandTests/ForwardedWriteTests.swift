@@ -175,7 +175,7 @@ import Testing
         for retry in [false, true, true] {
             var again = request
             again.isRetry = retry
-            replies.append(await ControlSocket.exchange(ControlRequest.write(again).line, with: socket, timeout: .seconds(30)))
+            replies.append(try await ControlSocket.exchange(ControlRequest.write(again).line, with: socket, timeout: .seconds(30)))
         }
         #expect(replies.allSatisfy { $0 == replies[0] }, "\(replies)")
         guard case .reply(let line) = replies[0] else { Issue.record("no reply: \(replies[0])"); return }
@@ -184,12 +184,12 @@ import Testing
 
         // A new ID is a new write.
         let second = WriteRequest(store: "com.example.colors", key: "once", value: .string("second"), wait: 0, minimumPeers: 1)
-        #expect(await ControlSocket.exchange(ControlRequest.write(second).line, with: socket, timeout: .seconds(30)) != .noListener)
+        #expect(try await ControlSocket.exchange(ControlRequest.write(second).line, with: socket, timeout: .seconds(30)) != .noListener)
         #expect(serve.errorOutput.components(separatedBy: "set once for another hearth process").count == 3, "\(serve.errorOutput)")
         // Another store's request is not this holder's to apply.
         var other = second
         other.store = "com.example.other"
-        guard case .reply(let refused) = await ControlSocket.exchange(ControlRequest.write(other).line, with: socket, timeout: .seconds(30)) else {
+        guard case .reply(let refused) = try await ControlSocket.exchange(ControlRequest.write(other).line, with: socket, timeout: .seconds(30)) else {
             Issue.record("no reply for another store")
             return
         }

@@ -28,6 +28,8 @@ enum DaemonHoldRequest {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard connected == 0 else { return false }     // a socket left by a daemon that died
+        // Only to this user's daemon: the request names the store and the data directory.
+        guard (try? PrivateFolder.checkServer(fd, at: path)) != nil else { return false }
         let request = Array("{\"op\":\"hold\",\"store\":\(quote(storeIdentifier)),\"dataDirectory\":\(quote(dataDirectory))}\n".utf8)
         var sent = 0
         while sent < request.count {

@@ -92,6 +92,14 @@ final class LocalClient: Sendable {
             close(fd)
             throw LocalAttachError("connect \(path): \(String(cString: strerror(code)))")
         }
+        // The folder was checked, but the kernel's word on who listens is checked before the
+        // hello (which names the data directory) or any write goes out.
+        do throws(PrivateFolder.Refusal) {
+            try PrivateFolder.checkServer(fd, at: path)
+        } catch {
+            close(fd)
+            throw LocalAttachError(error.description)
+        }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         return fd
     }

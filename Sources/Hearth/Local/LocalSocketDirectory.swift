@@ -6,7 +6,8 @@ import Foundation
 /// `/tmp/hearth-<uid>/` when that is unset. The folder is created with mode 0700 and, before
 /// every bind or connect, checked to be a real folder (not a symlink), owned by this user,
 /// with mode 0700: another user must not be able to plant a socket we would talk to, nor
-/// reach ours. The host checks each client's uid as well (`SO_PEERCRED`).
+/// reach ours (``PrivateFolder``). The host checks each client's uid as well, and each client
+/// the host's (`SO_PEERCRED`).
 package enum LocalSocketDirectory {
     /// The folder, from the environment (not yet created or checked).
     package static func path(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
@@ -61,28 +62,21 @@ package enum LocalSocketDirectory {
         return (path(environment: environment) as NSString).appendingPathComponent("store-\(digest).sock")
     }
 
-    /// Creates the folder if missing and checks it; throws why it must not be used.
+    /// Creates the folder if missing and checks it (``PrivateFolder``); throws why it must not be used.
     static func prepare(_ directory: String) throws(LocalAttachError) {
-        if mkdir(directory, 0o700) != 0, errno != EEXIST {
-            throw LocalAttachError("cannot create the socket folder \(directory): \(String(cString: strerror(errno)))")
+        do throws(PrivateFolder.Refusal) {
+            try PrivateFolder.prepare(directory)
+        } catch {
+            throw LocalAttachError("the socket folder: \(error.description)")
         }
-        try check(directory)
     }
 
-    /// Checks that `directory` is a folder of ours, mode 0700, not a symlink.
+    /// Checks that `directory` is a folder of ours, mode 0700, not a symlink (``PrivateFolder``).
     static func check(_ directory: String) throws(LocalAttachError) {
-        var info = stat()
-        guard lstat(directory, &info) == 0 else {
-            throw LocalAttachError("cannot use the socket folder \(directory): \(String(cString: strerror(errno)))")
-        }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw LocalAttachError("the socket folder \(directory) is not a folder (a symlink?); not using it")
-        }
-        guard info.st_uid == geteuid() else {
-            throw LocalAttachError("the socket folder \(directory) belongs to uid \(info.st_uid), not to this user (uid \(geteuid())); not using it")
-        }
-        guard info.st_mode & 0o777 == 0o700 else {
-            throw LocalAttachError("the socket folder \(directory) has mode \(String(info.st_mode & 0o777, radix: 8)), not 700; not using it")
+        do throws(PrivateFolder.Refusal) {
+            try PrivateFolder.check(directory)
+        } catch {
+            throw LocalAttachError("the socket folder: \(error.description)")
         }
     }
 }

@@ -51,13 +51,14 @@ enum DaemonControl {
     }
 
     /// Asks this user's daemon, if one runs, to hold the store at `location` (the client side
-    /// of `hold`); true if it does now.
-    static func askToHold(_ location: StoreLocation) async -> Bool {
+    /// of `hold`); true if it does now. Throws, having sent nothing, if the runtime folder is
+    /// not this user's private folder (another user may have made it to pose as the daemon).
+    static func askToHold(_ location: StoreLocation) async throws(CommandError) -> Bool {
         let directory = RuntimeDirectory.path()
-        guard DaemonLock.runningPid(in: directory) != nil else { return false }
+        guard try RuntimeDirectory.existsAndIsOurs(directory), DaemonLock.runningPid(in: directory) != nil else { return false }
         let request = JSONObject(["op": .string("hold"), "store": .string(location.storeIdentifier),
                                   "dataDirectory": .string(location.dataDirectory)]).line
-        guard case .reply(let line) = await ControlSocket.exchange(request, with: path(in: directory), timeout: .seconds(10)),
+        guard case .reply(let line) = try await ControlSocket.exchange(request, with: path(in: directory), timeout: .seconds(10)),
               let reply = JSONObject(line: line) else { return false }
         return reply.bool("held") == true
     }

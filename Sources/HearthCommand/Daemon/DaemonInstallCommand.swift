@@ -22,7 +22,9 @@ struct DaemonInstallCommand: AsyncParsableCommand {
         let unit = SystemdUserUnit(command: command)
         let folder = (unit.path as NSString).deletingLastPathComponent
         do {
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            // 0700 like every folder Hearth makes (FileManager's default gave 0755); a folder
+            // that exists keeps its mode.
+            try AtomicFile.createDirectory(folder)
             try AtomicFile.write(Data(unit.text.utf8), to: unit.path)
         } catch {
             throw CommandError(.general, "cannot write \(unit.path): \(error)")

@@ -14,6 +14,7 @@ final class DaemonLock: Sendable {
         let path = path(in: directory)
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw CommandError(.general, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        _ = fchmod(fd, 0o600)   // exactly, whatever the umask took away
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let error = errno
             close(fd)

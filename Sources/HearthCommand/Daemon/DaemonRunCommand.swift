@@ -39,9 +39,14 @@ struct DaemonRunCommand: AsyncParsableCommand {
         }
         let daemon = DeviceDaemon(global: global, options: store.storeOptions, rescanInterval: .milliseconds(Int(rescanInterval * 1000)),
                                   authority: authority)
-        let control = ControlServer(path: DaemonControl.path(in: directory))
+        let control: ControlServer?
+        do throws(CommandError) {
+            control = try ControlServer(path: DaemonControl.path(in: directory))
+        } catch {
+            control = nil
+            note("daemon: no control socket in \(directory) (\(error.message)); hearth daemon status will not reach it")
+        }
         control?.start { line in await DaemonControl.answer(line, daemon: daemon) }
-        if control == nil { note("daemon: no control socket in \(directory); hearth daemon status will not reach it") }
         let identity = try? global.currentIdentity()
         let whose: String = identity.map { "device \($0.deviceName) (\($0.deviceID.short)) in \($0.account.displayName) (\($0.account.id.short))" }
             ?? "this device (signed out)"

@@ -16,7 +16,7 @@ struct DaemonStatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let directory = RuntimeDirectory.path()
-        switch await ControlSocket.exchange(#"{"op":"daemon-status"}"#, with: DaemonControl.path(in: directory), timeout: .seconds(5)) {
+        switch try await ControlSocket.exchange(#"{"op":"daemon-status"}"#, with: DaemonControl.path(in: directory), timeout: .seconds(5)) {
         case .reply(let line):
             let reply = try ControlRequest.fields(ofReply: line)
             if json { return emit(line) }

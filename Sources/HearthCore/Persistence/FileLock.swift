@@ -14,6 +14,7 @@ package final class FileLock: Sendable {
     package init(path: String) throws(PersistenceError) {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io("open lock file", path: path) }
+        _ = fchmod(fd, 0o600)   // exactly, whatever the umask took away
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let code = errno
             var holder = [UInt8](repeating: 0, count: 32)

@@ -91,7 +91,9 @@ package enum SecureFile {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue { return }
         try makeDirectory(url.deletingLastPathComponent())
-        if mkdir(url.path, 0o700) != 0 && errno != EEXIST {
+        if mkdir(url.path, 0o700) == 0 {
+            _ = chmod(url.path, 0o700)     // exactly, whatever the umask took away
+        } else if errno != EEXIST {
             throw IdentityError.fileSystem("creating directory", path: url.path)
         }
     }

@@ -25,6 +25,7 @@ struct AccountRecordFile: Sendable {
         let lockPath = url.path + ".lock"
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw IdentityError.fileSystem("opening", path: lockPath) }
+        _ = fchmod(fd, 0o600)   // exactly, whatever the umask took away
         defer { close(fd) }  // closing releases the lock
         while flock(fd, LOCK_EX) != 0 {
             guard errno == EINTR else { throw IdentityError.fileSystem("locking", path: lockPath) }
