@@ -62,6 +62,14 @@ if [ "$status" != 0 ]; then
   exit "$status"
 fi
 
+# Another local user gets nothing from a user's commands (issue 26, docs/security.md "Other
+# users of the same machine"): only root can make the two users this needs, so it is a script
+# run here, not a test of the suite.
+if [ "$(id -u)" -eq 0 ] && [ $# -eq 0 ]; then
+  echo "test: scripts/local-users.sh (two throwaway users: a squatter and its victim)" >&2
+  scripts/local-users.sh .build/debug/hearth
+fi
+
 # The products' DocC catalogs: built with warnings as errors, every public symbol documented
 # (scripts/docs.sh); HEARTH_SKIP_DOCS=1 leaves it out of a quick local run.
 if [ "${HEARTH_SKIP_DOCS:-0}" != 1 ] && [ $# -eq 0 ]; then
