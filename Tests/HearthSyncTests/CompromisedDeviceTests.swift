@@ -35,6 +35,8 @@ final class Household {
         legit = try PeerProcess(name: "legit", data: "\(root)/legit-data",
                                 arguments: ["--config", "\(root)/legit-config", "--port", "\(legitPort)", "--peer", "127.0.0.1:\(victimPort)",
                                             "--write", "--interval", "200"] + legitArguments)
+        // systemd's default soft limit for a user's service: the attacks must not reach it.
+        try Self.limitOpenFiles(of: victim.pid, to: Self.openFileSoftLimit)
         hostile = try HostilePeer(joining: "\(root)/victim-config", root: root, storeIdentifier: Self.store)
         await eventually("the victim to hold the legitimate device's writes") { self.legitCounterAtVictim > 0 }
     }
@@ -59,6 +61,32 @@ final class Household {
         let line = status.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
         return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
     }
+
+    /// The victim's soft limit of open files (set at start, as systemd's default for a service).
+    static let openFileSoftLimit = 1024
+
+    /// Sets `pid`'s soft RLIMIT_NOFILE with util-linux's prlimit (Glibc's prlimit(2) needs _GNU_SOURCE).
+    static func limitOpenFiles(of pid: pid_t, to limit: Int) throws {
+        let prlimit = Process()
+        prlimit.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        prlimit.arguments = ["--pid", "\(pid)", "--nofile=\(limit):"]
+        try prlimit.run()
+        prlimit.waitUntilExit()
+        #expect(prlimit.terminationStatus == 0, "prlimit --pid \(pid) --nofile=\(limit): failed")
+    }
+
+    /// How many descriptors the victim has open now.
+    var victimOpenFiles: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(victim.pid)/fd").count) ?? 0 }
+
+    /// The victim's soft limit of open files, as the kernel has it (/proc/PID/limits).
+    var victimOpenFileLimit: Int {
+        let limits = (try? String(contentsOfFile: "/proc/\(victim.pid)/limits", encoding: .utf8)) ?? ""
+        let line = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") } ?? ""
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first ?? "") ?? 0
+    }
+
+    /// Open descriptors against the soft limit, for the tests' reports ("12 of 1024 files").
+    var victimFiles: String { "\(victimOpenFiles) of \(victimOpenFileLimit) files open" }
 
     /// The victim's peak resident memory so far, in MB.
     var victimPeakMB: Int { victimStatus("VmHWM") / 1024 }
@@ -371,7 +399,9 @@ struct CompromisedDeviceTests {
             try await Task.sleep(for: .milliseconds(100))
         }
         let spent = household.victimCPUSeconds - cpu
-        print("issue 26 point 4: the victim used \(String(format: "%.2f", spent)) s of CPU during the 12 s flood of \(sent) future-stamped entries; peak RSS \(household.victimPeakMB) MB")
+        print("issue 26 point 4: the victim used \(String(format: "%.2f", spent)) s of CPU during the 12 s flood of \(sent) future-stamped entries; peak RSS \(household.victimPeakMB) MB, \(household.victimFiles)")
+        #expect(household.victimOpenFiles < household.victimOpenFileLimit / 2, "\(household.victimFiles)")
+        #expect(household.victimOpenFileLimit == Household.openFileSoftLimit, "\(household.victimFiles)")
         #expect(household.victim.snapshot["ahead-1"] != nil, "the member's entries did not land at the victim")
         // The victim wrote about 45 more in the last 9 s: the slower device took them.
         let before = try #require(afterThreeSeconds)
@@ -434,7 +464,9 @@ struct CompromisedDeviceTests {
         let confirmedDuring = await eventually(timeout: .seconds(30)) { household.legit.acknowledged >= during + 20 }
         #expect(confirmedDuring, "acknowledged \(household.legit.acknowledged), \(during) before; legit: \(household.legit.output.suffix(1500))")
         let spent = household.victimCPUSeconds - cpu
-        print("issue 26 point 5: the victim used \(String(format: "%.2f", spent)) s of CPU for 8,400 deletes under 4,200 origins; peak RSS \(household.victimPeakMB) MB")
+        print("issue 26 point 5: the victim used \(String(format: "%.2f", spent)) s of CPU for 8,400 deletes under 4,200 origins; peak RSS \(household.victimPeakMB) MB, \(household.victimFiles)")
+        #expect(household.victimOpenFiles < household.victimOpenFileLimit / 2, "\(household.victimFiles)")
+        #expect(household.victimOpenFileLimit == Household.openFileSoftLimit, "\(household.victimFiles)")
         await link.close()
         // … and after.
         let after = household.legit.acknowledged

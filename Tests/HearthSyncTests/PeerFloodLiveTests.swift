@@ -78,7 +78,9 @@ struct PeerFloodLiveTests {
         // 40 frames in flight: the issue's attacker sent about 8 a second, each 1,024 checks and log lines.
         let sent = try await Self.flood(link, with: { frame }, for: .seconds(10), inFlight: 40, household: household)
         let spent = household.victimCPUSeconds - cpu, logged = Self.lines(household) - lines
-        print("forged removal flood: \(sent) frames sent in 10 s; the victim spent \(String(format: "%.2f", spent)) s of CPU (\(String(format: "%.2f", idle)) s per 10 s without the attack), wrote \(logged) lines, peak RSS \(household.victimPeakMB) MB")
+        print("forged removal flood: \(sent) frames sent in 10 s; the victim spent \(String(format: "%.2f", spent)) s of CPU (\(String(format: "%.2f", idle)) s per 10 s without the attack), wrote \(logged) lines, peak RSS \(household.victimPeakMB) MB, \(household.victimFiles)")
+        #expect(household.victimOpenFiles < household.victimOpenFileLimit / 2, "\(household.victimFiles)")
+        #expect(household.victimOpenFileLimit == Household.openFileSoftLimit, "\(household.victimFiles)")
         #expect(spent < 2, "the victim spent \(spent) s of CPU")
         #expect(logged < 10, "the victim wrote \(logged) lines: \(household.victim.output.split(separator: "\n").suffix(5))")
         #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
@@ -101,7 +103,9 @@ struct PeerFloodLiveTests {
         let sent = try await Self.flood(link, with: { ping }, for: .seconds(10), inFlight: 1000, household: household)
         let spent = household.victimCPUSeconds - cpu, logged = Self.lines(household) - lines
         let pongs = link.all.filter { if case .pong = $0 { true } else { false } }.count
-        print("ping flood: \(sent) pings sent in 10 s, \(pongs) pongs back; the victim spent \(String(format: "%.2f", spent)) s of CPU (\(String(format: "%.2f", idle)) s per 10 s without the attack), wrote \(logged) lines, peak RSS \(household.victimPeakMB) MB")
+        print("ping flood: \(sent) pings sent in 10 s, \(pongs) pongs back; the victim spent \(String(format: "%.2f", spent)) s of CPU (\(String(format: "%.2f", idle)) s per 10 s without the attack), wrote \(logged) lines, peak RSS \(household.victimPeakMB) MB, \(household.victimFiles)")
+        #expect(household.victimOpenFiles < household.victimOpenFileLimit / 2, "\(household.victimFiles)")
+        #expect(household.victimOpenFileLimit == Household.openFileSoftLimit, "\(household.victimFiles)")
         #expect(spent < 2, "the victim spent \(spent) s of CPU")
         #expect(logged < 10, "the victim wrote \(logged) lines")
         #expect(household.victimPeakMB < 100, "peak RSS \(household.victimPeakMB) MB")
