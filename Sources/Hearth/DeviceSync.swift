@@ -8,9 +8,10 @@ import HearthSync
 /// is open, and taking up every store a peer device serves that this device has not opened.
 ///
 /// The stores the daemon opens with the same configuration share this engine. A store a peer
-/// offers is opened with `open` (return `nil` to leave it alone) the first time the peer
-/// mentions it, and synced from then on: an always-on device keeps the household's data for
-/// the devices that come and go.
+/// offers is taken up in memory the first time the peer mentions it, and opened with `open`
+/// (return `nil` to leave it alone) once it holds a value, synced from then on: an always-on
+/// device keeps the household's data for the devices that come and go. What one peer makes it
+/// take up is bounded (``maximumAdoptionsPerPeer``; docs/daemon.md).
 ///
 /// ```swift
 /// let configuration = UbiquitousKeyValueStore.Configuration(sync: SyncSettings())
@@ -21,15 +22,46 @@ import HearthSync
 /// await sync?.stop()
 /// ```
 package final class DeviceSync: Sendable {
+    /// How many stores one peer device may make this device take up before anything here uses
+    /// them (a local app opening one confirms it, and then it no longer counts). Past it, what
+    /// the peer names is ignored (one log line per peer a minute). 16: a household's apps use a
+    /// store or two each, and a store a local app has opened no longer counts; while the stores
+    /// a peer introduces hold no value they cost no descriptor, and persisted ones cost about
+    /// three (the file's lock, the local socket), so a member can make this device hold at
+    /// most about 50 descriptors for it, far from systemd's soft limit of 1,024.
+    package static let maximumAdoptionsPerPeer = 16
+
+    private struct Adoptions {
+        /// Stores a peer named that hold no value yet: in memory only (no file, no descriptor),
+        /// with the task that waits for their first value.
+        var pending: [String: (peer: DeviceID, backend: StoreBackend, watch: Task<Void, Never>)] = [:]
+        /// Per peer, the stores it made this device take up in this run (pending or persisted
+        /// since) that no local app has opened.
+        var byPeer: [DeviceID: Set<String>] = [:]
+        /// When a refusal was last logged, per peer: at most one line a minute.
+        var refusalLogged: [DeviceID: ContinuousClock.Instant] = [:]
+        /// Stores being opened with their file, between their memory copy's detach and the
+        /// file's attach: not taken up in memory again meanwhile (another peer naming one then
+        /// made the file's store find the engine taken).
+        var promoting: Set<String> = []
+        var stopped = false
+    }
+
     private let lease: SyncEngineRegistry.Lease
     /// The stores opened for peers: kept open for as long as this runs.
     private let adopted = Locked<[String: UbiquitousKeyValueStore]>([:])
+    private let adoptions = Locked(Adoptions())
 
     /// The account's device ID this engine syncs as.
     package let deviceID: String
 
     /// Starts (or joins) the engine for `configuration`'s signed-in account; `nil` when sync is
     /// off or nobody is signed in.
+    ///
+    /// A store a peer names is first taken up in memory only: no file, no descriptor, nothing
+    /// that outlives the process. It is opened with `open` (its file made, synced from then
+    /// on) once it holds a value. Each peer may make this device take up at most
+    /// ``maximumAdoptionsPerPeer`` stores that no local app opened (see ``claim(_:)``).
     package static func start(configuration: UbiquitousKeyValueStore.Configuration,
                              open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) throws(KeyValueStoreError) -> DeviceSync? {
         guard let identity = StoreRegistry.signedInIdentity(configuration) else { return nil }
@@ -40,16 +72,116 @@ package final class DeviceSync: Sendable {
             throw KeyValueStoreError(code: .syncUnavailable, key: nil, reason: "cannot start this device's sync: \(error)")
         }
         let sync = DeviceSync(lease: lease, deviceID: identity.deviceID.hex)
-        let adopted = sync.adopted
-        lease.engine.storeProvider = { identifier in
-            // Opening attaches the store to this engine (same identity and settings): hand
-            // back its replica, which the engine finds attached already.
-            guard let store = open(identifier) else { return nil }
-            adopted.withLock { $0[identifier] = store }
-            return store.backend
+        lease.engine.storeProvider = { [weak sync] identifier, peer in
+            guard let sync else { return nil }
+            let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: identifier, account: identity.account.id.hex)
+            // A file of it exists (written here before): it is this device's store already.
+            if FileManager.default.fileExists(atPath: location.filePath) { return sync.persist(identifier, open: open) }
+            return sync.adoptInMemory(identifier, for: peer, configuration: configuration, device: identity.deviceID.data, open: open)
         }
         return sync
     }
+
+    /// Opening attaches the store to this engine (same identity and settings): hand back its
+    /// replica, which the engine finds attached already.
+    private func persist(_ identifier: String, open: @Sendable (String) -> UbiquitousKeyValueStore?) -> StoreBackend? {
+        guard let store = open(identifier) else { return nil }
+        adopted.withLock { $0[identifier] = store }
+        return store.backend
+    }
+
+    /// A memory-only replica of `identifier` for the engine, or `nil` once `peer` has used up
+    /// its ``maximumAdoptionsPerPeer``.
+    private func adoptInMemory(_ identifier: String, for peer: DeviceID, configuration: UbiquitousKeyValueStore.Configuration,
+                               device: Data, open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) -> StoreBackend? {
+        let logger = configuration.logger
+        let now = ContinuousClock.now
+        enum Outcome { case adopted(StoreBackend), pending(StoreBackend), refused(log: Int) }
+        let outcome = adoptions.withLock { a -> Outcome in
+            guard !a.stopped, !a.promoting.contains(identifier) else { return .refused(log: 0) }
+            if let pending = a.pending[identifier] { return .pending(pending.backend) }
+            let count = a.byPeer[peer]?.count ?? 0
+            guard count < Self.maximumAdoptionsPerPeer else {
+                if let last = a.refusalLogged[peer], now - last < .seconds(60) { return .refused(log: 0) }
+                a.refusalLogged[peer] = now
+                return .refused(log: count)
+            }
+            let backend = StoreBackend(storeIdentifier: identifier, storage: nil, replica: Replica(), logger: logger,
+                                       writeBehindDelay: configuration.writeBehindDelay, clockSkew: configuration.clockSkew,
+                                       dataDirectory: configuration.dataDirectory)
+            backend.state.withLock { $0.device = device }
+            // Promoted at its first value: a store a peer merely names never reaches the disk.
+            let stream = backend.makeStream()
+            let watch = Task { [weak self] in
+                for await _ in stream {
+                    self?.promote(identifier, open: open)
+                    return
+                }
+            }
+            a.pending[identifier] = (peer, backend, watch)
+            a.byPeer[peer, default: []].insert(identifier)
+            return .adopted(backend)
+        }
+        switch outcome {
+        case .adopted(let backend):
+            // Synced with that peer alone: announced to the others, it would be charged to this device there.
+            do {
+                try lease.engine.attach(backend, onlyFor: peer)
+            } catch {
+                // Another copy is attached (it is this device's now): only forget ours.
+                adoptions.withLock { a in
+                    a.pending.removeValue(forKey: identifier)?.watch.cancel()
+                    a.byPeer[peer]?.remove(identifier)
+                }
+                logger.warning("cannot take up store \(String(reflecting: identifier)), which peer \(peer) serves: \(error)")
+                return nil
+            }
+            logger.debug("taking up store \(String(reflecting: identifier)) in memory, which peer \(peer) serves; written to disk at its first value")
+            return backend
+        case .pending(let existing):
+            return existing
+        case .refused(let count):
+            if count > 0 {
+                logger.warning("peer \(peer) has made this device take up \(count) stores no app here uses; ignoring store \(String(reflecting: identifier)) and the others it names (logged once a minute)")
+            }
+            return nil
+        }
+    }
+
+    /// A store taken up in memory got its first value: it becomes a store of this device, with
+    /// its file (opened by `open`; the peers send its values again to the file's replica).
+    /// Still counted against the peer that named it until a local app opens it.
+    private func promote(_ identifier: String, open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) {
+        let pending = adoptions.withLock { a -> (peer: DeviceID, backend: StoreBackend, watch: Task<Void, Never>)? in
+            guard !a.stopped, let pending = a.pending.removeValue(forKey: identifier) else { return nil }
+            a.promoting.insert(identifier)
+            return pending
+        }
+        guard let pending else { return }
+        lease.engine.detach(storeIdentifier: identifier)
+        // Opening reads and writes files: never on the cooperative pool.
+        DispatchQueue.global(qos: .utility).async { [self] in
+            _ = persist(identifier, open: open)
+            adoptions.withLock { _ = $0.promoting.remove(identifier) }
+            pending.backend.logger.info("store \(String(reflecting: identifier)), which peer \(pending.peer) serves, got its first value: kept on this device from now on")
+        }
+    }
+
+    /// A local app (or the daemon for it) is about to open `identifier`: a store taken up in
+    /// memory for a peer is let go of (the app's store takes its place on the engine), and it
+    /// no longer counts against that peer.
+    package func claim(_ identifier: String) {
+        let pending = adoptions.withLock { a in
+            for peer in a.byPeer.keys { a.byPeer[peer]?.remove(identifier) }
+            return a.pending.removeValue(forKey: identifier)
+        }
+        guard let pending else { return }
+        pending.watch.cancel()
+        lease.engine.detach(storeIdentifier: identifier)
+    }
+
+    /// The stores taken up in memory only, by identifier (tests and status).
+    package var storesInMemory: [String] { adoptions.withLock { $0.pending.keys.sorted() } }
 
     private init(lease: SyncEngineRegistry.Lease, deviceID: String) {
         self.lease = lease
@@ -74,6 +206,15 @@ package final class DeviceSync: Sendable {
     /// Stops taking up stores and lets go of the engine (it stops with the last store using it).
     package func stop() async {
         lease.engine.storeProvider = nil
+        let pending = adoptions.withLock { a in
+            a.stopped = true
+            defer { a.pending = [:] }
+            return a.pending
+        }
+        for (identifier, adoption) in pending {
+            adoption.watch.cancel()
+            lease.engine.detach(storeIdentifier: identifier)
+        }
         await SyncEngineRegistry.shared.release(lease)
     }
 }

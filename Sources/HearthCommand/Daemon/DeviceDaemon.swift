@@ -103,8 +103,9 @@ final class DeviceDaemon: Sendable {
         }
     }
 
-    /// A store a peer serves and this device has not opened: opened now (on the engine's
-    /// connection, so at once, without waiting for anyone to let go), and held from then on.
+    /// A store a peer serves and this device has not opened, once it holds a value (until then
+    /// ``DeviceSync`` keeps it in memory): opened now (without waiting for anyone to let go),
+    /// and held from then on.
     private func adopt(_ identifier: String, _ identity: DeviceIdentity) -> UbiquitousKeyValueStore? {
         let access = self.access(identifier, identity)
         let store: UbiquitousKeyValueStore
@@ -124,6 +125,9 @@ final class DeviceDaemon: Sendable {
     private func host(_ access: StoreAccess, opened: UbiquitousKeyValueStore? = nil, why: String = "") async {
         let identifier = access.storeIdentifier
         let state = self.state
+        // Opened for an app, or found on disk: a copy taken up in memory for a peer gives way
+        // to it (the engine serves one per store), and the peer is no longer charged for it.
+        if opened == nil { state.withLock { $0.sync }?.claim(identifier) }
         do {
             let hosted = try await HostedStore.open(access, label: "daemon", saveEachChange: false, opened: opened, shouldStop: { state.withLock { $0.stopping } })
             let kept = state.withLock { s -> Bool in

@@ -64,6 +64,10 @@ package final class SyncEngine: Sendable {
         var dialers: [String: Task<Void, Never>] = [:]
         var knownDevices: [String: DeviceID] = [:]
         var stores: [String: SyncStore] = [:]
+        /// Stores attached for one peer only (a store that peer named, taken up in memory):
+        /// neither in hellos nor announced to other peers, who would otherwise take them up
+        /// too, charged to this device (see `attach(_:onlyFor:)`).
+        var peerOnly: [String: DeviceID] = [:]
         var stopped = false
         /// Diallers waiting until a device's session (which the peer dialled) ends.
         var sessionWaiters: [DeviceID: [UInt64: CheckedContinuation<Void, Never>]] = [:]
@@ -97,7 +101,7 @@ package final class SyncEngine: Sendable {
     var logger: Logger { context.logger }
     let certificates: DeviceCertificateCache
     let state: Locked<State>
-    let provider = Locked<(@Sendable (String) -> (any SyncReplica)?)?>(nil)
+    let provider = Locked<(@Sendable (String, DeviceID) -> (any SyncReplica)?)?>(nil)
 
     /// An engine serving no store yet (see ``attach(_:)``).
     ///

@@ -213,7 +213,8 @@ final class SyncSession: Sendable {
     func storeOrProvided(_ name: String) async -> SyncStore? {
         if let store = engine?.store(name) { return store }
         guard let engine else { return nil }
-        return await offLoop { engine.provide(name) }
+        let peer = peer.deviceID
+        return await offLoop { engine.provide(name, for: peer) }
     }
 
     private func exchange(_ connection: PeerConnection) async throws -> Outcome {
@@ -289,7 +290,7 @@ final class SyncSession: Sendable {
         // Attached since our hello was made, but before this session was registered: attach()
         // announced it to the sessions registered then, not to this one, so the peer would
         // never hear of it on this connection (a hub's daemon missed a store that way).
-        for identifier in attached where !listed.contains(identifier) {
+        for identifier in attached where !listed.contains(identifier) && engine?.announces(identifier, to: peer.deviceID) == true {
             if let store = engine?.store(identifier) { announce(store) }
         }
     }
