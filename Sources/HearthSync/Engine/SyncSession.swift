@@ -21,8 +21,11 @@ final class SyncSession: Sendable {
         case ended
         /// Refused by the duplicate rule before any data: another connection to this peer won.
         case duplicate
-        /// The peer refused our certificate as revoked: it says this device was removed.
+        /// The peer sent the account-signed record of this device's removal.
         case removedByPeer
+        /// The peer refused our certificate with a bare `certificate_revoked` alert: any member
+        /// can say that, so it is only a refused connection (issue 26).
+        case refusedAsRevoked
         /// The peer is a device removed from the account.
         case peerRemoved
     }
@@ -195,7 +198,7 @@ final class SyncSession: Sendable {
         } catch {
             engine?.unregister(self)
             if let tls = error as? TLSError, tls.code == .removedByPeer {
-                return .removedByPeer
+                return .refusedAsRevoked
             }
             if !state.withLock({ $0.closed }) { logger.notice("connection closed: \(error)") }
             return .ended
@@ -242,6 +245,15 @@ final class SyncSession: Sendable {
                     let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
                     context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
                     if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
+                    if !greeted, case .removals(let records) = message {
+                        // A member refusing us as removed sends the signed record instead of a
+                        // hello (TLSConfiguration.removalNotice): only that marks us removed.
+                        engine?.learn(records, from: self)
+                        guard engine?.removals.isRemoved(context.identity.deviceID) == true else {
+                            throw SyncProtocolError("a removals message instead of the hello, not naming this device")
+                        }
+                        return .removedByPeer
+                    }
                     if !greeted {
                         let hello = try receiveHello(message)
                         switch engine?.register(self) {
