@@ -183,6 +183,9 @@ package final class DeviceSync: Sendable {
     /// The stores taken up in memory only, by identifier (tests and status).
     package var storesInMemory: [String] { adoptions.withLock { $0.pending.keys.sorted() } }
 
+    /// The engine this syncs with (tests call its store provider as a peer's hello would).
+    package var engine: SyncEngine { lease.engine }
+
     private init(lease: SyncEngineRegistry.Lease, deviceID: String) {
         self.lease = lease
         self.deviceID = deviceID
