@@ -2,6 +2,7 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import HearthSync
+import Logging
 
 /// A device daemon's hold on this device's sync: the engine of the signed-in account (its
 /// listener, its mDNS service, one connection per peer device) kept up whether or not a store
@@ -44,6 +45,9 @@ package final class DeviceSync: Sendable {
         /// file's attach: not taken up in memory again meanwhile (another peer naming one then
         /// made the file's store find the engine taken).
         var promoting: Set<String> = []
+        /// Stores written to disk for the peer that named them and not opened by a local app
+        /// since: kept in ``introductionsPath`` so that the bound holds across restarts.
+        var written: [String: DeviceID] = [:]
         var stopped = false
     }
 
@@ -51,6 +55,14 @@ package final class DeviceSync: Sendable {
     /// The stores opened for peers: kept open for as long as this runs.
     private let adopted = Locked<[String: UbiquitousKeyValueStore]>([:])
     private let adoptions = Locked(Adoptions())
+    /// `<data>/<account>/adopted-stores`: which peer each store written for a peer came from
+    /// (a binary plist, store → device ID; no `.plist` suffix, so never taken for a store).
+    private let introductionsPath: String
+    /// Saves that file off the callers' threads (some are on the cooperative pool).
+    private let saver = DispatchQueue(label: "hearth.device-sync.adoptions")
+    private let logger: Logger
+    /// Where a store's file is, by identifier (this account, this data directory).
+    private let locate: @Sendable (String) -> StoreLocation
 
     /// The account's device ID this engine syncs as.
     package let deviceID: String
@@ -71,7 +83,13 @@ package final class DeviceSync: Sendable {
         } catch {
             throw KeyValueStoreError(code: .syncUnavailable, key: nil, reason: "cannot start this device's sync: \(error)")
         }
-        let sync = DeviceSync(lease: lease, deviceID: identity.deviceID.hex)
+        let locate: @Sendable (String) -> StoreLocation = { identifier in
+            StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: identifier, account: identity.account.id.hex)
+        }
+        let sync = DeviceSync(lease: lease, deviceID: identity.deviceID.hex,
+                              introductionsPath: (locate("-").directory as NSString).appendingPathComponent("adopted-stores"),
+                              logger: configuration.logger, locate: locate)
+        sync.loadIntroductions(existing: { FileManager.default.fileExists(atPath: locate($0).filePath) })
         lease.engine.storeProvider = { [weak sync] identifier, peer in
             guard let sync else { return nil }
             let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: identifier, account: identity.account.id.hex)
@@ -161,24 +179,74 @@ package final class DeviceSync: Sendable {
         lease.engine.detach(storeIdentifier: identifier)
         // Opening reads and writes files: never on the cooperative pool.
         DispatchQueue.global(qos: .utility).async { [self] in
-            _ = persist(identifier, open: open)
-            adoptions.withLock { _ = $0.promoting.remove(identifier) }
+            // What the memory copy holds goes into the file first: the peer that sent it may be
+            // gone by the time the file's store asks (a hub keeps stores for devices that leave).
+            let location = locate(identifier)
+            if !FileManager.default.fileExists(atPath: location.filePath) {
+                do {
+                    try ReplicaStorage(location: location, logger: logger).save(pending.backend.replica)
+                } catch {
+                    logger.warning("cannot write store \(String(reflecting: identifier)) taken up for peer \(pending.peer): \(error); its peers send it again")
+                }
+            }
+            let written = persist(identifier, open: open) != nil
+            let table = adoptions.withLock { a -> [String: DeviceID]? in
+                a.promoting.remove(identifier)
+                // Still counted (claim() may have run meanwhile: then it is the app's).
+                guard written, a.byPeer[pending.peer]?.contains(identifier) == true else { return nil }
+                a.written[identifier] = pending.peer
+                return a.written
+            }
+            if let table { saveIntroductions(table) }
             pending.backend.logger.info("store \(String(reflecting: identifier)), which peer \(pending.peer) serves, got its first value: kept on this device from now on")
         }
     }
 
-    /// A local app (or the daemon for it) is about to open `identifier`: a store taken up in
-    /// memory for a peer is let go of (the app's store takes its place on the engine), and it
-    /// no longer counts against that peer.
-    package func claim(_ identifier: String) {
-        let pending = adoptions.withLock { a in
-            for peer in a.byPeer.keys { a.byPeer[peer]?.remove(identifier) }
-            return a.pending.removeValue(forKey: identifier)
+    /// The daemon is about to open `identifier` with its file: a store taken up in memory for a
+    /// peer is let go of (the file's store takes its place on the engine) and no longer counts
+    /// (its file was made here, not by the peer). `byApp`: a local app asked for it, so a store
+    /// written for a peer no longer counts either; the daemon's scan of its folder passes false,
+    /// or every store written for a peer would be forgiven at each start.
+    package func claim(_ identifier: String, byApp: Bool = true) {
+        let (pending, table) = adoptions.withLock { a -> ((peer: DeviceID, backend: StoreBackend, watch: Task<Void, Never>)?, [String: DeviceID]?) in
+            let pending = a.pending.removeValue(forKey: identifier)
+            if let pending { a.byPeer[pending.peer]?.remove(identifier) }
+            guard byApp, let peer = a.written.removeValue(forKey: identifier) else { return (pending, nil) }
+            a.byPeer[peer]?.remove(identifier)
+            return (pending, a.written)
         }
+        if let table { saveIntroductions(table) }
         guard let pending else { return }
         pending.watch.cancel()
         lease.engine.detach(storeIdentifier: identifier)
     }
+
+    /// Reads ``introductionsPath``: each store still on disk counts against its peer again.
+    private func loadIntroductions(existing: (String) -> Bool) {
+        guard let data = try? AtomicFile.read(introductionsPath), let table = try? BinaryPropertyList.decode(data).dictionaryValue else { return }
+        adoptions.withLock { a in
+            for (identifier, value) in table {
+                guard existing(identifier), let bytes = value.dataValue, let peer = DeviceID(bytes: bytes) else { continue }
+                a.written[identifier] = peer
+                a.byPeer[peer, default: []].insert(identifier)
+            }
+        }
+    }
+
+    private func saveIntroductions(_ table: [String: DeviceID]) {
+        let path = introductionsPath, logger = logger
+        saver.async {
+            do {
+                let data = try BinaryPropertyList.encode(.dictionary(table.mapValues { .data($0.data) }))
+                try AtomicFile.write(data, to: path)
+            } catch {
+                logger.error("cannot save which peers the stores taken up came from (\(path)): \(error)")
+            }
+        }
+    }
+
+    /// Waits until what ``claim(_:byApp:)`` and promotions saved is on disk (tests).
+    package func flushIntroductions() { saver.sync {} }
 
     /// The stores taken up in memory only, by identifier (tests and status).
     package var storesInMemory: [String] { adoptions.withLock { $0.pending.keys.sorted() } }
@@ -186,9 +254,13 @@ package final class DeviceSync: Sendable {
     /// The engine this syncs with (tests call its store provider as a peer's hello would).
     package var engine: SyncEngine { lease.engine }
 
-    private init(lease: SyncEngineRegistry.Lease, deviceID: String) {
+    private init(lease: SyncEngineRegistry.Lease, deviceID: String, introductionsPath: String, logger: Logger,
+                 locate: @escaping @Sendable (String) -> StoreLocation) {
+        self.logger = logger
+        self.locate = locate
         self.lease = lease
         self.deviceID = deviceID
+        self.introductionsPath = introductionsPath
     }
 
     /// The port the engine listens on, once it does.

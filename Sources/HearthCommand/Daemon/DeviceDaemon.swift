@@ -122,12 +122,13 @@ final class DeviceDaemon: Sendable {
         return store
     }
 
-    private func host(_ access: StoreAccess, opened: UbiquitousKeyValueStore? = nil, why: String = "") async {
+    private func host(_ access: StoreAccess, opened: UbiquitousKeyValueStore? = nil, why: String = "", byApp: Bool = false) async {
         let identifier = access.storeIdentifier
         let state = self.state
         // Opened for an app, or found on disk: a copy taken up in memory for a peer gives way
-        // to it (the engine serves one per store), and the peer is no longer charged for it.
-        if opened == nil { state.withLock { $0.sync }?.claim(identifier) }
+        // to it (the engine serves one per store). Only an app's request forgives the peer a
+        // store written for it (a scan finds those at every start).
+        if opened == nil { state.withLock { $0.sync }?.claim(identifier, byApp: byApp) }
         do {
             let hosted = try await HostedStore.open(access, label: "daemon", saveEachChange: false, opened: opened, shouldStop: { state.withLock { $0.stopping } })
             let kept = state.withLock { s -> Bool in
@@ -156,7 +157,7 @@ final class DeviceDaemon: Sendable {
         let access = self.access(identifier, identity)
         state.withLock { s in
             guard !s.stopping, s.hosted[identifier] == nil, s.opening[identifier] == nil else { return }
-            s.opening[identifier] = Task { await self.host(access, why: " (asked by an app)") }
+            s.opening[identifier] = Task { await self.host(access, why: " (asked by an app)", byApp: true) }
         }
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
