@@ -155,6 +155,9 @@ final class DeviceDaemon: Sendable {
     func hold(_ identifier: String, timeout: Duration = .seconds(5)) async -> Bool {
         let identity: DeviceIdentity? = try? global.currentIdentity()
         let access = self.access(identifier, identity)
+        // An app uses it: a store held for a peer no longer counts against that peer (held
+        // already, it is not opened again below).
+        state.withLock { $0.sync }?.claim(identifier, byApp: true)
         state.withLock { s in
             guard !s.stopping, s.hosted[identifier] == nil, s.opening[identifier] == nil else { return }
             s.opening[identifier] = Task { await self.host(access, why: " (asked by an app)", byApp: true) }
