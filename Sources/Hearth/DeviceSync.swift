@@ -90,6 +90,7 @@ package final class DeviceSync: Sendable {
                               introductionsPath: (locate("-").directory as NSString).appendingPathComponent("adopted-stores"),
                               logger: configuration.logger, locate: locate)
         sync.loadIntroductions(existing: { FileManager.default.fileExists(atPath: locate($0).filePath) })
+        lease.engine.onStoreServed = { [weak sync] identifier, peer in sync?.served(identifier, by: peer) }
         lease.engine.storeProvider = { [weak sync] identifier, peer in
             guard let sync else { return nil }
             let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: identifier, account: identity.account.id.hex)
@@ -221,6 +222,18 @@ package final class DeviceSync: Sendable {
         lease.engine.detach(storeIdentifier: identifier)
     }
 
+    /// A second member serves a store taken up for another: it is the household's, not that
+    /// peer's word alone, so it no longer counts against that peer (it stays where it is: in
+    /// memory until it holds a value, or on disk).
+    func served(_ identifier: String, by peer: DeviceID) {
+        let table = adoptions.withLock { a -> [String: DeviceID]? in
+            let introducer = a.pending[identifier]?.peer ?? a.written[identifier]
+            guard let introducer, introducer != peer, a.byPeer[introducer]?.remove(identifier) != nil else { return nil }
+            return a.written.removeValue(forKey: identifier) != nil ? a.written : nil
+        }
+        if let table { saveIntroductions(table) }
+    }
+
     /// Reads ``introductionsPath``: each store still on disk counts against its peer again.
     private func loadIntroductions(existing: (String) -> Bool) {
         guard let data = try? AtomicFile.read(introductionsPath), let table = try? BinaryPropertyList.decode(data).dictionaryValue else { return }
@@ -281,6 +294,7 @@ package final class DeviceSync: Sendable {
     /// Stops taking up stores and lets go of the engine (it stops with the last store using it).
     package func stop() async {
         lease.engine.storeProvider = nil
+        lease.engine.onStoreServed = nil
         let pending = adoptions.withLock { a in
             a.stopped = true
             defer { a.pending = [:] }

@@ -12,7 +12,7 @@ import Testing
 /// name (the live attack is `StoreAdoptionTests`).
 @Suite("Stores a peer makes a daemon take up")
 struct AdoptionBoundTests {
-    @Test("At most 16 per peer, in memory (no file), one warning per peer a minute; another peer has its own 16; a store a local app claims frees a slot")
+    @Test("At most 16 per peer, in memory (no file), one warning per peer a minute; another peer has its own 16; a store a local app claims, or a second member serves, frees a slot")
     func boundPerPeer() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-bound-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -48,6 +48,15 @@ struct AdoptionBoundTests {
         #expect(sync.engine.store("com.junk.one.3") == nil)
         #expect(provide("com.junk.one.20", one) != nil)
         #expect(provide("com.junk.one.21", one) == nil)
+        // A second member serves one of them: it no longer counts against the first (its own
+        // word does not count, nor a store nobody took up).
+        let served = try #require(sync.engine.onStoreServed)
+        served("com.junk.one.5", one)
+        served("com.unknown", two)
+        #expect(provide("com.junk.one.22", one) == nil)
+        served("com.junk.one.5", two)
+        #expect(provide("com.junk.one.22", one) != nil)
+        #expect(provide("com.junk.one.23", one) == nil)
         await sync.stop()
         #expect(sync.storesInMemory.isEmpty)
     }

@@ -83,6 +83,20 @@ extension SyncEngine {
         set { provider.withLock { $0 = newValue } }
     }
 
+    /// Told that a peer serves a store this device serves too (from its hello or a `store`
+    /// message): a device daemon forgives a store it took up for one peer once a second member
+    /// serves it (`DeviceSync`). Called off the event loop; must return promptly.
+    package var onStoreServed: (@Sendable (String, DeviceID) -> Void)? {
+        get { servedHandler.withLock { $0 } }
+        set { servedHandler.withLock { $0 = newValue } }
+    }
+
+    /// `peer` serves `identifier`: tells ``onStoreServed`` if this device serves it too.
+    func served(_ identifier: String, by peer: DeviceID) {
+        guard let handler = servedHandler.withLock({ $0 }), store(identifier) != nil else { return }
+        handler(identifier, peer)
+    }
+
     /// The store of this identifier, attached now from the ``storeProvider`` if it supplies one
     /// for `peer`, the device that named it.
     func provide(_ identifier: String, for peer: DeviceID) -> SyncStore? {

@@ -104,6 +104,7 @@ package final class SyncEngine: Sendable {
     let certificates: DeviceCertificateCache
     let state: Locked<State>
     let provider = Locked<(@Sendable (String, DeviceID) -> (any SyncReplica)?)?>(nil)
+    let servedHandler = Locked<(@Sendable (String, DeviceID) -> Void)?>(nil)
 
     /// An engine serving no store yet (see ``attach(_:)``).
     ///

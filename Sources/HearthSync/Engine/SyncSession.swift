@@ -288,6 +288,7 @@ final class SyncSession: Sendable {
         askForRenewalIfDue()
         for listed in hello.stores {
             if let store = engine?.store(listed.identifier) {
+                engine?.served(listed.identifier, by: peer.deviceID)
                 open(store, as: listed)
             } else if await storeOrProvided(listed.identifier) == nil {
                 logger.debug("the peer serves store \(String(reflecting: listed.identifier)), which this device does not")
