@@ -160,7 +160,8 @@ let package = Package(
         .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthCore", "HearthIdentity",
-                                                               "HearthTesting", "HearthTestSupport", "HearthTransport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+                                                               "HearthTesting", "HearthTestSupport", "HearthTransport", "HearthSync", .product(name: "NIOCore", package: "swift-nio"),
+                                                               .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth", "HearthCore"], swiftSettings: strict),
 
         // The fuzz targets' decoders and seeds (Fuzz/, scripts/fuzz.sh), also replayed by a unit test.

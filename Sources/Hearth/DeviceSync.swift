@@ -2,15 +2,17 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import HearthSync
+import Logging
 
 /// A device daemon's hold on this device's sync: the engine of the signed-in account (its
 /// listener, its mDNS service, one connection per peer device) kept up whether or not a store
 /// is open, and taking up every store a peer device serves that this device has not opened.
 ///
 /// The stores the daemon opens with the same configuration share this engine. A store a peer
-/// offers is opened with `open` (return `nil` to leave it alone) the first time the peer
-/// mentions it, and synced from then on: an always-on device keeps the household's data for
-/// the devices that come and go.
+/// offers is taken up in memory the first time the peer mentions it, and opened with `open`
+/// (return `nil` to leave it alone) once it holds a value, synced from then on: an always-on
+/// device keeps the household's data for the devices that come and go. What one peer makes it
+/// take up is bounded (``maximumAdoptionsPerPeer``; docs/daemon.md).
 ///
 /// ```swift
 /// let configuration = UbiquitousKeyValueStore.Configuration(sync: SyncSettings())
@@ -21,15 +23,57 @@ import HearthSync
 /// await sync?.stop()
 /// ```
 package final class DeviceSync: Sendable {
+    /// How many stores one peer device may make this device take up before anything here uses
+    /// them (a local app opening one confirms it, and then it no longer counts). Past it, what
+    /// the peer names is ignored (one log line per peer a minute). 16: a household's apps use a
+    /// store or two each, and a store a local app has opened no longer counts; while the stores
+    /// a peer introduces hold no value they cost no descriptor, and persisted ones cost about
+    /// three (the file's lock, the local socket), so a member can make this device hold at
+    /// most about 50 descriptors for it, far from systemd's soft limit of 1,024.
+    package static let maximumAdoptionsPerPeer = 16
+
+    private struct Adoptions {
+        /// Stores a peer named that hold no value yet: in memory only (no file, no descriptor),
+        /// with the task that waits for their first value.
+        var pending: [String: (peer: DeviceID, backend: StoreBackend, watch: Task<Void, Never>)] = [:]
+        /// Per peer, the stores it made this device take up in this run (pending or persisted
+        /// since) that no local app has opened.
+        var byPeer: [DeviceID: Set<String>] = [:]
+        /// When a refusal was last logged, per peer: at most one line a minute.
+        var refusalLogged: [DeviceID: ContinuousClock.Instant] = [:]
+        /// Stores being opened with their file, between their memory copy's detach and the
+        /// file's attach: not taken up in memory again meanwhile (another peer naming one then
+        /// made the file's store find the engine taken).
+        var promoting: Set<String> = []
+        /// Stores written to disk for the peer that named them and not opened by a local app
+        /// since: kept in ``introductionsPath`` so that the bound holds across restarts.
+        var written: [String: DeviceID] = [:]
+        var stopped = false
+    }
+
     private let lease: SyncEngineRegistry.Lease
     /// The stores opened for peers: kept open for as long as this runs.
     private let adopted = Locked<[String: UbiquitousKeyValueStore]>([:])
+    private let adoptions = Locked(Adoptions())
+    /// `<data>/<account>/adopted-stores`: which peer each store written for a peer came from
+    /// (a binary plist, store → device ID; no `.plist` suffix, so never taken for a store).
+    private let introductionsPath: String
+    /// Saves that file off the callers' threads (some are on the cooperative pool).
+    private let saver = DispatchQueue(label: "hearth.device-sync.adoptions")
+    private let logger: Logger
+    /// Where a store's file is, by identifier (this account, this data directory).
+    private let locate: @Sendable (String) -> StoreLocation
 
     /// The account's device ID this engine syncs as.
     package let deviceID: String
 
     /// Starts (or joins) the engine for `configuration`'s signed-in account; `nil` when sync is
     /// off or nobody is signed in.
+    ///
+    /// A store a peer names is first taken up in memory only: no file, no descriptor, nothing
+    /// that outlives the process. It is opened with `open` (its file made, synced from then
+    /// on) once it holds a value. Each peer may make this device take up at most
+    /// ``maximumAdoptionsPerPeer`` stores that no local app opened (see ``claim(_:)``).
     package static func start(configuration: UbiquitousKeyValueStore.Configuration,
                              open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) throws(KeyValueStoreError) -> DeviceSync? {
         guard let identity = StoreRegistry.signedInIdentity(configuration) else { return nil }
@@ -39,21 +83,197 @@ package final class DeviceSync: Sendable {
         } catch {
             throw KeyValueStoreError(code: .syncUnavailable, key: nil, reason: "cannot start this device's sync: \(error)")
         }
-        let sync = DeviceSync(lease: lease, deviceID: identity.deviceID.hex)
-        let adopted = sync.adopted
-        lease.engine.storeProvider = { identifier in
-            // Opening attaches the store to this engine (same identity and settings): hand
-            // back its replica, which the engine finds attached already.
-            guard let store = open(identifier) else { return nil }
-            adopted.withLock { $0[identifier] = store }
-            return store.backend
+        let locate: @Sendable (String) -> StoreLocation = { identifier in
+            StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: identifier, account: identity.account.id.hex)
+        }
+        let sync = DeviceSync(lease: lease, deviceID: identity.deviceID.hex,
+                              introductionsPath: (locate("-").directory as NSString).appendingPathComponent("adopted-stores"),
+                              logger: configuration.logger, locate: locate)
+        sync.loadIntroductions(existing: { FileManager.default.fileExists(atPath: locate($0).filePath) })
+        lease.engine.onStoreServed = { [weak sync] identifier, peer in sync?.served(identifier, by: peer) }
+        lease.engine.storeProvider = { [weak sync] identifier, peer in
+            guard let sync else { return nil }
+            let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: identifier, account: identity.account.id.hex)
+            // A file of it exists (written here before): it is this device's store already.
+            if FileManager.default.fileExists(atPath: location.filePath) { return sync.persist(identifier, open: open) }
+            return sync.adoptInMemory(identifier, for: peer, configuration: configuration, device: identity.deviceID.data, open: open)
         }
         return sync
     }
 
-    private init(lease: SyncEngineRegistry.Lease, deviceID: String) {
+    /// Opening attaches the store to this engine (same identity and settings): hand back its
+    /// replica, which the engine finds attached already.
+    private func persist(_ identifier: String, open: @Sendable (String) -> UbiquitousKeyValueStore?) -> StoreBackend? {
+        guard let store = open(identifier) else { return nil }
+        adopted.withLock { $0[identifier] = store }
+        return store.backend
+    }
+
+    /// A memory-only replica of `identifier` for the engine, or `nil` once `peer` has used up
+    /// its ``maximumAdoptionsPerPeer``.
+    private func adoptInMemory(_ identifier: String, for peer: DeviceID, configuration: UbiquitousKeyValueStore.Configuration,
+                               device: Data, open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) -> StoreBackend? {
+        let logger = configuration.logger
+        let now = ContinuousClock.now
+        enum Outcome { case adopted(StoreBackend), pending(StoreBackend), refused(log: Int) }
+        let outcome = adoptions.withLock { a -> Outcome in
+            guard !a.stopped, !a.promoting.contains(identifier) else { return .refused(log: 0) }
+            if let pending = a.pending[identifier] { return .pending(pending.backend) }
+            let count = a.byPeer[peer]?.count ?? 0
+            guard count < Self.maximumAdoptionsPerPeer else {
+                if let last = a.refusalLogged[peer], now - last < .seconds(60) { return .refused(log: 0) }
+                a.refusalLogged[peer] = now
+                return .refused(log: count)
+            }
+            let backend = StoreBackend(storeIdentifier: identifier, storage: nil, replica: Replica(), logger: logger,
+                                       writeBehindDelay: configuration.writeBehindDelay, clockSkew: configuration.clockSkew,
+                                       dataDirectory: configuration.dataDirectory)
+            backend.state.withLock { $0.device = device }
+            // Promoted at its first value: a store a peer merely names never reaches the disk.
+            let stream = backend.makeStream()
+            let watch = Task { [weak self] in
+                for await _ in stream {
+                    self?.promote(identifier, open: open)
+                    return
+                }
+            }
+            a.pending[identifier] = (peer, backend, watch)
+            a.byPeer[peer, default: []].insert(identifier)
+            return .adopted(backend)
+        }
+        switch outcome {
+        case .adopted(let backend):
+            // Synced with that peer alone: announced to the others, it would be charged to this device there.
+            do {
+                try lease.engine.attach(backend, onlyFor: peer)
+            } catch {
+                // Another copy is attached (it is this device's now): only forget ours.
+                adoptions.withLock { a in
+                    a.pending.removeValue(forKey: identifier)?.watch.cancel()
+                    a.byPeer[peer]?.remove(identifier)
+                }
+                logger.warning("cannot take up store \(String(reflecting: identifier)), which peer \(peer) serves: \(error)")
+                return nil
+            }
+            logger.debug("taking up store \(String(reflecting: identifier)) in memory, which peer \(peer) serves; written to disk at its first value")
+            return backend
+        case .pending(let existing):
+            return existing
+        case .refused(let count):
+            if count > 0 {
+                logger.warning("peer \(peer) has made this device take up \(count) stores no app here uses; ignoring store \(String(reflecting: identifier)) and the others it names (logged once a minute)")
+            }
+            return nil
+        }
+    }
+
+    /// A store taken up in memory got its first value: it becomes a store of this device, with
+    /// its file (opened by `open`; the peers send its values again to the file's replica).
+    /// Still counted against the peer that named it until a local app opens it.
+    private func promote(_ identifier: String, open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) {
+        let pending = adoptions.withLock { a -> (peer: DeviceID, backend: StoreBackend, watch: Task<Void, Never>)? in
+            guard !a.stopped, let pending = a.pending.removeValue(forKey: identifier) else { return nil }
+            a.promoting.insert(identifier)
+            return pending
+        }
+        guard let pending else { return }
+        lease.engine.detach(storeIdentifier: identifier)
+        // Opening reads and writes files: never on the cooperative pool.
+        DispatchQueue.global(qos: .utility).async { [self] in
+            // What the memory copy holds goes into the file first: the peer that sent it may be
+            // gone by the time the file's store asks (a hub keeps stores for devices that leave).
+            let location = locate(identifier)
+            if !FileManager.default.fileExists(atPath: location.filePath) {
+                do {
+                    try ReplicaStorage(location: location, logger: logger).save(pending.backend.replica)
+                } catch {
+                    logger.warning("cannot write store \(String(reflecting: identifier)) taken up for peer \(pending.peer): \(error); its peers send it again")
+                }
+            }
+            let written = persist(identifier, open: open) != nil
+            let table = adoptions.withLock { a -> [String: DeviceID]? in
+                a.promoting.remove(identifier)
+                // Still counted (claim() may have run meanwhile: then it is the app's).
+                guard written, a.byPeer[pending.peer]?.contains(identifier) == true else { return nil }
+                a.written[identifier] = pending.peer
+                return a.written
+            }
+            if let table { saveIntroductions(table) }
+            pending.backend.logger.info("store \(String(reflecting: identifier)), which peer \(pending.peer) serves, got its first value: kept on this device from now on")
+        }
+    }
+
+    /// The daemon is about to open `identifier` with its file: a store taken up in memory for a
+    /// peer is let go of (the file's store takes its place on the engine) and no longer counts
+    /// (its file was made here, not by the peer). `byApp`: a local app asked for it, so a store
+    /// written for a peer no longer counts either; the daemon's scan of its folder passes false,
+    /// or every store written for a peer would be forgiven at each start.
+    package func claim(_ identifier: String, byApp: Bool = true) {
+        let (pending, table) = adoptions.withLock { a -> ((peer: DeviceID, backend: StoreBackend, watch: Task<Void, Never>)?, [String: DeviceID]?) in
+            let pending = a.pending.removeValue(forKey: identifier)
+            if let pending { a.byPeer[pending.peer]?.remove(identifier) }
+            guard byApp, let peer = a.written.removeValue(forKey: identifier) else { return (pending, nil) }
+            a.byPeer[peer]?.remove(identifier)
+            return (pending, a.written)
+        }
+        if let table { saveIntroductions(table) }
+        guard let pending else { return }
+        pending.watch.cancel()
+        lease.engine.detach(storeIdentifier: identifier)
+    }
+
+    /// A second member serves a store taken up for another: it is the household's, not that
+    /// peer's word alone, so it no longer counts against that peer (it stays where it is: in
+    /// memory until it holds a value, or on disk).
+    func served(_ identifier: String, by peer: DeviceID) {
+        let table = adoptions.withLock { a -> [String: DeviceID]? in
+            let introducer = a.pending[identifier]?.peer ?? a.written[identifier]
+            guard let introducer, introducer != peer, a.byPeer[introducer]?.remove(identifier) != nil else { return nil }
+            return a.written.removeValue(forKey: identifier) != nil ? a.written : nil
+        }
+        if let table { saveIntroductions(table) }
+    }
+
+    /// Reads ``introductionsPath``: each store still on disk counts against its peer again.
+    private func loadIntroductions(existing: (String) -> Bool) {
+        guard let data = try? AtomicFile.read(introductionsPath), let table = try? BinaryPropertyList.decode(data).dictionaryValue else { return }
+        adoptions.withLock { a in
+            for (identifier, value) in table {
+                guard existing(identifier), let bytes = value.dataValue, let peer = DeviceID(bytes: bytes) else { continue }
+                a.written[identifier] = peer
+                a.byPeer[peer, default: []].insert(identifier)
+            }
+        }
+    }
+
+    private func saveIntroductions(_ table: [String: DeviceID]) {
+        let path = introductionsPath, logger = logger
+        saver.async {
+            do {
+                let data = try BinaryPropertyList.encode(.dictionary(table.mapValues { .data($0.data) }))
+                try AtomicFile.write(data, to: path)
+            } catch {
+                logger.error("cannot save which peers the stores taken up came from (\(path)): \(error)")
+            }
+        }
+    }
+
+    /// Waits until what ``claim(_:byApp:)`` and promotions saved is on disk (tests).
+    package func flushIntroductions() { saver.sync {} }
+
+    /// The stores taken up in memory only, by identifier (tests and status).
+    package var storesInMemory: [String] { adoptions.withLock { $0.pending.keys.sorted() } }
+
+    /// The engine this syncs with (tests call its store provider as a peer's hello would).
+    package var engine: SyncEngine { lease.engine }
+
+    private init(lease: SyncEngineRegistry.Lease, deviceID: String, introductionsPath: String, logger: Logger,
+                 locate: @escaping @Sendable (String) -> StoreLocation) {
+        self.logger = logger
+        self.locate = locate
         self.lease = lease
         self.deviceID = deviceID
+        self.introductionsPath = introductionsPath
     }
 
     /// The port the engine listens on, once it does.
@@ -74,6 +294,16 @@ package final class DeviceSync: Sendable {
     /// Stops taking up stores and lets go of the engine (it stops with the last store using it).
     package func stop() async {
         lease.engine.storeProvider = nil
+        lease.engine.onStoreServed = nil
+        let pending = adoptions.withLock { a in
+            a.stopped = true
+            defer { a.pending = [:] }
+            return a.pending
+        }
+        for (identifier, adoption) in pending {
+            adoption.watch.cancel()
+            lease.engine.detach(storeIdentifier: identifier)
+        }
         await SyncEngineRegistry.shared.release(lease)
     }
 }

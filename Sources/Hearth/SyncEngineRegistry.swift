@@ -19,6 +19,7 @@ final class SyncEngineRegistry: Sendable {
         let discovery: String
         let heartbeatInterval: Duration
         let timeout: Duration
+        let renewalWindow: Duration
 
         init(identity: DeviceIdentity, settings: SyncSettings) {
             account = identity.account.id.hex
@@ -28,6 +29,7 @@ final class SyncEngineRegistry: Sendable {
             discovery = String(reflecting: settings.discovery)
             heartbeatInterval = settings.heartbeatInterval
             timeout = settings.timeout
+            renewalWindow = settings.renewalWindow
         }
     }
 

@@ -49,6 +49,14 @@ public struct SyncSettings: Sendable {
     /// throws ``KeyValueStoreError/Code/initialSyncPending``). Off by default: Hearth keeps
     /// such writes and reconciles them by timestamp (offline first).
     public var discardWritesBeforeInitialSync = false
+    /// How long before its certificate expires a device asks its peers for a renewed one, and
+    /// how close to expiry a peer's certificate must be for this device (with the account CA
+    /// unlocked) to renew it. Default 90 days. A window longer than a certificate's remaining
+    /// life (device certificates last a year) brings it into its window now: that is how a
+    /// renewal is made to happen on purpose (`hearth daemon --renewal-window 400`, docs/command.md).
+    public var renewalWindow: Duration = SyncSettings.defaultRenewalWindow
+    /// 90 days.
+    public static let defaultRenewalWindow: Duration = .seconds(90 * 86_400)
 
     /// Settings with these values; every one has a default.
     public init(isEnabled: Bool = true, accountDirectory: String? = nil, discovery: Discovery = .automatic,
@@ -79,6 +87,7 @@ extension SyncSettings {
         case .none: discovery = .none
         }
         return SyncSetup(accountDirectory: accountDirectory.map { URL(fileURLWithPath: $0) }, discovery: discovery,
-                         options: .init(host: listenHost, port: port, heartbeatInterval: heartbeatInterval, timeout: timeout))
+                         options: .init(host: listenHost, port: port, heartbeatInterval: heartbeatInterval, timeout: timeout,
+                                        renewalWindow: renewalWindow))
     }
 }

@@ -16,10 +16,15 @@ struct DeviceCommand: AsyncParsableCommand {
             abstract: "Every device of the account known here: name, ID, fingerprint, last seen, certificate expiry, removed or not.",
             discussion: """
                 Devices are known here once this device has synced with them, or received entries they signed. \
-                "last seen" is when a connection with the device last started or ended on this device.
+                "last seen" is when a connection with the device last started or ended on this device. With --json, \
+                each device's certificate expiry ("expires") and the start of its renewal window ("renewalFrom": from then \
+                on it asks its peers for a renewed certificate; see --renewal-window of hearth daemon).
                 """)
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print JSON for scripts.") var json = false
+        @Option(name: .customLong("renewal-window"), help: ArgumentHelp(
+            "The renewal window, in days, \"renewalFrom\" is computed with (default: $HEARTH_RENEWAL_WINDOW_DAYS, else 90).", valueName: "days"))
+        var renewalWindowDays: Int?
 
         func run() async throws {
             guard let identity = try global.currentIdentity() else {
@@ -27,7 +32,8 @@ struct DeviceCommand: AsyncParsableCommand {
             }
             let rows = try DeviceCommand.rows(identity: identity, accounts: global.accounts)
             if json {
-                emit("[" + rows.map(\.json).joined(separator: ",") + "]")
+                let window = TimeInterval(PeerOptions.renewalWindowDays(renewalWindowDays) * 86_400)
+                emit("[" + rows.map { $0.json(renewalWindow: window) }.joined(separator: ",") + "]")
                 return
             }
             let removals = try identityCall { try global.accounts.removals(of: identity.account.id) }
@@ -106,11 +112,12 @@ struct DeviceCommand: AsyncParsableCommand {
                 + pad(expires.map { Row.day($0) } ?? "?", 13) + pad(status, 28) + id.fingerprint
         }
 
-        var json: String {
+        func json(renewalWindow: TimeInterval) -> String {
             var fields = ["\"id\":\"\(id.hex)\"", "\"name\":\(PropertyListJSON.quote(name))", "\"fingerprint\":\"\(id.fingerprint)\"",
                           "\"thisDevice\":\(isThisDevice)"]
             fields.append("\"lastSeen\":" + (lastSeen.map { "\"\(Row.iso($0))\"" } ?? "null"))
             fields.append("\"expires\":" + (expires.map { "\"\(Row.iso($0))\"" } ?? "null"))
+            fields.append("\"renewalFrom\":" + (expires.map { "\"\(Row.iso($0.addingTimeInterval(-renewalWindow)))\"" } ?? "null"))
             fields.append("\"removed\":" + (removed.map { "\"\(Row.iso($0.date))\"" } ?? "null"))
             return "{" + fields.joined(separator: ",") + "}"
         }

@@ -77,7 +77,19 @@ struct PeerOptions: ParsableArguments {
     @Option(name: .customLong("listen"), help: ArgumentHelp("The address to listen on for peers.", valueName: "host"))
     var listenHost = "0.0.0.0"
 
+    @Option(name: .customLong("renewal-window"), help: ArgumentHelp(
+        "Ask peers for a renewed certificate once this device's expires within this many days, and (with the account CA unlocked) "
+            + "renew peers' within as many (default: $HEARTH_RENEWAL_WINDOW_DAYS, else 90). More than the days left (certificates last "
+            + "365) brings a device into its window now.", valueName: "days"))
+    var renewalWindowDays: Int?
+
+    /// The renewal window in days: the option, else `$HEARTH_RENEWAL_WINDOW_DAYS`, else 90.
+    static func renewalWindowDays(_ option: Int?) -> Int {
+        option ?? ProcessInfo.processInfo.environment["HEARTH_RENEWAL_WINDOW_DAYS"].flatMap { Int($0) }.flatMap { (1...3650).contains($0) ? $0 : nil } ?? 90
+    }
+
     func validate() throws {
+        if let renewalWindowDays, !(1...3650).contains(renewalWindowDays) { throw ValidationError("--renewal-window must be 1-3650 days") }
         for peer in peers where (try? StaticDiscoveryEndpoint.check(peer)) == nil {
             throw ValidationError("--peer \(peer) is not host:port")
         }
@@ -87,6 +99,7 @@ struct PeerOptions: ParsableArguments {
     /// These options as command-line words (what the daemon's unit file and its stores are given).
     var arguments: [String] {
         ["--listen", listenHost] + peers.flatMap { ["--peer", $0] } + (port.map { ["--port", String($0)] } ?? [])
+            + (renewalWindowDays.map { ["--renewal-window", String($0)] } ?? [])
     }
 
     /// The same settings as a store's options, for no particular store.
@@ -125,11 +138,13 @@ struct StoreOptions: ParsableArguments {
     /// default (a ping after 30 idle seconds, 90 s to call a silent link dead, TCP keepalive).
     func syncSettings(_ global: GlobalOptions, sparseHeartbeats: Bool = false) -> SyncSettings {
         let defaults = SyncSettings()
-        return SyncSettings(accountDirectory: global.accountDirectory.path,
-                            discovery: peers.isEmpty ? .automatic : .staticPeers(peers),
-                            listenHost: listenHost, port: port ?? 0,
-                            heartbeatInterval: sparseHeartbeats ? defaults.heartbeatInterval : .seconds(2),
-                            timeout: sparseHeartbeats ? defaults.timeout : .seconds(8))
+        var settings = SyncSettings(accountDirectory: global.accountDirectory.path,
+                                    discovery: peers.isEmpty ? .automatic : .staticPeers(peers),
+                                    listenHost: listenHost, port: port ?? 0,
+                                    heartbeatInterval: sparseHeartbeats ? defaults.heartbeatInterval : .seconds(2),
+                                    timeout: sparseHeartbeats ? defaults.timeout : .seconds(8))
+        settings.renewalWindow = .seconds(PeerOptions.renewalWindowDays(peering.renewalWindowDays) * 86_400)
+        return settings
     }
 
     /// How peers are found, for people.

@@ -61,4 +61,73 @@ import Testing
         #expect(connection.peer.deviceID == old.deviceID)
         await connection.close()
     }
+
+    /// What `hearth device list --json` says of a device: its certificate's expiry and the start of its renewal window.
+    static func listed(_ device: Device, named name: String, environment: [String: String]) async throws -> (expires: Date, renewalFrom: Date) {
+        let listed = try await HearthCLI.run(["device", "list", "--json"] + device.directories, environment: environment)
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [[String: Any]], "\(listed.output) \(listed.error)")
+        let row = try #require(rows.first { $0["name"] as? String == name }, "\(listed.output)")
+        let dates = ISO8601DateFormatter()
+        return (try #require((row["expires"] as? String).flatMap(dates.date(from:)), "\(row)"),
+                try #require((row["renewalFrom"] as? String).flatMap(dates.date(from:)), "\(row)"))
+    }
+
+    @Test("The documented way: --renewal-window 400 brings the kitchen (300 days left) into its window; the laptop's daemon (--unlock) renews it, device list --json shows the new expiry on both, and the laptop accepts the new certificate",
+          .enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"),
+          .timeLimit(.minutes(2)))
+    func renewalWindowOption() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
+        let (laptop, kitchen) = try await Device.household(root: root)
+        // The kitchen's certificate has 300 days left: outside the default window of 90 days.
+        let kitchenAccounts = AccountStore(directory: URL(fileURLWithPath: kitchen.config), logger: Logger(label: "test"))
+        let accountID = try #require(try kitchenAccounts.currentAccountID())
+        let authority = try kitchenAccounts.loadAuthority(accountID, passphrase: "pw")
+        let old = try kitchenAccounts.loadIdentity(accountID)
+        try kitchenAccounts.replaceDeviceCertificate(
+            try authority.issueDeviceCertificate(for: old.privateKey.publicKey, deviceName: "kitchen", notAfter: Date().addingTimeInterval(300 * 86_400)),
+            of: accountID)
+
+        func environment(_ device: Device) throws -> [String: String] {
+            var environment = HearthCLI.environment
+            try FileManager.default.createDirectory(atPath: "\(runtime)/\(device.name)", withIntermediateDirectories: true)
+            environment["XDG_RUNTIME_DIR"] = "\(runtime)/\(device.name)"
+            environment["HEARTH_PASSPHRASE"] = "pw"
+            return environment
+        }
+        let before = try await Self.listed(kitchen, named: "kitchen", environment: try environment(kitchen))
+        #expect(abs(before.expires.timeIntervalSince(before.renewalFrom) - 90 * 86_400) < 1)
+        #expect(before.renewalFrom > Date().addingTimeInterval(200 * 86_400), "not due: \(before)")
+
+        func daemon(_ device: Device, _ extra: [String]) throws -> ChildProcess {
+            try ChildProcess(try #require(HearthCLI.binary), ["daemon", "--log-level", "info", "--port", String(device.port),
+                                                             "--peer", "127.0.0.1:\(device.peerPort)"] + extra + device.directories,
+                             environment: try environment(device))
+        }
+        // Both with the window: the kitchen asks, the laptop (CA unlocked) grants what falls within it.
+        let laptopDaemon = try daemon(laptop, ["--unlock", "--renewal-window", "400"])
+        defer { laptopDaemon.terminate() }
+        var kitchenDaemon = try daemon(kitchen, ["--renewal-window", "400"])
+        defer { kitchenDaemon.terminate() }
+        var after = before
+        let renewed = try await eventually(timeout: .seconds(60)) {
+            after = try await Self.listed(kitchen, named: "kitchen", environment: try environment(kitchen))
+            return after.expires > Date().addingTimeInterval(360 * 86_400)
+        }
+        #expect(renewed, "kitchen: \(kitchenDaemon.errorOutput)\nlaptop: \(laptopDaemon.errorOutput)")
+        #expect(kitchenDaemon.errorOutput.contains("certificate was renewed"), "\(kitchenDaemon.errorOutput)")
+        #expect(laptopDaemon.errorOutput.contains("renewed the peer's certificate"), "\(laptopDaemon.errorOutput)")
+
+        // The kitchen starts again with the default window (not due any more) and presents the new
+        // certificate: the laptop accepts it (a write is confirmed) and lists its new expiry.
+        kitchenDaemon.send(SIGTERM)
+        #expect(await kitchenDaemon.wait(upTo: .seconds(30)) == 0)
+        kitchenDaemon = try daemon(kitchen, [])
+        #expect(await kitchenDaemon.waitForOutput("Ctrl-C to stop", inErrors: true, upTo: .seconds(30)), "\(kitchenDaemon.errorOutput)")
+        let set = try await HearthCLI.run(["set", "--store", "com.example.colors", "k", "1"] + kitchen.directories, environment: try environment(kitchen))
+        #expect((set.output + set.error).contains("confirmed by 1 peer device"), "\(set.output) \(set.error)")
+        let atLaptop = try await eventually(timeout: .seconds(30)) {
+            try await Self.listed(laptop, named: "kitchen", environment: try environment(laptop)).expires == after.expires
+        }
+        #expect(atLaptop, "laptop: \(laptopDaemon.errorOutput)")
+    }
 }

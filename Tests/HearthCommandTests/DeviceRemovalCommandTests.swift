@@ -32,7 +32,7 @@ struct DeviceRemovalCommandTests {
         // The removal survives B's restart: the restarted phone dials B and is refused.
         #expect(check(2, "b-refused-after-restart").flatMap(Int.init).map { $0 >= 1 } == true, "\(result.output)")
         #expect(check(2, "b-list-after-restart") == "1", "\(result.output)")
-        // The phone knows and says so; openssl s_client with its certificate gets "certificate revoked".
+        // The phone knows and says so; openssl s_client with its certificate gets the signed record and a close.
         #expect(check(3, "phone-status") == "1", "\(result.output)")
         #expect(check(3, "phone-log").flatMap(Int.init).map { $0 >= 1 } == true, "\(result.output)")
         #expect(check(3, "phone-s_client").flatMap(Int.init).map { $0 >= 1 } == true, "\(result.output)")

@@ -5,6 +5,7 @@ import HearthIdentity
 import HearthSync
 import HearthTesting
 import HearthTestSupport
+import HearthTransport
 import Testing
 
 /// Removing a device (issue 14): a record signed by the account CA, synced like data, honoured
@@ -115,6 +116,52 @@ struct DeviceRemovalTests {
             await eventually("the phone to be told") { engineP.removalNotice != nil }
             #expect(!engineC.connectedPeers.contains(phone.deviceID))
             #expect(replicaC.replica.entries["late"] == nil)
+        }
+    }
+
+    @Test("Issue 26, point 7: a member's bare certificate_revoked alert does not mark this device removed, in memory or in its file; it goes on syncing")
+    func bareAlertIsNotARemoval() async throws {
+        try await withCleanup { cleanup in
+            let home = try Household()
+            let (victim, honest, rogue) = (try home.device("victim"), try home.device("honest"), try home.device("rogue"))
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-alert-\(UUID())")
+            cleanup { try? FileManager.default.removeItem(at: directory) }
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let file = directory.appendingPathComponent("removals")
+            let removals = DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test"))
+            let logs = LogCapture()
+            let (engineV, replicaV, _) = try await Self.engine(victim, removals: removals, logger: logs.logger("victim"))
+            let (engineH, replicaH, portH) = try await Self.engine(honest)
+            cleanup { await engineV.stop(); await engineH.stop() }
+            // The rogue, a member with a valid certificate, verifies the victim's and answers with
+            // certificate_revoked: its TLS server refuses by removals of another account naming the victim.
+            let other = try Household()
+            let fake = DeviceRemovals(trust: other.authority.account.trust, logger: Logger(label: "test"))
+            fake.merge([try other.authority.removal(of: victim.deviceID, named: "victim")])
+            let rogueLogs = LogCapture()
+            let listener = try await PeerTransport(identity: rogue, removals: fake, logger: rogueLogs.logger("rogue"))
+                .listen(host: "127.0.0.1", port: 0)
+            cleanup { await listener.close() }
+            engineV.addPeer(host: "127.0.0.1", port: try #require(listener.port))
+            engineV.addPeer(host: "127.0.0.1", port: portH)
+            // Refused twice: the victim dialled again after the first alert (it is not a removal).
+            let refusedTwice = await eventually("the rogue to refuse the victim twice") {
+                rogueLogs.all.filter { $0.text.contains("removed from the account") }.count >= 2
+            }
+            #expect(refusedTwice, "\(rogueLogs.all.map(\.text))")
+            #expect(await logs.waitFor("without the signed removal record") != nil, "\(logs.all.map(\.text))")
+            #expect(engineV.removalNotice == nil)
+            #expect(!removals.isRemoved(victim.deviceID))
+            // It still syncs with the honest member, both ways.
+            replicaH.write(.string("from honest"), forKey: "h")
+            replicaV.write(.string("from victim"), forKey: "v")
+            let synced = await eventually("both writes to cross") {
+                replicaV.replica.entries["h"] != nil && replicaH.replica.entries["v"] != nil
+            }
+            #expect(synced)
+            // Nothing kept for the next start either (the file `hearth status` reads).
+            removals.flush()
+            #expect(DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test")).notice == nil)
         }
     }
 

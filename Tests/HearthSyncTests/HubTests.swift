@@ -13,7 +13,7 @@ struct HubTests {
     /// the first mention. Returns them, by store.
     static func provideAnyStore(_ hub: SyncEngine) -> Locked<[String: MemoryReplica]> {
         let provided = Locked<[String: MemoryReplica]>([:])
-        hub.storeProvider = { identifier in
+        hub.storeProvider = { identifier, _ in
             provided.withLock { table in
                 if let replica = table[identifier] { return replica }
                 let replica = MemoryReplica(storeIdentifier: identifier)

@@ -41,6 +41,24 @@ extension TransportTests {
             await server.stop()
         }
 
+        @Test("Issue 26, point 7: a server with a removal notice lets a removed client finish the handshake only to hand it the notice (its signed record) and close; the application never sees it")
+        func removedClientGetsTheRecord() async throws {
+            let home = try Household()
+            let removals = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
+            removals.merge([try home.authority.removal(of: home.laptop.deviceID, named: "laptop")])
+            let notice = "THE-SIGNED-RECORD"
+            let server = try await EchoServer(identity: home.server, removals: removals, removalNotice: { device in
+                removals.isRemoved(device) ? Frame.encode(Array(notice.utf8)) : nil
+            })
+            let connection = try await clientTransport(home.laptop).connect(host: "127.0.0.1", port: server.port)
+            let result = await drain(connection)
+            #expect(result.frames == [notice], "\(result)")
+            let logged = await server.logs.waitFor("sent it the signed removal record")
+            #expect(logged?.message == "TLS connection refused", "\(server.logs.all.map(\.text))")
+            #expect(server.state.outcomes.withLock { $0.count } == 0, "the removed device reached the application")
+            await server.stop()
+        }
+
         @Test("A member dialling a removed device refuses it (peerRemoved) before sending anything")
         func removedServer() async throws {
             let home = try Household()

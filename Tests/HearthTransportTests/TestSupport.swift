@@ -46,9 +46,11 @@ final class EchoServer: Sendable {
 
     var port: Int { listener.port! }
 
-    init(identity: DeviceIdentity, logs: LogCapture = LogCapture(), echo: Bool = true, removals: DeviceRemovals? = nil) async throws {
+    init(identity: DeviceIdentity, logs: LogCapture = LogCapture(), echo: Bool = true, removals: DeviceRemovals? = nil,
+         removalNotice: (@Sendable (DeviceID) -> [UInt8]?)? = nil) async throws {
         self.logs = logs
-        let transport = try PeerTransport(configuration: TLSConfiguration(identity: identity, removals: removals, logger: logs.logger("server")))
+        let transport = try PeerTransport(configuration: TLSConfiguration(identity: identity, removals: removals, removalNotice: removalNotice,
+                                                                          logger: logs.logger("server")))
         let listener = try await transport.listen(host: "127.0.0.1", port: 0)
         self.listener = listener
         let state = state

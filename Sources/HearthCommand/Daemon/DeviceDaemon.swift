@@ -103,8 +103,9 @@ final class DeviceDaemon: Sendable {
         }
     }
 
-    /// A store a peer serves and this device has not opened: opened now (on the engine's
-    /// connection, so at once, without waiting for anyone to let go), and held from then on.
+    /// A store a peer serves and this device has not opened, once it holds a value (until then
+    /// ``DeviceSync`` keeps it in memory): opened now (without waiting for anyone to let go),
+    /// and held from then on.
     private func adopt(_ identifier: String, _ identity: DeviceIdentity) -> UbiquitousKeyValueStore? {
         let access = self.access(identifier, identity)
         let store: UbiquitousKeyValueStore
@@ -121,9 +122,13 @@ final class DeviceDaemon: Sendable {
         return store
     }
 
-    private func host(_ access: StoreAccess, opened: UbiquitousKeyValueStore? = nil, why: String = "") async {
+    private func host(_ access: StoreAccess, opened: UbiquitousKeyValueStore? = nil, why: String = "", byApp: Bool = false) async {
         let identifier = access.storeIdentifier
         let state = self.state
+        // Opened for an app, or found on disk: a copy taken up in memory for a peer gives way
+        // to it (the engine serves one per store). Only an app's request forgives the peer a
+        // store written for it (a scan finds those at every start).
+        if opened == nil { state.withLock { $0.sync }?.claim(identifier, byApp: byApp) }
         do {
             let hosted = try await HostedStore.open(access, label: "daemon", saveEachChange: false, opened: opened, shouldStop: { state.withLock { $0.stopping } })
             let kept = state.withLock { s -> Bool in
@@ -150,9 +155,12 @@ final class DeviceDaemon: Sendable {
     func hold(_ identifier: String, timeout: Duration = .seconds(5)) async -> Bool {
         let identity: DeviceIdentity? = try? global.currentIdentity()
         let access = self.access(identifier, identity)
+        // An app uses it: a store held for a peer no longer counts against that peer (held
+        // already, it is not opened again below).
+        state.withLock { $0.sync }?.claim(identifier, byApp: true)
         state.withLock { s in
             guard !s.stopping, s.hosted[identifier] == nil, s.opening[identifier] == nil else { return }
-            s.opening[identifier] = Task { await self.host(access, why: " (asked by an app)") }
+            s.opening[identifier] = Task { await self.host(access, why: " (asked by an app)", byApp: true) }
         }
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {

@@ -66,12 +66,18 @@ package final class DeviceRemovals: Sendable {
 
     package var isEmpty: Bool { records.withLock { $0.isEmpty } }
 
-    /// What a peer said of this device's own standing, if one said it was removed (see
-    /// ``RemovalNotice``); kept in the file with the records.
-    package var notice: RemovalNotice? { heldNotice.withLock { $0 } }
+    /// What a peer said of this device's own standing, if one sent the account-signed record
+    /// of its removal (see ``RemovalNotice``); kept in the file with the records. A notice
+    /// without a record that holds here (one an older build kept for a bare TLS alert, which
+    /// any member could send: issue 26) says nothing.
+    package var notice: RemovalNotice? {
+        guard let notice = heldNotice.withLock({ $0 }), let record = notice.record, removal(of: record.device) != nil else { return nil }
+        return notice
+    }
 
-    /// Keeps `notice` (a notice with the signed record replaces one without).
+    /// Keeps `notice` if it carries the signed record (a notice with the record replaces one without).
     package func note(_ notice: RemovalNotice) {
+        guard notice.record != nil else { return }
         let changed = heldNotice.withLock { held -> Bool in
             guard held == nil || (held?.record == nil && notice.record != nil) else { return false }
             held = notice

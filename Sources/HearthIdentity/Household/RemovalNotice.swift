@@ -1,9 +1,10 @@
 import Foundation
 import HearthCore
 
-/// That a device of the account says this device was removed from it: by sending the
-/// CA-signed record, or by refusing this device's certificate as revoked in a TLS handshake
-/// (after this device had verified the peer's certificate, so the peer is a member).
+/// That a device of the account told this device it was removed from it, by sending the
+/// CA-signed record. (A bare refusal of our certificate as revoked in a TLS handshake is not
+/// one: any member could send it. Older builds kept such notices without a record; they are
+/// read but say nothing, see ``DeviceRemovals/notice``.)
 package struct RemovalNotice: Sendable, Hashable, CustomStringConvertible {
     /// The device that said so.
     package let peer: DeviceID

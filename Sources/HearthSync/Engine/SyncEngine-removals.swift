@@ -53,16 +53,29 @@ extension SyncEngine {
         }
     }
 
-    /// Records that `peer` says this device is removed (logged once per peer and process).
-    func noteRemoved(by peer: TLSPeer, record: DeviceRemoval? = nil) {
+    /// A peer refused this device's certificate with a bare `certificate_revoked` alert: no
+    /// signed record came with it, so nothing is marked (a member could say it of anyone). Logged
+    /// once per peer a minute; the dialler tries again after its back-off.
+    func noteRefusedAsRevoked(by peer: TLSPeer?, name: String? = nil) {
+        let key = peer.map { $0.deviceID.hex } ?? name ?? "?"
+        let now = ContinuousClock.now
+        let log = state.withLock { s -> Bool in
+            if let last = s.revokedAlertLogged[key], now - last < .seconds(60) { return false }
+            s.revokedAlertLogged[key] = now
+            return true
+        }
+        guard log else { return }
+        let who = peer.map { "\($0.certificate.commonName ?? "?") (\($0.deviceID.short))" } ?? name ?? "a peer"
+        logger.warning("\(who) refused this device's certificate as revoked, without the signed removal record; taken as a refused connection, not as a removal (logged once a minute)")
+    }
+
+    /// Records that `peer` sent the account-signed record of this device's removal (logged
+    /// once per peer and process).
+    func noteRemoved(by peer: TLSPeer, record: DeviceRemoval) {
         let notice = RemovalNotice(peer: peer.deviceID, peerName: peer.certificate.commonName ?? "", date: Date(), record: record)
         let first = state.withLock { $0.removalNoticesFrom.insert(peer.deviceID).inserted }
         removals.note(notice)
         guard first else { return }
-        if record != nil {
-            logger.error("\(notice)")
-        } else {
-            logger.error("\(notice); not dialling that peer again until restarted")
-        }
+        logger.error("\(notice)")
     }
 }

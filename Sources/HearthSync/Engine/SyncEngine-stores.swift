@@ -10,8 +10,13 @@ extension SyncEngine {
     ///
     /// - Throws: ``SyncEngineError`` if the engine is stopped, serves this store already or
     ///   ``SyncMessage/maximumStores`` stores, or the identifier cannot go on the wire.
+    ///
+    /// With `onlyFor`, the store is synced with that peer alone (and with any other that
+    /// names it too), never listed in a hello nor announced to others: a store a peer named
+    /// and this device holds in memory only, which must not spread to the others by this
+    /// device's word.
     @discardableResult
-    package func attach(_ replica: any SyncReplica) throws(SyncEngineError) -> SyncStore {
+    package func attach(_ replica: any SyncReplica, onlyFor peer: DeviceID? = nil) throws(SyncEngineError) -> SyncStore {
         let identifier = replica.storeIdentifier
         guard !identifier.isEmpty, identifier.utf8.count <= SyncMessage.maximumStoreIdentifierBytes else {
             throw .invalidStoreIdentifier(identifier)
@@ -31,7 +36,8 @@ extension SyncEngine {
             guard s.stores[identifier] == nil else { throw .alreadyAttached(identifier) }
             guard s.stores.count < SyncMessage.maximumStores else { throw .tooManyStores() }
             s.stores[identifier] = store
-            return Array(s.sessions.values)
+            if let peer { s.peerOnly[identifier] = peer }
+            return s.sessions.values.filter { peer == nil || $0.peer.deviceID == peer }
         }
         store.replica.onLocalChange { [weak self] in self?.changed(identifier) }
         for session in sessions { session.announce(store) }
@@ -43,7 +49,8 @@ extension SyncEngine {
     /// changes its replica any more (see ``ReplicaGate``). The engine runs on for the others.
     package func detach(storeIdentifier: String) {
         let (store, sessions) = state.withLock { s in
-            (s.stores.removeValue(forKey: storeIdentifier), Array(s.sessions.values))
+            s.peerOnly[storeIdentifier] = nil
+            return (s.stores.removeValue(forKey: storeIdentifier), Array(s.sessions.values))
         }
         guard let store else { return }
         store.replica.close()
@@ -61,18 +68,39 @@ extension SyncEngine {
         state.withLock { $0.stores.keys.sorted() }
     }
 
+    /// Whether the store may be announced to `peer`: attached, and not for another peer only.
+    func announces(_ identifier: String, to peer: DeviceID) -> Bool {
+        state.withLock { s in s.stores[identifier] != nil && (s.peerOnly[identifier].map { $0 == peer } ?? true) }
+    }
+
     /// Supplies the replica of a store a peer serves and this device does not, or `nil` to
-    /// ignore it: a device daemon sets it to keep every store of the account (a hub keeps the
-    /// household's data for devices that come and go). Called on a connection's reader, it
-    /// should return promptly (open the store, no network).
-    package var storeProvider: (@Sendable (String) -> (any SyncReplica)?)? {
+    /// ignore it: a device daemon sets it to keep the stores of the account (a hub keeps the
+    /// household's data for devices that come and go). It is given the store and the peer
+    /// device that named it, so that it can bound what each peer makes this device take up
+    /// (`DeviceSync`). Called off a connection's event loop, it should return promptly (no network).
+    package var storeProvider: (@Sendable (String, DeviceID) -> (any SyncReplica)?)? {
         get { provider.withLock { $0 } }
         set { provider.withLock { $0 = newValue } }
     }
 
-    /// The store of this identifier, attached now from the ``storeProvider`` if it supplies one.
-    func provide(_ identifier: String) -> SyncStore? {
-        guard let provider = provider.withLock({ $0 }), let replica = provider(identifier) else { return nil }
+    /// Told that a peer serves a store this device serves too (from its hello or a `store`
+    /// message): a device daemon forgives a store it took up for one peer once a second member
+    /// serves it (`DeviceSync`). Called off the event loop; must return promptly.
+    package var onStoreServed: (@Sendable (String, DeviceID) -> Void)? {
+        get { servedHandler.withLock { $0 } }
+        set { servedHandler.withLock { $0 = newValue } }
+    }
+
+    /// `peer` serves `identifier`: tells ``onStoreServed`` if this device serves it too.
+    func served(_ identifier: String, by peer: DeviceID) {
+        guard let handler = servedHandler.withLock({ $0 }), store(identifier) != nil else { return }
+        handler(identifier, peer)
+    }
+
+    /// The store of this identifier, attached now from the ``storeProvider`` if it supplies one
+    /// for `peer`, the device that named it.
+    func provide(_ identifier: String, for peer: DeviceID) -> SyncStore? {
+        guard let provider = provider.withLock({ $0 }), let replica = provider(identifier, peer) else { return nil }
         guard replica.storeIdentifier == identifier else {
             logger.warning("the store provider returned store \(String(reflecting: replica.storeIdentifier)) for \(String(reflecting: identifier)); ignored")
             return nil
@@ -97,7 +125,7 @@ extension SyncEngine {
     /// This device's hello: every store it serves, by digests (TLS has authenticated the
     /// device: the hello is not signed).
     func makeHello() -> SyncMessage.Hello {
-        let stores = state.withLock { s in s.stores.keys.sorted().compactMap { s.stores[$0] } }
+        let stores = state.withLock { s in s.stores.keys.sorted().filter { s.peerOnly[$0] == nil }.compactMap { s.stores[$0] } }
         var inlineBytes = 0
         let listed = stores.map { store in
             var (listing, vector) = store.announcement()

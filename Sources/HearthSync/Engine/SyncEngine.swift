@@ -63,7 +63,13 @@ package final class SyncEngine: Sendable {
         var discoveries: [any PeerDiscovery] = []
         var dialers: [String: Task<Void, Never>] = [:]
         var knownDevices: [String: DeviceID] = [:]
+        /// When a refusal as revoked (a bare TLS alert) was last logged, per peer.
+        var revokedAlertLogged: [String: ContinuousClock.Instant] = [:]
         var stores: [String: SyncStore] = [:]
+        /// Stores attached for one peer only (a store that peer named, taken up in memory):
+        /// neither in hellos nor announced to other peers, who would otherwise take them up
+        /// too, charged to this device (see `attach(_:onlyFor:)`).
+        var peerOnly: [String: DeviceID] = [:]
         var stopped = false
         /// Diallers waiting until a device's session (which the peer dialled) ends.
         var sessionWaiters: [DeviceID: [UInt64: CheckedContinuation<Void, Never>]] = [:]
@@ -97,7 +103,8 @@ package final class SyncEngine: Sendable {
     var logger: Logger { context.logger }
     let certificates: DeviceCertificateCache
     let state: Locked<State>
-    let provider = Locked<(@Sendable (String) -> (any SyncReplica)?)?>(nil)
+    let provider = Locked<(@Sendable (String, DeviceID) -> (any SyncReplica)?)?>(nil)
+    let servedHandler = Locked<(@Sendable (String, DeviceID) -> Void)?>(nil)
 
     /// The shortest heartbeat interval an engine uses (a shorter one is raised to it).
     package static var minimumHeartbeatInterval: Duration { .milliseconds(250) }
@@ -120,7 +127,12 @@ package final class SyncEngine: Sendable {
         precondition(removals.trust.accountID == identity.account.id, "the removals are another account's")
         self.removals = removals
         self.devices = devices
-        transport = try PeerTransport(identity: identity, removals: removals, logger: logger)
+        // A removed device that dials us is handed its signed removal record (and nothing
+        // else): the record, never a bare TLS alert, is what tells a device it was removed.
+        transport = try PeerTransport(identity: identity, removals: removals, removalNotice: { [removals] device in
+            guard let record = removals.removal(of: device), let payload = try? SyncMessage.removals([record]).encoded() else { return nil }
+            return Frame.encode(payload)
+        }, logger: logger)
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
         let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
@@ -473,10 +485,12 @@ package final class SyncEngine: Sendable {
                     state.withLock { $0.knownDevices[peer.id] = connection.peer.deviceID }
                     switch await runSession(connection, initiatedLocally: true) {
                     case .removedByPeer:
-                        // Its verdict stands until this process starts again: no point in asking
-                        // every few seconds (see noteRemoved).
-                        noteRemoved(by: connection.peer)
+                        // It sent the account-signed record naming this device (noted by learn()).
                         return
+                    case .refusedAsRevoked:
+                        // A bare alert is any member's word: a refused connection, tried again.
+                        noteRefusedAsRevoked(by: connection.peer)
+                        connected = false   // backs off as a failed dial does
                     case .peerRemoved:
                         return
                     case .ended, .duplicate:
@@ -487,6 +501,9 @@ package final class SyncEngine: Sendable {
                 } catch let error as TLSError where error.code == .peerRemoved {
                     logger.info("\(peer.name) is a device removed from the account; not dialling it")
                     return
+                } catch let error as TLSError where error.code == .removedByPeer {
+                    logger.debug("could not connect to \(peer.name) at \(address): \(error)")
+                    noteRefusedAsRevoked(by: nil, name: peer.name)
                 } catch {
                     logger.debug("could not connect to \(peer.name) at \(address): \(error)")
                 }

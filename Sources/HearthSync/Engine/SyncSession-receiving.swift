@@ -16,7 +16,10 @@ extension SyncSession {
             return
         case .store(let message):
             // A store this device does not serve yet may be the store provider's to open: off the loop.
-            if !message.left, state.withLock({ $0.peerServes(message.store) }) { _ = await storeOrProvided(message.store) }
+            if !message.left, state.withLock({ $0.peerServes(message.store) }) {
+                _ = await storeOrProvided(message.store)
+                engine?.served(message.store, by: peer.deviceID)
+            }
             receive(message)
             return
         case .removals(let records):

@@ -21,8 +21,11 @@ final class SyncSession: Sendable {
         case ended
         /// Refused by the duplicate rule before any data: another connection to this peer won.
         case duplicate
-        /// The peer refused our certificate as revoked: it says this device was removed.
+        /// The peer sent the account-signed record of this device's removal.
         case removedByPeer
+        /// The peer refused our certificate with a bare `certificate_revoked` alert: any member
+        /// can say that, so it is only a refused connection (issue 26).
+        case refusedAsRevoked
         /// The peer is a device removed from the account.
         case peerRemoved
     }
@@ -195,7 +198,7 @@ final class SyncSession: Sendable {
         } catch {
             engine?.unregister(self)
             if let tls = error as? TLSError, tls.code == .removedByPeer {
-                return .removedByPeer
+                return .refusedAsRevoked
             }
             if !state.withLock({ $0.closed }) { logger.notice("connection closed: \(error)") }
             return .ended
@@ -213,7 +216,8 @@ final class SyncSession: Sendable {
     func storeOrProvided(_ name: String) async -> SyncStore? {
         if let store = engine?.store(name) { return store }
         guard let engine else { return nil }
-        return await offLoop { engine.provide(name) }
+        let peer = peer.deviceID
+        return await offLoop { engine.provide(name, for: peer) }
     }
 
     private func exchange(_ connection: PeerConnection) async throws -> Outcome {
@@ -241,6 +245,15 @@ final class SyncSession: Sendable {
                     let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
                     context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
                     if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
+                    if !greeted, case .removals(let records) = message {
+                        // A member refusing us as removed sends the signed record instead of a
+                        // hello (TLSConfiguration.removalNotice): only that marks us removed.
+                        engine?.learn(records, from: self)
+                        guard engine?.removals.isRemoved(context.identity.deviceID) == true else {
+                            throw SyncProtocolError("a removals message instead of the hello, not naming this device")
+                        }
+                        return .removedByPeer
+                    }
                     if !greeted {
                         let hello = try receiveHello(message)
                         switch engine?.register(self) {
@@ -275,6 +288,7 @@ final class SyncSession: Sendable {
         askForRenewalIfDue()
         for listed in hello.stores {
             if let store = engine?.store(listed.identifier) {
+                engine?.served(listed.identifier, by: peer.deviceID)
                 open(store, as: listed)
             } else if await storeOrProvided(listed.identifier) == nil {
                 logger.debug("the peer serves store \(String(reflecting: listed.identifier)), which this device does not")
@@ -289,7 +303,7 @@ final class SyncSession: Sendable {
         // Attached since our hello was made, but before this session was registered: attach()
         // announced it to the sessions registered then, not to this one, so the peer would
         // never hear of it on this connection (a hub's daemon missed a store that way).
-        for identifier in attached where !listed.contains(identifier) {
+        for identifier in attached where !listed.contains(identifier) && engine?.announces(identifier, to: peer.deviceID) == true {
             if let store = engine?.store(identifier) { announce(store) }
         }
     }

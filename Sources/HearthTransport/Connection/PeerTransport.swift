@@ -66,9 +66,10 @@ package struct PeerTransport: Sendable {
         contexts = Locked((try SSLContext(pairing: pairing, role: .server), try SSLContext(pairing: pairing, role: .client)))
     }
 
-    package init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, logger: Logger,
-                group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
-        try self.init(configuration: TLSConfiguration(identity: identity, removals: removals, logger: logger), group: group)
+    package init(identity: DeviceIdentity, removals: DeviceRemovals? = nil, removalNotice: (@Sendable (DeviceID) -> [UInt8]?)? = nil,
+                logger: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+        try self.init(configuration: TLSConfiguration(identity: identity, removals: removals, removalNotice: removalNotice, logger: logger),
+                      group: group)
     }
 
     /// Starts listening. Each connection that completes the handshake with a device of the

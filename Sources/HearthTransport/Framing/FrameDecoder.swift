@@ -7,6 +7,16 @@ package enum Frame {
     package static let maximumLength = 4 * 1024 * 1024
     /// Bytes of the length prefix.
     package static let headerLength = 4
+
+    /// `payload` as one frame's bytes (for what is written below the framing handler, such as
+    /// ``TLSConfiguration/removalNotice``).
+    package static func encode(_ payload: some Collection<UInt8>) -> [UInt8] {
+        var frame = [UInt8]()
+        frame.reserveCapacity(payload.count + headerLength)
+        withUnsafeBytes(of: UInt32(payload.count).bigEndian) { frame.append(contentsOf: $0) }
+        frame.append(contentsOf: payload)
+        return frame
+    }
 }
 
 /// Splits a byte stream into frames.

@@ -86,8 +86,10 @@ package final class SSLContext: @unchecked Sendable {
         SSL_CTX_set_verify_depth(pointer, 1)
         // Both sides demand and verify the other's certificate. OpenSSL checks the chain,
         // the dates, and the purpose (a client checks serverAuth, a server clientAuth).
-        // A removed device's certificate still chains; the callback refuses it by its key.
-        if let removals = configuration.removals {
+        // A removed device's certificate still chains; the callback refuses it by its key. A
+        // server with a removal notice lets it finish instead, to hand it the signed record
+        // (TLSHandler, once the handshake is done); it never reaches the application.
+        if let removals = configuration.removals, !(role == .server && configuration.removalNotice != nil) {
             // The context keeps `removals` alive (a stored property) as long as OpenSSL may call back.
             SSL_CTX_set_ex_data(pointer, 0, Unmanaged.passUnretained(removals).toOpaque())
             SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, hearthVerifyNotRemoved)

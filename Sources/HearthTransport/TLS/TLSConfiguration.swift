@@ -20,6 +20,12 @@ package struct TLSConfiguration: Sendable {
     /// (the peer gets a `certificate_revoked` alert), whichever side dialled. Shared and live:
     /// a removal learned later is honoured by the next handshake.
     package var removals: DeviceRemovals?
+    /// What a removed device that dials this one is told: the bytes to send it (one frame
+    /// holding the account-signed removal record), or nil. When set, such a device completes
+    /// the handshake as a server's client, gets these bytes and a close, and never reaches the
+    /// application: the signed record, not a bare alert, is what may mark a device removed
+    /// (issue 26). When nil (or this side dials), it is refused with the alert as before.
+    package var removalNotice: (@Sendable (DeviceID) -> [UInt8]?)?
     package var logger: Logger
 
     /// The ALPN protocol identifier: the version of the Hearth protocol spoken inside.
@@ -27,9 +33,10 @@ package struct TLSConfiguration: Sendable {
 
     package init(identity: DeviceIdentity, trustAnchor: Certificate? = nil,
                 handshakeTimeout: TimeAmount = .seconds(10), removals: DeviceRemovals? = nil,
-                logger: Logger) {
+                removalNotice: (@Sendable (DeviceID) -> [UInt8]?)? = nil, logger: Logger) {
         self.identity = identity
         self.removals = removals
+        self.removalNotice = removalNotice
         self.trustAnchor = trustAnchor ?? identity.account.caCertificate
         self.handshakeTimeout = handshakeTimeout
         self.logger = logger

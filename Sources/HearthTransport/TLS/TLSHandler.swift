@@ -36,6 +36,8 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let isPairing: Bool
     private let role: SSLContext.Role
     private let expectedPeer: DeviceID?
+    /// A server's notice to removed devices (``TLSConfiguration/removalNotice``).
+    private let removalNotice: (@Sendable (DeviceID) -> [UInt8]?)?
     private var logger: Logger
     private var state = State.idle
     private var pendingWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
@@ -56,6 +58,7 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         isPairing = context.isPairing
         role = context.role
         self.expectedPeer = expectedPeer
+        removalNotice = context.role == .server ? context.configuration?.removalNotice : nil
         logger = context.logger
     }
 
@@ -222,6 +225,10 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             fail(TLSError(code: .unexpectedPeer, reason: "dialled \(expectedPeer.short), reached \(peer.deviceID.short)"), context: context)
             return
         }
+        if let removalNotice, let notice = removalNotice(peer.deviceID) {
+            tellRemoved(peer, notice, context: context)
+            return
+        }
         state = .active
         handshakeTimeout?.cancel()
         handshakeTimeout = nil
@@ -234,6 +241,26 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if flushPending { flushPendingWrites(context: context) }
         // Application data may have arrived in the same read as the peer's Finished.
         readApplicationData(context: context)
+    }
+
+    /// A removed device dialled us: it gets `notice` (its signed removal record) and
+    /// close_notify; the application never sees the connection (the handshake fails for it).
+    private func tellRemoved(_ peer: TLSPeer, _ notice: [UInt8], context: ChannelHandlerContext) {
+        handshakeTimeout?.cancel()
+        handshakeTimeout = nil
+        state = .closed
+        let written = notice.withUnsafeBytes { SSL_write(connection.ssl, $0.baseAddress, Int32($0.count)) }
+        OpenSSLErrorQueue.clear()
+        _ = SSL_shutdown(connection.ssl)
+        OpenSSLErrorQueue.clear()
+        writeNetworkOutput(context: context, flush: true)
+        let error = TLSError(code: .peerRemoved, reason: "the peer's device was removed from the account; "
+                             + (written > 0 ? "sent it the signed removal record" : "could not send it the removal record"))
+        logger.notice("TLS connection refused", metadata: ["code": "\(error.code)", "reason": "\(error.reason)", "device": "\(peer.deviceID.short)"])
+        handshakePromise?.fail(error)
+        failPendingWrites(error)
+        context.fireErrorCaught(error)
+        context.close(mode: .all, promise: nil)
     }
 
     private func readApplicationData(context: ChannelHandlerContext) {

@@ -1,0 +1,108 @@
+import Foundation
+import Logging
+import Hearth
+import HearthCore
+import HearthIdentity
+import HearthSync
+import HearthTesting
+import HearthTestSupport
+import Testing
+
+/// Issue 26, point 3, as logic: what a device daemon's `DeviceSync` makes of the stores peers
+/// name (the live attack is `StoreAdoptionTests`).
+@Suite("Stores a peer makes a daemon take up")
+struct AdoptionBoundTests {
+    @Test("At most 16 per peer, in memory (no file), one warning per peer a minute; another peer has its own 16; a store a local app claims, or a second member serves, frees a slot")
+    func boundPerPeer() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-bound-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
+        _ = try accounts.createAccount(displayName: "Bound", passphrase: "pw", deviceName: "daemon")
+        let logs = LogCapture()
+        let configuration = UbiquitousKeyValueStore.Configuration(
+            dataDirectory: "\(root)/data", sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"),
+            logger: logs.logger("daemon"))
+        let opened = Locked<[String]>([])
+        let sync = try #require(try DeviceSync.start(configuration: configuration) { identifier in
+            opened.withLock { $0.append(identifier) }
+            return nil
+        })
+        let provide = try #require(sync.engine.storeProvider)
+        let (one, two) = (try #require(DeviceID(bytes: Data(repeating: 1, count: 32))), try #require(DeviceID(bytes: Data(repeating: 2, count: 32))))
+
+        let first = (0..<20).map { provide("com.junk.one.\($0)", one) != nil }
+        #expect(first == Array(repeating: true, count: 16) + Array(repeating: false, count: 4))
+        #expect(sync.storesInMemory.count == 16)
+        #expect(sync.engine.storeIdentifiers.count == 16)
+        // The other peer's slots are its own.
+        #expect((0..<16).allSatisfy { provide("com.junk.two.\($0)", two) != nil })
+        #expect(provide("com.junk.two.16", two) == nil)
+        // One warning per peer, whatever the number refused.
+        #expect(logs.all.filter { $0.text.contains("stores no app here uses") }.count == 2)
+        // Nothing on disk, nothing opened with a file.
+        let files = FileManager.default.enumerator(atPath: "\(root)/data")?.compactMap { $0 as? String } ?? []
+        #expect(files.filter { $0.contains("junk") }.isEmpty, "\(files)")
+        #expect(opened.withLock { $0 }.isEmpty)
+        // A local app opens one of the first peer's: it leaves memory and no longer counts.
+        sync.claim("com.junk.one.3")
+        #expect(sync.engine.store("com.junk.one.3") == nil)
+        #expect(provide("com.junk.one.20", one) != nil)
+        #expect(provide("com.junk.one.21", one) == nil)
+        // A second member serves one of them: it no longer counts against the first (its own
+        // word does not count, nor a store nobody took up).
+        let served = try #require(sync.engine.onStoreServed)
+        served("com.junk.one.5", one)
+        served("com.unknown", two)
+        #expect(provide("com.junk.one.22", one) == nil)
+        served("com.junk.one.5", two)
+        #expect(provide("com.junk.one.22", one) != nil)
+        #expect(provide("com.junk.one.23", one) == nil)
+        await sync.stop()
+        #expect(sync.storesInMemory.isEmpty)
+    }
+
+    @Test("A store written to disk for a peer (it got a value) still counts against that peer after a restart; a local app's open forgives it")
+    func boundSurvivesRestart() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-restart-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
+        _ = try accounts.createAccount(displayName: "Bound", passphrase: "pw", deviceName: "daemon")
+        let configuration = UbiquitousKeyValueStore.Configuration(
+            dataDirectory: "\(root)/data", writeBehindDelay: .milliseconds(10),
+            sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"))
+        func start() throws -> DeviceSync {
+            try #require(try DeviceSync.start(configuration: configuration) { identifier in
+                try? UbiquitousKeyValueStore(storeIdentifier: identifier, configuration: configuration)
+            })
+        }
+        let one = try #require(DeviceID(bytes: Data(repeating: 1, count: 32)))
+        var sync = try start()
+        // The peer's store gets a value (as the engine applies it once verified): written to disk.
+        let replica = try #require(sync.engine.storeProvider?("com.real", one))
+        let entry = Entry(key: StoreKey("k"), value: .string("v"), timestamp: HLCTimestamp(milliseconds: HybridLogicalClock.wallMilliseconds(), counter: 0),
+                          origin: ReplicaID.random(boundTo: Data(repeating: 1, count: 32)), sequence: 1)
+        _ = replica.applyRemote([entry], heldBack: [], reason: .serverChange)
+        let written = await eventually("the store to be written for the peer") { sync.adoptedStores["com.real"] != nil && sync.storesInMemory.isEmpty }
+        #expect(written)
+        sync.flushIntroductions()
+        // With what the memory copy held: no peer needs to send it again.
+        #expect(sync.adoptedStores["com.real"]?.string(forKey: "k") == "v")
+        #expect(FileManager.default.fileExists(atPath: sync.adoptedStores["com.real"]?.fileURL?.path ?? "/nonexistent"))
+        await sync.adoptedStores["com.real"]?.close()
+        await sync.stop()
+
+        // Restarted: the written store still counts, so 15 more, not 16.
+        sync = try start()
+        let provide = try #require(sync.engine.storeProvider)
+        #expect((0..<15).allSatisfy { provide("com.junk.\($0)", one) != nil })
+        #expect(provide("com.junk.15", one) == nil)
+        // A local app opens it: the peer is forgiven it, for good.
+        sync.claim("com.real", byApp: true)
+        #expect(provide("com.junk.16", one) != nil)
+        sync.flushIntroductions()
+        await sync.stop()
+        sync = try start()
+        #expect((0..<16).allSatisfy { provide2 in sync.engine.storeProvider?("com.again.\(provide2)", one) != nil })
+        await sync.stop()
+    }
+}
