@@ -2,7 +2,9 @@
 # ThreadSanitizer over the tests that run inside the test process: the store, the sync engine
 # on loopback, identity, transport, discovery's logic. (The command-line, peer-process and leak
 # tests start other programs, and the Avahi tests need the test network: scripts/test.sh runs
-# them all without the sanitizer.) A reported race fails the run.
+# them all without the sanitizer. The attacks against a live victim process measure its CPU and
+# memory, which the sanitizer multiplies: a victim built with it idles at 0.5 s of CPU per 10 s
+# and peaks above 100 MB under a ping flood, so those bounds mean nothing here.) A reported race fails the run.
 # Run as root, it builds as root and runs the tests as the test user (scripts/user.sh, as
 # scripts/test.sh does).
 set -euo pipefail
@@ -21,7 +23,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${HEARTH_TSAN_PARALLELISM
 log=$(mktemp /tmp/hearth-tsan.XXXXXX.log)
 status=0
 "${HEARTH_AS_USER[@]}" swift test --skip-build --sanitize=thread --scratch-path .build-tsan \
-  --skip "HearthCommandTests|ProcessTests|LeakTests|CompromisedDeviceTests" "$@" 2>&1 | tee "$log" || status=$?
+  --skip "HearthCommandTests|ProcessTests|LeakTests|CompromisedDeviceTests|PeerFloodLiveTests|ClockLeadCommandTests" "$@" 2>&1 | tee "$log" || status=$?
 if [ "$status" != 0 ]; then
   scripts/failures.sh "$log"
   exit "$status"
