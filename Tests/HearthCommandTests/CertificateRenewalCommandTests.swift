@@ -21,13 +21,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let (laptop, kitchen) = try await Device.household(root: root)
         // The kitchen's certificate, reissued (with the passphrase, as an owner could) to expire in 10 days.
-        let kitchenAccounts = AccountStore(directory: URL(fileURLWithPath: kitchen.config), logger: Logger(label: "test"))
-        let accountID = try #require(try kitchenAccounts.currentAccountID())
-        let authority = try kitchenAccounts.loadAuthority(accountID, passphrase: "pw")
-        let old = try kitchenAccounts.loadIdentity(accountID)
-        let short = try authority.issueDeviceCertificate(for: old.privateKey.publicKey, deviceName: "kitchen",
-                                                         notAfter: Date().addingTimeInterval(10 * 86_400))
-        try kitchenAccounts.replaceDeviceCertificate(short, of: accountID)
+        let (kitchenAccounts, accountID, old, authority) = try Self.reissue(kitchen, expiringIn: 10)
 
         var daemons: [ChildProcess] = []
         defer { for daemon in daemons { daemon.terminate() } }
@@ -72,6 +66,23 @@ import Testing
                 try #require((row["renewalFrom"] as? String).flatMap(dates.date(from:)), "\(row)"))
     }
 
+    /// Replaces `device`'s certificate with one of the same key that expires `days` from now,
+    /// issued with the account passphrase as an owner could.
+    /// Returns its account store, the account, the identity it had and the unlocked authority.
+    @discardableResult
+    static func reissue(_ device: Device, expiringIn days: Double) throws
+        -> (accounts: AccountStore, account: AccountID, old: DeviceIdentity, authority: AccountAuthority) {
+        let accounts = AccountStore(directory: URL(fileURLWithPath: device.config), logger: Logger(label: "test"))
+        let accountID = try #require(try accounts.currentAccountID())
+        let authority = try accounts.loadAuthority(accountID, passphrase: "pw")
+        let old = try accounts.loadIdentity(accountID)
+        try accounts.replaceDeviceCertificate(
+            try authority.issueDeviceCertificate(for: old.privateKey.publicKey, deviceName: device.name,
+                                                 notAfter: Date().addingTimeInterval(days * 86_400)),
+            of: accountID)
+        return (accounts, accountID, old, authority)
+    }
+
     @Test("The documented way: --renewal-window 400 brings the kitchen (300 days left) into its window; the laptop's daemon (--unlock) renews it, device list --json shows the new expiry on both, and the laptop accepts the new certificate",
           .enabled(if: HearthCLI.binary != nil, "the hearth executable is not built next to the tests"),
           .timeLimit(.minutes(2)))
@@ -79,13 +90,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
         let (laptop, kitchen) = try await Device.household(root: root)
         // The kitchen's certificate has 300 days left: outside the default window of 90 days.
-        let kitchenAccounts = AccountStore(directory: URL(fileURLWithPath: kitchen.config), logger: Logger(label: "test"))
-        let accountID = try #require(try kitchenAccounts.currentAccountID())
-        let authority = try kitchenAccounts.loadAuthority(accountID, passphrase: "pw")
-        let old = try kitchenAccounts.loadIdentity(accountID)
-        try kitchenAccounts.replaceDeviceCertificate(
-            try authority.issueDeviceCertificate(for: old.privateKey.publicKey, deviceName: "kitchen", notAfter: Date().addingTimeInterval(300 * 86_400)),
-            of: accountID)
+        try Self.reissue(kitchen, expiringIn: 300)
 
         func environment(_ device: Device) throws -> [String: String] {
             var environment = HearthCLI.environment

@@ -38,6 +38,18 @@ enum HearthCLI {
         return environment
     }
 
+    /// ``environment`` with a runtime folder (`RUNTIME/NAME`) and a home (`ROOT/NAME/home`) of
+    /// the device's own, so that daemons of parallel tests never meet.
+    static func environment(runtime: String, root: String, device name: String) throws -> [String: String] {
+        var environment = environment
+        try FileManager.default.createDirectory(atPath: "\(runtime)/\(name)", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: "\(root)/\(name)/home", withIntermediateDirectories: true)
+        environment["XDG_RUNTIME_DIR"] = "\(runtime)/\(name)"
+        environment["HOME"] = "\(root)/\(name)/home"
+        environment["XDG_CONFIG_HOME"] = nil
+        return environment
+    }
+
     /// Runs `hearth ARGS` to completion.
     static func run(_ arguments: [String]) async throws -> (status: Int32?, output: String, error: String) {
         try await ChildProcess.run(try #require(binary), arguments, environment: environment)

@@ -14,17 +14,11 @@ struct DaemonTests {
 
     /// This test's own runtime folder and home, so that daemons of parallel tests never meet.
     func environment(_ name: String) throws -> [String: String] {
-        var environment = HearthCLI.environment
-        try FileManager.default.createDirectory(atPath: "\(runtime)/\(name)", withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: "\(root)/\(name)/home", withIntermediateDirectories: true)
-        environment["XDG_RUNTIME_DIR"] = "\(runtime)/\(name)"
-        environment["HOME"] = "\(root)/\(name)/home"
-        environment["XDG_CONFIG_HOME"] = nil
-        return environment
+        try HearthCLI.environment(runtime: runtime, root: root, device: name)
     }
 
     func run(_ arguments: [String], _ environment: [String: String]) async throws -> (status: Int32?, output: String, error: String) {
-        try await ChildProcess.run(try #require(HearthCLI.binary), arguments, environment: environment)
+        try await HearthCLI.run(arguments, environment: environment)
     }
 
     func startDaemon(_ arguments: [String], _ environment: [String: String]) async throws -> ChildProcess {
