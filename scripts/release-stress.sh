@@ -14,17 +14,24 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-150}; hogs=${2:-2}; bin=${3:-.build-tsan/debug/hearth-test-writer}
 [ -x "$bin" ] || { echo "no $bin: build it first (see the header)" >&2; exit 64; }
+# Run by root, the processes run as the test user (scripts/user.sh), as Hearth runs.
+. scripts/user.sh
+hearth_user_init
 dir=$(mktemp -d /tmp/hearth-release-stress.XXXXXX)
-export XDG_CONFIG_HOME=$dir/config
+hearth_user_owns "$dir"
+app() { "${HEARTH_AS_USER[@]}" env XDG_CONFIG_HOME="$dir/config" "$bin" "$@"; }
+echo "release-stress: running as $HEARTH_RUNNER" >&2
 pids=()
 for _ in $(seq 1 "$hogs"); do ( while :; do :; done ) & pids+=($!); done
-"$bin" hold "$dir" released > "$dir/host.out" 2>&1 & pids+=($!)
+# Not through app(): a function in the background is a subshell, whose pid the trap would kill
+# while the host went on.
+"${HEARTH_AS_USER[@]}" env XDG_CONFIG_HOME="$dir/config" "$bin" hold "$dir" released > "$dir/host.out" 2>&1 & pids+=($!)
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 1 100); do grep -q "opened released host" "$dir/host.out" && break; sleep 0.1; done
 lost=0
 for i in $(seq 1 "$runs"); do
-  "$bin" release "$dir" released "a$i=1" "b$i=2" "a$i=3" > "$dir/app.out" 2>&1
-  a=$("$bin" get "$dir" released "a$i" 2>&1); b=$("$bin" get "$dir" released "b$i" 2>&1)
+  app release "$dir" released "a$i=1" "b$i=2" "a$i=3" > "$dir/app.out" 2>&1
+  a=$(app get "$dir" released "a$i" 2>&1); b=$(app get "$dir" released "b$i" 2>&1)
   if [[ "$a" != *"read attached 3"* || "$b" != *"read attached 2"* ]]; then
     lost=$((lost + 1))
     echo "run $i: a: $a | b: $b | app: $(tr '\n' ' ' < "$dir/app.out")"
