@@ -12,6 +12,9 @@ public struct SyncCounters: Sendable, Equatable {
     public var entriesSent = 0
     /// Entries received from peers, applied or not.
     public var entriesReceived = 0
+    /// Entries this device signed: its local writes, each signed once, however many peers it
+    /// sends them to (a write replaced before it was signed is never signed).
+    public var entriesSigned = 0
     /// Sessions that passed the hello (two devices dialling each other at once may both
     /// get this far before one connection is dropped).
     public var sessions = 0
@@ -73,5 +76,6 @@ package final class SyncMetrics: Sendable {
             $0.lastEntriesMoved = now
         }
     }
+    func signedEntries(_ n: Int) { counters.withLock { $0.entriesSigned += n } }
     func sessionStarted() { counters.withLock { $0.sessions += 1 } }
 }

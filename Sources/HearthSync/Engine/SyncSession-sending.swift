@@ -79,7 +79,13 @@ extension SyncSession {
             }
         }
         var (entries, vector) = store.replica.syncDelta(for: basis)
-        // A write made since signPending() is signed here; never send an unsigned entry.
+        // A write made since signPending() is signed by the one signer too (so each write is
+        // signed once, whichever sessions send it); never send an unsigned entry. A writer
+        // that outruns the signer three times over gets the rest signed here.
+        for _ in 0..<3 where entries.contains(where: { $0.signature == nil }) {
+            try await store.signPending()
+            (entries, vector) = store.replica.syncDelta(for: basis)
+        }
         entries = try store.signed(entries)
         // Nothing the peer lacks (its state showed it has it all, or an earlier delta carried
         // these writes): send nothing. The peer drew the same conclusion from our state, so
