@@ -39,8 +39,6 @@ package final class DeviceSync: Sendable {
         /// Per peer, the stores it made this device take up in this run (pending or persisted
         /// since) that no local app has opened.
         var byPeer: [DeviceID: Set<String>] = [:]
-        /// When a refusal was last logged, per peer: at most one line a minute.
-        var refusalLogged: [DeviceID: ContinuousClock.Instant] = [:]
         /// Stores being opened with their file, between their memory copy's detach and the
         /// file's attach: not taken up in memory again meanwhile (another peer naming one then
         /// made the file's store find the engine taken).
@@ -61,6 +59,8 @@ package final class DeviceSync: Sendable {
     /// Saves that file off the callers' threads (some are on the cooperative pool).
     private let saver = DispatchQueue(label: "hearth.device-sync.adoptions")
     private let logger: Logger
+    /// Refusals past the bound: one line per peer a minute.
+    private let refusals = LimitedLog()
     /// Where a store's file is, by identifier (this account, this data directory).
     private let locate: @Sendable (String) -> StoreLocation
 
@@ -93,9 +93,8 @@ package final class DeviceSync: Sendable {
         lease.engine.onStoreServed = { [weak sync] identifier, peer in sync?.served(identifier, by: peer) }
         lease.engine.storeProvider = { [weak sync] identifier, peer in
             guard let sync else { return nil }
-            let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: identifier, account: identity.account.id.hex)
             // A file of it exists (written here before): it is this device's store already.
-            if FileManager.default.fileExists(atPath: location.filePath) { return sync.persist(identifier, open: open) }
+            if FileManager.default.fileExists(atPath: locate(identifier).filePath) { return sync.persist(identifier, open: open) }
             return sync.adoptInMemory(identifier, for: peer, configuration: configuration, device: identity.deviceID.data, open: open)
         }
         return sync
@@ -114,17 +113,12 @@ package final class DeviceSync: Sendable {
     private func adoptInMemory(_ identifier: String, for peer: DeviceID, configuration: UbiquitousKeyValueStore.Configuration,
                                device: Data, open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) -> StoreBackend? {
         let logger = configuration.logger
-        let now = ContinuousClock.now
-        enum Outcome { case adopted(StoreBackend), pending(StoreBackend), refused(log: Int) }
+        enum Outcome { case adopted(StoreBackend), pending(StoreBackend), refused(count: Int?) }
         let outcome = adoptions.withLock { a -> Outcome in
-            guard !a.stopped, !a.promoting.contains(identifier) else { return .refused(log: 0) }
+            guard !a.stopped, !a.promoting.contains(identifier) else { return .refused(count: nil) }
             if let pending = a.pending[identifier] { return .pending(pending.backend) }
             let count = a.byPeer[peer]?.count ?? 0
-            guard count < Self.maximumAdoptionsPerPeer else {
-                if let last = a.refusalLogged[peer], now - last < .seconds(60) { return .refused(log: 0) }
-                a.refusalLogged[peer] = now
-                return .refused(log: count)
-            }
+            guard count < Self.maximumAdoptionsPerPeer else { return .refused(count: count) }
             let backend = StoreBackend(storeIdentifier: identifier, storage: nil, replica: Replica(), logger: logger,
                                        writeBehindDelay: configuration.writeBehindDelay, clockSkew: configuration.clockSkew,
                                        dataDirectory: configuration.dataDirectory)
@@ -160,8 +154,9 @@ package final class DeviceSync: Sendable {
         case .pending(let existing):
             return existing
         case .refused(let count):
-            if count > 0 {
-                logger.warning("peer \(peer) has made this device take up \(count) stores no app here uses; ignoring store \(String(reflecting: identifier)) and the others it names (logged once a minute)")
+            if let count {
+                refusals.log(.warning, "peer \(peer) has made this device take up \(count) stores no app here uses; ignoring store \(String(reflecting: identifier)) and the others it names (logged once a minute)",
+                             kind: "adoption bound", peer: "\(peer)", to: logger)
             }
             return nil
         }

@@ -57,16 +57,9 @@ extension SyncEngine {
     /// signed record came with it, so nothing is marked (a member could say it of anyone). Logged
     /// once per peer a minute; the dialler tries again after its back-off.
     func noteRefusedAsRevoked(by peer: TLSPeer?, name: String? = nil) {
-        let key = peer.map { $0.deviceID.hex } ?? name ?? "?"
-        let now = ContinuousClock.now
-        let log = state.withLock { s -> Bool in
-            if let last = s.revokedAlertLogged[key], now - last < .seconds(60) { return false }
-            s.revokedAlertLogged[key] = now
-            return true
-        }
-        guard log else { return }
         let who = peer.map { "\($0.certificate.commonName ?? "?") (\($0.deviceID.short))" } ?? name ?? "a peer"
-        logger.warning("\(who) refused this device's certificate as revoked, without the signed removal record; taken as a refused connection, not as a removal (logged once a minute)")
+        context.limitedLog.log(.warning, "\(who) refused this device's certificate as revoked, without the signed removal record; taken as a refused connection, not as a removal (logged once a minute)",
+                               kind: "revoked alert", peer: peer.map { $0.deviceID.hex } ?? name ?? "?", to: logger)
     }
 
     /// Records that `peer` sent the account-signed record of this device's removal (logged

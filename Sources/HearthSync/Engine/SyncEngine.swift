@@ -63,8 +63,6 @@ package final class SyncEngine: Sendable {
         var discoveries: [any PeerDiscovery] = []
         var dialers: [String: Task<Void, Never>] = [:]
         var knownDevices: [String: DeviceID] = [:]
-        /// When a refusal as revoked (a bare TLS alert) was last logged, per peer.
-        var revokedAlertLogged: [String: ContinuousClock.Instant] = [:]
         var stores: [String: SyncStore] = [:]
         /// Stores attached for one peer only (a store that peer named, taken up in memory):
         /// neither in hellos nor announced to other peers, who would otherwise take them up
