@@ -105,6 +105,16 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         self.init(code: code, key: key, reason: violation.reason, underlying: violation)
     }
 
+    /// The error for a write of `key` that the replica's rules refuse (``StoreLimits``, the quotas, strict mode).
+    init(_ refusal: SyncedReplica.LocalRefusal, key: String) {
+        switch refusal {
+        case .entry(let violation): self.init(violation: violation, key: key)
+        case .initialSyncPending: self = .initialSyncPending(key)
+        case .tooManyKeys: self = .tooManyKeys(key)
+        case .storeFull(let total): self = .storeFull(key, total: total)
+        }
+    }
+
     static func storeFull(_ key: String, total: Int) -> Self {
         Self(code: .storeFull, key: key, reason: "the store would hold \(total) bytes; the limit is \(StoreLimits.maximumTotalSize)")
     }

@@ -104,9 +104,7 @@ extension StoreBackend {
             let after = next.visibleValues
             let keys = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
             let previous = s.storage
-            s.replica = next
-            s.unsignedKeys = Set(next.entries.values.filter { $0.signature == nil }.map(\.key))
-            s.heldBack = [:]
+            s.replica.replace(with: next)
             s.device = device
             s.attachedApplied = [:]
             s.storage = storage

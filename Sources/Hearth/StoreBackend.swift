@@ -11,7 +11,8 @@ import NIOPosix
 /// held, so any thread may call in, and observers may call the store back.
 final class StoreBackend: Sendable {
     struct State: ~Copyable {
-        var replica: Replica
+        /// The replica and every rule on what enters it (quotas, signer shares, held-back entries).
+        var replica: SyncedReplica
         /// The file of the current account's (or the signed-out) replica.
         var storage: ReplicaStorage?
         /// Bumped by every change; compared with `savedGeneration` to know what is on disk.
@@ -20,9 +21,6 @@ final class StoreBackend: Sendable {
         var instances: [ObjectIdentifier: WeakStore] = [:]
         var streams: [UInt64: AsyncStream<ChangeEvent>.Continuation] = [:]
         var nextStreamID: UInt64 = 0
-        /// Keys whose entry may still lack a signature (local writes): the signer looks only
-        /// at these instead of scanning the store on every push.
-        var unsignedKeys: Set<StoreKey> = []
         /// Called after each local change (the running sync engine's push).
         var localChangeHandler: (@Sendable () -> Void)?
         var sync: SyncRun?
@@ -32,9 +30,6 @@ final class StoreBackend: Sendable {
         var accountWatch: (directory: String, token: UInt64)?
         /// Apple's strict mode: refuse writes until the first download from peers.
         var refuseWritesBeforeInitialSync = false
-        /// Per origin, the earliest entry refused for now (stamped too far ahead of our clock):
-        /// the vector stays below it so that peers send it again (see `applyRemote`).
-        var heldBack: [ReplicaID: Entry] = [:]
         /// The signed-in device's ID (nil when signed out): attached processes write under
         /// origins bound to it.
         var device: Data?
@@ -77,9 +72,7 @@ final class StoreBackend: Sendable {
         self.storeIdentifier = storeIdentifier
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
-        var initial = State(replica: replica, storage: storage)
-        initial.unsignedKeys = Set(replica.entries.values.filter { $0.signature == nil }.map(\.key))
-        state = Locked(initial)
+        state = Locked(State(replica: SyncedReplica(replica), storage: storage))
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
         notifyQueue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
     }
@@ -102,7 +95,7 @@ final class StoreBackend: Sendable {
 
     func value(forKey key: String) -> PropertyListValue? {
         let key = StoreKey(key)
-        return state.withLock { $0.replica.value(forKey: key) }
+        return state.withLock { $0.replica.entries[key]?.value }
     }
 
     /// Every visible key (exactly as written) and value.
@@ -111,7 +104,7 @@ final class StoreBackend: Sendable {
     }
 
     var replica: Replica {
-        state.withLock { $0.replica }
+        state.withLock { $0.replica.replica }
     }
 
     var usage: Replica.Usage {
@@ -131,8 +124,8 @@ final class StoreBackend: Sendable {
     // MARK: Writing
 
     /// Validates and applies one local write (`nil` deletes). The per-entry rules
-    /// (`StoreLimits.check(key:value:)`) run before the lock; the store-wide quotas inside
-    /// it, against the current usage.
+    /// (`StoreLimits.check(key:value:)`) run before the lock; the store-wide ones
+    /// (`SyncedReplica.admitLocalWrite`) inside it, against the current usage.
     func write(_ value: PropertyListValue?, forKey name: String) throws(KeyValueStoreError) {
         let key = StoreKey(name)
         let size: Int
@@ -143,24 +136,15 @@ final class StoreBackend: Sendable {
         }
         let wall = wallMilliseconds()
         let (scheduleFlush, handler, restamped, written) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?, [StoreKey], (Entry, LocalHost?)?) in
-            if s.refuseWritesBeforeInitialSync, !s.replica.hasSynced, s.storage?.location.account != nil {
-                throw .initialSyncPending(name)
+            let made: Entry?, restamped: [StoreKey]
+            do throws(SyncedReplica.LocalRefusal) {
+                // Attached: the host re-stamps what its own clock put ahead; this copy only follows.
+                (made, restamped) = try s.replica.write(value, forKey: key, size: size, wall: wall, strict: isStrict(s),
+                                                           restamp: s.attachment == nil)
+            } catch {
+                throw KeyValueStoreError(error, key: name)
             }
-            // Far below both quotas (a write adds at most its own size and one key) the
-            // exact figure, a lookup of the key's current entry, is not needed.
-            let usage = s.replica.usage
-            if let value, usage.keys >= StoreLimits.maximumKeyCount || usage.bytes + size > StoreLimits.maximumTotalSize {
-                let after = s.replica.usage(afterWriting: value, forKey: key, size: size)
-                // A write that shrinks or keeps usage is always allowed, so a full store can be edited down.
-                if after.keys > StoreLimits.maximumKeyCount && after.keys > s.replica.usage.keys { throw .tooManyKeys(name) }
-                if after.bytes > StoreLimits.maximumTotalSize && after.bytes > s.replica.usage.bytes {
-                    throw .storeFull(name, total: after.bytes)
-                }
-            }
-            // Attached: the host re-stamps what its own clock put ahead; this copy only follows.
-            let restamped = s.attachment == nil ? restampIfClockWasAhead(&s, wall: wall) : []
-            // The size measured before the lock: a large value is not walked again under it.
-            guard let entry = s.replica.write(value, forKey: key, wall: wall, size: size) else {
+            guard let entry = made else {
                 // Deleting an absent key changes nothing, but a re-stamp still needs saving and pushing.
                 return restamped.isEmpty ? (false, nil, [], nil) : (scheduleSave(&s), s.localChangeHandler, restamped, nil)
             }
@@ -176,7 +160,6 @@ final class StoreBackend: Sendable {
                 }
                 return (false, nil, [], nil)
             }
-            s.unsignedKeys.insert(key)
             return (scheduleSave(&s), s.localChangeHandler, restamped, (entry, s.localHost))
         }
         if !restamped.isEmpty { logRestamp(restamped) }
@@ -193,12 +176,10 @@ final class StoreBackend: Sendable {
         return !s.flushScheduled
     }
 
-    /// Re-stamps the entries written while this device's clock was ahead, once it is back
-    /// (see `Replica.restampFutureEntries(wall:)`); they are local writes to sign and push.
-    func restampIfClockWasAhead(_ s: inout State, wall: UInt64) -> [StoreKey] {
-        let restamped = s.replica.restampFutureEntries(wall: wall)
-        s.unsignedKeys.formUnion(restamped)
-        return restamped
+    /// Whether writes made on this device are refused until the first sync (Apple's strict
+    /// mode, in an account; see `SyncedReplica.admitLocalWrite`).
+    func isStrict(_ s: borrowing State) -> Bool {
+        s.refuseWritesBeforeInitialSync && s.storage?.location.account != nil
     }
 
     func logRestamp(_ keys: [StoreKey]) {
@@ -206,13 +187,13 @@ final class StoreBackend: Sendable {
                        metadata: ["store": "\(storeIdentifier)", "keys": "\(keys.map(\.string))"])
     }
 
-    /// Re-stamps what was written under a clock that was ahead (see ``restampIfClockWasAhead(_:wall:)``),
+    /// Re-stamps what was written under a clock that was ahead (`SyncedReplica.restampFutureEntries(wall:)`),
     /// outside a write: at open, and on the sync engine's heartbeat. Returns whether any was.
     @discardableResult
     func restampIfNeeded() -> Bool {
         let wall = wallMilliseconds()
         let (restamped, schedule, handler) = state.withLock { s -> ([StoreKey], Bool, (@Sendable () -> Void)?) in
-            let restamped = restampIfClockWasAhead(&s, wall: wall)
+            let restamped = s.replica.restampFutureEntries(wall: wall)
             return restamped.isEmpty ? ([], false, nil) : (restamped, scheduleSave(&s), s.localChangeHandler)
         }
         guard !restamped.isEmpty else { return false }
@@ -227,7 +208,7 @@ final class StoreBackend: Sendable {
     @discardableResult
     func applyExternal(_ entries: [Entry], coveredBy vector: VersionVector?, reason: ChangeReason) -> [StoreKey] {
         let (changed, scheduleFlush) = state.withLock { s -> ([StoreKey], Bool) in
-            let changed = s.replica.apply(entries, coveredBy: vector, wall: wallMilliseconds())
+            let changed = s.replica.applyAdmitted(entries, coveredBy: vector, wall: wallMilliseconds())
             return (changed, scheduleSave(&s))
         }
         if scheduleFlush { scheduleWriteBehind() }
@@ -274,7 +255,7 @@ final class StoreBackend: Sendable {
         return savedGeneration.withLock { saved in
             let (snapshot, generation, storage, applied, host) = state.withLock { s in
                 s.flushScheduled = false
-                return (s.replica, s.generation, s.storage, s.attachedApplied, s.localHost)
+                return (s.replica.replica, s.generation, s.storage, s.attachedApplied, s.localHost)
             }
             guard generation != saved, let storage else { return true }
             do {

@@ -26,21 +26,21 @@ struct OriginBoundTests {
         let delta = [Self.tombstone("a", origin: last), Self.tombstone("b", origin: last), Self.tombstone("c", origin: extra),
                      Self.tombstone("d", origin: existing), Self.tombstone("h", origin: ReplicaID.random(boundTo: honest), signer: honest),
                      Self.tombstone("o", origin: ReplicaID.random(boundTo: own), signer: own)]
-        let (accepted, overQuota, newOrigin) = StoreBackend.withinSignerShares(delta, of: replica)
+        let (accepted, overQuota, newOrigin) = SyncedReplica.withinSignerShares(delta, of: replica)
         #expect(accepted.map(\.key) == ["a", "b", "d", "h", "o"])
         #expect(overQuota.isEmpty)
         #expect(newOrigin.map(\.key) == ["c"])
         replica.apply(accepted)
         #expect(replica.deviceOrigins[last.devicePrefix] == bound)
         // The member's origin owning nothing any more frees its place.
-        let (_, _, stillRefused) = StoreBackend.withinSignerShares([Self.tombstone("e", origin: extra)], of: replica)
+        let (_, _, stillRefused) = SyncedReplica.withinSignerShares([Self.tombstone("e", origin: extra)], of: replica)
         #expect(stillRefused.count == 1)
         replica.apply([Entry(key: "a", value: 1, timestamp: HLCTimestamp(milliseconds: 1_800_000_000_000, counter: 0), origin: ReplicaID.random(boundTo: honest), sequence: 2,
                              signature: EntrySignature(signer: honest, bytes: Data([1]))),
                        Entry(key: "b", value: 1, timestamp: HLCTimestamp(milliseconds: 1_800_000_000_000, counter: 0), origin: ReplicaID.random(boundTo: honest), sequence: 3,
                              signature: EntrySignature(signer: honest, bytes: Data([1])))])
         #expect(replica.deviceOrigins[last.devicePrefix] == bound - 1)
-        let (taken, _, none) = StoreBackend.withinSignerShares([Self.tombstone("e", origin: extra)], of: replica)
+        let (taken, _, none) = SyncedReplica.withinSignerShares([Self.tombstone("e", origin: extra)], of: replica)
         #expect(taken.count == 1 && none.isEmpty)
     }
 }

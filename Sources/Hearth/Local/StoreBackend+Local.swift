@@ -88,46 +88,19 @@ extension StoreBackend {
             var changed: [StoreKey] = []
             var applied = VersionVector()
             var touched = false
-            for var entry in entries {
+            let strict = isStrict(s)
+            for entry in entries {
                 applied.advance(origin: entry.origin, to: entry.sequence)
                 if let done = s.attachedApplied[entry.origin], entry.sequence <= done { continue }
                 s.attachedApplied[entry.origin] = entry.sequence
-                // Only this host signs, with this device's key.
-                entry.signature = nil
-                func refuse(_ error: KeyValueStoreError) {
+                // The same rules as a write of this process (SyncedReplica.admitLocalWrite).
+                do throws(SyncedReplica.LocalRefusal) {
+                    changed += try s.replica.applyAttachedWrite(entry, device: s.device, wall: wall, strict: strict)
+                    touched = true
+                } catch {
+                    let error = KeyValueStoreError(error, key: entry.key.string)
                     refused.append(LocalMessage.Refusal(origin: entry.origin, sequence: entry.sequence, key: entry.key.string,
                                                         code: error.code.rawValue, reason: error.reason))
-                }
-                do throws(EntryRuleViolation) {
-                    try StoreLimits.check(key: entry.key, value: entry.value)
-                } catch {
-                    refuse(KeyValueStoreError(violation: error, key: entry.key.string))
-                    continue
-                }
-                if s.refuseWritesBeforeInitialSync, !s.replica.hasSynced, s.storage?.location.account != nil {
-                    refuse(.initialSyncPending(entry.key.string))
-                    continue
-                }
-                let wins = s.replica.entries[entry.key].map { entry.wins(over: $0) } ?? true
-                if wins, let value = entry.value {
-                    // The same rule as a write of this process: what shrinks or keeps usage always goes.
-                    let after = s.replica.usage(afterWriting: value, forKey: entry.key)
-                    if after.keys > StoreLimits.maximumKeyCount && after.keys > s.replica.usage.keys {
-                        refuse(.tooManyKeys(entry.key.string))
-                        continue
-                    }
-                    if after.bytes > StoreLimits.maximumTotalSize && after.bytes > s.replica.usage.bytes {
-                        refuse(.storeFull(entry.key.string, total: after.bytes))
-                        continue
-                    }
-                }
-                changed += s.replica.apply([entry], coveredBy: nil, wall: wall)
-                s.unsignedKeys.insert(entry.key)
-                touched = true
-                // A client that attached before an account switch may write under an origin of
-                // the previous device ID; peers would refuse it, so it becomes this device's.
-                if let device = s.device, !entry.origin.isBound(to: device) {
-                    s.unsignedKeys.formUnion(s.replica.adoptUnboundEntries(of: device))
                 }
             }
             guard touched else { return ([], false, nil, applied) }
@@ -301,11 +274,10 @@ extension StoreBackend {
             for entry in a.confirmed.values { next.merge(entry, wall: wall) }
             next.apply(Array(a.pending.entries), coveredBy: nil, wall: wall)
             if let device = identity?.deviceID.data { next.adoptUnboundEntries(of: device) }
-            s.replica = next
+            s.replica.replace(with: next)
             s.storage = storage
             s.device = identity?.deviceID.data
             s.attachment = nil
-            s.unsignedKeys = Set(next.entries.values.filter { $0.signature == nil }.map(\.key))
             s.flushScheduled = false
             s.generation &+= 1
             return Self.changedKeys(before, next.visibleValues)
@@ -347,7 +319,7 @@ extension StoreBackend {
             // Writes go under an origin bound to the host's device, so peers take what it signs.
             let origin: ReplicaID? = !a.everAttached || a.device != device ? (device.isEmpty ? .random() : .random(boundTo: device)) : nil
             a.device = device
-            s.replica = a.view(from: s.replica, origin: origin)
+            s.replica.replace(with: a.view(from: s.replica.replica, origin: origin))
             a.attached = true
             a.everAttached = true
             // Every pending write again, in order; the unsent ones are among them.
@@ -405,7 +377,7 @@ extension StoreBackend {
                 a.confirmed[entry.key] = entry
             }
             s.attachment = a
-            return s.replica.apply(entries, coveredBy: nil, wall: wall)
+            return s.replica.applyAdmitted(entries, coveredBy: nil, wall: wall)
         }
         if !changed.isEmpty { post(ChangeEvent(reason: reason, keys: changed.map(\.string))) }
     }
@@ -434,7 +406,7 @@ extension StoreBackend {
             guard var a = s.attachment else { return nil }
             let before = s.replica.visibleValues
             a.pending.remove { $0.origin == refusal.origin && $0.sequence == refusal.sequence }
-            s.replica = a.view(from: s.replica)
+            s.replica.replace(with: a.view(from: s.replica.replica))
             s.attachment = a
             return (Self.changedKeys(before, s.replica.visibleValues), a.client)
         }
