@@ -48,7 +48,7 @@ struct DeviceRemovalTests {
             engineA.addPeer(host: "127.0.0.1", port: portB)
             engineP.addPeer(host: "127.0.0.1", port: portA)
             engineP.addPeer(host: "127.0.0.1", port: portB)
-            replicaP.write(.string("written before"), forKey: "early")
+            try replicaP.write(.string("written before"), forKey: "early")
             // B may get the write through A before the phone's own link to B is up: wait for both.
             await eventually("the phone's early write everywhere, and the phone connected to B") {
                 replicaA.replica.entries["early"] != nil && replicaB.replica.entries["early"] != nil
@@ -71,7 +71,7 @@ struct DeviceRemovalTests {
 
             // What the phone writes now reaches no one, though it keeps trying (and dials again).
             // A window, not an event: a removed phone that knows it was removed may not dial at all.
-            replicaP.write(.string("written after"), forKey: "late")
+            try replicaP.write(.string("written after"), forKey: "late")
             engineP.addPeer(host: "127.0.0.1", port: portB)
             try await Task.sleep(for: .seconds(2))
             #expect(replicaA.replica.entries["late"] == nil)
@@ -81,7 +81,7 @@ struct DeviceRemovalTests {
             // Its earlier write stays, and A and B still sync with each other.
             #expect(replicaA.replica.entries["early"]?.value == .string("written before"))
             #expect(replicaB.replica.entries["early"]?.value == .string("written before"))
-            replicaA.write(.string("after the removal"), forKey: "a")
+            try replicaA.write(.string("after the removal"), forKey: "a")
             await eventually("A's later write at B") { replicaB.replica.entries["a"] != nil }
             // The phone's store keeps working locally.
             #expect(replicaP.replica.entries["late"]?.value == .string("written after"))
@@ -110,7 +110,7 @@ struct DeviceRemovalTests {
             await eventually("C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
             let (engineP, replicaP, _) = try await Self.engine(phone)
             cleanup { await engineP.stop() }
-            replicaP.write(.string("from the removed phone"), forKey: "late")
+            try replicaP.write(.string("from the removed phone"), forKey: "late")
             engineP.addPeer(host: "127.0.0.1", port: portC)
             // Awaited, not slept: once the phone is told, C has refused its connection.
             await eventually("the phone to be told") { engineP.removalNotice != nil }
@@ -153,8 +153,8 @@ struct DeviceRemovalTests {
             #expect(engineV.removalNotice == nil)
             #expect(!removals.isRemoved(victim.deviceID))
             // It still syncs with the honest member, both ways.
-            replicaH.write(.string("from honest"), forKey: "h")
-            replicaV.write(.string("from victim"), forKey: "v")
+            try replicaH.write(.string("from honest"), forKey: "h")
+            try replicaV.write(.string("from victim"), forKey: "v")
             let synced = await eventually("both writes to cross") {
                 replicaV.replica.entries["h"] != nil && replicaH.replica.entries["v"] != nil
             }

@@ -46,7 +46,7 @@ struct HubTests {
         for replica in written { try writer.attach(replica) }
         try await writer.start()
         writer.addPeer(host: "127.0.0.1", port: hubPort)
-        for (i, replica) in written.enumerated() { replica.write(.string("value of \(stores[i])"), forKey: "k") }
+        for (i, replica) in written.enumerated() { try replica.write(.string("value of \(stores[i])"), forKey: "k") }
         await eventually("the hub to hold both stores") {
             stores.allSatisfy { store in provided.withLock { $0[store] }?.replica.entries["k"]?.value == .string("value of \(store)") }
         }
@@ -124,7 +124,7 @@ struct HubTests {
             let store = "com.example.round-\(round)"
             let replica = MemoryReplica(storeIdentifier: store, replica: Replica(id: .random(boundTo: a.deviceID.data)))
             try writer.attach(replica)
-            replica.write(.integer(Int64(round)), forKey: "k")
+            try replica.write(.integer(Int64(round)), forKey: "k")
             // What is tested is that the hub hears of the store at all (it never did, before):
             // the deadline only bounds a miss. Under ThreadSanitizer with CPU hogs beside it a
             // handshake and two hellos took over 5 s once (streak H2).

@@ -3,28 +3,44 @@ import HearthCore
 import HearthIdentity
 import HearthSync
 
-/// A `SyncReplica` over a plain ``Replica`` in memory, for driving a ``SyncEngine`` without a
-/// store; `observer` hears of calls as they happen, to catch the engine at a given moment.
+/// A `SyncReplica` in memory, for driving a ``SyncEngine`` without a store: the product's
+/// ``SyncedReplica`` (every admission rule the store applies: quotas, signer shares, held-back
+/// entries, origin and device bounds) behind a lock, without the store's file and notifications.
+/// `observer` hears of calls as they happen, to catch the engine at a given moment.
 final class MemoryReplica: SyncReplica {
     enum Call: Sendable { case winningEntries(count: Int), wallAfterWinners, applyRemote(count: Int) }
 
     let storeIdentifier: String
-    private let state: Locked<(replica: Replica, handler: (@Sendable () -> Void)?, sawWinners: Bool)>
+    private let state: Locked<(synced: SyncedReplica, handler: (@Sendable () -> Void)?, sawWinners: Bool)>
     private let observer: @Sendable (Call) -> Void
+    /// Added to the system clock: a device whose clock is wrong.
+    private let skew: Int64
 
-    init(storeIdentifier: String, replica: Replica = Replica(), observer: @escaping @Sendable (Call) -> Void = { _ in }) {
+    init(storeIdentifier: String, replica: Replica = Replica(), clockSkewMilliseconds: Int64 = 0,
+         observer: @escaping @Sendable (Call) -> Void = { _ in }) {
         self.storeIdentifier = storeIdentifier
-        state = Locked((replica, nil, false))
+        state = Locked((SyncedReplica(replica), nil, false))
+        skew = clockSkewMilliseconds
         self.observer = observer
     }
 
-    var replica: Replica { state.withLock { $0.replica } }
+    var replica: Replica { state.withLock { $0.synced.replica } }
 
-    /// A local write, as the store makes it (unsigned; the engine signs it).
-    func write(_ value: PropertyListValue?, forKey key: StoreKey) {
-        let handler = state.withLock { s in
-            s.replica.write(value, forKey: key)
-            return s.handler
+    /// The entries held back, by origin (see `SyncedReplica.heldBack`).
+    var heldBack: [ReplicaID: Entry] { state.withLock { $0.synced.heldBack } }
+
+    /// A local write, as the store makes it: the same rules, then unsigned (the engine signs it).
+    func write(_ value: PropertyListValue?, forKey key: StoreKey) throws(SyncedReplica.LocalRefusal) {
+        let size: Int
+        do throws(EntryRuleViolation) {
+            size = try StoreLimits.check(key: key, value: value)
+        } catch {
+            throw .entry(error)
+        }
+        let wall = now()
+        let handler = try state.withLock { (s) throws(SyncedReplica.LocalRefusal) -> (@Sendable () -> Void)? in
+            let (entry, restamped) = try s.synced.write(value, forKey: key, size: size, wall: wall, strict: false)
+            return entry != nil || !restamped.isEmpty ? s.handler : nil
         }
         handler?()
     }
@@ -32,29 +48,28 @@ final class MemoryReplica: SyncReplica {
     func wallMilliseconds() -> UInt64 {
         // The engine reads the clock right after verifying what winningEntries returned.
         if state.withLock({ s in defer { s.sawWinners = false }; return s.sawWinners }) { observer(.wallAfterWinners) }
-        return HybridLogicalClock.wallMilliseconds()
+        return now()
     }
 
-    var syncVector: VersionVector { state.withLock { $0.replica.vector } }
+    /// The clock for this replica's own use, which the observer does not hear of.
+    private func now() -> UInt64 {
+        UInt64(clamping: Int64(clamping: HybridLogicalClock.wallMilliseconds()) &+ skew)
+    }
+
+    var syncVector: VersionVector { state.withLock { $0.synced.vector } }
 
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) {
-        state.withLock { ($0.replica.delta(for: peer), $0.replica.vector) }
+        state.withLock { ($0.synced.delta(for: peer), $0.synced.vector) }
     }
 
-    func unsignedEntries() -> [Entry] { state.withLock { $0.replica.entries.values.filter { $0.signature == nil } } }
+    func unsignedEntries() -> [Entry] { state.withLock { $0.synced.unsignedEntries() } }
 
-    func attachSignatures(_ signed: [Entry]) {
-        state.withLock { s in
-            for entry in signed {
-                if let signature = entry.signature { s.replica.attach(signature, forKey: entry.key, origin: entry.origin, sequence: entry.sequence) }
-            }
-        }
-    }
+    func attachSignatures(_ signed: [Entry]) { state.withLock { $0.synced.attachSignatures(signed) } }
 
     func winningEntries(_ entries: [Entry]) -> [Entry] {
         let winners = state.withLock { s in
             s.sawWinners = true
-            return entries.filter { entry in s.replica.entries[entry.key].map { entry.wins(over: $0) } ?? true }
+            return s.synced.winningEntries(entries)
         }
         observer(.winningEntries(count: entries.count))
         return winners
@@ -62,22 +77,34 @@ final class MemoryReplica: SyncReplica {
 
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         observer(.applyRemote(count: entries.count))
-        return (state.withLock { $0.replica.apply(entries) }, [])
+        let wall = now()
+        return state.withLock { $0.synced.applyRemote(entries, heldBack: heldBack, wall: wall) }
     }
 
-    func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.replica.entries[key] } }
+    func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }
+
     func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
-        state.withLock { s in s.replica.imposedLeads[key].flatMap { origin == s.replica.id && $0.sequence == sequence ? $0 : nil } }
+        state.withLock { $0.synced.imposedLead(forKey: key, origin: origin, sequence: sequence) }
     }
-    func restampIfNeeded() -> Bool { false }
-    var signerCertificates: [Data: Data] { [:] }
-    func keepCertificate(_ der: Data, signer: Data) {}
-    var knownDevices: [DeviceID] { state.withLock { $0.replica.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
-    func learnOfDevices(_ devices: [DeviceID]) {}
+
+    func restampIfNeeded() -> Bool {
+        let wall = now()
+        let handler = state.withLock { s in s.synced.restampFutureEntries(wall: wall).isEmpty ? nil : s.handler }
+        handler?()
+        return handler != nil
+    }
+
+    var signerCertificates: [Data: Data] { state.withLock { $0.synced.certificates } }
+    func keepCertificate(_ der: Data, signer: Data) { state.withLock { $0.synced.keepCertificate(der, signer: signer) } }
+
+    var knownDevices: [DeviceID] { state.withLock { $0.synced.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
+    func learnOfDevices(_ devices: [DeviceID]) { _ = state.withLock { $0.synced.learnOf(devices: devices.map(\.hex)) } }
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
-        state.withLock { $0.replica.notePeer(device.hex, acknowledged: vector) }
+        let wall = now()
+        _ = state.withLock { $0.synced.notePeer(device.hex, acknowledged: vector, wall: wall) }
     }
+
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
-    var awaitingInitialSync: Bool { false }
-    func initialSyncCompleted() {}
+    var awaitingInitialSync: Bool { state.withLock { !$0.synced.hasSynced } }
+    func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }
 }
