@@ -4,8 +4,9 @@ import HearthIdentity
 
 /// What the sync engine needs from a store: its replica, behind the store's own lock.
 ///
-/// The store implements it (`Hearth`'s backend); tests can implement it over a plain
-/// ``Replica``. Every method is atomic with respect to the store's writes.
+/// The store implements it (`Hearth`'s backend), the sync tests in memory; both over a
+/// `SyncedReplica`, which holds every admission rule this contract describes, so that every
+/// replica applies the same code. Every method is atomic with respect to the store's writes.
 package protocol SyncReplica: AnyObject, Sendable {
     /// The store identifier that entries are signed for.
     var storeIdentifier: String { get }
