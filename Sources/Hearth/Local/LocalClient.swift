@@ -13,6 +13,8 @@ final class LocalClient: Sendable {
     let socketPath: String
     let configuration: UbiquitousKeyValueStore.Configuration
     private let waiters = Locked<[DispatchSemaphore]>([])
+    /// The watch a thread reattaching or taking over waits on: ``wake()`` ends its wait too.
+    private let watch = Locked<HolderWatch?>(nil)
 
     init(socketPath: String, configuration: UbiquitousKeyValueStore.Configuration) {
         self.socketPath = socketPath
@@ -43,9 +45,15 @@ final class LocalClient: Sendable {
         }
     }
 
-    /// Wakes every thread in ``wait(until:_:)``.
+    /// Wakes every thread in ``wait(until:_:)``, and one waiting on the holder (``watching(_:)``).
     func wake() {
         for semaphore in waiters.withLock({ w in defer { w = [] }; return w }) { semaphore.signal() }
+        watch.withLock { $0 }?.wake()
+    }
+
+    /// Records the watch the reattaching thread waits on (nil once it is done).
+    func watching(_ holder: HolderWatch?) {
+        watch.withLock { $0 = holder }
     }
 
     // MARK: Connecting
