@@ -41,13 +41,14 @@ final class HolderWatch: Sendable {
     /// new holder may not have written its pid yet).
     private let exited = Locked<pid_t>(0)
 
-    /// How long a wait lasts at most where no event can say that something changed.
-    static let blindInterval = 1_000
+    /// How long a wait lasts at most (milliseconds) where no event can say that something changed.
+    private let blindInterval: Int
 
     /// Watches the folder of `socketPath` (that socket and the daemon's) and, when given, the
-    /// lock file at `lockPath`.
-    init(socketPath: String, lockPath: String?) {
+    /// lock file at `lockPath`. `blindInterval`: see the type (tests lengthen it).
+    init(socketPath: String, lockPath: String?, blindInterval: Int = 1_000) {
         self.lockPath = lockPath
+        self.blindInterval = blindInterval
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         let folder = (socketPath as NSString).deletingLastPathComponent
         names = [(socketPath as NSString).lastPathComponent, DaemonHoldRequest.socketName]
@@ -103,7 +104,7 @@ final class HolderWatch: Sendable {
         // holder cannot be watched.
         let blind = socketWatch < 0 || (held && (holder < 0 || lockWatch < 0))
         var until = deadline
-        if blind { until = min(until ?? .distantFuture, .now() + .milliseconds(Self.blindInterval)) }
+        if blind { until = min(until ?? .distantFuture, .now() + .milliseconds(blindInterval)) }
         if let recheckWithin { until = min(until ?? .distantFuture, .now() + recheckWithin) }
         var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: wakeup.read, events: Int16(POLLIN), revents: 0),
@@ -161,9 +162,9 @@ final class HolderWatch: Sendable {
         }
     }
 
-    /// A pidfd of the process whose pid the lock file holds (readable once it exited), or -1:
-    /// no pid written yet, the process gone already (the caller's next try tells), no
-    /// `pidfd_open` (a kernel before 5.3, a C library before 2.36), or this very process.
+    /// A pidfd of the process whose pid the lock file holds (readable once it exited) and that
+    /// pid, or -1: no pid written yet, the process gone already, the holder seen to exit
+    /// before, no `pidfd_open` (a kernel before 5.3, a C library before 2.36), or this process.
     private func holderExit() -> (fd: Int32, pid: pid_t) {
         var buffer = [UInt8](repeating: 0, count: 32)
         let n = pread(probe, &buffer, buffer.count, 0)

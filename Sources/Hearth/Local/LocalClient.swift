@@ -23,9 +23,10 @@ final class LocalClient: Sendable {
 
     // MARK: Waiting for the host
 
-    /// Runs `check` until it returns a result or `deadline` passes (then nil), waking whenever
-    /// the host says something (``wake()``) and at least every 200 ms. Blocks the calling
-    /// thread: only for the store's open and `synchronize()`, which Apple's API makes synchronous.
+    /// Runs `check` until it returns a result or `deadline` passes (then nil), again whenever
+    /// something it may depend on changed (``wake()``: the host said something, the connection
+    /// ended, the store was closed or taken over), never on a timer. Blocks the calling thread:
+    /// only for the store's open and `synchronize()`, which Apple's API makes synchronous.
     func wait<T>(until deadline: DispatchTime, _ check: () -> T?) -> T? {
         while true {
             let semaphore = DispatchSemaphore(value: 0)
@@ -40,7 +41,7 @@ final class LocalClient: Sendable {
                 waiters.withLock { $0.removeAll { $0 === semaphore } }
                 return nil
             }
-            _ = semaphore.wait(timeout: min(deadline, now + .milliseconds(200)))
+            _ = semaphore.wait(timeout: deadline)
             waiters.withLock { $0.removeAll { $0 === semaphore } }
         }
     }

@@ -25,6 +25,9 @@ package final class ChangeSignal: Sendable {
     /// How many times ``signal()`` has been called.
     package var generation: UInt64 { state.withLock(\.generation) }
 
+    /// How many waits are registered now (for tests: a waiter is asleep once it counts here).
+    package var waiting: Int { state.withLock(\.waiters.count) }
+
     /// Something changed: every waiting task resumes (and checks its condition again). Cheap
     /// with no waiter (one lock); never blocks. Call it outside the locks a waiter's condition
     /// takes.
