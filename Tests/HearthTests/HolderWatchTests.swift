@@ -35,11 +35,30 @@ struct HolderWatchTests {
         func cleanUp() { try? FileManager.default.removeItem(atPath: directory) }
     }
 
-    /// How long `body` took.
-    static func timed(_ body: () -> Void) -> DispatchTimeInterval {
-        let start = DispatchTime.now()
-        body()
-        return .nanoseconds(Int(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds))
+    /// How long `body` took, run on a thread of its own: a wait blocks its thread, which must
+    /// not be one of the few the other tests' tasks run on.
+    static func timed(_ body: @escaping @Sendable () -> Void) async -> DispatchTimeInterval {
+        await onThread {
+            let start = DispatchTime.now()
+            body()
+            return .nanoseconds(Int(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds))
+        }
+    }
+
+    /// Waits on `watch` (far) on a thread of its own, does `action` once that wait sleeps (what
+    /// it sleeps on is armed by then), and returns how long the wait took.
+    static func wait(on watch: HolderWatch, after action: () -> Void) async -> DispatchTimeInterval {
+        let before = watch.sleepCount
+        async let waited = timed { watch.wait(until: .now() + far) }
+        while watch.sleepCount == before { await Task.yield() }
+        action()
+        return await waited
+    }
+
+    static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
     }
 
     static func less(_ a: DispatchTimeInterval, _ b: DispatchTimeInterval) -> Bool {
@@ -47,38 +66,38 @@ struct HolderWatchTests {
     }
 
     @Test("The store's socket put in place ends the wait at once; another store's socket does not")
-    func socketAppears() throws {
+    func socketAppears() async throws {
         let place = try Place()
         defer { place.cleanUp() }
         let watch = HolderWatch(socketPath: place.socketPath, lockPath: nil, blindInterval: 60_000)
         try place.put("store-ffffffffffffffffffffffffffffffff.sock")
-        let other = Self.timed { watch.wait(until: .now() + .milliseconds(300)) }
+        let other = await Self.timed { watch.wait(until: .now() + .milliseconds(300)) }
         #expect(!Self.less(other, .milliseconds(300)), "another store's socket ended the wait")
         try place.put((place.socketPath as NSString).lastPathComponent)
-        let ours = Self.timed { watch.wait(until: .now() + Self.far) }
+        let ours = await Self.timed { watch.wait(until: .now() + Self.far) }
         #expect(Self.less(ours, Self.far), "the store's socket did not end the wait")
         // The daemon's socket counts too (an app attached with .required waits for the daemon).
         try place.put("daemon.sock")
-        #expect(Self.less(Self.timed { watch.wait(until: .now() + Self.far) }, Self.far))
+        #expect(Self.less(await Self.timed { watch.wait(until: .now() + Self.far) }, Self.far))
     }
 
     @Test("A holder that lets go of the lock (LOCK_UN, then close) ends the wait; the lock reads free")
-    func lockReleased() throws {
+    func lockReleased() async throws {
         let place = try Place()
         defer { place.cleanUp() }
         var holder: FileLock? = try FileLock(path: place.lockPath)
         _ = holder
         let watch = HolderWatch(socketPath: place.socketPath, lockPath: place.lockPath, blindInterval: 60_000)
         #expect(watch.lockIsHeld)
-        holder = nil
-        #expect(Self.less(Self.timed { watch.wait(until: .now() + Self.far) }, Self.far), "letting go did not end the wait")
+        let waited = await Self.wait(on: watch) { holder = nil }
+        #expect(Self.less(waited, Self.far), "letting go did not end the wait")
         #expect(!watch.lockIsHeld)
         // The probe let go at once: an open takes the lock.
         #expect((try? FileLock(path: place.lockPath)) != nil)
     }
 
     @Test("A holder killed with SIGKILL ends the wait through its pidfd, though no watched file event comes")
-    func holderKilled() throws {
+    func holderKilled() async throws {
         let place = try Place()
         defer { place.cleanUp() }
         // A shell that locks the file through a read-only descriptor (closing it makes no
@@ -96,25 +115,35 @@ struct HolderWatchTests {
         try Data("\(child.processIdentifier)\n".utf8).write(to: URL(fileURLWithPath: place.lockPath))
         let watch = HolderWatch(socketPath: place.socketPath, lockPath: place.lockPath, blindInterval: 60_000)
         #expect(watch.lockIsHeld)
-        kill(child.processIdentifier, SIGKILL)
-        #expect(Self.less(Self.timed { watch.wait(until: .now() + Self.far) }, Self.far), "the holder's exit did not end the wait")
+        let pid = child.processIdentifier
+        let waited = await Self.wait(on: watch) { kill(pid, SIGKILL) }
+        #expect(Self.less(waited, Self.far), "the holder's exit did not end the wait")
         child.waitUntilExit()
         #expect(!watch.lockIsHeld)
     }
 
-    @Test("Nothing happening: the wait ends at its deadline; wake() ends it at once")
-    func deadlineAndWake() throws {
+    @Test("A lock let go before the wait: the wait returns at once (the next try takes it)")
+    func alreadyFree() async throws {
         let place = try Place()
         defer { place.cleanUp() }
         let watch = HolderWatch(socketPath: place.socketPath, lockPath: place.lockPath, blindInterval: 60_000)
-        let waited = Self.timed { watch.wait(until: .now() + .milliseconds(200)) }
+        #expect(!watch.lockIsHeld)
+        #expect(Self.less(await Self.timed { watch.wait(until: .now() + Self.far) }, Self.far))
+    }
+
+    @Test("Nothing happening: the wait ends at its deadline; wake() ends it at once")
+    func deadlineAndWake() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let watch = HolderWatch(socketPath: place.socketPath, lockPath: nil, blindInterval: 60_000)
+        let waited = await Self.timed { watch.wait(until: .now() + .milliseconds(200)) }
         #expect(!Self.less(waited, .milliseconds(200)))
         watch.wake()
-        #expect(Self.less(Self.timed { watch.wait(until: .now() + Self.far) }, Self.far))
+        #expect(Self.less(await Self.timed { watch.wait(until: .now() + Self.far) }, Self.far))
     }
 
     @Test("An open of a store whose lock is held and whose holder never answers fails after 10 s with storeLocked, saying why, as before")
-    func lockedUntilDeadline() throws {
+    func lockedUntilDeadline() async throws {
         let place = try Place()
         defer { place.cleanUp() }
         let location = StoreLocation(dataDirectory: place.directory, storeIdentifier: "held")
@@ -123,10 +152,13 @@ struct HolderWatchTests {
         defer { withExtendedLifetime(holder) {} }
         let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: place.directory, sync: .disabled)
         let start = DispatchTime.now()
-        do {
-            _ = try UbiquitousKeyValueStore(storeIdentifier: "held", configuration: configuration)
+        let outcome = await Self.onThread { () -> Result<UbiquitousKeyValueStore, KeyValueStoreError> in
+            Result { () throws(KeyValueStoreError) in try UbiquitousKeyValueStore(storeIdentifier: "held", configuration: configuration) }
+        }
+        switch outcome {
+        case .success:
             Issue.record("opened a store whose lock is held")
-        } catch {
+        case .failure(let error):
             #expect(error.code == .storeLocked)
             #expect(error.reason.contains("locked by process \(getpid())"), "\(error.reason)")
             #expect(error.reason.contains("attaching to it failed"), "\(error.reason)")

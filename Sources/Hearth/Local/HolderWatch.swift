@@ -40,6 +40,9 @@ final class HolderWatch: Sendable {
     /// The last holder seen to exit: not watched again (a zombie's pidfd stays readable, and a
     /// new holder may not have written its pid yet).
     private let exited = Locked<pid_t>(0)
+    /// How many waits have gone to sleep (for tests: what a wait sleeps on is armed by then).
+    private let sleeps = Locked(0)
+    var sleepCount: Int { sleeps.withLock { $0 } }
 
     /// How long a wait lasts at most (milliseconds) where no event can say that something changed.
     private let blindInterval: Int
@@ -98,17 +101,22 @@ final class HolderWatch: Sendable {
     /// `deadline` passed, or `recheckWithin` did (for a failure no event announces).
     func wait(until deadline: DispatchTime?, recheckWithin: DispatchTimeInterval? = nil) {
         let held = lockIsHeld
+        // Let go since the caller's try (by a holder whose close this watch cannot see, say):
+        // the next try takes it. Not after a try that failed for another reason: that one is
+        // paced by `recheckWithin`.
+        if lockPath != nil, probe >= 0, !held, recheckWithin == nil { return }
         let (holder, pid) = held ? holderExit() : (-1, 0)
         defer { if holder >= 0 { close(holder) } }
-        // Nothing would tell: no inotify (or the socket folder is missing), or a held lock whose
-        // holder cannot be watched.
-        let blind = socketWatch < 0 || (held && (holder < 0 || lockWatch < 0))
+        // Nothing would tell: no inotify (or the socket folder is missing), no lock file to
+        // watch, or a held lock whose holder cannot be watched.
+        let blind = socketWatch < 0 || (lockPath != nil && probe < 0) || (held && (holder < 0 || lockWatch < 0))
         var until = deadline
         if blind { until = min(until ?? .distantFuture, .now() + .milliseconds(blindInterval)) }
         if let recheckWithin { until = min(until ?? .distantFuture, .now() + recheckWithin) }
         var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: wakeup.read, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: holder, events: Int16(POLLIN), revents: 0)]   // poll skips a negative fd
+        sleeps.withLock { $0 += 1 }
         while true {
             var timeout: Int32 = -1
             if let until {
