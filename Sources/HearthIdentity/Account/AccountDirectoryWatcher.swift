@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import Logging
 
 /// Tells every store of the process when an account directory's `current` pointer may have
 /// changed (`hearth account …`, another app signing in or out), and every engine when an
@@ -132,8 +133,10 @@ package final class AccountDirectoryWatcher: Sendable {
             let anyPolled = state.withLock(\.anyPolled)
             let ready = Glibc.poll(&descriptors, nfds_t(descriptors.count), anyPolled ? 1_000 : -1)
             if ready < 0, errno != EINTR {
-                // Not expected; never spin on it.
-                sleep(1)
+                // Not expected (EFAULT, EINVAL, ENOMEM): the thread ends rather than spin or
+                // sleep; the next subscriber starts a new one, and everyone checks once now.
+                stopAfterFailure(errno)
+                return
             }
             if descriptors[1].revents != 0 {
                 var drain = [UInt8](repeating: 0, count: 64)
@@ -145,6 +148,17 @@ package final class AccountDirectoryWatcher: Sendable {
             }
             if ready == 0 { pollUnwatched() }
         }
+    }
+
+    /// The thread's `poll` failed: logged; every subscriber is told once (a change may go
+    /// unseen from now on), and the next ``subscribe(_:file:_:)`` starts the thread again.
+    private func stopAfterFailure(_ code: Int32) {
+        let calls = state.withLock { s -> [@Sendable () -> Void] in
+            s.threadStarted = false
+            return s.directories.values.flatMap { $0.subscribers.values.map(\.changed) }
+        }
+        Logger(label: "hearth").error("the account directory watcher stopped: poll failed (\(String(cString: strerror(code)))); changes of the account directory are noticed again once a store subscribes anew")
+        for call in calls { call() }
     }
 
     /// Tells each subscriber whose file one of the events names; everyone of a directory whose
