@@ -120,7 +120,7 @@ let package = Package(
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthTesting", "HearthTestSupport", "hearth-test-writer",
+        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthTesting", "HearthTestSupport", "hearth-test-writer",
                                                         .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         // Examples.

@@ -49,7 +49,7 @@ package final class DeviceSync: Sendable {
         var stopped = false
     }
 
-    private let lease: SyncEngineRegistry.Lease
+    private let lease: DeviceEngines.Lease
     /// The stores opened for peers: kept open for as long as this runs.
     private let adopted = Locked<[String: UbiquitousKeyValueStore]>([:])
     private let adoptions = Locked(Adoptions())
@@ -74,12 +74,26 @@ package final class DeviceSync: Sendable {
     /// that outlives the process. It is opened with `open` (its file made, synced from then
     /// on) once it holds a value. Each peer may make this device take up at most
     /// ``maximumAdoptionsPerPeer`` stores that no local app opened (see ``claim(_:)``).
+    ///
+    /// The engine is the one of the process's default device for `configuration`'s data
+    /// directory: the stores `open` opens with `UbiquitousKeyValueStore(storeIdentifier:configuration:)`
+    /// sync on it too.
     package static func start(configuration: UbiquitousKeyValueStore.Configuration,
                              open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) throws(KeyValueStoreError) -> DeviceSync? {
-        guard let identity = StoreRegistry.signedInIdentity(configuration) else { return nil }
-        let lease: SyncEngineRegistry.Lease
+        try start(device: .defaultDevice(for: configuration), configuration: configuration, open: open)
+    }
+
+    /// As ``start(configuration:open:)``, on `device`'s engine (`open` should open its stores on
+    /// `device` too, with `device.store(_:)`); `configuration` defaults to the device's.
+    package static func start(device: HearthDevice, configuration: UbiquitousKeyValueStore.Configuration? = nil,
+                             open: @escaping @Sendable (String) -> UbiquitousKeyValueStore?) throws(KeyValueStoreError) -> DeviceSync? {
+        let configuration = configuration ?? device.configuration
+        guard let identity = StoreTable.signedInIdentity(configuration) else { return nil }
+        let lease: DeviceEngines.Lease
         do {
-            lease = try SyncEngineRegistry.shared.acquire(identity: identity, settings: configuration.sync, logger: configuration.logger)
+            lease = try device.engines.acquire(identity: identity, settings: configuration.sync, logger: configuration.logger)
+        } catch let error as KeyValueStoreError {
+            throw error
         } catch {
             throw KeyValueStoreError(code: .syncUnavailable, key: nil, reason: "cannot start this device's sync: \(error)")
         }
@@ -262,7 +276,7 @@ package final class DeviceSync: Sendable {
     /// The engine this syncs with (tests call its store provider as a peer's hello would).
     package var engine: SyncEngine { lease.engine }
 
-    private init(lease: SyncEngineRegistry.Lease, deviceID: String, introductionsPath: String, logger: Logger,
+    private init(lease: DeviceEngines.Lease, deviceID: String, introductionsPath: String, logger: Logger,
                  locate: @escaping @Sendable (String) -> StoreLocation) {
         self.logger = logger
         self.locate = locate
@@ -299,6 +313,6 @@ package final class DeviceSync: Sendable {
             adoption.watch.cancel()
             lease.engine.detach(storeIdentifier: identifier)
         }
-        await SyncEngineRegistry.shared.release(lease)
+        await lease.release()
     }
 }

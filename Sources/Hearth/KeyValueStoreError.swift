@@ -50,6 +50,8 @@ public struct KeyValueStoreError: Error, Hashable, Sendable, CustomStringConvert
         /// ``AttachMode/required``: no device daemon runs for this user, or it would not
         /// hold the store.
         public static let daemonUnavailable = Code(rawValue: "daemonUnavailable")
+        /// The ``HearthDevice`` the store was asked of has stopped (``HearthDevice/stop()``).
+        public static let deviceStopped = Code(rawValue: "deviceStopped")
     }
 
     /// What kind of failure this is.

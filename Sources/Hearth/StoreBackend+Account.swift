@@ -32,17 +32,22 @@ extension StoreBackend {
     }
 
     /// Follows the account directory's `current` pointer (changed by `hearth account …` or
-    /// another app) and switches when it changes. Told by ``AccountDirectoryWatcher`` (inotify:
-    /// nothing runs while the pointer stays put); each check compares the pointer with the
-    /// account the store is on, and checks run one after another.
+    /// another app) and switches when it changes. Told by the device's ``AccountDirectoryWatcher``
+    /// (inotify: nothing runs while the pointer stays put); each check compares the pointer with
+    /// the account the store is on, and checks run one after another.
     func watchAccount(settings: SyncSettings) {
+        guard let device = state.withLock({ $0.owner }) else {
+            logger.error("cannot follow the account directory: the store belongs to no device", metadata: ["store": "\(storeIdentifier)"])
+            return
+        }
         let directory = settings.accountDirectory ?? AccountStore.defaultDirectory().path
-        let accounts = AccountStore(directory: URL(fileURLWithPath: directory), logger: logger)
+        let accounts = AccountStore(directory: URL(fileURLWithPath: directory), logger: logger,
+                                    records: device.records, watcher: device.watcher)
         let checks = AccountChecks()
-        let token = AccountDirectoryWatcher.shared.subscribe(directory) { [weak self] in
+        let token = device.watcher.subscribe(directory) { [weak self] in
             checks.enqueue { [weak self] failed in await self?.followAccount(accounts, settings: settings, failed: &failed) }
         }
-        state.withLock { $0.accountWatch = (directory, token) }
+        state.withLock { $0.accountWatch = (device.watcher, directory, token) }
         // A change made before the subscription is noticed too.
         checks.enqueue { [weak self] failed in await self?.followAccount(accounts, settings: settings, failed: &failed) }
     }
@@ -63,8 +68,8 @@ extension StoreBackend {
     }
 
     func stopWatchingAccount() {
-        guard let (directory, token) = state.withLock({ s in defer { s.accountWatch = nil }; return s.accountWatch }) else { return }
-        AccountDirectoryWatcher.shared.unsubscribe(directory, token: token)
+        guard let (watcher, directory, token) = state.withLock({ s in defer { s.accountWatch = nil }; return s.accountWatch }) else { return }
+        watcher.unsubscribe(directory, token: token)
     }
 
     /// Switches the store to `identity`'s account (`nil`: signed out).

@@ -10,10 +10,10 @@ struct SyncParameters: Sendable {
     let settings: SyncSettings
 }
 
-/// This store on a running sync engine (shared with the process's other stores of the same
+/// This store on a running sync engine (shared with the device's other stores of the same
 /// identity and settings) and what it needs to be stopped.
 struct SyncRun: Sendable {
-    let lease: SyncEngineRegistry.Lease
+    let lease: DeviceEngines.Lease
     let store: SyncStore
 }
 
@@ -103,15 +103,18 @@ extension StoreBackend: SyncReplica {
 
     // MARK: Starting and stopping
 
-    /// Starts syncing this replica as `identity`, on the process's engine for that identity
+    /// Starts syncing this replica as `identity`, on its device's engine for that identity
     /// and `settings` (started if this is its first store); does nothing if this store syncs
     /// already.
     func startSync(identity: DeviceIdentity, settings: SyncSettings) {
-        let registry = SyncEngineRegistry.shared
-        let lease: SyncEngineRegistry.Lease
+        guard let engines = state.withLock({ $0.owner?.engines }) else {
+            logger.error("cannot start sync: the store belongs to no device", metadata: ["store": "\(storeIdentifier)"])
+            return
+        }
+        let lease: DeviceEngines.Lease
         let store: SyncStore
         do {
-            lease = try registry.acquire(identity: identity, settings: settings, logger: logger)
+            lease = try engines.acquire(identity: identity, settings: settings, logger: logger)
         } catch {
             logger.error("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
             return
@@ -122,7 +125,7 @@ extension StoreBackend: SyncReplica {
             // Attached already: a store of this identifier in another data directory syncs as
             // this device already (or a concurrent start of this one won).
             logger.warning("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
-            Task { await registry.release(lease) }
+            Task { await lease.release() }
             return
         }
         // Checked and recorded in one step, so two concurrent starts cannot both sync it.
@@ -135,7 +138,7 @@ extension StoreBackend: SyncReplica {
         }
         if !kept {
             lease.engine.detach(storeIdentifier: storeIdentifier)
-            Task { await registry.release(lease) }
+            Task { await lease.release() }
         } else {
             syncChanges.signal()
         }
@@ -171,6 +174,6 @@ extension StoreBackend: SyncReplica {
         guard let run = state.withLock({ s -> SyncRun? in defer { s.sync = nil }; return s.sync }) else { return }
         syncChanges.signal()
         run.lease.engine.detach(storeIdentifier: storeIdentifier)
-        await SyncEngineRegistry.shared.release(run.lease)
+        await run.lease.release()
     }
 }

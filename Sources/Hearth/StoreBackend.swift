@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HearthCore
+import HearthIdentity
 import Logging
 import NIOPosix
 
@@ -27,7 +28,10 @@ final class StoreBackend: Sendable {
         /// What sync was started with, to start it again after ``stopSync()``.
         var syncParameters: SyncParameters?
         /// The account directory watched and this store's subscription (``watchAccount(settings:)``).
-        var accountWatch: (directory: String, token: UInt64)?
+        var accountWatch: (watcher: AccountDirectoryWatcher, directory: String, token: UInt64)?
+        /// The device whose table holds this store: its engines sync it, its watcher follows the
+        /// account directory. Nil for a memory-only store and a device daemon's memory copies.
+        var owner: HearthDevice?
         /// Apple's strict mode: refuse writes until the first download from peers.
         var refuseWritesBeforeInitialSync = false
         /// The signed-in device's ID (nil when signed out): attached processes write under

@@ -7,7 +7,7 @@ import HearthCore
 /// the app's: an event loop handling an answer of the host, or a write-behind save, holds the
 /// store for a moment, and if the app lets go meanwhile, the deinit runs there. On an event
 /// loop an attached store cannot wait for its last writes to reach the socket (they leave from
-/// that loop after the deinit returns). The exit hook (``StoreRegistry/flushAll()``) no longer
+/// that loop after the deinit returns). The exit hook (``StoreTable/flushAll()``) and a device's stop no longer
 /// sees such a store, so it waits for this instead: `store = nil; exit(0)` loses no write
 /// whichever thread ran the deinit.
 final class StoreRelease: Sendable {

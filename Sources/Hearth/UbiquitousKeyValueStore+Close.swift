@@ -7,7 +7,7 @@ import HearthCore
 
 extension UbiquitousKeyValueStore {
     /// Stops sync and the account watcher, saves, releases the file lock, and forgets the
-    /// store in this process, so the next open of the same identifier reads the file afresh.
+    /// store on its device, so the next open of the same identifier reads the file afresh.
     ///
     /// After it, this instance keeps its values in memory only; open a new one to go on.
     package func close() async {
@@ -32,7 +32,7 @@ extension StoreBackend {
             return s.storage
         }
         _ = storage
-        StoreRegistry.forget(self)
+        state.withLock { $0.owner }?.stores.forget(self)
     }
 }
 

@@ -118,7 +118,8 @@ public final class UbiquitousKeyValueStore: Sendable {
     ///   process has it open and this one may not attach (``AttachMode/embedded``) or could not
     ///   within 10 s, ``KeyValueStoreError/Code/persistenceFailed`` when its folder is unusable.
     public convenience init(storeIdentifier: String, configuration: Configuration) throws(KeyValueStoreError) {
-        let backend = try StoreRegistry.backend(storeIdentifier: storeIdentifier, configuration: configuration)
+        // The process's device for this data directory (HearthDevice, "The default devices").
+        let backend = try HearthDevice.defaultDevice(for: configuration).backend(storeIdentifier: storeIdentifier, configuration: configuration)
         self.init(storeIdentifier: storeIdentifier, backend: backend)
     }
 
@@ -128,7 +129,7 @@ public final class UbiquitousKeyValueStore: Sendable {
         } catch {
             configuration.logger.error("store works in memory only: \(error)", metadata: ["store": "\(storeIdentifier)"])
             self.init(storeIdentifier: storeIdentifier,
-                      backend: StoreRegistry.memoryBackend(storeIdentifier: storeIdentifier, configuration: configuration))
+                      backend: StoreTable.memoryBackend(storeIdentifier: storeIdentifier, configuration: configuration))
         }
     }
 

@@ -163,6 +163,6 @@ struct HolderWatchTests {
             #expect(error.reason.contains("locked by process \(getpid())"), "\(error.reason)")
             #expect(error.reason.contains("attaching to it failed"), "\(error.reason)")
         }
-        #expect(DispatchTime.now() >= start + StoreRegistry.attachTimeout)
+        #expect(DispatchTime.now() >= start + StoreTable.attachTimeout)
     }
 }

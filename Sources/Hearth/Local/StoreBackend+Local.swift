@@ -244,7 +244,7 @@ extension StoreBackend {
                 if DaemonHoldRequest.ask(storeIdentifier: storeIdentifier, dataDirectory: dataDirectory),
                    reattach(client, to: "daemon holding") { break attempts }
             } else {
-                let identity = StoreRegistry.signedInIdentity(configuration)
+                let identity = StoreTable.signedInIdentity(configuration)
                 let location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: identity?.account.id.hex)
                 lockPath = location.lockPath
                 // Not while the lock is known to be held: a failed open closes the lock file,

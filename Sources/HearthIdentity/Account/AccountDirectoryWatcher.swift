@@ -6,18 +6,18 @@ import Logging
 /// changed (`hearth account …`, another app signing in or out), and every engine when an
 /// account's `removals` file did (`hearth device remove`, a daemon that learned one).
 ///
-/// One inotify instance and one thread serve the whole process, asleep in `poll` while nothing
-/// changes: one watch per directory, added on its first subscriber and removed with its last.
-/// (A thread and an instance per directory ran into the kernel's 128 instances per user when
-/// many engines came and went: each lived on up to a minute after its last subscriber.)
+/// One inotify instance and one thread serve a whole device (Hearth's `HearthDevice` owns one
+/// and passes it in its ``AccountStore``s), asleep in `poll` while nothing changes: one watch
+/// per directory, added on its first subscriber and removed with its last. (A thread and an
+/// instance per directory ran into the kernel's 128 instances per user when many engines came
+/// and went: each lived on up to a minute after its last subscriber.) ``stop()`` ends the
+/// thread and closes the instance: a device that stops leaves nothing running behind.
 ///
 /// Each store used to read the pointer once a second; a daemon holding 20 stores then woke 20
 /// times a second for it, most of its idle CPU. Where inotify cannot watch a directory (it does
 /// not exist yet, or inotify is unavailable) the thread tells that directory's subscribers once
 /// a second, and watches it as soon as it can.
 package final class AccountDirectoryWatcher: Sendable {
-    package static let shared = AccountDirectoryWatcher()
-
     private struct Subscriber {
         /// The file of the directory whose changes matter to this subscriber.
         let file: String
@@ -36,6 +36,14 @@ package final class AccountDirectoryWatcher: Sendable {
         var paths: [Int32: Set<String>] = [:]
         var nextToken: UInt64 = 0
         var threadStarted = false
+        /// Set by ``stop()``: the thread ends, and no subscription is taken any more.
+        var stopped = false
+        /// Whether the thread is in its loop (it clears this as it leaves).
+        var threadRunning = false
+        /// ``stop()`` calls waiting for the thread to end.
+        var endWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Whether the descriptors were closed (once, by ``stop()``).
+        var closed = false
 
         var polled: [String] { directories.compactMap { $0.value.watch == nil ? $0.key : nil } }
         var anyPolled: Bool { directories.values.contains { $0.watch == nil } }
@@ -48,10 +56,14 @@ package final class AccountDirectoryWatcher: Sendable {
     /// sleeps: the thread reads its first descriptor, `wake()` writes the second.
     private let wakeup: (read: Int32, write: Int32)
 
+    private let logger: Logger
+
     private static let mask = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE
         | IN_DELETE_SELF | IN_MOVE_SELF)
 
-    init() {
+    /// A watcher with its own inotify instance; its thread starts with the first subscriber.
+    package init(logger: Logger) {
+        self.logger = logger
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         var ends: [Int32] = [-1, -1]
         // pipe2 is not imported (_GNU_SOURCE); the flags are set after.
@@ -67,9 +79,10 @@ package final class AccountDirectoryWatcher: Sendable {
     /// Calls `changed` on the watcher's thread after each change of the directory's `file`
     /// (keep it short: start a task). Returns the token for ``unsubscribe(_:token:)``.
     package func subscribe(_ directory: String, file: String = "current", _ changed: @escaping @Sendable () -> Void) -> UInt64 {
-        let (token, startThread, isPolled) = state.withLock { s -> (UInt64, Bool, Bool) in
+        let (token, startThread, isPolled, stopped) = state.withLock { s -> (UInt64, Bool, Bool, Bool) in
             s.nextToken &+= 1
             let token = s.nextToken
+            guard !s.stopped else { return (token, false, false, true) }
             if s.directories[directory] == nil {
                 // Under the lock, so that the thread never sees a descriptor it cannot name.
                 let watch = addWatch(directory)
@@ -79,9 +92,12 @@ package final class AccountDirectoryWatcher: Sendable {
             s.directories[directory]!.subscribers[token] = Subscriber(file: file, changed: changed)
             let start = !s.threadStarted
             s.threadStarted = true
-            return (token, start, s.directories[directory]!.watch == nil)
+            if start { s.threadRunning = true }
+            return (token, start, s.directories[directory]!.watch == nil, false)
         }
-        if startThread {
+        if stopped {
+            logger.warning("the device has stopped: changes of \(directory)/\(file) are no longer followed")
+        } else if startThread {
             Thread.detachNewThread { [self] in run() }
         } else if isPolled {
             wake()
@@ -130,7 +146,8 @@ package final class AccountDirectoryWatcher: Sendable {
         var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: wakeup.read, events: Int16(POLLIN), revents: 0)]
         while true {
-            let anyPolled = state.withLock(\.anyPolled)
+            let (anyPolled, stopped) = state.withLock { ($0.anyPolled, $0.stopped) }
+            if stopped { return threadEnded() }
             let ready = Glibc.poll(&descriptors, nfds_t(descriptors.count), anyPolled ? 1_000 : -1)
             if ready < 0, errno != EINTR {
                 // Not expected (EFAULT, EINVAL, ENOMEM): the thread ends rather than spin or
@@ -150,6 +167,49 @@ package final class AccountDirectoryWatcher: Sendable {
         }
     }
 
+    /// Ends the thread and closes the inotify instance: a barrier (once it returns, no
+    /// subscriber is called any more and the thread has left its loop). Later subscriptions
+    /// are refused with a warning. Idempotent.
+    package func stop() async {
+        let running = state.withLock { s -> Bool in
+            s.stopped = true
+            s.directories = [:]
+            s.paths = [:]
+            return s.threadRunning
+        }
+        if running {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let ended = state.withLock { s -> Bool in
+                    guard s.threadRunning else { return true }
+                    s.endWaiters.append(waiter)
+                    return false
+                }
+                if ended { waiter.resume() } else { wake() }
+            }
+        }
+        // The thread is out of `poll` and `read`: the descriptors may go.
+        let close = state.withLock { s -> Bool in
+            defer { s.closed = true }
+            return !s.closed
+        }
+        guard close else { return }
+        for descriptor in [inotify, wakeup.read, wakeup.write] where descriptor >= 0 { Glibc.close(descriptor) }
+    }
+
+    /// Whether the watcher's thread is running (tests: ``stop()`` ends it).
+    package var isThreadRunning: Bool { state.withLock(\.threadRunning) }
+
+    /// The thread leaves its loop (``stop()``): it tells the waiting stops, last.
+    private func threadEnded() {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.threadRunning = false
+            s.threadStarted = false
+            defer { s.endWaiters = [] }
+            return s.endWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
     /// The thread's `poll` failed: logged; every subscriber is told once (a change may go
     /// unseen from now on), and the next ``subscribe(_:file:_:)`` starts the thread again.
     private func stopAfterFailure(_ code: Int32) {
@@ -157,7 +217,8 @@ package final class AccountDirectoryWatcher: Sendable {
             s.threadStarted = false
             return s.directories.values.flatMap { $0.subscribers.values.map(\.changed) }
         }
-        Logger(label: "hearth").error("the account directory watcher stopped: poll failed (\(String(cString: strerror(code)))); changes of the account directory are noticed again once a store subscribes anew")
+        threadEnded()
+        logger.error("the account directory watcher stopped: poll failed (\(String(cString: strerror(code)))); changes of the account directory are noticed again once a store subscribes anew")
         for call in calls { call() }
     }
 

@@ -10,13 +10,13 @@ extension AccountStore {
             .appendingPathComponent("removals")
     }
 
-    /// The device removals of account `id` in this directory: one instance per file in the
-    /// process, shared by every store, engine and TLS context, so that a removal learned by
-    /// one is honoured by all at once.
+    /// The device removals of account `id` in this directory: one instance per file in
+    /// ``records`` (the device's), shared by every store, engine and TLS context of the device,
+    /// so that a removal learned by one is honoured by all at once.
     package func removals(of id: AccountID) throws -> DeviceRemovals {
         let account = try loadAccount(id)
         let file = removalsFile(of: id)
-        return RemovalsRegistry.shared.removals(for: file, trust: account.trust, logger: logger)
+        return records.removals(for: file, trust: account.trust, logger: logger)
     }
 
     /// The file that keeps the devices of account `id` met on this device.
@@ -24,10 +24,10 @@ extension AccountStore {
         removalsFile(of: id).deletingLastPathComponent().appendingPathComponent("devices")
     }
 
-    /// The devices of account `id` met on this device (shared in the process, like ``removals(of:)``).
+    /// The devices of account `id` met on this device (one instance in ``records``, like ``removals(of:)``).
     package func knownDevices(of id: AccountID) throws -> KnownDevices {
         let account = try loadAccount(id)
-        return RemovalsRegistry.shared.devices(for: knownDevicesFile(of: id), trust: account.trust, logger: logger)
+        return records.devices(for: knownDevicesFile(of: id), trust: account.trust, logger: logger)
     }
 
     /// Saves a renewed certificate of this device in account `id` (atomically; the key stays).
@@ -55,10 +55,11 @@ extension AccountStore {
     }
 }
 
-/// The process's ``DeviceRemovals`` and ``KnownDevices`` by file: weakly held, so an account
-/// no store uses any more is forgotten.
-final class RemovalsRegistry: Sendable {
-    static let shared = RemovalsRegistry()
+/// One device's ``DeviceRemovals`` and ``KnownDevices`` by file: weakly held, so an account
+/// no store uses any more is forgotten. A device owns one (Hearth's `HearthDevice`) and
+/// passes it in its ``AccountStore``s; two devices in one process share none.
+package final class HouseholdRecords: Sendable {
+    package init() {}
 
     private final class WeakBox: @unchecked Sendable {
         // Only read and written under the registry's lock.

@@ -37,6 +37,13 @@ package struct AccountStore: Sendable {
     /// a test chose cheaper ones). What it reads is bounded by ``ScryptParameters/maximum``
     /// whatever this is.
     package let scrypt: ScryptParameters
+    /// The device's removals and known devices, one instance per file (``removals(of:)``): a
+    /// device passes its own, so that every store and engine of it honours a removal at once.
+    /// By default this store's own table: nothing is shared beyond the values made from it.
+    package let records: HouseholdRecords
+    /// The device's watcher of account directories, which its engines follow the `removals`
+    /// file with; nil: nothing follows it (a command that reads the files once).
+    package let watcher: AccountDirectoryWatcher?
 
     /// A store in `directory` (tests pass a temporary directory).
     package init(directory: URL, logger: Logger) {
@@ -46,10 +53,18 @@ package struct AccountStore: Sendable {
     /// A store that seals CA keys with `scrypt`: ``ScryptParameters/testing`` for tests,
     /// which create accounts by the hundred and cannot pay a second and 256 MiB for each.
     package init(directory: URL, logger: Logger, scrypt: ScryptParameters) {
+        self.init(directory: directory, logger: logger, scrypt: scrypt, records: HouseholdRecords(), watcher: nil)
+    }
+
+    /// A store of one device: its records and its watcher (``records``, ``watcher``).
+    package init(directory: URL, logger: Logger, scrypt: ScryptParameters = .standard, records: HouseholdRecords,
+                 watcher: AccountDirectoryWatcher?) {
         precondition(scrypt.isWithinMaximum, "scrypt \(scrypt) is beyond what readers accept")
         self.directory = directory
         self.logger = logger
         self.scrypt = scrypt
+        self.records = records
+        self.watcher = watcher
     }
 
     /// The store in the user's config directory.

@@ -80,8 +80,8 @@ package final class SyncEngine: Sendable {
         var authority: AccountAuthority?
         var onCertificateRenewed: (@Sendable (DeviceIdentity) -> Void)?
         var removalsObserver: UInt64?
-        /// The watch on the account directory's `removals` file (``init(identity:setup:logger:)``).
-        var removalsWatch: (directory: String, token: UInt64)?
+        /// The watch on the account directory's `removals` file (``init(identity:setup:accounts:logger:)``).
+        var removalsWatch: (watcher: AccountDirectoryWatcher, directory: String, token: UInt64)?
     }
 
     /// What the engine and its sessions share, made once: the identity it started with, its
@@ -267,7 +267,7 @@ package final class SyncEngine: Sendable {
                     s.removalsObserver, s.removalsWatch)
         }
         if let observer { removals.removeObserver(observer) }
-        if let watch { AccountDirectoryWatcher.shared.unsubscribe(watch.directory, token: watch.token) }
+        if let watch { watch.watcher.unsubscribe(watch.directory, token: watch.token) }
         for store in stores { store.replica.close() }
         logger.debug("stopping: \(tasks.count) tasks, \(sessions.count) sessions")
         for task in tasks { task.cancel() }

@@ -4,12 +4,12 @@ import HearthDiscovery
 import HearthIdentity
 import Logging
 
-/// How a device's sync is put together: the one place that does it, for apps' stores (Hearth's
-/// `SyncEngineRegistry`), the device daemon (`DeviceSync`) and the benchmarks alike.
+/// How a device's sync is put together: the one place that does it, for apps' stores and the
+/// device daemon (through Hearth's `HearthDevice`, which owns the engines) and the benchmarks alike.
 ///
 /// ```swift
 /// let setup = SyncSetup(accountDirectory: accounts, discovery: .automatic, options: .init(port: 7420))
-/// let engine = try SyncEngine(identity: identity, setup: setup, logger: logger)
+/// let engine = try SyncEngine(identity: identity, setup: setup, accounts: deviceAccounts, logger: logger)
 /// try engine.attach(replica)
 /// let port = try await engine.start(discovering: setup.discovery)
 /// ```
@@ -43,17 +43,18 @@ package struct SyncSetup: Sendable {
 
 extension SyncEngine {
     /// An engine for `identity` as `setup` says, its account's removals and known devices read
-    /// from the account directory (and the removals followed as other processes add some).
-    package convenience init(identity: DeviceIdentity, setup: SyncSetup, logger: Logger) throws {
-        let accounts = AccountStore(directory: setup.accountDirectory ?? AccountStore.defaultDirectory(), logger: logger)
+    /// from the account directory through `accounts` (the device's: its ``AccountStore/records``
+    /// are shared with its other engines, and its ``AccountStore/watcher`` follows the removals
+    /// as other processes add some; without a watcher they are read once).
+    package convenience init(identity: DeviceIdentity, setup: SyncSetup, accounts: AccountStore, logger: Logger) throws {
         let removals = try accounts.removals(of: identity.account.id)
         try self.init(identity: identity, options: setup.options, removals: removals,
                       devices: try accounts.knownDevices(of: identity.account.id), logger: logger)
         // `hearth device remove` and other processes write the file: honour what they add at
-        // once (one inotify watch per account directory, shared with the stores' `current`).
-        if let directory = removals.file?.deletingLastPathComponent().path {
-            let token = AccountDirectoryWatcher.shared.subscribe(directory, file: "removals") { removals.reload() }
-            state.withLock { $0.removalsWatch = (directory, token) }
+        // once (one inotify watch per account directory, shared with the device's stores' `current`).
+        if let watcher = accounts.watcher, let directory = removals.file?.deletingLastPathComponent().path {
+            let token = watcher.subscribe(directory, file: "removals") { removals.reload() }
+            state.withLock { $0.removalsWatch = (watcher, directory, token) }
             // Written between the file's reading and the watch: read it once more.
             removals.reload()
         }

@@ -5,9 +5,12 @@ import HearthCore
 import HearthIdentity
 import NIOPosix
 
-/// One ``StoreBackend`` per store file per process, so that every instance opened on the
-/// same identifier sees the same data (the file lock would refuse a second one anyway).
-enum StoreRegistry {
+/// One device's stores: one ``StoreBackend`` per store of its data directory, so that every
+/// instance opened on the same identifier sees the same data (the file lock would refuse a
+/// second one anyway). Owned by a ``HearthDevice``; two devices share none of it. The static
+/// members below are how a store is opened (its file, or attached to the process that holds
+/// it): they keep no state.
+final class StoreTable: Sendable {
     /// One store's place in the table. Opening a store reads and decodes its file, so it
     /// happens under this slot's own lock: two opens of the same store wait for each other (the
     /// second must get the first's backend), opens of different stores do not.
@@ -19,35 +22,33 @@ enum StoreRegistry {
         weak var backend: StoreBackend?
         /// The ``StoreRelease`` of that backend and of earlier ones whose deinit may still be
         /// putting out their last writes on another thread: kept after a backend is gone, so
-        /// that the exit hook can wait for them (finished ones leave at the next open).
+        /// that ``flushAll()`` (at exit) and the device's stop can wait for them (finished ones
+        /// leave at the next open).
         var releases: [StoreRelease] = []
     }
 
-    private static let slots = Locked<[String: Slot]>([:])
+    private let slots = Locked<[String: Slot]>([:])
 
-    /// Saves every open store when the process exits normally, as Apple's system does when
-    /// an app quits: write-behind must not lose what the app wrote in its last second.
-    private static let exitHook: Void = {
-        atexit { StoreRegistry.flushAll() }
-    }()
-
-    static func backend(storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
-        guard !storeIdentifier.isEmpty else { return memoryBackend(storeIdentifier: storeIdentifier, configuration: configuration) }
-        _ = exitHook
-        let identity = signedInIdentity(configuration)
+    /// The backend of `storeIdentifier` on `device`, opened (and its sync and account watch
+    /// started, as `configuration` says) if it is not open yet.
+    func backend(storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration,
+                 device: HearthDevice) throws(KeyValueStoreError) -> StoreBackend {
+        guard !storeIdentifier.isEmpty else { return Self.memoryBackend(storeIdentifier: storeIdentifier, configuration: configuration) }
+        let identity = Self.signedInIdentity(configuration)
         let location = StoreLocation(dataDirectory: configuration.dataDirectory, storeIdentifier: storeIdentifier,
                                      account: identity?.account.id.hex)
         // Keyed by store, not by file: the file changes when the account does.
-        let key = "\(configuration.dataDirectory)\u{0}\(storeIdentifier)"
         let slot = slots.withLock { table in
-            if let slot = table[key] { return slot }
+            if let slot = table[storeIdentifier] { return slot }
             let slot = Slot()
-            table[key] = slot
+            table[storeIdentifier] = slot
             return slot
         }
         return try slot.backend.withLock { (entry) throws(KeyValueStoreError) -> StoreBackend in
             if let existing = entry.backend { return existing }
-            let backend = try openOrAttach(location, identity: identity, configuration: configuration)
+            let backend = try Self.openOrAttach(location, identity: identity, configuration: configuration)
+            // Before anything starts: sync, the account watch and a later take-over use the device's parts.
+            backend.state.withLock { $0.owner = device }
             entry.backend = backend
             entry.releases.removeAll { $0.isFinished }
             entry.releases.append(backend.release)
@@ -186,7 +187,7 @@ enum StoreRegistry {
     }
 
     /// Drops `backend` from the table (after ``StoreBackend/close()``).
-    static func forget(_ backend: StoreBackend) {
+    func forget(_ backend: StoreBackend) {
         for slot in slots.withLock({ Array($0.values) }) {
             slot.backend.withLock { entry in
                 if entry.backend === backend {
@@ -197,10 +198,23 @@ enum StoreRegistry {
         }
     }
 
-    /// The exit hook: saves every open store, or, attached, has the host save it; and waits (at
-    /// most 2 s in all) for stores whose deinit is still putting their last writes out on
-    /// another thread (``StoreRelease``). Never waits on an event loop: the writes leave there.
-    static func flushAll() {
+    /// The stores open now (the device's stop closes them).
+    var openBackends: [StoreBackend] {
+        slots.withLock { Array($0.values) }.compactMap { slot in slot.backend.withLock { $0.backend } }
+    }
+
+    /// The releases of stores let go of whose deinit has not finished putting out their writes.
+    var pendingReleases: [StoreRelease] {
+        slots.withLock { Array($0.values) }.flatMap { slot in
+            slot.backend.withLock { entry in entry.releases.filter { !$0.isFinished && $0 !== entry.backend?.release } }
+        }
+    }
+
+    /// The exit hook's work (``HearthDevice``'s default devices): saves every open store, or,
+    /// attached, has the host save it; and waits (at most 2 s in all) for stores whose deinit is
+    /// still putting their last writes out on another thread (``StoreRelease``). Never waits on
+    /// an event loop: the writes leave there.
+    func flushAll() {
         let entries = slots.withLock { Array($0.values) }.map { slot in slot.backend.withLock { ($0.backend, $0.releases) } }
         let deadline = DispatchTime.now() + .seconds(2)
         let mayWait = MultiThreadedEventLoopGroup.currentEventLoop == nil

@@ -1,0 +1,152 @@
+import Foundation
+@testable import Hearth
+import HearthCore
+import HearthIdentity
+import HearthTestSupport
+import Logging
+import Testing
+
+/// Issue 27, point 1: a device is one object that owns its stores, engines and account watcher;
+/// several run in one process sharing no registry; `stop()` is a barrier. End to end on
+/// loopback TCP (the engine has no in-memory transport yet), with waits that are events
+/// (`syncPort`, `waitUntilSynced`), never sleeps.
+@Suite("One device, one owner")
+struct DeviceObjectTests {
+    static let storeIdentifier = "com.example.device"
+    static let far = Duration.seconds(60)
+
+    /// Two devices of one household, each with its own data and account directories, under `root`.
+    struct Household {
+        let root: String
+
+        init() throws {
+            root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-device-\(UUID().uuidString)").path
+            let logger = Self.logger
+            // Cheap scrypt: the standard cost takes a second and 256 MiB per account.
+            let first = AccountStore(directory: URL(fileURLWithPath: accountDirectory(0)), logger: logger, scrypt: .testing)
+            let owner = try first.createAccount(displayName: "Device household", passphrase: "device", deviceName: "device-0")
+            let bundle = try first.exportJoinBundle(owner.account.id)
+            let second = AccountStore(directory: URL(fileURLWithPath: accountDirectory(1)), logger: logger, scrypt: .testing)
+            _ = try second.importJoinBundle(bundle, passphrase: "device", deviceName: "device-1")
+        }
+
+        static let logger = {
+            var logger = Logger(label: "test")
+            logger.logLevel = .warning
+            return logger
+        }()
+
+        func accountDirectory(_ index: Int) -> String { "\(root)/device\(index)/config" }
+
+        /// Device `index`'s configuration: loopback, peers added by address (no discovery), the
+        /// store owned here (never attached to a daemon of the user running the tests), and a
+        /// write-behind delay longer than any test, so that only `synchronize()` or `stop()` saves.
+        func configuration(_ index: Int, port: Int = 0, sync: Bool = true) -> UbiquitousKeyValueStore.Configuration {
+            let settings = SyncSettings(isEnabled: sync, accountDirectory: accountDirectory(index), discovery: .none,
+                                        listenHost: "127.0.0.1", port: port, heartbeatInterval: .milliseconds(300), timeout: .seconds(10))
+            var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/device\(index)/data",
+                                                                      writeBehindDelay: .seconds(3600), sync: settings,
+                                                                      logger: Self.logger)
+            configuration.attach = .embedded
+            return configuration
+        }
+
+        func cleanUp() { try? FileManager.default.removeItem(atPath: root) }
+    }
+
+    @Test("Two devices in one process, each with its own directories: a write on one reaches the other")
+    func twoDevicesSync() async throws {
+        let household = try Household()
+        defer { household.cleanUp() }
+        let first = try HearthDevice(household.configuration(0))
+        let second = try HearthDevice(household.configuration(1))
+        let a = try first.store(Self.storeIdentifier)
+        let b = try second.store(Self.storeIdentifier)
+        let port = try #require(try await a.syncPort())
+        #expect(try await b.syncPort() != port)
+        b.addSyncPeer(host: "127.0.0.1", port: port)
+
+        a.set("from the first device", forKey: "note")
+        #expect(await a.waitUntilSynced(timeout: Self.far))
+        #expect(b.string(forKey: "note") == "from the first device")
+        b.set("and back", forKey: "reply")
+        #expect(await b.waitUntilSynced(timeout: Self.far))
+        #expect(a.string(forKey: "reply") == "and back")
+
+        // Each device runs its own engine: one each, not two in a table both see.
+        #expect(first.runningEngines == 1)
+        #expect(second.runningEngines == 1)
+        await first.stop()
+        await second.stop()
+    }
+
+    @Test("stop() is a barrier: stores saved and closed, the port free at once, the watcher's thread ended")
+    func stopIsABarrier() async throws {
+        let household = try Household()
+        defer { household.cleanUp() }
+        let device = try HearthDevice(household.configuration(0))
+        let store = try device.store(Self.storeIdentifier)
+        let port = try #require(try await store.syncPort())
+        // Written to memory only: the write-behind delay is an hour.
+        store.set("kept", forKey: "k")
+        #expect(device.watcher.isThreadRunning)
+
+        await device.stop()
+
+        #expect(!device.watcher.isThreadRunning)
+        #expect(device.runningEngines == 0)
+        #expect(throws: KeyValueStoreError.deviceStopped) { try device.store(Self.storeIdentifier) }
+        // A new device binds the same port at once, and opens the store (its lock is free: the
+        // configuration never attaches) to find the write on disk.
+        let next = try HearthDevice(household.configuration(0, port: port))
+        let reopened = try next.store(Self.storeIdentifier)
+        #expect(try await reopened.syncPort() == port)
+        #expect(reopened.string(forKey: "k") == "kept")
+        await next.stop()
+    }
+
+    @Test("Two devices share no state: a store of one identifier is two backends, and each device's table is its own")
+    func nothingShared() async throws {
+        let household = try Household()
+        defer { household.cleanUp() }
+        let first = try HearthDevice(household.configuration(0, sync: false))
+        let second = try HearthDevice(household.configuration(1, sync: false))
+        let a = try first.store(Self.storeIdentifier)
+        let b = try second.store(Self.storeIdentifier)
+        #expect(a.backend !== b.backend)
+        // The same device hands out the same backend: its table works.
+        #expect(try first.store(Self.storeIdentifier).backend === a.backend)
+        a.set("only on the first", forKey: "k")
+        #expect(b.object(forKey: "k") == nil)
+        #expect(first.watcher !== second.watcher)
+        #expect(first.records !== second.records)
+        #expect(first.stores !== second.stores)
+
+        // Stopping one leaves the other working.
+        await first.stop()
+        b.set("still open", forKey: "k")
+        #expect(b.synchronize())
+        #expect(b.string(forKey: "k") == "still open")
+        await second.stop()
+    }
+
+    @Test("Stores opened with one configuration, without a device, still share one backend and one engine (the default device)")
+    func defaultDevice() async throws {
+        let household = try Household()
+        defer { household.cleanUp() }
+        let configuration = household.configuration(0)
+        let a = try UbiquitousKeyValueStore(storeIdentifier: Self.storeIdentifier, configuration: configuration)
+        let b = try UbiquitousKeyValueStore(storeIdentifier: Self.storeIdentifier, configuration: configuration)
+        let other = try UbiquitousKeyValueStore(storeIdentifier: "com.example.other", configuration: configuration)
+        #expect(a.backend === b.backend)
+        let port = try await a.syncPort()
+        #expect(try await other.syncPort() == port)
+        let device = HearthDevice.defaultDevice(for: configuration)
+        #expect(device.runningEngines == 1)
+        // A device made for the same folder is not the default one.
+        #expect(try HearthDevice(configuration) !== device)
+        await a.close()
+        await other.close()
+        #expect(device.runningEngines == 0)
+    }
+}
