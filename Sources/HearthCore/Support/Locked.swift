@@ -45,3 +45,9 @@ package final class Locked<Value: ~Copyable & Sendable>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+// Reflection (a failed `#expect` showing its operands, `dump`) would read the value without the
+// lock, and crashes on a ~Copyable one (a store's state): it shows no children instead.
+extension Locked: CustomReflectable where Value: ~Copyable {
+    package var customMirror: Mirror { Mirror(self, children: [:]) }
+}
