@@ -136,6 +136,8 @@ extension StoreBackend: SyncReplica {
         if !kept {
             lease.engine.detach(storeIdentifier: storeIdentifier)
             Task { await registry.release(lease) }
+        } else {
+            syncChanges.signal()
         }
     }
 
@@ -167,6 +169,7 @@ extension StoreBackend: SyncReplica {
     /// the engine stops with the last of its stores.
     func stopSync() async {
         guard let run = state.withLock({ s -> SyncRun? in defer { s.sync = nil }; return s.sync }) else { return }
+        syncChanges.signal()
         run.lease.engine.detach(storeIdentifier: storeIdentifier)
         await SyncEngineRegistry.shared.release(run.lease)
     }

@@ -64,6 +64,9 @@ final class StoreBackend: Sendable {
     private let notifyQueue: DispatchQueue
     /// Finished when the deinit has put the last writes out; the exit hook waits for it.
     let release = StoreRelease()
+    /// Signalled when this store starts or stops syncing (``syncEngine`` changes): a task
+    /// waiting for peers (`waitUntilSynced`) then follows the new engine's changes.
+    let syncChanges = ChangeSignal()
 
     init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
          clockSkew: Duration = .zero, dataDirectory: String = "") {

@@ -74,8 +74,9 @@ enum StoreRegistry {
     static let attachTimeout: DispatchTimeInterval = .seconds(10)
 
     /// Opens the store's file; if another process holds it and `configuration.attach` allows,
-    /// attaches to that process instead. Retries both (a host may be starting or exiting) for
-    /// up to ``attachTimeout``, then throws `storeLocked` with why attaching failed.
+    /// attaches to that process instead. Tries both again (a host may be starting or exiting)
+    /// whenever the holder's socket or lock changes (``HolderWatch``: an event, not a sleep),
+    /// for up to ``attachTimeout``, then throws `storeLocked` with why attaching failed.
     private static func openOrAttach(_ location: StoreLocation, identity: DeviceIdentity?,
                                      configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
         switch configuration.attach {
@@ -87,13 +88,18 @@ enum StoreRegistry {
             break
         }
         let deadline = DispatchTime.now() + attachTimeout
-        var delay: UInt32 = 5
+        let socketPath = LocalSocketDirectory.socketPath(dataDirectory: configuration.dataDirectory, storeIdentifier: location.storeIdentifier)
+        var watch: HolderWatch?
+        var locked: KeyValueStoreError?
         while true {
-            let locked: KeyValueStoreError
-            do {
-                return try open(location, device: identity?.deviceID.data, configuration: configuration)
-            } catch where error.code == .storeLocked && configuration.attach == .automatic {
-                locked = error
+            // Not while the lock is known to be held: a failed open closes the lock file, which
+            // would wake the watch (and every other waiter) at once, again and again.
+            if watch?.lockIsHeld != true {
+                do {
+                    return try open(location, device: identity?.deviceID.data, configuration: configuration)
+                } catch where error.code == .storeLocked && configuration.attach == .automatic {
+                    locked = error
+                }
             }
             let failure: LocalAttachError
             do {
@@ -103,16 +109,22 @@ enum StoreRegistry {
                 failure = error
             }
             guard DispatchTime.now() < deadline else {
-                throw KeyValueStoreError(code: .storeLocked, key: nil, reason: "\(locked.reason); attaching to it failed: \(failure)")
+                let reason = locked?.reason ?? "the store is locked by another process"
+                throw KeyValueStoreError(code: .storeLocked, key: nil, reason: "\(reason); attaching to it failed: \(failure)")
             }
-            // Rare (a host starting or exiting): a short sleep on the opening thread, as a file open may block.
-            usleep(delay * 1000)
-            delay = min(delay * 2, 200)
+            guard let watch else {
+                // Rare (a host starting or exiting): watched from now on, and tried once more
+                // before the first wait, so that a change since the tries above is not missed.
+                watch = HolderWatch(socketPath: socketPath, lockPath: location.lockPath)
+                continue
+            }
+            watch.wait(until: deadline)
         }
     }
 
     /// ``AttachMode/required``: the daemon holds the store (asked now) and this process attaches
-    /// to it, retrying for ``attachTimeout`` (the daemon may be opening it); never the file itself.
+    /// to it, trying again whenever the store's socket changes (the daemon may be opening it),
+    /// for ``attachTimeout``; never the file itself.
     private static func attachToDaemon(_ location: StoreLocation,
                                        configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
         guard DaemonHoldRequest.ask(storeIdentifier: location.storeIdentifier, dataDirectory: location.dataDirectory) else {
@@ -120,6 +132,8 @@ enum StoreRegistry {
                                      reason: "no Hearth daemon runs for this user, or it does not hold stores of \(location.dataDirectory) (attach mode .required; start it with hearth daemon)")
         }
         let deadline = DispatchTime.now() + attachTimeout
+        let socketPath = LocalSocketDirectory.socketPath(dataDirectory: configuration.dataDirectory, storeIdentifier: location.storeIdentifier)
+        var watch: HolderWatch?
         while true {
             do {
                 return try StoreBackend.attach(storeIdentifier: location.storeIdentifier, location: location,
@@ -129,7 +143,11 @@ enum StoreRegistry {
                     throw KeyValueStoreError(code: .daemonUnavailable, key: nil, reason: "the Hearth daemon holds the store but attaching to it failed: \(error)")
                 }
             }
-            usleep(20_000)
+            guard let watch else {
+                watch = HolderWatch(socketPath: socketPath, lockPath: nil)
+                continue
+            }
+            watch.wait(until: deadline)
         }
     }
 

@@ -55,17 +55,14 @@ extension UbiquitousKeyValueStore {
     /// let delivered = await store.waitUntilSynced(peers: 1, timeout: .seconds(5))
     /// ```
     public func waitUntilSynced(peers: Int = 1, timeout: Duration) async -> Bool {
-        func settled() -> Bool {
+        // Woken by the engine when a peer connects, leaves, acknowledges or refuses, and by the
+        // store when its engine changes; checked once more at the deadline (no polling).
+        let backend = self.backend
+        return await ChangeSignal.waitUntil(ContinuousClock.now + timeout,
+                                            observing: { [backend.syncChanges] + (backend.syncEngine?.changes.map { [$0] } ?? []) }) {
             guard let engine = backend.syncEngine else { return false }
             return engine.connectedPeers.count >= peers && engine.isSettled
         }
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if settled() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        // Once more: on a busy machine the deadline may pass while this task waits to run.
-        return settled()
     }
 
     /// What peer devices refused of this device's writes, each with why, for as long as the

@@ -19,6 +19,8 @@ final class PairingLink: Sendable {
     private let peerRefusal = Locked<String?>(nil)
     /// Set when the reader has seen the connection end (the other side closed, or it failed).
     private let readerEnded = Locked(false)
+    /// Signalled once ``readerEnded`` is set: what ``refuse(_:ending:)`` waits on.
+    private let readerEnd = ChangeSignal()
     private let onInterrupt = Locked<[@Sendable () -> Void]>([])
     let logger: Logger
 
@@ -49,7 +51,10 @@ final class PairingLink: Sendable {
     /// Reads frames into ``messages`` until the connection ends, a frame is malformed, the other
     /// side refuses or the link is interrupted.
     private func pump(_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>) async {
-        defer { readerEnded.withLock { $0 = true } }
+        defer {
+            readerEnded.withLock { $0 = true }
+            readerEnd.signal()
+        }
         do {
             for try await frame in inbound {
                 let message = try PairingMessage.decode(Data(frame.readableBytesView))
@@ -133,9 +138,8 @@ final class PairingLink: Sendable {
     func refuse(_ reason: String, ending error: PairingError) async {
         try? await send(.refused(reason: reason))
         interrupt(error)
-        let deadline = ContinuousClock.now + .seconds(2)
-        while !readerEnded.withLock({ $0 }), ContinuousClock.now < deadline, !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(10))
+        _ = await ChangeSignal.waitUntil(ContinuousClock.now + .seconds(2), observing: { [readerEnd] }) {
+            readerEnded.withLock { $0 }
         }
     }
 }

@@ -13,6 +13,8 @@ final class LocalClient: Sendable {
     let socketPath: String
     let configuration: UbiquitousKeyValueStore.Configuration
     private let waiters = Locked<[DispatchSemaphore]>([])
+    /// The watch a thread reattaching or taking over waits on: ``wake()`` ends its wait too.
+    private let watch = Locked<HolderWatch?>(nil)
 
     init(socketPath: String, configuration: UbiquitousKeyValueStore.Configuration) {
         self.socketPath = socketPath
@@ -21,9 +23,10 @@ final class LocalClient: Sendable {
 
     // MARK: Waiting for the host
 
-    /// Runs `check` until it returns a result or `deadline` passes (then nil), waking whenever
-    /// the host says something (``wake()``) and at least every 200 ms. Blocks the calling
-    /// thread: only for the store's open and `synchronize()`, which Apple's API makes synchronous.
+    /// Runs `check` until it returns a result or `deadline` passes (then nil), again whenever
+    /// something it may depend on changed (``wake()``: the host said something, the connection
+    /// ended, the store was closed or taken over), never on a timer. Blocks the calling thread:
+    /// only for the store's open and `synchronize()`, which Apple's API makes synchronous.
     func wait<T>(until deadline: DispatchTime, _ check: () -> T?) -> T? {
         while true {
             let semaphore = DispatchSemaphore(value: 0)
@@ -38,14 +41,20 @@ final class LocalClient: Sendable {
                 waiters.withLock { $0.removeAll { $0 === semaphore } }
                 return nil
             }
-            _ = semaphore.wait(timeout: min(deadline, now + .milliseconds(200)))
+            _ = semaphore.wait(timeout: deadline)
             waiters.withLock { $0.removeAll { $0 === semaphore } }
         }
     }
 
-    /// Wakes every thread in ``wait(until:_:)``.
+    /// Wakes every thread in ``wait(until:_:)``, and one waiting on the holder (``watching(_:)``).
     func wake() {
         for semaphore in waiters.withLock({ w in defer { w = [] }; return w }) { semaphore.signal() }
+        watch.withLock { $0 }?.wake()
+    }
+
+    /// Records the watch the reattaching thread waits on (nil once it is done).
+    func watching(_ holder: HolderWatch?) {
+        watch.withLock { $0 = holder }
     }
 
     // MARK: Connecting

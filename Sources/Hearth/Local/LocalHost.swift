@@ -39,7 +39,11 @@ final class LocalHost: Sendable {
     static func start(for backend: StoreBackend, dataDirectory: String) throws -> LocalHost {
         let path = LocalSocketDirectory.socketPath(dataDirectory: dataDirectory, storeIdentifier: backend.storeIdentifier)
         try LocalSocketDirectory.prepare((path as NSString).deletingLastPathComponent)
-        let fd = try listeningSocket(path)
+        // Bound under a name of its own, and renamed into place once it listens: a process
+        // waiting for the socket to appear (``HolderWatch``) connects after the rename, never
+        // between the bind and the listen, where the connect would be refused.
+        let bound = String(path.dropLast(5)) + ".next"   // as long as ".sock": fits where it does
+        let fd = try listeningSocket(bound)
         let logger = backend.logger
         let hostBox = Locked<LocalHost?>(nil)
         let server: any Channel
@@ -61,7 +65,15 @@ final class LocalHost: Sendable {
                 .withBoundSocket(fd)
                 .wait()
         } catch {
+            unlink(bound)
             throw LocalAttachError("cannot listen on \(path): \(error)")
+        }
+        // Replaces a socket left by a host that died, in one step.
+        guard rename(bound, path) == 0 else {
+            let code = errno
+            unlink(bound)
+            server.close(promise: nil)
+            throw LocalAttachError("cannot listen on \(path): rename: \(String(cString: strerror(code)))")
         }
         let host = LocalHost(path: path, server: server, logger: logger)
         hostBox.withLock { $0 = host }

@@ -213,10 +213,12 @@ extension StoreBackend {
     }
 
     /// Tries, until it works or the store is closed: take the file's lock (then this process
-    /// hosts the store), else attach to whoever holds it. Backs off from 10 ms to 500 ms.
+    /// hosts the store), else attach to whoever holds it. Between tries it waits for the
+    /// holder's socket or lock to change (``HolderWatch``), or for the store to be closed.
     private func reattachOrTakeOver() {
-        var delay = 10
         var lastError = ""
+        var watch: HolderWatch?
+        var watched: LocalClient?
         /// One try at attaching to whoever holds the store; true once attached.
         func reattach(_ client: LocalClient, to holder: String) -> Bool {   // "process hosting", "daemon holding"
             do {
@@ -230,33 +232,51 @@ extension StoreBackend {
                 return false
             }
         }
-        while true {
-            guard let client = state.withLock({ s in s.attachment.flatMap { $0.closed ? nil : $0.client } }) else { return }
+        attempts: while true {
+            guard let client = state.withLock({ s in s.attachment.flatMap { $0.closed ? nil : $0.client } }) else { break attempts }
             let configuration = client.configuration
+            var lockPath: String?
+            /// A failure no event announces (the file unreadable, say): tried again within this.
+            var recheck: DispatchTimeInterval?
             if configuration.attach == .required {
                 // Only ever the daemon's: wait for it (a restarted daemon holds the store again
                 // at its first scan; asking makes that immediate).
                 if DaemonHoldRequest.ask(storeIdentifier: storeIdentifier, dataDirectory: dataDirectory),
-                   reattach(client, to: "daemon holding") { return }
+                   reattach(client, to: "daemon holding") { break attempts }
             } else {
                 let identity = StoreRegistry.signedInIdentity(configuration)
                 let location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: identity?.account.id.hex)
-                do {
-                    let (storage, replica) = try Self.openReplica(location, device: identity?.deviceID.data, logger: logger)
-                    becomeHost(storage: storage, replica: replica, identity: identity, client: client)
-                    return
-                } catch where error.code == .locked {
-                    if reattach(client, to: "process hosting") { return }
-                } catch {
-                    if error.description != lastError {
-                        logger.error("cannot take over the store: \(error); trying again", metadata: ["store": "\(storeIdentifier)"])
+                lockPath = location.lockPath
+                // Not while the lock is known to be held: a failed open closes the lock file,
+                // an event that would wake this watch (and every other waiter) again and again.
+                if watch?.lockPath != location.lockPath || watch?.lockIsHeld != true {
+                    do {
+                        let (storage, replica) = try Self.openReplica(location, device: identity?.deviceID.data, logger: logger)
+                        becomeHost(storage: storage, replica: replica, identity: identity, client: client)
+                        break attempts
+                    } catch where error.code == .locked {
+                    } catch {
+                        if error.description != lastError {
+                            logger.error("cannot take over the store: \(error); trying again", metadata: ["store": "\(storeIdentifier)"])
+                        }
+                        lastError = error.description
+                        recheck = .milliseconds(500)
                     }
-                    lastError = error.description
                 }
+                if reattach(client, to: "process hosting") { break attempts }
             }
-            usleep(useconds_t(delay * 1000))
-            delay = min(delay * 2, 500)
+            guard let current = watch, current.lockPath == lockPath else {
+                // Watched from now on (or again, for another account's file), and tried once
+                // more before the first wait, so that a change since the tries above is not missed.
+                let next = HolderWatch(socketPath: client.socketPath, lockPath: lockPath)
+                watch = next
+                watched = client
+                client.watching(next)
+                continue
+            }
+            current.wait(until: nil, recheckWithin: recheck)
         }
+        watched?.watching(nil)
     }
 
     /// The host is gone and this process holds the file's lock now: the store becomes this
@@ -494,6 +514,8 @@ extension StoreBackend {
             return (channel, s.attachment!.pending.takeUnsent(), 0)
         }
         guard let (channel, entries, stranded) = outcome else { return false }
+        // A thread reattaching or taking over stops waiting for the holder.
+        state.withLock { $0.attachment?.client }?.wake()
         if stranded > 0 {
             logger.warning("the store was released while reattaching to the process hosting it; \(stranded) writes it had not confirmed may be lost",
                            metadata: ["store": "\(storeIdentifier)"])
@@ -520,10 +542,12 @@ extension StoreBackend {
     func detach(synchronize: Bool) -> Bool {
         guard state.withLock({ $0.attachment != nil }) else { return false }
         if synchronize { _ = synchronizeAttached() }
-        let channel = state.withLock { s -> (any Channel)? in
+        let (channel, client) = state.withLock { s -> ((any Channel)?, LocalClient?) in
             s.attachment?.closed = true
-            return s.attachment?.channel
+            return (s.attachment?.channel, s.attachment?.client)
         }
+        // A thread reattaching or taking over stops waiting for the holder.
+        client?.wake()
         channel?.close(promise: nil)
         return true
     }

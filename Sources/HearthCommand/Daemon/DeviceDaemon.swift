@@ -29,6 +29,8 @@ final class DeviceDaemon: Sendable {
     }
 
     private let state = Locked(State())
+    /// Signalled when a store's opening ends (held, or failed): what ``hold(_:timeout:)`` waits on.
+    private let openings = ChangeSignal()
 
     init(global: GlobalOptions, options: StoreOptions, rescanInterval: Duration, authority: AccountAuthority? = nil) {
         self.global = global
@@ -137,6 +139,7 @@ final class DeviceDaemon: Sendable {
                 s.hosted[identifier] = hosted
                 return true
             }
+            openings.signal()
             if kept, let hosted {
                 note("daemon: holding store \(identifier)\(why)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", not syncing (signed out)"))
             } else if let hosted {
@@ -145,6 +148,7 @@ final class DeviceDaemon: Sendable {
         } catch {
             // Tried again at the next scan.
             state.withLock { $0.opening[identifier] = nil }
+            openings.signal()
             note("daemon: cannot hold store \(identifier): \(error)")
         }
     }
@@ -162,12 +166,11 @@ final class DeviceDaemon: Sendable {
             guard !s.stopping, s.hosted[identifier] == nil, s.opening[identifier] == nil else { return }
             s.opening[identifier] = Task { await self.host(access, why: " (asked by an app)", byApp: true) }
         }
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if state.withLock({ $0.hosted[identifier] != nil }) { return true }
-            try? await Task.sleep(for: .milliseconds(20))
+        // Woken when an opening ends, not by polling; a store that failed to open now may be
+        // opened by the next scan within the timeout, so a failure does not end the wait.
+        return await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [openings] }) {
+            state.withLock { $0.hosted[identifier] != nil }
         }
-        return state.withLock { $0.hosted[identifier] != nil }
     }
 
     /// What each held store says about itself, by identifier.

@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import Logging
 
 /// Tells every store of the process when an account directory's `current` pointer may have
 /// changed (`hearth account …`, another app signing in or out), and every engine when an
@@ -52,15 +53,7 @@ package final class AccountDirectoryWatcher: Sendable {
 
     init() {
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        var ends: [Int32] = [-1, -1]
-        // pipe2 is not imported (_GNU_SOURCE); the flags are set after.
-        if pipe(&ends) == 0 {
-            for end in ends {
-                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(end, F_SETFL, O_NONBLOCK)
-            }
-        }
-        wakeup = (ends[0], ends[1])
+        wakeup = WakePipe.make()
     }
 
     /// Calls `changed` on the watcher's thread after each change of the directory's `file`
@@ -132,8 +125,10 @@ package final class AccountDirectoryWatcher: Sendable {
             let anyPolled = state.withLock(\.anyPolled)
             let ready = Glibc.poll(&descriptors, nfds_t(descriptors.count), anyPolled ? 1_000 : -1)
             if ready < 0, errno != EINTR {
-                // Not expected; never spin on it.
-                sleep(1)
+                // Not expected (EFAULT, EINVAL, ENOMEM): the thread ends rather than spin or
+                // sleep; the next subscriber starts a new one, and everyone checks once now.
+                stopAfterFailure(errno)
+                return
             }
             if descriptors[1].revents != 0 {
                 var drain = [UInt8](repeating: 0, count: 64)
@@ -147,24 +142,27 @@ package final class AccountDirectoryWatcher: Sendable {
         }
     }
 
+    /// The thread's `poll` failed: logged; every subscriber is told once (a change may go
+    /// unseen from now on), and the next ``subscribe(_:file:_:)`` starts the thread again.
+    private func stopAfterFailure(_ code: Int32) {
+        let calls = state.withLock { s -> [@Sendable () -> Void] in
+            s.threadStarted = false
+            return s.directories.values.flatMap { $0.subscribers.values.map(\.changed) }
+        }
+        Logger(label: "hearth").error("the account directory watcher stopped: poll failed (\(String(cString: strerror(code)))); changes of the account directory are noticed again once a store subscribes anew")
+        for call in calls { call() }
+    }
+
     /// Tells each subscriber whose file one of the events names; everyone of a directory whose
     /// watch ended (the directory was removed or moved), and everyone when events were lost.
     private func dispatch(_ buffer: [UInt8], count n: Int) {
         var changed: [String: Set<String>] = [:]
         var all: Set<String> = []
         var everyone = false
-        var offset = 0
-        let header = MemoryLayout<inotify_event>.size
+        let events = InotifyEvent.parse(buffer, count: n)
         let calls: [@Sendable () -> Void] = state.withLock { s in
-            while offset + header <= n {
-                let (watch, mask, length) = buffer.withUnsafeBytes { raw in
-                    (raw.loadUnaligned(fromByteOffset: offset, as: Int32.self),
-                     raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
-                     Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)))
-                }
-                let start = offset + header
-                let name = String(decoding: buffer[start..<min(start + length, n)].prefix { $0 != 0 }, as: UTF8.self)
-                offset = start + length
+            for event in events {
+                let (watch, mask, name) = (event.watch, event.mask, event.name)
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 { everyone = true }
                 guard let directories = s.paths[watch] else { continue }
                 if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 {

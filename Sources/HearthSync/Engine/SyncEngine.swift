@@ -102,6 +102,10 @@ package final class SyncEngine: Sendable {
     let certificates: DeviceCertificateCache
     let state: Locked<State>
     let provider = Locked<(@Sendable (String, DeviceID) -> (any SyncReplica)?)?>(nil)
+    /// Signalled when a session comes or goes and after each message a session handled (an
+    /// ack, a refusal, a store it shares): what a caller waiting for peers to connect or to
+    /// confirm having every write re-checks (``SyncStore/isSettled``), without polling.
+    package let changes = ChangeSignal()
     let servedHandler = Locked<(@Sendable (String, DeviceID) -> Void)?>(nil)
 
     /// The shortest heartbeat interval an engine uses (a shorter one is raised to it).
@@ -270,6 +274,7 @@ package final class SyncEngine: Sendable {
         for session in sessions { session.close() }
         for discovery in discoveries { await discovery.stop() }
         await listener?.close()
+        changes.signal()
         logger.debug("stopped")
     }
 
@@ -361,6 +366,7 @@ package final class SyncEngine: Sendable {
             devices?.note(session.peer.certificate, seen: true)
             if replaced == nil { linksChanged() }
             ensureHeartbeat()
+            changes.signal()
             return .accepted
         case .reject:
             return .duplicate
@@ -412,6 +418,7 @@ package final class SyncEngine: Sendable {
         guard let waiters else { return }
         linksChanged()
         for waiter in waiters { waiter.resume() }
+        changes.signal()
     }
 
     /// Returns once `device` has no session (or the calling dialler is cancelled). Woken by

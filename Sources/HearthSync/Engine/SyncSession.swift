@@ -269,9 +269,12 @@ final class SyncSession: Sendable {
                         context.metrics.sessionStarted()
                         await greet(hello)
                         logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
+                        engine?.changes.signal()   // the stores it shares are known now
                         continue
                     }
                     try await handle(message)
+                    // What the peer confirmed or refused may have changed (waitUntilSynced).
+                    engine?.changes.signal()
                 }
                 if greeted { engine?.unregister(self) }
                 return greeted ? .ended : .duplicate

@@ -52,6 +52,10 @@ package final class SyncStore: Sendable {
     /// The engine's frame and entry counters (every store of the engine together).
     package var metrics: SyncMetrics { engine?.metrics ?? SyncMetrics() }
 
+    /// Signalled when what ``connectedPeers``, ``isSettled`` and ``settledPeers`` say may have
+    /// changed (the engine's ``SyncEngine/changes``); a stopped engine's never is again.
+    package var changes: ChangeSignal? { engine?.changes }
+
     /// The devices connected right now that serve this store too.
     package var connectedPeers: [DeviceID] {
         (engine?.sessions(sharing: identifier) ?? []).map(\.peer.deviceID)

@@ -1,0 +1,168 @@
+import Foundation
+@testable import Hearth
+import HearthCore
+import Testing
+
+/// Waiting for a store another process holds is an event with a deadline (issue 27, point 5;
+/// docs/local-attach.md, "Waiting for the holder"): real files, sockets folders and processes,
+/// since inotify and pidfds are what is tested. Each wait that must end on an event has a
+/// deadline far away, and the test checks it ended well before: a wait that missed its event
+/// would run into it.
+@Suite("Waiting for a store's holder")
+struct HolderWatchTests {
+    static let far: DispatchTimeInterval = .seconds(30)
+
+    /// A socket folder (0700) and a store's lock file, removed by `cleanUp()`.
+    struct Place {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-holder-\(UUID())").path
+        var sockets: String { directory + "/run" }
+        var socketPath: String { sockets + "/store-0123456789abcdef0123456789abcdef.sock" }
+        var lockPath: String { directory + "/store.lock" }
+
+        init() throws {
+            try FileManager.default.createDirectory(atPath: sockets, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            #expect(FileManager.default.createFile(atPath: lockPath, contents: nil))
+        }
+
+        /// A file made under a name of its own, then renamed to `name` in the socket folder (as a
+        /// host puts its socket in place once it listens).
+        func put(_ name: String) throws {
+            let temporary = sockets + "/" + name + ".next"
+            #expect(FileManager.default.createFile(atPath: temporary, contents: nil))
+            #expect(rename(temporary, sockets + "/" + name) == 0)
+        }
+
+        func cleanUp() { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    /// How long `body` took, run on a thread of its own: a wait blocks its thread, which must
+    /// not be one of the few the other tests' tasks run on.
+    static func timed(_ body: @escaping @Sendable () -> Void) async -> DispatchTimeInterval {
+        await onThread {
+            let start = DispatchTime.now()
+            body()
+            return .nanoseconds(Int(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds))
+        }
+    }
+
+    /// Waits on `watch` (far) on a thread of its own, does `action` once that wait sleeps (what
+    /// it sleeps on is armed by then), and returns how long the wait took.
+    static func wait(on watch: HolderWatch, after action: () -> Void) async -> DispatchTimeInterval {
+        let before = watch.sleepCount
+        async let waited = timed { watch.wait(until: .now() + far) }
+        while watch.sleepCount == before { await Task.yield() }
+        action()
+        return await waited
+    }
+
+    static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
+
+    static func less(_ a: DispatchTimeInterval, _ b: DispatchTimeInterval) -> Bool {
+        DispatchTime.now() + a < DispatchTime.now() + b
+    }
+
+    @Test("The store's socket put in place ends the wait at once; another store's socket does not")
+    func socketAppears() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let watch = HolderWatch(socketPath: place.socketPath, lockPath: nil, blindInterval: 60_000)
+        try place.put("store-ffffffffffffffffffffffffffffffff.sock")
+        let other = await Self.timed { watch.wait(until: .now() + .milliseconds(300)) }
+        #expect(!Self.less(other, .milliseconds(300)), "another store's socket ended the wait")
+        try place.put((place.socketPath as NSString).lastPathComponent)
+        let ours = await Self.timed { watch.wait(until: .now() + Self.far) }
+        #expect(Self.less(ours, Self.far), "the store's socket did not end the wait")
+        // The daemon's socket counts too (an app attached with .required waits for the daemon).
+        try place.put("daemon.sock")
+        #expect(Self.less(await Self.timed { watch.wait(until: .now() + Self.far) }, Self.far))
+    }
+
+    @Test("A holder that lets go of the lock (LOCK_UN, then close) ends the wait; the lock reads free")
+    func lockReleased() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        var holder: FileLock? = try FileLock(path: place.lockPath)
+        _ = holder
+        let watch = HolderWatch(socketPath: place.socketPath, lockPath: place.lockPath, blindInterval: 60_000)
+        #expect(watch.lockIsHeld)
+        let waited = await Self.wait(on: watch) { holder = nil }
+        #expect(Self.less(waited, Self.far), "letting go did not end the wait")
+        #expect(!watch.lockIsHeld)
+        // The probe let go at once: an open takes the lock.
+        #expect((try? FileLock(path: place.lockPath)) != nil)
+    }
+
+    @Test("A holder killed with SIGKILL ends the wait through its pidfd, though no watched file event comes")
+    func holderKilled() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        // A shell that locks the file through a read-only descriptor (closing it makes no
+        // IN_CLOSE_WRITE) and then sleeps as the same process: only its exit can tell.
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/bin/sh")
+        child.arguments = ["-c", "exec 9<\"$0\"; flock -x 9; echo held; exec sleep 60", place.lockPath]
+        let output = Pipe()
+        child.standardOutput = output
+        try child.run()
+        defer { if child.isRunning { kill(child.processIdentifier, SIGKILL) } }
+        let line = String(decoding: output.fileHandleForReading.readData(ofLength: 5), as: UTF8.self)
+        try #require(line.hasPrefix("held"), "the child did not lock: \(line)")
+        // What FileLock writes: the holder's pid.
+        try Data("\(child.processIdentifier)\n".utf8).write(to: URL(fileURLWithPath: place.lockPath))
+        let watch = HolderWatch(socketPath: place.socketPath, lockPath: place.lockPath, blindInterval: 60_000)
+        #expect(watch.lockIsHeld)
+        let pid = child.processIdentifier
+        let waited = await Self.wait(on: watch) { kill(pid, SIGKILL) }
+        #expect(Self.less(waited, Self.far), "the holder's exit did not end the wait")
+        child.waitUntilExit()
+        #expect(!watch.lockIsHeld)
+    }
+
+    @Test("A lock let go before the wait: the wait returns at once (the next try takes it)")
+    func alreadyFree() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let watch = HolderWatch(socketPath: place.socketPath, lockPath: place.lockPath, blindInterval: 60_000)
+        #expect(!watch.lockIsHeld)
+        #expect(Self.less(await Self.timed { watch.wait(until: .now() + Self.far) }, Self.far))
+    }
+
+    @Test("Nothing happening: the wait ends at its deadline; wake() ends it at once")
+    func deadlineAndWake() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let watch = HolderWatch(socketPath: place.socketPath, lockPath: nil, blindInterval: 60_000)
+        let waited = await Self.timed { watch.wait(until: .now() + .milliseconds(200)) }
+        #expect(!Self.less(waited, .milliseconds(200)))
+        watch.wake()
+        #expect(Self.less(await Self.timed { watch.wait(until: .now() + Self.far) }, Self.far))
+    }
+
+    @Test("An open of a store whose lock is held and whose holder never answers fails after 10 s with storeLocked, saying why, as before")
+    func lockedUntilDeadline() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let location = StoreLocation(dataDirectory: place.directory, storeIdentifier: "held")
+        try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
+        let holder = try FileLock(path: location.lockPath)
+        defer { withExtendedLifetime(holder) {} }
+        let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: place.directory, sync: .disabled)
+        let start = DispatchTime.now()
+        let outcome = await Self.onThread { () -> Result<UbiquitousKeyValueStore, KeyValueStoreError> in
+            Result { () throws(KeyValueStoreError) in try UbiquitousKeyValueStore(storeIdentifier: "held", configuration: configuration) }
+        }
+        switch outcome {
+        case .success:
+            Issue.record("opened a store whose lock is held")
+        case .failure(let error):
+            #expect(error.code == .storeLocked)
+            #expect(error.reason.contains("locked by process \(getpid())"), "\(error.reason)")
+            #expect(error.reason.contains("attaching to it failed"), "\(error.reason)")
+        }
+        #expect(DispatchTime.now() >= start + StoreRegistry.attachTimeout)
+    }
+}
