@@ -4,18 +4,24 @@ import HearthIdentity
 import HearthSync
 
 /// A `SyncReplica` over a plain ``Replica`` in memory, for driving a ``SyncEngine`` without a
-/// store; `observer` hears of calls as they happen, to catch the engine at a given moment.
+/// store; `observer` hears of calls as they happen, to catch the engine at a given moment;
+/// `wall` is its clock (the system's by default), `applied` hears of each delta applied.
 final class MemoryReplica: SyncReplica {
     enum Call: Sendable { case winningEntries(count: Int), wallAfterWinners, applyRemote(count: Int) }
 
     let storeIdentifier: String
     private let state: Locked<(replica: Replica, handler: (@Sendable () -> Void)?, sawWinners: Bool)>
     private let observer: @Sendable (Call) -> Void
+    private let wall: @Sendable () -> UInt64
+    private let applied: @Sendable () -> Void
 
-    init(storeIdentifier: String, replica: Replica = Replica(), observer: @escaping @Sendable (Call) -> Void = { _ in }) {
+    init(storeIdentifier: String, replica: Replica = Replica(), observer: @escaping @Sendable (Call) -> Void = { _ in },
+         wall: @escaping @Sendable () -> UInt64 = { HybridLogicalClock.wallMilliseconds() }, applied: @escaping @Sendable () -> Void = {}) {
         self.storeIdentifier = storeIdentifier
         state = Locked((replica, nil, false))
         self.observer = observer
+        self.wall = wall
+        self.applied = applied
     }
 
     var replica: Replica { state.withLock { $0.replica } }
@@ -23,7 +29,7 @@ final class MemoryReplica: SyncReplica {
     /// A local write, as the store makes it (unsigned; the engine signs it).
     func write(_ value: PropertyListValue?, forKey key: StoreKey) {
         let handler = state.withLock { s in
-            s.replica.write(value, forKey: key)
+            s.replica.write(value, forKey: key, wall: wall())
             return s.handler
         }
         handler?()
@@ -32,7 +38,7 @@ final class MemoryReplica: SyncReplica {
     func wallMilliseconds() -> UInt64 {
         // The engine reads the clock right after verifying what winningEntries returned.
         if state.withLock({ s in defer { s.sawWinners = false }; return s.sawWinners }) { observer(.wallAfterWinners) }
-        return HybridLogicalClock.wallMilliseconds()
+        return wall()
     }
 
     var syncVector: VersionVector { state.withLock { $0.replica.vector } }
@@ -62,7 +68,10 @@ final class MemoryReplica: SyncReplica {
 
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         observer(.applyRemote(count: entries.count))
-        return (state.withLock { $0.replica.apply(entries) }, [])
+        let now = wall()
+        let changed = state.withLock { $0.replica.apply(entries, wall: now) }
+        applied()
+        return (changed, [])
     }
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.replica.entries[key] } }
