@@ -53,6 +53,12 @@ package final class InMemoryNetwork: Sendable {
         SyncEnvironment(clock: clock, random: random, network: maker)
     }
 
+    /// A port no listener of this network has or will be given by port 0 (to listen on later,
+    /// at a fixed port, as ``LoopbackCluster`` does).
+    package func reservePort() -> Int {
+        state.withLock { s in defer { s.nextPort += 1 }; return s.nextPort }
+    }
+
     /// How many links have been made (each accepted dial counts once).
     package var linksMade: Int { state.withLock { $0.linksMade } }
 
