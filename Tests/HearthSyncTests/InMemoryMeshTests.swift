@@ -54,7 +54,9 @@ struct InMemoryMeshTests {
 
         let started = ContinuousClock.now
         let wall = Locked(t0)
-        let clock = SyncClock(wallMilliseconds: { wall.withLock { $0 } }, now: { .now }, sleep: { try await Task.sleep(for: $0) })
+        // The test's wall clock; monotonic time stays the system's (no heartbeat is due within a run).
+        var clock = SyncClock.system
+        clock.wallMilliseconds = { wall.withLock { $0 } }
         let network = InMemoryNetwork()
         let environment = network.environment(clock: clock, random: .seeded(SplitMix64(seed: seed)))
         let convergence = Convergence()

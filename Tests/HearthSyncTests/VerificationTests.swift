@@ -116,7 +116,9 @@ extension VerificationTests {
             .write(to: URL(fileURLWithPath: location.filePath))
 
         let capture = LogCapture()
-        let sync = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
+        // The engine must start (it admits saved certificates then); a socket adds nothing.
+        var sync = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
+        sync.environment = InMemoryNetwork().environment()
         let store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.saved",
                                                 configuration: .init(dataDirectory: "\(root)/data", sync: sync,
                                                                      logger: capture.logger("hearth")))
