@@ -46,6 +46,8 @@ public final class LoopbackCluster: Sendable {
     public let ports: [Int]
     /// Which replicas know each other's address (every pair, by default).
     public let topology: Topology
+    /// The in-memory network the replicas sync over; nil: TLS on 127.0.0.1.
+    package let network: InMemoryNetwork?
     /// Each replica's device ID in the throwaway account, hex (as `SyncRefusal.device` and
     /// `hearth device list` show them).
     public let deviceIDs: [String]
@@ -110,6 +112,7 @@ public final class LoopbackCluster: Sendable {
         precondition(replicas >= 1, "a cluster needs at least one replica")
         precondition(topology.isValid(for: replicas), "the topology links replicas the cluster does not have")
         self.topology = topology
+        self.network = network
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-loopback-\(UUID().uuidString)").path
         rootDirectory = root
         self.storeIdentifier = storeIdentifier

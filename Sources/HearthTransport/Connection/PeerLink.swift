@@ -10,7 +10,7 @@ import NIOCore
 /// prefix. The inbound sequence ends when the peer closes cleanly and throws when the link fails
 /// (``TLSError``, ``FrameError``): it never just hangs.
 package protocol PeerLink: Sendable {
-    associatedtype Inbound: AsyncSequence where Inbound.Element == ByteBuffer
+    associatedtype Inbound: AsyncSequence & Sendable where Inbound.Element == ByteBuffer
     associatedtype Outbound: PeerLinkWriter
 
     /// The peer, its certificate verified against the account's trust (and not removed).
