@@ -4,6 +4,8 @@ import HearthIdentity
 import HearthSync
 import HearthTesting
 import HearthTestSupport
+import HearthTransport
+import NIOCore
 import Logging
 import Testing
 
@@ -38,6 +40,56 @@ struct InMemoryMeshTests {
         #expect(first.digest != other.digest, "another seed ended in the same state")
         for outcome in [first, again, other] {
             #expect(outcome.seconds < 1, "converging took \(Self.milliseconds(outcome.seconds))")
+        }
+    }
+
+    @Test("The in-memory network checks certificates as the handshake does: an expired one is refused, another account's is not trusted, a removed device is handed its removal record")
+    func certificatesAreChecked() async throws {
+        var logger = Logger(label: "mesh")
+        logger.logLevel = .critical
+        let network = InMemoryNetwork()
+        let home = try AccountAuthority.create(displayName: "Home")
+        let a = try home.makeDevice(named: "A")
+        let removals = DeviceRemovals(trust: home.account.trust, logger: logger)
+        let engine = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "s"), removals: removals,
+                                    environment: network.environment(), logger: logger)
+        let port = try await engine.start()
+        func dial(_ identity: DeviceIdentity) async throws -> any PeerLink {
+            try await network.maker(PeerNetworkSetup(identity: identity, removals: nil, removalNotice: nil, logger: logger))
+                .dial(host: "memory", port: port, expecting: nil)
+        }
+
+        // A device of the account whose certificate has expired: the listener refuses it (the
+        // dialler reads the refusal, as a TLS 1.3 client does), and no session starts.
+        let now = Date()
+        let expired = try home.makeDevice(named: "expired", notBefore: now.addingTimeInterval(-3600), notAfter: now.addingTimeInterval(-60))
+        await #expect(throws: TLSError.self) { _ = try await Self.firstFrame(of: try await dial(expired)) }
+        // A device of another account: the dialler does not trust the listener's certificate.
+        let stranger = try AccountAuthority.create(displayName: "Other").makeDevice(named: "stranger")
+        await #expect(throws: TLSError.self) { _ = try await dial(stranger) }
+        // A removed device: handed the signed record of its removal, and nothing else.
+        let phone = try home.makeDevice(named: "phone")
+        removals.merge([try home.removal(of: phone.deviceID, named: "phone")])
+        let frame = try #require(try await Self.firstFrame(of: try await dial(phone)))
+        guard case .removals(let records) = try SyncMessage(decoding: Data(frame.readableBytesView), sender: a.deviceID.data) else {
+            Issue.record("the removed device was sent something else than its removal")
+            return
+        }
+        #expect(records.map(\.device) == [phone.deviceID])
+        #expect(engine.connectedPeers.isEmpty)
+        // A device of the account in good standing gets a session.
+        let laptop = try home.makeDevice(named: "laptop")
+        let link = try await dial(laptop)
+        #expect(link.peer.deviceID == a.deviceID)
+        await link.close()
+        await engine.stop()
+    }
+
+    /// The first frame `link` reads (nil if it ends first).
+    static func firstFrame<Link: PeerLink>(of link: Link) async throws -> ByteBuffer? {
+        try await link.executeThenClose { inbound, _ in
+            for try await frame in inbound { return frame }
+            return nil
         }
     }
 
