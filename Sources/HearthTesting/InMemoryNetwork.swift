@@ -27,7 +27,9 @@ import NIOCore
 /// a.addPeer(host: "memory", port: port)
 /// ```
 ///
-/// Sessions on these links run on the cooperative pool (there is no event loop).
+/// Sessions on these links run on the cooperative pool (there is no event loop). A link has no
+/// backpressure: a writer never waits for its peer to read (what a peer that stops reading costs
+/// is a TLS test's to show, `CompromisedDeviceTests`).
 package final class InMemoryNetwork: Sendable {
     private struct State {
         var listeners: [Int: Listener] = [:]
