@@ -69,6 +69,8 @@ package final class InMemoryNetwork: Sendable {
 
     fileprivate func bind(_ endpoint: Endpoint, port: Int) throws -> Listener {
         try state.withLock { s in
+            // Port 0: the next free one (a fixed port may have been taken past the counter).
+            while port == 0, s.listeners[s.nextPort] != nil { s.nextPort += 1 }
             let chosen = port == 0 ? s.nextPort : port
             guard s.listeners[chosen] == nil else {
                 throw InMemoryNetworkError("port \(chosen) of the in-memory network is in use")
