@@ -152,7 +152,8 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
-        .target(name: "HearthTesting", dependencies: ["Hearth", "HearthCore", "HearthIdentity", .product(name: "Logging", package: "swift-log"),
+        .target(name: "HearthTesting", dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthSync", "HearthTransport",
+                                                   .product(name: "NIOCore", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
                                                    .product(name: "InMemoryLogging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "hearth-color-sync", dependencies: ["Hearth"], path: "Examples/ColorSync",
