@@ -88,7 +88,11 @@ extension StoreBackend: SyncReplica {
         state.withLock { $0.replica.initialSyncCompleted() }
     }
 
-    // MARK: Starting and stopping (``StoreSync``)
+}
+
+/// Sync and the account are ``StoreSync``'s; these keep the store's callers (the registry, the
+/// public API) as they were.
+extension StoreBackend {
 
     func startSync(identity: DeviceIdentity, settings: SyncSettings) { sync.start(self, identity: identity, settings: settings) }
     func prepareSync(identity: DeviceIdentity, settings: SyncSettings) { sync.prepare(identity: identity, settings: settings) }
@@ -97,8 +101,6 @@ extension StoreBackend: SyncReplica {
     func waitForSync() async throws -> Int? { try await sync.waitForStart() }
     var syncEngine: SyncStore? { sync.engine }
     var syncChanges: ChangeSignal { sync.changes }
-
-    // MARK: The account (StoreSync+Account.swift)
 
     func watchAccount(settings: SyncSettings) { sync.watchAccount(settings: settings) }
     func stopWatchingAccount() { sync.stopWatchingAccount() }
