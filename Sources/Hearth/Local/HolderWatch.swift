@@ -10,7 +10,7 @@ import HearthCore
 ///
 /// - The socket folder is watched with inotify for the store's socket and `daemon.sock`
 ///   (created, renamed into place, removed). A host renames its socket into place once it
-///   listens (``LocalHost``), so a connect after the event is not refused.
+///   listens (``StoreHost``), so a connect after the event is not refused.
 /// - The lock file is watched for `IN_CLOSE_WRITE` (a holder releases it with `LOCK_UN`, then
 ///   closes it: the lock is free before the event) and `IN_MODIFY` (a new holder wrote its pid).
 /// - The holder's exit, through a pidfd of the pid it wrote into the lock file: the kernel
