@@ -1,6 +1,7 @@
 import Foundation
 import Hearth
 import HearthCore
+import HearthDaemon
 
 /// One store kept open and syncing until SIGINT, SIGTERM or a closed output (`watch` and
 /// `serve`): a ``HostedStore`` for as long as the command runs.
@@ -20,7 +21,7 @@ struct StoreSession {
         }
         note("\(label) \(access.storeIdentifier) as \(access.whoAmI)"
              + (hosted.syncPort.map { "; listening on port \($0)" } ?? "; not syncing (signed out)")
-             + "; peers: \(access.options.discoveryDescription). Ctrl-C to stop.")
+             + "; peers: \(access.peering.discoveryDescription). Ctrl-C to stop.")
         let reason = await signals.wait()
         // Whoever closed our output does not want to read more, notes included.
         if reason != .outputClosed { note("\(label): \(Self.describe(reason)); saving and closing") }

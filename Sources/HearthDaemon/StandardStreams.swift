@@ -9,7 +9,7 @@ import HearthCore
 /// ``whenClosed(_:)`` run once (`watch` and `serve` stop as on SIGTERM). One-shot commands
 /// simply go on and exit with their usual status. Foundation's `FileHandle.write` would
 /// instead trap on EPIPE (a `try!` inside it).
-enum StandardStreams {
+package enum StandardStreams {
     private struct State: Sendable {
         var closed: Set<Int32> = []
         var handlers: [@Sendable () -> Void] = []
@@ -19,7 +19,7 @@ enum StandardStreams {
 
     /// Writes all of `bytes` to `fd` (1 or 2); false if the reader has gone (EPIPE), now or before.
     @discardableResult
-    static func write(_ bytes: some DataProtocol, to fd: Int32) -> Bool {
+    package static func write(_ bytes: some DataProtocol, to fd: Int32) -> Bool {
         if isClosed(fd) { return false }
         let buffer = Array(bytes)
         var offset = 0
@@ -37,10 +37,10 @@ enum StandardStreams {
         return true
     }
 
-    static func isClosed(_ fd: Int32) -> Bool { state.withLock { $0.closed.contains(fd) } }
+    package static func isClosed(_ fd: Int32) -> Bool { state.withLock { $0.closed.contains(fd) } }
 
     /// Runs `handler` once when stdout or stderr turns out to be closed (at once if one is).
-    static func whenClosed(_ handler: @escaping @Sendable () -> Void) {
+    package static func whenClosed(_ handler: @escaping @Sendable () -> Void) {
         let closedAlready = state.withLock { s -> Bool in
             if s.closed.isEmpty { s.handlers.append(handler) }
             return !s.closed.isEmpty
@@ -59,11 +59,11 @@ enum StandardStreams {
 }
 
 /// Writes a line to stdout at once: output read by a pipe must not wait in a buffer.
-func emit(_ line: String) {
+package func emit(_ line: String) {
     StandardStreams.write(Array((line + "\n").utf8), to: STDOUT_FILENO)
 }
 
 /// Writes a line to stderr: notes for people that scripts reading stdout should not see.
-func note(_ line: String) {
+package func note(_ line: String) {
     StandardStreams.write(Array((line + "\n").utf8), to: STDERR_FILENO)
 }

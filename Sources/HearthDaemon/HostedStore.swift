@@ -8,9 +8,9 @@ import HearthCore
 /// external change, and tracks when entries last moved.
 ///
 /// While idle it writes nothing to disk: its state is in memory and given out on request.
-final class HostedStore: Sendable {
-    let store: UbiquitousKeyValueStore
-    let access: StoreAccess
+package final class HostedStore: Sendable {
+    package let store: UbiquitousKeyValueStore
+    package let access: StoreAccess
     private let control: ControlServer?
     /// Saves, and prints if asked, each external change; nil in the daemon (see ``open``).
     private let printer: Task<Void, Never>?
@@ -27,7 +27,7 @@ final class HostedStore: Sendable {
     /// (which reads the file) shows it at once (`serve`, `watch`). The daemon, whose stores apps
     /// write at any rate, relies on its 100 ms write-behind instead: a save per change cost it a
     /// fifth of its CPU under a busy app.
-    static func open(_ access: StoreAccess, label: String, printChanges: Bool = false, json: Bool = false,
+    package static func open(_ access: StoreAccess, label: String, printChanges: Bool = false, json: Bool = false,
                      saveEachChange: Bool = true, opened: UbiquitousKeyValueStore? = nil,
                      shouldStop: @Sendable () -> Bool) async throws -> HostedStore? {
         let store: UbiquitousKeyValueStore
@@ -59,7 +59,7 @@ final class HostedStore: Sendable {
         let port = Locked<Int?>(nil)
         self.port = port
         let device = access.identity?.deviceID.hex
-        let discovery = access.options.discoveryDescription
+        let discovery = access.peering.discoveryDescription
         let liveStatus: @Sendable () -> LiveStatus = {
             let metrics = store.syncMetrics
             return LiveStatus(pid: getpid(), store: store.storeIdentifier, port: port.withLock { $0 }, device: device,
@@ -106,13 +106,13 @@ final class HostedStore: Sendable {
     }
 
     /// What `hearth status` and `hearth peers` are told about this store.
-    let liveStatus: @Sendable () -> LiveStatus
+    package let liveStatus: @Sendable () -> LiveStatus
 
     /// The sync port, once listening; nil when not syncing (signed out).
-    var syncPort: Int? { port.withLock { $0 } }
+    package var syncPort: Int? { port.withLock { $0 } }
 
     /// Stops answering, saves and closes the store.
-    func close() async {
+    package func close() async {
         control?.stop()
         printer?.cancel()
         await store.close()
