@@ -152,6 +152,11 @@ let package = Package(
             dependencies: ["Hearth", "HearthCore", "HearthIdentity", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        .testTarget(
+            name: "HearthDaemonTests",
+            dependencies: ["HearthDaemon", "HearthCore"],
+            swiftSettings: strict
+        ),
 
         // The hearth command, the example apps and the loopback test harness (issue 6).
         .executableTarget(
