@@ -154,7 +154,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthDaemonTests",
-            dependencies: ["HearthDaemon", "HearthCore"],
+            dependencies: ["HearthDaemon", "HearthCore", "HearthIdentity"],
             swiftSettings: strict
         ),
 

@@ -1,6 +1,7 @@
 import Foundation
 import HearthCore
 import HearthDaemon
+import HearthIdentity
 import Testing
 
 /// The device daemon run as a library, in the test's own process (docs/daemon.md): started
@@ -113,6 +114,43 @@ struct InProcessDaemonTests {
         let started = ContinuousClock.now
         #expect(await !daemon.hold("com.example.late", timeout: .seconds(30)))
         #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test("Signed in: a held store syncs on the device's port, and once stop() returns nothing listens there")
+    func signedInStop() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root); try? FileManager.default.removeItem(atPath: runtime) }
+        var folders = options.folders
+        folders.caKeyScrypt = .testing
+        let identity = try folders.accounts.createAccount(displayName: "Home", passphrase: "pw", deviceName: "lab")
+        // A static peer nobody answers at: no Avahi, and the engine still listens for peers.
+        let daemon = try DeviceDaemon.start(DaemonOptions(folders: folders, peering: PeerSettings(peers: ["127.0.0.1:9"], listenHost: "127.0.0.1"),
+                                                          runtimeDirectory: runtime, rescanInterval: .seconds(3600)))
+        let store = StoreLocation(dataDirectory: "\(root)/data", storeIdentifier: "com.example.notes", account: identity.account.id.hex)
+        #expect(try await DaemonControl.askToHold(store, runtimeDirectory: runtime))
+        let live = try #require(try await LiveStatus.ask(store))
+        #expect(live.device == identity.deviceID.hex)
+        let port = try #require(live.port, "the held store does not sync")
+        #expect(Self.connects(to: port), "nothing listens on the store's sync port \(port)")
+
+        await daemon.stop()
+        #expect(!Self.connects(to: port), "the device's engine still listens on port \(port) after stop()")
+        #expect(!FileManager.default.fileExists(atPath: ControlSocket.path(for: store)))
+        #expect((try? FileLock(path: store.lockPath)) != nil, "the store's file is still locked")
+        #expect(DaemonLock.runningPid(in: runtime) == nil)
+    }
+
+    /// Whether a TCP connection to 127.0.0.1:`port` is accepted.
+    private static func connects(to port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
     }
 
     private func statusLine() async throws -> String? {
