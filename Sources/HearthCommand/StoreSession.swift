@@ -14,7 +14,7 @@ struct StoreSession {
     func run() async throws {
         let signals = SignalWaiter()
         let stopper = signals.stopper
-        guard let hosted = try await HostedStore.open(access, label: label, printChanges: printChanges, json: json,
+        guard let hosted = try await HostedStore.open(access, label: label, output: .standardStreams, printChanges: printChanges, json: json,
                                                       shouldStop: { stopper.reason != nil }) else {
             note("\(label): \(stopper.reason.map(Self.describe) ?? "stopped") while waiting for the store; nothing was opened")
             return

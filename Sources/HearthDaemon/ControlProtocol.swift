@@ -140,9 +140,13 @@ package final class ControlHandler: Sendable {
     private let store: UbiquitousKeyValueStore
     private let status: @Sendable () -> LiveStatus
     private let recent = RecentRequests()
-    package init(store: UbiquitousKeyValueStore, status: @escaping @Sendable () -> LiveStatus) {
+    /// Where each write done for another process is reported.
+    private let note: @Sendable (String) -> Void
+
+    package init(store: UbiquitousKeyValueStore, status: @escaping @Sendable () -> LiveStatus, note: @escaping @Sendable (String) -> Void) {
         self.store = store
         self.status = status
+        self.note = note
     }
 
     package func answer(_ line: String) async -> String {
@@ -161,8 +165,8 @@ package final class ControlHandler: Sendable {
             object["status"] = .integer(0)
             return object.line
         case .write(let write):
-            let store = self.store
-            return await recent.answer(write.id) { await write.answer(store: store) }
+            let (store, note) = (self.store, self.note)
+            return await recent.answer(write.id) { await write.answer(store: store, note: note) }
         case .get(_, let key, let json):
             guard let value = store.value(forKey: key) else {
                 return ControlRequest.reply(CommandError(.notFound, "no value for \(key) in store \(store.storeIdentifier)"))

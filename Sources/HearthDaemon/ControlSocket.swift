@@ -128,9 +128,11 @@ package final class ControlServer: Sendable {
     private let connections = Locked(0)
     /// Clients are this user's own `hearth` commands; more at once than this is a runaway script.
     package static let maximumConnections = 64
+    /// Where a refused connection is reported.
+    private let note: @Sendable (String) -> Void
 
     /// Listens at `path`, creating its folder (0700) if needed; throws why not.
-    package init(path: String) throws(CommandError) {
+    package init(path: String, note: @escaping @Sendable (String) -> Void) throws(CommandError) {
         // Only a folder of ours that nobody else can enter: anyone who can connect can write.
         do throws(PrivateFolder.Refusal) {
             try PrivateFolder.prepare((path as NSString).deletingLastPathComponent)
@@ -151,6 +153,7 @@ package final class ControlServer: Sendable {
         }
         self.path = path
         self.fd = fd
+        self.note = note
     }
 
     package func start(_ handler: @escaping @Sendable (String) async -> String) {

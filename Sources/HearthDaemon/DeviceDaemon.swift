@@ -13,9 +13,12 @@ package struct DaemonOptions: Sendable {
     package var runtimeDirectory: String
     /// How often to look for stores that appeared in the data folder.
     package var rescanInterval: Duration
+    /// Where the daemon says what it holds and what failed (`daemon: holding store S`).
+    package var output: DaemonOutput
 
     package init(folders: DeviceFolders, peering: PeerSettings = PeerSettings(),
-                 runtimeDirectory: String = RuntimeDirectory.path(), rescanInterval: Duration = .seconds(30)) {
+                 runtimeDirectory: String = RuntimeDirectory.path(), rescanInterval: Duration = .seconds(30), output: DaemonOutput) {
+        self.output = output
         self.folders = folders
         self.peering = peering
         self.runtimeDirectory = runtimeDirectory
@@ -94,10 +97,10 @@ package final class DeviceDaemon: Sendable {
         let daemon = DeviceDaemon(options, authority: authority, lock: lock)
         let control: ControlServer?
         do throws(CommandError) {
-            control = try ControlServer(path: DaemonControl.path(in: directory))
+            control = try ControlServer(path: DaemonControl.path(in: directory), note: options.output.note)
         } catch {
             control = nil
-            note("daemon: no control socket in \(directory) (\(error.message)); hearth daemon status will not reach it")
+            options.output.note("daemon: no control socket in \(directory) (\(error.message)); hearth daemon status will not reach it")
         }
         control?.start { line in await DaemonControl.answer(line, daemon: daemon) }
         daemon.lifecycle.withLock { $0.control = control }
@@ -123,7 +126,7 @@ package final class DeviceDaemon: Sendable {
         do {
             identity = try folders.currentIdentity()
         } catch {
-            note("daemon: \(error); holding the signed-out stores only")
+            options.output.note("daemon: \(error); holding the signed-out stores only")
             identity = nil
         }
         followAccount(identity)
@@ -171,7 +174,7 @@ package final class DeviceDaemon: Sendable {
             }
             if !kept, let sync { Task { await sync.stop() } }
         } catch {
-            note("daemon: cannot sync this device: \(error)")
+            options.output.note("daemon: cannot sync this device: \(error)")
         }
     }
 
@@ -184,7 +187,7 @@ package final class DeviceDaemon: Sendable {
         do {
             store = try access.open(logLevel: .warning)
         } catch {
-            note("daemon: cannot take up store \(identifier), which a peer serves: \(error)")
+            options.output.note("daemon: cannot take up store \(identifier), which a peer serves: \(error)")
             return nil
         }
         state.withLock { s in
@@ -202,7 +205,7 @@ package final class DeviceDaemon: Sendable {
         // store written for it (a scan finds those at every start).
         if opened == nil { state.withLock { $0.sync }?.claim(identifier, byApp: byApp) }
         do {
-            let hosted = try await HostedStore.open(access, label: "daemon", saveEachChange: false, opened: opened, shouldStop: { state.withLock { $0.stopping } })
+            let hosted = try await HostedStore.open(access, label: "daemon", output: options.output, saveEachChange: false, opened: opened, shouldStop: { state.withLock { $0.stopping } })
             let kept = state.withLock { s -> Bool in
                 s.opening[identifier] = nil
                 guard let hosted, !s.stopping else { return false }
@@ -211,7 +214,7 @@ package final class DeviceDaemon: Sendable {
             }
             openings.signal()
             if kept, let hosted {
-                note("daemon: holding store \(identifier)\(why)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", not syncing (signed out)"))
+                options.output.note("daemon: holding store \(identifier)\(why)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", not syncing (signed out)"))
             } else if let hosted {
                 await hosted.close()
             }
@@ -219,7 +222,7 @@ package final class DeviceDaemon: Sendable {
             // Tried again at the next scan.
             state.withLock { $0.opening[identifier] = nil }
             openings.signal()
-            note("daemon: cannot hold store \(identifier): \(error)")
+            options.output.note("daemon: cannot hold store \(identifier): \(error)")
         }
     }
 

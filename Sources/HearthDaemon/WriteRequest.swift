@@ -166,8 +166,8 @@ package struct WriteRequest: Sendable {
         isRetry = object.bool("retry") ?? false
     }
 
-    /// The holder's answer to this request.
-    package func answer(store: UbiquitousKeyValueStore) async -> String {
+    /// The holder's answer to this request; `note` hears what was done.
+    package func answer(store: UbiquitousKeyValueStore, note: @Sendable (String) -> Void) async -> String {
         do {
             let outcome = try await apply(to: store)
             note("\(value == nil ? "removed" : "set") \(key) for another hearth process; \(outcome.sentence)")

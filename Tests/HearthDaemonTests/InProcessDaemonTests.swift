@@ -13,12 +13,14 @@ struct InProcessDaemonTests {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-daemonlib-\(UUID().uuidString)").path
     /// Short, as a socket's path must fit in 108 bytes.
     let runtime = "/tmp/hrt-\(UUID().uuidString.prefix(8))"
+    /// What the daemon says, kept instead of printed.
+    let notes = Lines()
 
     var options: DaemonOptions {
         // Signed out (no account in the config folder): the daemon holds local stores, no engine.
         // A rescan an hour away: every store here is held at a request, not found by a scan.
         DaemonOptions(folders: DeviceFolders(accountDirectory: URL(fileURLWithPath: "\(root)/config"), storeDataDirectory: "\(root)/data"),
-                      runtimeDirectory: runtime, rescanInterval: .seconds(3600))
+                      runtimeDirectory: runtime, rescanInterval: .seconds(3600), output: notes.output)
     }
 
     func location(_ store: String) -> StoreLocation {
@@ -64,11 +66,13 @@ struct InProcessDaemonTests {
         #expect(try await DaemonControl.askToHold(store, runtimeDirectory: runtime))
         let elsewhere = StoreLocation(dataDirectory: "\(root)/other", storeIdentifier: "com.example.colors", account: nil)
         #expect(try await !DaemonControl.askToHold(elsewhere, runtimeDirectory: runtime))
+        #expect(notes.all.contains("daemon: holding store com.example.colors (asked by an app), not syncing (signed out)"), "\(notes.all)")
 
         // The held store answers on its own control socket: a write, then the value read back.
         let write = WriteRequest(store: store.storeIdentifier, key: "color", value: .string("teal"), wait: 0, minimumPeers: 1)
         let written = try await ask(ControlRequest.write(write).line, at: ControlSocket.path(for: store))
         #expect(try WriteOutcome(replyFields: written) == .local)
+        #expect(notes.all.contains("set color for another hearth process; saved on this device (signed out: not synced)"), "\(notes.all)")
         let read = try await ask(ControlRequest.get(store: store.storeIdentifier, key: "color", json: true).line, at: ControlSocket.path(for: store))
         #expect(read.string("text") == "\"teal\"")
         let live = try #require(try await LiveStatus.ask(store))
@@ -124,7 +128,7 @@ struct InProcessDaemonTests {
         let identity = try folders.accounts.createAccount(displayName: "Home", passphrase: "pw", deviceName: "lab")
         // A static peer nobody answers at: no Avahi, and the engine still listens for peers.
         let daemon = try DeviceDaemon.start(DaemonOptions(folders: folders, peering: PeerSettings(peers: ["127.0.0.1:9"], listenHost: "127.0.0.1"),
-                                                          runtimeDirectory: runtime, rescanInterval: .seconds(3600)))
+                                                          runtimeDirectory: runtime, rescanInterval: .seconds(3600), output: notes.output))
         let store = StoreLocation(dataDirectory: "\(root)/data", storeIdentifier: "com.example.notes", account: identity.account.id.hex)
         #expect(try await DaemonControl.askToHold(store, runtimeDirectory: runtime))
         let live = try #require(try await LiveStatus.ask(store))
@@ -156,5 +160,14 @@ struct InProcessDaemonTests {
     private func statusLine() async throws -> String? {
         guard case .reply(let line) = try await DaemonControl.askStatus(in: runtime, timeout: .seconds(10)) else { return nil }
         return line
+    }
+}
+
+/// Lines the daemon wrote, in order.
+final class Lines: Sendable {
+    private let lines = Locked<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    var output: DaemonOutput {
+        DaemonOutput(note: { [lines] line in lines.withLock { $0.append(line) } }, emit: { [lines] line in lines.withLock { $0.append(line) } })
     }
 }

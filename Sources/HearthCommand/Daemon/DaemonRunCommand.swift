@@ -27,7 +27,7 @@ struct DaemonRunCommand: AsyncParsableCommand {
         // Before any store is opened: a SIGTERM from then on saves and closes them.
         let signals = SignalWaiter()
         let options = DaemonOptions(folders: global.folders, peering: store.settings,
-                                    rescanInterval: .milliseconds(Int(rescanInterval * 1000)))
+                                    rescanInterval: .milliseconds(Int(rescanInterval * 1000)), output: .standardStreams)
         // The passphrase is asked for once the lock is ours: not for a daemon that cannot run.
         let daemon = try DeviceDaemon.start(options) { () throws -> AccountAuthority? in
             guard unlock else { return nil }

@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthDaemon
 
 /// Standard output and standard error, written with write(2).
 ///
@@ -9,7 +10,7 @@ import HearthCore
 /// ``whenClosed(_:)`` run once (`watch` and `serve` stop as on SIGTERM). One-shot commands
 /// simply go on and exit with their usual status. Foundation's `FileHandle.write` would
 /// instead trap on EPIPE (a `try!` inside it).
-package enum StandardStreams {
+enum StandardStreams {
     private struct State: Sendable {
         var closed: Set<Int32> = []
         var handlers: [@Sendable () -> Void] = []
@@ -19,7 +20,7 @@ package enum StandardStreams {
 
     /// Writes all of `bytes` to `fd` (1 or 2); false if the reader has gone (EPIPE), now or before.
     @discardableResult
-    package static func write(_ bytes: some DataProtocol, to fd: Int32) -> Bool {
+    static func write(_ bytes: some DataProtocol, to fd: Int32) -> Bool {
         if isClosed(fd) { return false }
         let buffer = Array(bytes)
         var offset = 0
@@ -37,10 +38,10 @@ package enum StandardStreams {
         return true
     }
 
-    package static func isClosed(_ fd: Int32) -> Bool { state.withLock { $0.closed.contains(fd) } }
+    static func isClosed(_ fd: Int32) -> Bool { state.withLock { $0.closed.contains(fd) } }
 
     /// Runs `handler` once when stdout or stderr turns out to be closed (at once if one is).
-    package static func whenClosed(_ handler: @escaping @Sendable () -> Void) {
+    static func whenClosed(_ handler: @escaping @Sendable () -> Void) {
         let closedAlready = state.withLock { s -> Bool in
             if s.closed.isEmpty { s.handlers.append(handler) }
             return !s.closed.isEmpty
@@ -59,11 +60,19 @@ package enum StandardStreams {
 }
 
 /// Writes a line to stdout at once: output read by a pipe must not wait in a buffer.
-package func emit(_ line: String) {
+func emit(_ line: String) {
     StandardStreams.write(Array((line + "\n").utf8), to: STDOUT_FILENO)
 }
 
 /// Writes a line to stderr: notes for people that scripts reading stdout should not see.
-package func note(_ line: String) {
+func note(_ line: String) {
     StandardStreams.write(Array((line + "\n").utf8), to: STDERR_FILENO)
+}
+
+extension DaemonOutput {
+    /// Notes to stderr, output proper to stdout: how the command shows what the daemon
+    /// library has to say.
+    static let standardStreams = DaemonOutput(
+        note: { StandardStreams.write(Array(($0 + "\n").utf8), to: STDERR_FILENO) },
+        emit: { StandardStreams.write(Array(($0 + "\n").utf8), to: STDOUT_FILENO) })
 }
