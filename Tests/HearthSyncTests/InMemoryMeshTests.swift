@@ -31,7 +31,7 @@ struct InMemoryMeshTests {
         let cpu: Double
     }
 
-    @Test("A 1,000-write random workload on 8 devices converges in under a second, to the same state for the same seed",
+    @Test("A 1,000-write random workload on 8 devices converges, to the same state for the same seed and another for another seed (times printed)",
           .timeLimit(.minutes(1)))
     func meshConvergesDeterministically() async throws {
         let first = try await Self.run(seed: 27)
@@ -42,14 +42,9 @@ struct InMemoryMeshTests {
               + " (seeds 27, 27, 28); digests \(first.digest.prefix(16)), \(again.digest.prefix(16)), \(other.digest.prefix(16))")
         #expect(first.digest == again.digest, "the same seed ended in another state")
         #expect(first.digest != other.digest, "another seed ended in the same state")
-        // The fastest of the three: a run only gets slower for what else the machine does (the
-        // suite runs 6 tests at a time on 2 cores). Not under ThreadSanitizer, several times slower.
-        let fastest = outcomes.map(\.seconds).min() ?? .infinity
-        if Self.underThreadSanitizer {
-            print("under ThreadSanitizer: the 1 s bound is not checked")
-        } else {
-            #expect(fastest < 1, "converging took \(Self.milliseconds(fastest)) at best")
-        }
+        // The times are printed, not asserted: a test does not fail by timing (a loaded machine
+        // only makes a run slower). On a quiet machine a run takes 140-180 ms, CPU about 300 ms
+        // in a debug build; the closing figures of issue 27 quote them.
     }
 
     @Test("The in-memory network checks certificates as the handshake does: an expired one is refused, another account's is not trusted, a removed device is handed its removal record")
@@ -102,8 +97,6 @@ struct InMemoryMeshTests {
         }
     }
 
-    /// Whether this process runs under ThreadSanitizer (its runtime is linked in).
-    static var underThreadSanitizer: Bool { dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil }
 
     /// CPU seconds this process has used.
     static func processCPU() -> Double {
