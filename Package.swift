@@ -144,22 +144,37 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The device daemon (docs/daemon.md) and what the command and the daemon say to the
+        // process that holds a store: control sockets, hosted stores, the systemd unit. A library,
+        // so that a test runs the daemon in its own process; the command only parses and prints.
+        .target(
+            name: "HearthDaemon",
+            dependencies: ["Hearth", "HearthCore", "HearthIdentity", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HearthDaemonTests",
+            dependencies: ["HearthDaemon", "HearthCore", "HearthIdentity"],
+            swiftSettings: strict
+        ),
+
         // The hearth command, the example apps and the loopback test harness (issue 6).
         .executableTarget(
             name: "HearthCommand",
-            dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthPairing", "HearthDiscovery",
+            dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthPairing", "HearthDiscovery", "HearthDaemon",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
-        .target(name: "HearthTesting", dependencies: ["Hearth", "HearthCore", "HearthIdentity", .product(name: "Logging", package: "swift-log"),
+        .target(name: "HearthTesting", dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthSync", "HearthTransport",
+                                                   .product(name: "NIOCore", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
                                                    .product(name: "InMemoryLogging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "hearth-color-sync", dependencies: ["Hearth"], path: "Examples/ColorSync",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
         .executableTarget(name: "hearth-shopping-list", dependencies: ["Hearth"], path: "Examples/ShoppingList",
                           exclude: ["README.md", "try-two.sh"], swiftSettings: strict),
-        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthCore", "HearthIdentity",
+        .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "HearthDaemon", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthCore", "HearthIdentity",
                                                                "HearthTesting", "HearthTestSupport", "HearthTransport", "HearthSync", .product(name: "NIOCore", package: "swift-nio"),
                                                                .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth", "HearthCore"], swiftSettings: strict),

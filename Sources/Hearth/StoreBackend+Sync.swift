@@ -4,19 +4,6 @@ import HearthIdentity
 import HearthSync
 import Logging
 
-/// What a sync engine is started with.
-struct SyncParameters: Sendable {
-    let identity: DeviceIdentity
-    let settings: SyncSettings
-}
-
-/// This store on a running sync engine (shared with the device's other stores of the same
-/// identity and settings) and what it needs to be stopped.
-struct SyncRun: Sendable {
-    let lease: DeviceEngines.Lease
-    let store: SyncStore
-}
-
 /// The store's side of the sync engine: its replica, behind the store's lock. Every rule on
 /// what enters it is `SyncedReplica`'s; this adds the store's effects (a save, a notification).
 extension StoreBackend: SyncReplica {
@@ -101,79 +88,24 @@ extension StoreBackend: SyncReplica {
         state.withLock { $0.replica.initialSyncCompleted() }
     }
 
-    // MARK: Starting and stopping
+}
 
-    /// Starts syncing this replica as `identity`, on its device's engine for that identity
-    /// and `settings` (started if this is its first store); does nothing if this store syncs
-    /// already.
-    func startSync(identity: DeviceIdentity, settings: SyncSettings) {
-        guard let engines = state.withLock({ $0.owner?.engines }) else {
-            logger.error("cannot start sync: the store belongs to no device", metadata: ["store": "\(storeIdentifier)"])
-            return
-        }
-        let lease: DeviceEngines.Lease
-        let store: SyncStore
-        do {
-            lease = try engines.acquire(identity: identity, settings: settings, logger: logger)
-        } catch {
-            logger.error("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
-            return
-        }
-        do {
-            store = try lease.engine.attach(self)
-        } catch {
-            // Attached already: a store of this identifier in another data directory syncs as
-            // this device already (or a concurrent start of this one won).
-            logger.warning("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
-            Task { await lease.release() }
-            return
-        }
-        // Checked and recorded in one step, so two concurrent starts cannot both sync it.
-        let kept = state.withLock { s -> Bool in
-            guard s.sync == nil else { return false }
-            s.refuseWritesBeforeInitialSync = settings.discardWritesBeforeInitialSync
-            s.sync = SyncRun(lease: lease, store: store)
-            s.syncParameters = SyncParameters(identity: identity, settings: settings)
-            return true
-        }
-        if !kept {
-            lease.engine.detach(storeIdentifier: storeIdentifier)
-            Task { await lease.release() }
-        } else {
-            syncChanges.signal()
-        }
-    }
+/// Sync and the account are ``StoreSync``'s; these keep the store's callers (the registry, the
+/// public API) as they were.
+extension StoreBackend {
 
-    /// Records how to sync without starting: ``restartSync()`` starts it (for
-    /// ``UbiquitousKeyValueStore/Configuration/syncStartsPaused``).
-    func prepareSync(identity: DeviceIdentity, settings: SyncSettings) {
-        state.withLock { s in
-            if s.syncParameters == nil { s.syncParameters = SyncParameters(identity: identity, settings: settings) }
-        }
-    }
+    func startSync(identity: DeviceIdentity, settings: SyncSettings) { sync.start(self, identity: identity, settings: settings) }
+    func prepareSync(identity: DeviceIdentity, settings: SyncSettings) { sync.prepare(identity: identity, settings: settings) }
+    func restartSync() -> Bool { sync.restart(self) }
+    func stopSync() async { await sync.stop() }
+    func waitForSync() async throws -> Int? { try await sync.waitForStart() }
+    var syncEngine: SyncStore? { sync.engine }
+    var syncChanges: ChangeSignal { sync.changes }
 
-    /// Starts sync again with the parameters of the last start (or of ``prepareSync(identity:settings:)``);
-    /// false if there are none, or it runs already.
-    func restartSync() -> Bool {
-        guard let parameters = state.withLock({ $0.sync == nil ? $0.syncParameters : nil }) else { return false }
-        startSync(identity: parameters.identity, settings: parameters.settings)
-        return true
-    }
-
-    /// This store on its sync engine, while it syncs.
-    var syncEngine: SyncStore? { state.withLock { $0.sync?.store } }
-
-    func waitForSync() async throws -> Int? {
-        guard let run = state.withLock({ $0.sync }) else { return nil }
-        return try await run.lease.started.value
-    }
-
-    /// Stops syncing this store: a barrier (once it returns no session changes the replica);
-    /// the engine stops with the last of its stores.
-    func stopSync() async {
-        guard let run = state.withLock({ s -> SyncRun? in defer { s.sync = nil }; return s.sync }) else { return }
-        syncChanges.signal()
-        run.lease.engine.detach(storeIdentifier: storeIdentifier)
-        await run.lease.release()
+    func watchAccount(settings: SyncSettings) { sync.watchAccount(settings: settings) }
+    func stopWatchingAccount() { sync.stopWatchingAccount() }
+    /// Opens the replica file at `location` (``ReplicaStorage/open(_:device:logger:)``).
+    static func openReplica(_ location: StoreLocation, device: Data?, logger: Logger) throws(PersistenceError) -> (ReplicaStorage, Replica) {
+        try ReplicaStorage.open(location, device: device, logger: logger)
     }
 }

@@ -1,12 +1,15 @@
 import Dispatch
 import Foundation
 import HearthCore
-import HearthIdentity
 import Logging
 import NIOPosix
 
 /// The shared state behind every ``UbiquitousKeyValueStore`` instance of one store file
-/// in this process: the replica, write-behind persistence and change fan-out.
+/// in this process: the replica under one lock, write-behind persistence and change fan-out.
+/// What it does with other processes and with peers are types of their own, which it holds
+/// and forwards to: ``StoreHost`` (hosting the store for attached processes),
+/// ``AttachedStore`` (this process attached to another's store), ``StoreSync`` (the sync
+/// engine's run and account switches).
 ///
 /// All mutable state sits in one lock (`Locked`); no user code and no I/O ever runs while it is
 /// held, so any thread may call in, and observers may call the store back.
@@ -24,26 +27,20 @@ final class StoreBackend: Sendable {
         var nextStreamID: UInt64 = 0
         /// Called after each local change (the running sync engine's push).
         var localChangeHandler: (@Sendable () -> Void)?
-        var sync: SyncRun?
-        /// What sync was started with, to start it again after ``stopSync()``.
-        var syncParameters: SyncParameters?
-        /// The account directory watched and this store's subscription (``watchAccount(settings:)``).
-        var accountWatch: (watcher: AccountDirectoryWatcher, directory: String, token: UInt64)?
-        /// The device whose table holds this store: its engines sync it, its watcher follows the
-        /// account directory. Nil for a memory-only store and a device daemon's memory copies.
-        var owner: HearthDevice?
         /// Apple's strict mode: refuse writes until the first download from peers.
         var refuseWritesBeforeInitialSync = false
         /// The signed-in device's ID (nil when signed out): attached processes write under
         /// origins bound to it.
         var device: Data?
-        /// The socket on which this process hosts the store for others (docs/local-attach.md).
-        var localHost: LocalHost?
-        /// Per origin of an attached process, the highest sequence of its writes applied here:
-        /// a save's snapshot of it is what the host then reports durable.
+        /// Hosting the store for other processes (docs/local-attach.md).
+        var localHost: StoreHost?
+        /// Per origin of an attached process, the highest sequence of its writes applied here
+        /// (``StoreHost/apply(_:undecodable:to:)``): a save's snapshot of it, taken with the
+        /// replica's, is what the host then reports durable.
         var attachedApplied: [ReplicaID: UInt64] = [:]
         /// Set when this process is attached to another that hosts the store: then `replica`
-        /// is the in-process copy (the host's entries and this process's pending writes).
+        /// is the in-process copy (the host's entries and this process's pending writes),
+        /// kept by ``AttachedStore``.
         var attachment: Attachment?
     }
 
@@ -68,9 +65,8 @@ final class StoreBackend: Sendable {
     private let notifyQueue: DispatchQueue
     /// Finished when the deinit has put the last writes out; the exit hook waits for it.
     let release = StoreRelease()
-    /// Signalled when this store starts or stops syncing (``syncEngine`` changes): a task
-    /// waiting for peers (`waitUntilSynced`) then follows the new engine's changes.
-    let syncChanges = ChangeSignal()
+    /// This store on the sync engine, and the account switches.
+    let sync: StoreSync
 
     init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
          clockSkew: Duration = .zero, dataDirectory: String = "") {
@@ -80,18 +76,22 @@ final class StoreBackend: Sendable {
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
         state = Locked(State(replica: SyncedReplica(replica), storage: storage))
+        sync = StoreSync(storeIdentifier: storeIdentifier, logger: logger)
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
         notifyQueue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
+        sync.bind(self)
     }
 
     deinit {
         // The last instance is gone: whatever is still only in memory goes to disk now, or,
         // attached, to the host.
-        if !detachFromDeinit() {
+        if let attached = state.withLock({ $0.attachment?.store }) {
+            attached.detach(fromDeinitOf: self)
+        } else {
             _ = flush()
             release.finish()
         }
-        state.withLock { $0.localHost }?.stop()
+        stopHosting()
     }
 
     func wallMilliseconds() -> UInt64 {
@@ -142,7 +142,7 @@ final class StoreBackend: Sendable {
             throw KeyValueStoreError(violation: error, key: name)
         }
         let wall = wallMilliseconds()
-        let (scheduleFlush, handler, restamped, written) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?, [StoreKey], (Entry, LocalHost?)?) in
+        let (scheduleFlush, handler, restamped, written) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?, [StoreKey], (Entry, StoreHost?)?) in
             let made: Entry?, restamped: [StoreKey]
             do throws(SyncedReplica.LocalRefusal) {
                 // Attached: the host re-stamps what its own clock put ahead; this copy only follows.
@@ -156,15 +156,8 @@ final class StoreBackend: Sendable {
                 return restamped.isEmpty ? (false, nil, [], nil) : (scheduleSave(&s), s.localChangeHandler, restamped, nil)
             }
             if s.attachment != nil {
-                // Queued under the lock, so that writes leave in sequence order; the flush task
-                // (at most one queued at a time) sends every write made until it runs.
-                if let (channel, delay) = s.attachment!.enqueue(entry) {
-                    if delay == 0 {
-                        channel.eventLoop.execute { [weak self] in self?.flushOutbox() }
-                    } else {
-                        channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay))) { [weak self] in self?.flushOutbox() }
-                    }
-                }
+                // Queued under the lock, so that writes leave in sequence order.
+                s.attachment!.enqueue(entry)
                 return (false, nil, [], nil)
             }
             return (scheduleSave(&s), s.localChangeHandler, restamped, (entry, s.localHost))
@@ -251,12 +244,11 @@ final class StoreBackend: Sendable {
     /// holds every change made before the call.
     ///
     /// Attached to another process, it asks the host to save and waits until the host has this
-    /// process's writes on disk (``synchronizeAttached(timeout:)``).
+    /// process's writes on disk (``AttachedStore/synchronize(timeout:)``).
     func flush() -> Bool {
-        if state.withLock({ $0.attachment != nil }) {
+        if let attached = state.withLock({ $0.attachment?.store }) {
             // Never wait on an event loop (a store released there, say): the answer comes on one.
-            if MultiThreadedEventLoopGroup.currentEventLoop != nil { return false }
-            return synchronizeAttached()
+            return MultiThreadedEventLoopGroup.currentEventLoop == nil && attached.synchronize()
         }
         guard isPersistent else { return false }
         return savedGeneration.withLock { saved in
@@ -279,6 +271,32 @@ final class StoreBackend: Sendable {
                 return false
             }
         }
+    }
+
+    // MARK: Other processes (docs/local-attach.md)
+
+    /// Opens the store attached to the process that hosts it (``AttachedStore``).
+    static func attach(storeIdentifier: String, location: StoreLocation, configuration: UbiquitousKeyValueStore.Configuration,
+                       deadline: DispatchTime) throws(LocalAttachError) -> StoreBackend {
+        try AttachedStore.attach(storeIdentifier: storeIdentifier, location: location, configuration: configuration, deadline: deadline)
+    }
+
+    var isAttached: Bool { state.withLock { $0.attachment != nil } }
+
+    /// Detaches for good (``AttachedStore/detach(synchronize:)``); returns whether it was attached.
+    @discardableResult
+    func detach(synchronize: Bool) -> Bool {
+        guard let attached = state.withLock({ $0.attachment?.store }) else { return false }
+        attached.detach(synchronize: synchronize)
+        return true
+    }
+
+    /// Offers the store to other processes of this user (``StoreHost/offer(_:)``).
+    func startHosting() { StoreHost.offer(self) }
+
+    /// Stops hosting: the attached processes take over or reattach.
+    func stopHosting() {
+        state.withLock { s in defer { s.localHost = nil }; return s.localHost }?.stop()
     }
 
     // MARK: Observers
@@ -307,7 +325,7 @@ final class StoreBackend: Sendable {
     /// event to every `changes` sequence, asynchronously and in order.
     func post(_ event: ChangeEvent) {
         notifyQueue.async { [self] in deliver(event) }
-        forwardToAttached(event)
+        state.withLock { $0.localHost }?.forward(event)
     }
 
     private func deliver(_ event: ChangeEvent) {
@@ -323,12 +341,5 @@ final class StoreBackend: Sendable {
                                             object: store, userInfo: userInfo)
         }
         for continuation in streams { continuation.yield(event) }
-    }
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

@@ -48,7 +48,7 @@ final class StoreTable: Sendable {
             if let existing = entry.backend { return existing }
             let backend = try Self.openOrAttach(location, identity: identity, configuration: configuration)
             // Before anything starts: sync, the account watch and a later take-over use the device's parts.
-            backend.state.withLock { $0.owner = device }
+            backend.sync.owner = device
             entry.backend = backend
             entry.releases.removeAll { $0.isFinished }
             entry.releases.append(backend.release)

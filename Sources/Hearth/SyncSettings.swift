@@ -57,6 +57,9 @@ public struct SyncSettings: Sendable {
     public var renewalWindow: Duration = SyncSettings.defaultRenewalWindow
     /// 90 days.
     public static let defaultRenewalWindow: Duration = .seconds(90 * 86_400)
+    /// The engine's clocks, randomness and network: the system's and TLS over TCP, unless a test
+    /// runs its devices on HearthTesting's in-memory network.
+    package var environment: SyncEnvironment = .system
 
     /// Settings with these values; every one has a default.
     public init(isEnabled: Bool = true, accountDirectory: String? = nil, discovery: Discovery = .automatic,
@@ -88,6 +91,7 @@ extension SyncSettings {
         }
         return SyncSetup(accountDirectory: accountDirectory.map { URL(fileURLWithPath: $0) }, discovery: discovery,
                          options: .init(host: listenHost, port: port, heartbeatInterval: heartbeatInterval, timeout: timeout,
-                                        renewalWindow: renewalWindow))
+                                        renewalWindow: renewalWindow),
+                         environment: environment)
     }
 }

@@ -32,7 +32,7 @@ extension StoreBackend {
             return s.storage
         }
         _ = storage
-        state.withLock { $0.owner }?.stores.forget(self)
+        sync.owner?.stores.forget(self)
     }
 }
 

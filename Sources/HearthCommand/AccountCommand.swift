@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HearthCore
+import HearthDaemon
 import HearthIdentity
 
 /// `hearth account …`: the household account this device is signed in to.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HearthCore
+import HearthDaemon
 import HearthIdentity
 
 /// `hearth device …`: the devices of the signed-in account.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hearth
 import HearthCore
+import HearthDaemon
 
 /// `hearth get`: one value, as this device has it.
 struct GetCommand: AsyncParsableCommand {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hearth
 import HearthCore
+import HearthDaemon
 import HearthIdentity
 import Logging
 
@@ -34,7 +35,7 @@ struct GlobalOptions: ParsableArguments {
         return StoreLocation.defaultDataDirectory()
     }
 
-    var accounts: AccountStore { AccountStore(directory: accountDirectory, logger: logger, scrypt: caKeyScrypt) }
+    var accounts: AccountStore { folders.accounts }
 
     /// The scrypt cost of the CA keys the command seals (`account create`, `protect`, joining
     /// with an old cheap bundle): Hearth's standard, or N = 2^10 under
@@ -42,24 +43,21 @@ struct GlobalOptions: ParsableArguments {
     /// (docs/security.md: never for a real account). What is read is bounded the same either way.
     var caKeyScrypt: ScryptParameters { environment["HEARTH_TEST_WEAK_SCRYPT"] == "1" ? .testing : .standard }
 
-    var logger: Logger { logger(defaultLevel: .error) }
-
-    /// The library's logger: `--log-level`, else `$HEARTH_LOG_LEVEL`, else `defaultLevel` (a
+    /// These options and the environment resolved: what the daemon library works with.
+    /// The log level is `--log-level`, else `$HEARTH_LOG_LEVEL`, else each caller's default (a
     /// long-running `serve` or `watch` shows warnings, such as a peer refusing this device's writes).
-    func logger(defaultLevel: Logger.Level) -> Logger {
-        var logger = Logger(label: "hearth")
-        logger.logLevel = (logLevel ?? environment["HEARTH_LOG_LEVEL"]).flatMap(Logger.Level.init(rawValue:)) ?? defaultLevel
-        return logger
+    var folders: DeviceFolders {
+        DeviceFolders(accountDirectory: accountDirectory, storeDataDirectory: storeDataDirectory,
+                      logLevel: (logLevel ?? environment["HEARTH_LOG_LEVEL"]).flatMap(Logger.Level.init(rawValue:)),
+                      caKeyScrypt: caKeyScrypt)
     }
+
+    var logger: Logger { folders.logger }
+
+    func logger(defaultLevel: Logger.Level) -> Logger { folders.logger(defaultLevel: defaultLevel) }
 
     /// The signed-in device identity, or nil when signed out.
-    func currentIdentity() throws -> DeviceIdentity? {
-        do {
-            return try accounts.loadCurrentIdentity()
-        } catch {
-            throw CommandError(.general, "cannot read the account in \(accountDirectory.path): \(error)")
-        }
-    }
+    func currentIdentity() throws -> DeviceIdentity? { try folders.currentIdentity() }
 }
 
 /// How a device finds and accepts peers: every store command takes these, and so does the
@@ -96,20 +94,10 @@ struct PeerOptions: ParsableArguments {
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0-65535") }
     }
 
-    /// These options as command-line words (what the daemon's unit file and its stores are given).
-    var arguments: [String] {
-        ["--listen", listenHost] + peers.flatMap { ["--peer", $0] } + (port.map { ["--port", String($0)] } ?? [])
-            + (renewalWindowDays.map { ["--renewal-window", String($0)] } ?? [])
-    }
-
-    /// The same settings as a store's options, for no particular store.
-    var storeOptions: StoreOptions {
-        // Parsed rather than assigned: an argument parser's option cannot be set from code.
-        do {
-            return try StoreOptions.parse(arguments)
-        } catch {
-            preconditionFailure("options checked by validate() do not parse: \(error)")
-        }
+    /// These options resolved (the renewal window from the environment if not given): what
+    /// the daemon and a store open with.
+    var settings: PeerSettings {
+        PeerSettings(peers: peers, listenHost: listenHost, port: port, renewalWindowDays: Self.renewalWindowDays(renewalWindowDays))
     }
 }
 
@@ -131,26 +119,17 @@ struct StoreOptions: ParsableArguments {
         throw CommandError(.usage, "no store given: pass --store ID (or set HEARTH_STORE_IDENTIFIER)")
     }
 
-    /// The sync settings the command's store opens with.
-    ///
-    /// One-shot commands and `serve`/`watch` ping idle links every 2 s (a dead peer is seen in
-    /// 8 s, and `--wait` stays short); the daemon, always on, keeps the library's sparse
-    /// default (a ping after 30 idle seconds, 90 s to call a silent link dead, TCP keepalive).
-    func syncSettings(_ global: GlobalOptions, sparseHeartbeats: Bool = false) -> SyncSettings {
-        let defaults = SyncSettings()
-        var settings = SyncSettings(accountDirectory: global.accountDirectory.path,
-                                    discovery: peers.isEmpty ? .automatic : .staticPeers(peers),
-                                    listenHost: listenHost, port: port ?? 0,
-                                    heartbeatInterval: sparseHeartbeats ? defaults.heartbeatInterval : .seconds(2),
-                                    timeout: sparseHeartbeats ? defaults.timeout : .seconds(8))
-        settings.renewalWindow = .seconds(PeerOptions.renewalWindowDays(peering.renewalWindowDays) * 86_400)
-        return settings
-    }
+    var settings: PeerSettings { peering.settings }
 
     /// How peers are found, for people.
-    var discoveryDescription: String {
-        peers.isEmpty ? "automatic (Avahi mDNS; $HEARTH_PEERS or the peers file where no daemon runs)"
-            : "static: " + peers.joined(separator: ", ")
+    var discoveryDescription: String { settings.discoveryDescription }
+}
+
+extension StoreAccess {
+    /// The store these options name, for the signed-in account (or the signed-out replica).
+    init(global: GlobalOptions, options: StoreOptions) throws {
+        self.init(folders: global.folders, peering: options.settings, storeIdentifier: try options.identifier(),
+                  identity: try global.currentIdentity())
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HearthDaemon
 import Logging
 
 /// `hearth`: accounts, store values, watching and serving from the command line.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hearth
+import HearthDaemon
 
 /// `hearth list`: every key of a store.
 struct ListCommand: AsyncParsableCommand {

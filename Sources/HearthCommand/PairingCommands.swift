@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HearthCore
+import HearthDaemon
 import HearthDiscovery
 import HearthIdentity
 import HearthPairing

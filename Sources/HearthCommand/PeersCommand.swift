@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hearth
+import HearthDaemon
 import HearthIdentity
 
 /// `hearth peers`: which devices this store is connected to.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hearth
+import HearthDaemon
 
 /// `hearth rm`: removes a key everywhere.
 struct RemoveCommand: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HearthDaemon
 
 /// `hearth serve`: keeps a store synced, as a daemon.
 struct ServeCommand: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HearthCore
+import HearthDaemon
 
 /// Why a long-running command (`watch`, `serve`) stops.
 enum StopReason: Sendable, Equatable {

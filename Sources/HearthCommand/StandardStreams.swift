@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthDaemon
 
 /// Standard output and standard error, written with write(2).
 ///
@@ -66,4 +67,12 @@ func emit(_ line: String) {
 /// Writes a line to stderr: notes for people that scripts reading stdout should not see.
 func note(_ line: String) {
     StandardStreams.write(Array((line + "\n").utf8), to: STDERR_FILENO)
+}
+
+extension DaemonOutput {
+    /// Notes to stderr, output proper to stdout: how the command shows what the daemon
+    /// library has to say.
+    static let standardStreams = DaemonOutput(
+        note: { StandardStreams.write(Array(($0 + "\n").utf8), to: STDERR_FILENO) },
+        emit: { StandardStreams.write(Array(($0 + "\n").utf8), to: STDOUT_FILENO) })
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hearth
 import HearthCore
+import HearthDaemon
 
 /// `hearth status`: the account, the stores on this device, their files and what is pending.
 struct StatusCommand: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import Foundation
 import Hearth
 import HearthCore
+import HearthDaemon
 
 /// One store kept open and syncing until SIGINT, SIGTERM or a closed output (`watch` and
 /// `serve`): a ``HostedStore`` for as long as the command runs.
@@ -13,14 +14,14 @@ struct StoreSession {
     func run() async throws {
         let signals = SignalWaiter()
         let stopper = signals.stopper
-        guard let hosted = try await HostedStore.open(access, label: label, printChanges: printChanges, json: json,
+        guard let hosted = try await HostedStore.open(access, label: label, output: .standardStreams, printChanges: printChanges, json: json,
                                                       shouldStop: { stopper.reason != nil }) else {
             note("\(label): \(stopper.reason.map(Self.describe) ?? "stopped") while waiting for the store; nothing was opened")
             return
         }
         note("\(label) \(access.storeIdentifier) as \(access.whoAmI)"
              + (hosted.syncPort.map { "; listening on port \($0)" } ?? "; not syncing (signed out)")
-             + "; peers: \(access.options.discoveryDescription). Ctrl-C to stop.")
+             + "; peers: \(access.peering.discoveryDescription). Ctrl-C to stop.")
         let reason = await signals.wait()
         // Whoever closed our output does not want to read more, notes included.
         if reason != .outputClosed { note("\(label): \(Self.describe(reason)); saving and closing") }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hearth
+import HearthDaemon
 
 /// How `--value-file` is read.
 enum ValueFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {

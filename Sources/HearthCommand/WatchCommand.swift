@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HearthDaemon
 
 /// `hearth watch`: prints external changes as they happen.
 struct WatchCommand: AsyncParsableCommand {

@@ -45,8 +45,10 @@ package final class SyncMetrics: Sendable {
     package typealias Snapshot = SyncCounters
 
     private let counters = Locked(Snapshot())
+    /// For ``SyncCounters/lastEntriesMoved``: the engine's wall clock.
+    private let clock: SyncClock
 
-    package init() {}
+    package init(clock: SyncClock = .system) { self.clock = clock }
 
     package var snapshot: Snapshot { counters.withLock { $0 } }
 
@@ -70,7 +72,7 @@ package final class SyncMetrics: Sendable {
 
     private func moved(_ n: Int, _ count: (inout Snapshot) -> Void) {
         guard n > 0 else { return }
-        let now = Date()
+        let now = clock.date
         counters.withLock {
             count(&$0)
             $0.lastEntriesMoved = now

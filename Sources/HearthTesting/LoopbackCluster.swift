@@ -46,6 +46,8 @@ public final class LoopbackCluster: Sendable {
     public let ports: [Int]
     /// Which replicas know each other's address (every pair, by default).
     public let topology: Topology
+    /// The in-memory network the replicas sync over; nil: TLS on 127.0.0.1.
+    package let network: InMemoryNetwork?
     /// Each replica's device ID in the throwaway account, hex (as `SyncRefusal.device` and
     /// `hearth device list` show them).
     public let deviceIDs: [String]
@@ -92,17 +94,30 @@ public final class LoopbackCluster: Sendable {
     ///   - logger: where every replica logs (default: warnings and errors to stderr, or the
     ///     level in `HEARTH_LOG_LEVEL`); a ``LogCapture``'s logger lets a test read them.
     /// - Throws: ``LoopbackClusterError`` if the replicas cannot start or connect.
-    public init(replicas: Int = 3, storeIdentifier: String = "com.example.app", topology: Topology = .mesh,
-                heartbeat: Duration = .milliseconds(300), linkTimeout: Duration? = nil, writeBehindDelay: Duration = .milliseconds(100),
-                connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil) async throws {
+    public convenience init(replicas: Int = 3, storeIdentifier: String = "com.example.app", topology: Topology = .mesh,
+                            heartbeat: Duration = .milliseconds(300), linkTimeout: Duration? = nil, writeBehindDelay: Duration = .milliseconds(100),
+                            connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil) async throws {
+        try await self.init(network: nil, replicas: replicas, storeIdentifier: storeIdentifier, topology: topology, heartbeat: heartbeat,
+                            linkTimeout: linkTimeout, writeBehindDelay: writeBehindDelay, connectTimeout: connectTimeout,
+                            clockSkews: clockSkews, logger: logger)
+    }
+
+    /// A cluster whose replicas sync over `network` (``InMemoryNetwork``: no sockets, no TLS,
+    /// the same certificate checks) instead of TLS on 127.0.0.1, when it is given; for tests of
+    /// the sync protocol. Its ports are the in-memory network's.
+    package init(network: InMemoryNetwork?, replicas: Int = 3, storeIdentifier: String = "com.example.app", topology: Topology = .mesh,
+                 heartbeat: Duration = .milliseconds(300), linkTimeout: Duration? = nil, writeBehindDelay: Duration = .milliseconds(100),
+                 connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil) async throws {
         precondition(clockSkews == nil || clockSkews?.count == replicas, "one clock skew per replica")
         precondition(replicas >= 1, "a cluster needs at least one replica")
         precondition(topology.isValid(for: replicas), "the topology links replicas the cluster does not have")
         self.topology = topology
+        self.network = network
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-loopback-\(UUID().uuidString)").path
         rootDirectory = root
         self.storeIdentifier = storeIdentifier
-        let ports = try (0..<replicas).map { _ in try Self.freePort() }
+        let ports = try network.map { network in (0..<replicas).map { _ in network.reservePort() } }
+            ?? (0..<replicas).map { _ in try Self.freePort() }
         self.ports = ports
 
         let logger = logger ?? {
@@ -126,9 +141,10 @@ public final class LoopbackCluster: Sendable {
 
         let configurations = (0..<replicas).map { i in
             let peers = topology.neighbours(of: i, among: replicas).map { "127.0.0.1:\(ports[$0])" }
-            let sync = SyncSettings(accountDirectory: Self.accountDirectory(i, in: root), discovery: .staticPeers(peers),
+            var sync = SyncSettings(accountDirectory: Self.accountDirectory(i, in: root), discovery: .staticPeers(peers),
                                     listenHost: "127.0.0.1", port: ports[i], heartbeatInterval: heartbeat,
                                     timeout: linkTimeout ?? heartbeat * 5)
+            if let network { sync.environment = network.environment() }
             var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/device\(i)/data",
                                                                       writeBehindDelay: writeBehindDelay, sync: sync, logger: logger)
             configuration.clockSkew = clockSkews?[i] ?? .zero

@@ -19,7 +19,20 @@ public func withLoopbackCluster<Result: Sendable>(
     connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil,
     _ body: (LoopbackCluster) async throws -> Result
 ) async throws -> Result {
-    let cluster = try await LoopbackCluster(replicas: replicas, storeIdentifier: storeIdentifier, topology: topology, heartbeat: heartbeat,
+    try await withLoopbackCluster(network: nil, replicas: replicas, storeIdentifier: storeIdentifier, topology: topology, heartbeat: heartbeat,
+                                  linkTimeout: linkTimeout, writeBehindDelay: writeBehindDelay, connectTimeout: connectTimeout,
+                                  clockSkews: clockSkews, logger: logger, body)
+}
+
+/// ``withLoopbackCluster(replicas:storeIdentifier:topology:heartbeat:linkTimeout:writeBehindDelay:connectTimeout:clockSkews:logger:_:)``
+/// on `network` (an ``InMemoryNetwork``: no sockets, no TLS) when it is given.
+package func withLoopbackCluster<Result: Sendable>(
+    network: InMemoryNetwork?, replicas: Int = 3, storeIdentifier: String = "com.example.app", topology: LoopbackCluster.Topology = .mesh,
+    heartbeat: Duration = .milliseconds(300), linkTimeout: Duration? = nil, writeBehindDelay: Duration = .milliseconds(100),
+    connectTimeout: Duration = .seconds(15), clockSkews: [Duration]? = nil, logger: Logger? = nil,
+    _ body: (LoopbackCluster) async throws -> Result
+) async throws -> Result {
+    let cluster = try await LoopbackCluster(network: network, replicas: replicas, storeIdentifier: storeIdentifier, topology: topology, heartbeat: heartbeat,
                                             linkTimeout: linkTimeout, writeBehindDelay: writeBehindDelay, connectTimeout: connectTimeout,
                                             clockSkews: clockSkews, logger: logger)
     do {

@@ -1,5 +1,6 @@
 import Foundation
 @testable import HearthCommand
+import HearthDaemon
 import Hearth
 import HearthCore
 import Testing
@@ -15,7 +16,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = "\(folder)/s.sock"
         let requests = Locked<[String]>([])
-        let server = try ControlServer(path: path)
+        let server = try ControlServer(path: path, note: { _ in })
         defer { server.stop() }
         server.start { line in
             requests.withLock { $0.append(line) }
@@ -32,7 +33,7 @@ import Testing
             return message.contains("\(folder) has mode 755") && message.contains("chmod 700")
         }
         #expect(requests.withLock { $0 } == ["ping"], "the request reached the listener in an open folder")
-        #expect(throws: CommandError.self) { _ = try ControlServer(path: "\(folder)/other.sock") }
+        #expect(throws: CommandError.self) { _ = try ControlServer(path: "\(folder)/other.sock", note: { _ in }) }
 
         // A folder that does not exist: nobody listens, nothing to refuse.
         #expect(try await ControlSocket.exchange("x", with: "\(folder)-missing/s.sock", timeout: .seconds(30)) == .noListener)

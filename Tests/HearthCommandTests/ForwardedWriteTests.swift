@@ -1,5 +1,6 @@
 import Foundation
 @testable import HearthCommand
+import HearthDaemon
 import Hearth
 import HearthCore
 import HearthTestSupport

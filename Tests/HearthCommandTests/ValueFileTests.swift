@@ -1,6 +1,7 @@
 import Foundation
 import Hearth
 @testable import HearthCommand
+import HearthDaemon
 import HearthTestSupport
 import HearthTesting
 import Testing

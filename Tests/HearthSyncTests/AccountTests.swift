@@ -12,9 +12,12 @@ struct AccountTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("hearth-account-\(UUID())").path
     }
 
-    static func open(_ root: String, sync: SyncSettings) throws -> UbiquitousKeyValueStore {
-        try UbiquitousKeyValueStore(storeIdentifier: "com.example.accounts",
-                                    configuration: .init(dataDirectory: "\(root)/data", writeBehindDelay: .milliseconds(50), sync: sync))
+    /// Opens the test store syncing over `network` (no sockets, no TLS).
+    static func open(_ root: String, sync: SyncSettings, network: InMemoryNetwork) throws -> UbiquitousKeyValueStore {
+        var sync = sync
+        sync.environment = network.environment()
+        return try UbiquitousKeyValueStore(storeIdentifier: "com.example.accounts",
+                                           configuration: .init(dataDirectory: "\(root)/data", writeBehindDelay: .milliseconds(50), sync: sync))
     }
 
     @Test("Switching accounts replaces the set wholesale and posts accountChange with the keys that differ; signing out empties it")
@@ -22,9 +25,10 @@ struct AccountTests {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
             let y = try accounts.createAccount(displayName: "Household Y", passphrase: "pw", deviceName: "laptop").account.id
-            let store = try Self.open(root, sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"))
+            let store = try Self.open(root, sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"), network: network)
             cleanup { await store.stopSync(); store.synchronize() }
             #expect(store.accountID == y.hex)
             let events = EventLog(store)
@@ -57,15 +61,16 @@ struct AccountTests {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             // Device A: in the account, with data.
             let accountsA = AccountStore(directory: URL(fileURLWithPath: "\(root)/a/config"), logger: Logger(label: "test"), scrypt: .testing)
             let owner = try accountsA.createAccount(displayName: "Household", passphrase: "pw", deviceName: "A")
-            let portA = try LoopbackCluster.freePort(), portB = try LoopbackCluster.freePort()
+            let portA = network.reservePort(), portB = network.reservePort()
             let a = try Self.open("\(root)/a", sync: SyncSettings(accountDirectory: "\(root)/a/config", discovery: .staticPeers(["127.0.0.1:\(portB)"]),
-                                                                   listenHost: "127.0.0.1", port: portA))
+                                                                   listenHost: "127.0.0.1", port: portA), network: network)
             // Device B: signed out, writes offline.
             let b = try Self.open("\(root)/b", sync: SyncSettings(accountDirectory: "\(root)/b/config", discovery: .staticPeers(["127.0.0.1:\(portA)"]),
-                                                                   listenHost: "127.0.0.1", port: portB))
+                                                                   listenHost: "127.0.0.1", port: portB), network: network)
             cleanup { await a.stopSync(); await b.stopSync() }
             #expect(b.accountID == nil && !b.isSyncing)
             b.set("B's older", forKey: "both")
@@ -92,11 +97,12 @@ struct AccountTests {
         let root = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
             _ = try accounts.createAccount(displayName: "Household", passphrase: "pw", deviceName: "alone")
             var settings = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
             settings.discardWritesBeforeInitialSync = true
-            let store = try Self.open(root, sync: settings)
+            let store = try Self.open(root, sync: settings, network: network)
             cleanup { await store.stopSync() }
             let events = EventLog(store)
             store.set("too early", forKey: "k")

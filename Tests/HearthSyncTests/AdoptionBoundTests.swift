@@ -12,6 +12,13 @@ import Testing
 /// name (the live attack is `StoreAdoptionTests`).
 @Suite("Stores a peer makes a daemon take up")
 struct AdoptionBoundTests {
+    /// `settings` on an in-memory network of their own: the tests need a running engine, no sockets.
+    static func inMemory(_ settings: SyncSettings) -> SyncSettings {
+        var settings = settings
+        settings.environment = InMemoryNetwork().environment()
+        return settings
+    }
+
     @Test("At most 16 per peer, in memory (no file), one warning per peer a minute; another peer has its own 16; a store a local app claims, or a second member serves, frees a slot")
     func boundPerPeer() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-bound-\(UUID())").path
@@ -20,7 +27,7 @@ struct AdoptionBoundTests {
         _ = try accounts.createAccount(displayName: "Bound", passphrase: "pw", deviceName: "daemon")
         let logs = LogCapture()
         let configuration = UbiquitousKeyValueStore.Configuration(
-            dataDirectory: "\(root)/data", sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"),
+            dataDirectory: "\(root)/data", sync: Self.inMemory(SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")),
             logger: logs.logger("daemon"))
         let opened = Locked<[String]>([])
         let sync = try #require(try DeviceSync.start(configuration: configuration) { identifier in
@@ -69,7 +76,7 @@ struct AdoptionBoundTests {
         _ = try accounts.createAccount(displayName: "Bound", passphrase: "pw", deviceName: "daemon")
         let configuration = UbiquitousKeyValueStore.Configuration(
             dataDirectory: "\(root)/data", writeBehindDelay: .milliseconds(10),
-            sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"))
+            sync: Self.inMemory(SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")))
         func start() throws -> DeviceSync {
             try #require(try DeviceSync.start(configuration: configuration) { identifier in
                 try? UbiquitousKeyValueStore(storeIdentifier: identifier, configuration: configuration)

@@ -18,10 +18,11 @@ struct CertificateRenewalTests {
     /// `timeout`: how long a silent link lives; a hostile peer sends no pings, so one whose link
     /// must stay up gets a long one.
     static func engine(_ identity: DeviceIdentity, authority: AccountAuthority? = nil,
-                       timeout: Duration = .seconds(3), logger: Logger = Logger(label: "test")) async throws -> (SyncEngine, Int) {
+                       timeout: Duration = .seconds(3), logger: Logger = Logger(label: "test"), network: InMemoryNetwork? = nil) async throws -> (SyncEngine, Int) {
         let replica = MemoryReplica(storeIdentifier: store, replica: Replica(id: .random(boundTo: identity.deviceID.data)))
         let engine = try SyncEngine(identity: identity, replica: replica,
-                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: timeout), logger: logger)
+                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: timeout),
+                                    environment: network?.environment() ?? .system, logger: logger)
         engine.authority = authority
         return (engine, try await engine.start())
     }
@@ -71,12 +72,13 @@ struct CertificateRenewalTests {
     @Test("Without the unlocked CA nothing is issued; unlocking it later answers the request already made")
     func waitsForUnlock() async throws {
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let authority = try AccountAuthority.create(displayName: "Renewal household")
             let a = try authority.makeDevice(named: "A")
             let b = try Self.device(authority, "B", expiringIn: 10)
             let logsA = LogCapture()
-            let (engineA, portA) = try await Self.engine(a, logger: logsA.logger("A"))
-            let (engineB, _) = try await Self.engine(b)
+            let (engineA, portA) = try await Self.engine(a, logger: logsA.logger("A"), network: network)
+            let (engineB, _) = try await Self.engine(b, network: network)
             cleanup { await engineA.stop(); await engineB.stop() }
             engineB.addPeer(host: "127.0.0.1", port: portA)
             // Awaited, not slept: A has B's request, and leaves it unanswered while the CA is locked.
@@ -92,12 +94,13 @@ struct CertificateRenewalTests {
     @Test("A peer that is not due gets nothing, and a certificate for another key or from another CA is ignored")
     func noRenewalAtWill() async throws {
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let authority = try AccountAuthority.create(displayName: "Renewal household")
             let a = try authority.makeDevice(named: "A")
-            let (engineA, portA) = try await Self.engine(a, authority: authority)
+            let (engineA, portA) = try await Self.engine(a, authority: authority, network: network)
             cleanup { await engineA.stop() }
             // A member far from expiry asks anyway.
-            let member = HostilePeer(identity: try authority.makeDevice(named: "eager"), storeIdentifier: Self.store)
+            let member = HostilePeer(identity: try authority.makeDevice(named: "eager"), storeIdentifier: Self.store, network: network)
             let link = try await member.connect(port: portA)
             try link.send(try member.greeting())
             try link.send(.renew)
@@ -106,9 +109,9 @@ struct CertificateRenewalTests {
 
             // B, due, is sent certificates it must not take.
             let b = try Self.device(authority, "B", expiringIn: 10)
-            let (engineB, portB) = try await Self.engine(b, timeout: .seconds(90))
+            let (engineB, portB) = try await Self.engine(b, timeout: .seconds(90), network: network)
             cleanup { await engineB.stop() }
-            let sender = HostilePeer(identity: try authority.makeDevice(named: "sender"), storeIdentifier: Self.store)
+            let sender = HostilePeer(identity: try authority.makeDevice(named: "sender"), storeIdentifier: Self.store, network: network)
             let toB = try await sender.connect(port: portB)
             try toB.send(try sender.greeting())
             let otherKey = try authority.makeDevice(named: "B").certificate
@@ -124,6 +127,7 @@ struct CertificateRenewalTests {
     @Test("A device whose certificate expired (it stopped renewing, or was removed) keeps its earlier writes: a relay hands them to a newcomer, which takes them and refuses one stamped after the expiry")
     func expiredSignerKeepsEarlierWrites() async throws {
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let authority = try AccountAuthority.create(displayName: "Renewal household")
             let now = Date()
             // (Within the account's first hour: its CA is backdated by an hour.)
@@ -131,15 +135,15 @@ struct CertificateRenewalTests {
                                                    notAfter: now.addingTimeInterval(-20 * 60))
             let newcomerIdentity = try authority.makeDevice(named: "newcomer")
             let replica = MemoryReplica(storeIdentifier: Self.store, replica: Replica(id: .random(boundTo: newcomerIdentity.deviceID.data)))
-            let newcomer = try SyncEngine(identity: newcomerIdentity, replica: replica, options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
+            let newcomer = try SyncEngine(identity: newcomerIdentity, replica: replica, options: .init(host: "127.0.0.1"), environment: network.environment(), logger: Logger(label: "test"))
             let port = try await newcomer.start()
             cleanup { await newcomer.stop() }
-            let writer = HostilePeer(identity: retired, storeIdentifier: Self.store)
+            let writer = HostilePeer(identity: retired, storeIdentifier: Self.store, network: network)
             let origin = writer.origin()
             let nowMilliseconds = UInt64(now.timeIntervalSince1970 * 1000)
             let early = try writer.entry("early", .string("while valid"), origin: origin, sequence: 1, at: nowMilliseconds - 40 * 60_000)
             let late = try writer.entry("late", .string("after expiry"), origin: origin, sequence: 2, at: nowMilliseconds - 10 * 60_000)
-            let relay = HostilePeer(identity: try authority.makeDevice(named: "relay"), storeIdentifier: Self.store)
+            let relay = HostilePeer(identity: try authority.makeDevice(named: "relay"), storeIdentifier: Self.store, network: network)
             let link = try await relay.connect(port: port)
             try link.send(try relay.greeting())
             try link.send(.delta(.init(store: Self.store, entries: [early, late], certificates: [Data(retired.certificate.derEncoded)],

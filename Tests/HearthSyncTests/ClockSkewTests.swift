@@ -8,7 +8,7 @@ import Testing
 struct ClockSkewTests {
     @Test("B's clock an hour behind A's: B applies A's write, writes the key, and B's write wins everywhere")
     func hourBehind() async throws {
-        try await withLoopbackCluster(replicas: 2, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout, clockSkews: [.zero, .seconds(-3600)]) { cluster in
             let (a, b) = (cluster[0], cluster[1])
             try await cluster.waitUntilConnected()
@@ -23,7 +23,7 @@ struct ClockSkewTests {
 
     @Test("A peer whose clock is a year ahead cannot pin a key: its writes are refused")
     func yearAhead() async throws {
-        try await withLoopbackCluster(replicas: 3, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 3, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout, clockSkews: [.zero, .zero, .seconds(365 * 86_400)]) { cluster in
             let (a, b, future) = (cluster[0], cluster[1], cluster[2])
             await eventually("A and B to connect") { a.connectedPeerCount >= 1 && b.connectedPeerCount >= 1 }

@@ -14,14 +14,17 @@ final class MultiStoreDevices: Sendable {
     let root: String
     let ports: [Int]
     let accountDirectories: [String]
+    /// The in-memory network the devices sync over; nil: TLS on 127.0.0.1 (to count sockets).
+    let network: InMemoryNetwork?
     private let opened = Locked<[UbiquitousKeyValueStore]>([])
 
-    init(count: Int) throws {
+    init(count: Int, network: InMemoryNetwork? = nil) throws {
+        self.network = network
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-devices-\(UUID())").path
         let accountDirectories = (0..<count).map { "\(root)/config\($0)" }
         self.root = root
         self.accountDirectories = accountDirectories
-        ports = try (0..<count).map { _ in try LoopbackCluster.freePort() }
+        ports = try network.map { network in (0..<count).map { _ in network.reservePort() } } ?? (0..<count).map { _ in try LoopbackCluster.freePort() }
         let owner = AccountStore(directory: URL(fileURLWithPath: accountDirectories[0]), logger: Logger(label: "test"), scrypt: .testing)
         let account = try owner.createAccount(displayName: "Stores", passphrase: "p", deviceName: "device-0")
         let bundle = try owner.exportJoinBundle(account.account.id)
@@ -33,10 +36,11 @@ final class MultiStoreDevices: Sendable {
     /// Opens `store` on device `device` (every store of a device has the same sync settings).
     func open(_ store: String, on device: Int, heartbeat: Duration = .milliseconds(300)) throws -> UbiquitousKeyValueStore {
         let peers = ports.indices.filter { $0 != device }.map { "127.0.0.1:\(ports[$0])" }
-        let sync = SyncSettings(accountDirectory: accountDirectories[device], discovery: .staticPeers(peers),
+        var sync = SyncSettings(accountDirectory: accountDirectories[device], discovery: .staticPeers(peers),
                                 listenHost: "127.0.0.1", port: ports[device], heartbeatInterval: heartbeat,
                                 // Generous: on a loaded machine a short timeout drops links the tests count.
                                 timeout: max(heartbeat * 10, .seconds(20)))
+        if let network { sync.environment = network.environment() }
         let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/data\(device)",
                                                                   writeBehindDelay: .milliseconds(100), sync: sync)
         let opened = try UbiquitousKeyValueStore(storeIdentifier: store, configuration: configuration)
@@ -141,7 +145,7 @@ struct DeviceEngineTests {
     @Test("A store one device serves and the other does not: ignored cleanly, the others sync; opened later, it syncs on the same link")
     func storeOnOneDeviceOnly() async throws {
         try await withCleanup { cleanup in
-            let devices = try MultiStoreDevices(count: 2)
+            let devices = try MultiStoreDevices(count: 2, network: InMemoryNetwork())
             cleanup { await devices.shutdown() }
             let shared = try devices.open("com.example.shared", on: 0)
             let lonely = try devices.open("com.example.lonely", on: 0)
@@ -192,7 +196,7 @@ struct DeleteConfirmationTests {
     @Test("A delete made on the device that received the value is confirmed by the writer, which collects the tombstone at once")
     func deleteIsConfirmed() async throws {
         try await withCleanup { cleanup in
-            let devices = try MultiStoreDevices(count: 2)
+            let devices = try MultiStoreDevices(count: 2, network: InMemoryNetwork())
             cleanup { await devices.shutdown() }
             let a = try devices.open("com.example.deletes", on: 0)
             let b = try devices.open("com.example.deletes", on: 1)

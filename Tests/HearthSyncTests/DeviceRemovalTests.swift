@@ -26,12 +26,12 @@ struct DeviceRemovalTests {
     /// `timeout`: how long a silent link lives. A hostile peer of these tests sends no pings, so
     /// one whose link must stay up gets a long one (3 s was overrun under load, and the link dropped).
     static func engine(_ identity: DeviceIdentity, removals: DeviceRemovals? = nil, timeout: Duration = .seconds(3),
-                       logger: Logger = Logger(label: "test")) async throws -> (SyncEngine, MemoryReplica, Int) {
+                       logger: Logger = Logger(label: "test"), network: InMemoryNetwork? = nil) async throws -> (SyncEngine, MemoryReplica, Int) {
         let replica = MemoryReplica(storeIdentifier: store, replica: Replica(id: .random(boundTo: identity.deviceID.data)))
         let engine = try SyncEngine(identity: identity, replica: replica,
                                     options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: timeout,
                                                    maximumBackoff: .milliseconds(500)),
-                                    removals: removals, logger: logger)
+                                    removals: removals, environment: network?.environment() ?? .system, logger: logger)
         let port = try await engine.start()
         return (engine, replica, port)
     }
@@ -39,11 +39,12 @@ struct DeviceRemovalTests {
     @Test("Removed on A: within 2 s B closes the phone's connection and refuses its handshakes; its later writes reach no one, its earlier ones stay")
     func removalPropagates() async throws {
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let home = try Household()
             let (a, b, phone) = (try home.device("A"), try home.device("B"), try home.device("phone"))
-            let (engineA, replicaA, portA) = try await Self.engine(a)
-            let (engineB, replicaB, portB) = try await Self.engine(b)
-            let (engineP, replicaP, _) = try await Self.engine(phone)
+            let (engineA, replicaA, portA) = try await Self.engine(a, network: network)
+            let (engineB, replicaB, portB) = try await Self.engine(b, network: network)
+            let (engineP, replicaP, _) = try await Self.engine(phone, network: network)
             cleanup { await engineA.stop(); await engineB.stop(); await engineP.stop() }
             engineA.addPeer(host: "127.0.0.1", port: portB)
             engineP.addPeer(host: "127.0.0.1", port: portA)
@@ -91,10 +92,11 @@ struct DeviceRemovalTests {
     @Test("A device offline during the removal hears of it from a member that did not make it, and then refuses the phone")
     func offlineDeviceLearnsThroughRelay() async throws {
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let home = try Household()
             let (a, b, c, phone) = (try home.device("A"), try home.device("B"), try home.device("C"), try home.device("phone"))
-            let (engineA, _, portA) = try await Self.engine(a)
-            let (engineB, _, portB) = try await Self.engine(b)
+            let (engineA, _, portA) = try await Self.engine(a, network: network)
+            let (engineB, _, portB) = try await Self.engine(b, network: network)
             cleanup { await engineA.stop(); await engineB.stop() }
             engineA.addPeer(host: "127.0.0.1", port: portB)
             await eventually("A and B connected") { engineA.connectedPeers.contains(b.deviceID) }
@@ -104,11 +106,11 @@ struct DeviceRemovalTests {
             _ = portA
 
             // C was away; it comes back knowing only B, then the phone dials it.
-            let (engineC, replicaC, portC) = try await Self.engine(c)
+            let (engineC, replicaC, portC) = try await Self.engine(c, network: network)
             cleanup { await engineC.stop() }
             engineC.addPeer(host: "127.0.0.1", port: portB)
             await eventually("C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
-            let (engineP, replicaP, _) = try await Self.engine(phone)
+            let (engineP, replicaP, _) = try await Self.engine(phone, network: network)
             cleanup { await engineP.stop() }
             try replicaP.write(.string("from the removed phone"), forKey: "late")
             engineP.addPeer(host: "127.0.0.1", port: portC)
@@ -168,18 +170,19 @@ struct DeviceRemovalTests {
     @Test("A member that does not know of the removal relays the phone's writes: the receiver takes those from before the removal and refuses the later ones")
     func relayedEntriesOfRemovedSigner() async throws {
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let home = try Household()
             let (c, phone, relay) = (try home.device("C"), try home.device("phone"), try home.device("relay"))
             let removal = try home.authority.removal(of: phone.deviceID, named: "phone")
             let removals = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
             removals.merge([removal])
-            let (engineC, replicaC, portC) = try await Self.engine(c, removals: removals, timeout: .seconds(90))
+            let (engineC, replicaC, portC) = try await Self.engine(c, removals: removals, timeout: .seconds(90), network: network)
             cleanup { await engineC.stop() }
 
             // The relay speaks the frames itself, so it can hand over the phone's entries as is; its
             // hello carries no removals digest, as an older build's would not.
-            let relayPeer = HostilePeer(identity: relay, storeIdentifier: Self.store)
-            let phoneAsWriter = HostilePeer(identity: phone, storeIdentifier: Self.store)
+            let relayPeer = HostilePeer(identity: relay, storeIdentifier: Self.store, network: network)
+            let phoneAsWriter = HostilePeer(identity: phone, storeIdentifier: Self.store, network: network)
             let origin = phoneAsWriter.origin()
             let before = try phoneAsWriter.entry("early", .string("before"), origin: origin, sequence: 1, at: removal.removedAt - 1000)
             let after = try phoneAsWriter.entry("late", .string("after"), origin: origin, sequence: 2, at: removal.removedAt + 1000)

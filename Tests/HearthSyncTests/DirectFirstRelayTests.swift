@@ -28,7 +28,7 @@ struct DirectFirstRelayTests {
     @Test("In a full mesh of 5, a change crosses its writer's 4 links, not all 20 directed links")
     func meshCarriesEachChangeOnce() async throws {
         let capture = LogCapture()
-        try await withLoopbackCluster(replicas: 5, linkTimeout: UnderLoad.linkTimeout, connectTimeout: UnderLoad.connectTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 5, linkTimeout: UnderLoad.linkTimeout, connectTimeout: UnderLoad.connectTimeout,
                                       logger: capture.logger("hearth")) { cluster in
             try await cluster.waitUntilConnected()
             await Self.waitForFullLinks(capture, devices: 5)

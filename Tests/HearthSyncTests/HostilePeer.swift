@@ -14,11 +14,14 @@ import Testing
 struct HostilePeer: Sendable {
     let identity: DeviceIdentity
     let storeIdentifier: String
+    /// Where it dials: the in-memory network of the devices under test, or TLS on 127.0.0.1 (nil).
+    var network: InMemoryNetwork?
 
     /// A member with an identity made by the test (e.g. with the account's authority).
-    init(identity: DeviceIdentity, storeIdentifier: String) {
+    init(identity: DeviceIdentity, storeIdentifier: String, network: InMemoryNetwork? = nil) {
         self.identity = identity
         self.storeIdentifier = storeIdentifier
+        self.network = network
     }
 
     /// Joins the account of the device whose account directory is `accountDirectory`, as a
@@ -38,13 +41,18 @@ struct HostilePeer: Sendable {
     init(joining cluster: LoopbackCluster, name: String = "rogue") throws {
         try self.init(joining: cluster.accountDirectory(for: 0), root: cluster.rootDirectory, storeIdentifier: cluster.storeIdentifier,
                       passphrase: cluster.accountPassphrase, name: name)
+        network = cluster.network
     }
 
-    /// Connects over mutual TLS to the device listening on `port` (nothing is sent yet). With
+    /// Connects over mutual TLS (or ``network``) to the device listening on `port` (nothing is sent yet). With
     /// `reading: false` nothing it sends is ever read: a peer that lets the honest end's
     /// writes pile up.
     func connect(port: Int, reading: Bool = true) async throws -> HostileLink {
-        HostileLink(try await PeerTransport(identity: identity, logger: Logger(label: "test")).connect(host: "127.0.0.1", port: port), reading: reading)
+        if let network {
+            let endpoint = try network.maker(PeerNetworkSetup(identity: identity, removals: nil, removalNotice: nil, logger: Logger(label: "test")))
+            return HostileLink(try await endpoint.dial(host: "memory", port: port, expecting: nil), reading: reading)
+        }
+        return HostileLink(try await PeerTransport(identity: identity, logger: Logger(label: "test")).connect(host: "127.0.0.1", port: port), reading: reading)
     }
 
     /// A hello listing `stores` (by default this peer's store) with the digest of `vector`; the
@@ -90,7 +98,11 @@ final class HostileLink: Sendable {
     private let unwritten = Locked(0)
     private let task: Task<Void, Never>
 
-    init(_ connection: PeerConnection, reading: Bool = true) {
+    convenience init(_ link: any PeerLink, reading: Bool = true) {
+        self.init(opened: link, reading: reading)
+    }
+
+    init<Link: PeerLink>(opened connection: Link, reading: Bool) {
         let (stream, outgoing) = AsyncStream<[UInt8]>.makeStream()
         self.outgoing = outgoing
         let received = self.received
@@ -101,7 +113,7 @@ final class HostileLink: Sendable {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await payload in stream {
-                            try await outbound.write(ByteBuffer(bytes: payload))
+                            try await outbound.writeFrames([ByteBuffer(bytes: payload)])
                             unwritten.withLock { $0 -= 1 }
                         }
                     }

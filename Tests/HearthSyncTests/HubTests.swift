@@ -26,6 +26,7 @@ struct HubTests {
 
     @Test("C serves two stores through its store provider: A writes them and leaves, D joins, reaches only C, and gets both")
     func hubRelaysStoresItNeverOpened() async throws {
+        let network = InMemoryNetwork()
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), logger: Logger(label: "test"), scrypt: .testing)
@@ -36,12 +37,12 @@ struct HubTests {
         let stores = ["com.example.notes", "com.example.todo"]
 
         // C opens nothing: its provider makes a replica for any store a peer serves.
-        let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), logger: Logger(label: "test"))
+        let hub = try SyncEngine(identity: c, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), environment: network.environment(), logger: Logger(label: "test"))
         let provided = Self.provideAnyStore(hub)
         let hubPort = try await hub.start()
         #expect(hub.storeIdentifiers.isEmpty)
 
-        let writer = try SyncEngine(identity: a, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), logger: Logger(label: "test"))
+        let writer = try SyncEngine(identity: a, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), environment: network.environment(), logger: Logger(label: "test"))
         let written = stores.map { MemoryReplica(storeIdentifier: $0, replica: Replica(id: .random(boundTo: a.deviceID.data))) }
         for replica in written { try writer.attach(replica) }
         try await writer.start()
@@ -55,7 +56,7 @@ struct HubTests {
         await writer.stop()
 
         // D opens the two stores, empty, and only knows C.
-        let newcomer = try SyncEngine(identity: d, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), logger: Logger(label: "test"))
+        let newcomer = try SyncEngine(identity: d, options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3)), environment: network.environment(), logger: Logger(label: "test"))
         let received = stores.map { MemoryReplica(storeIdentifier: $0) }
         for replica in received { try newcomer.attach(replica) }
         try await newcomer.start()
@@ -78,6 +79,7 @@ struct HubTests {
 
     @Test("Without a store provider, a store a peer serves is not taken up")
     func noProviderNoStore() async throws {
+        let network = InMemoryNetwork()
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-hub-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let owner = AccountStore(directory: URL(fileURLWithPath: "\(root)/a"), logger: Logger(label: "test"), scrypt: .testing)
@@ -86,9 +88,9 @@ struct HubTests {
         let c = try AccountStore(directory: URL(fileURLWithPath: "\(root)/c"), logger: Logger(label: "test"), scrypt: .testing).importJoinBundle(bundle, passphrase: "p", deviceName: "C")
         let logs = LogCapture()
         let other = try SyncEngine(identity: c, replica: MemoryReplica(storeIdentifier: "com.example.other"), options: .init(host: "127.0.0.1"),
-                                   logger: logs.logger("hub"))
+                                   environment: network.environment(), logger: logs.logger("hub"))
         let port = try await other.start()
-        let writer = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "com.example.notes"), options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
+        let writer = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "com.example.notes"), options: .init(host: "127.0.0.1"), environment: network.environment(), logger: Logger(label: "test"))
         try await writer.start()
         writer.addPeer(host: "127.0.0.1", port: port)
         // Both ends: each registers its session after the other's hello, so one can be first by far

@@ -6,22 +6,29 @@ import HearthSync
 /// A `SyncReplica` in memory, for driving a ``SyncEngine`` without a store: the product's
 /// ``SyncedReplica`` (every admission rule the store applies: quotas, signer shares, held-back
 /// entries, origin and device bounds) behind a lock, without the store's file and notifications.
-/// `observer` hears of calls as they happen, to catch the engine at a given moment.
+/// `observer` hears of calls as they happen, to catch the engine at a given moment; `wall` is
+/// its clock (the system's by default, plus `clockSkewMilliseconds`), `applied` hears of each
+/// delta applied.
 final class MemoryReplica: SyncReplica {
     enum Call: Sendable { case winningEntries(count: Int), wallAfterWinners, applyRemote(count: Int) }
 
     let storeIdentifier: String
     private let state: Locked<(synced: SyncedReplica, handler: (@Sendable () -> Void)?, sawWinners: Bool)>
     private let observer: @Sendable (Call) -> Void
-    /// Added to the system clock: a device whose clock is wrong.
+    /// Added to `wall`: a device whose clock is wrong.
     private let skew: Int64
+    private let wall: @Sendable () -> UInt64
+    private let applied: @Sendable () -> Void
 
     init(storeIdentifier: String, replica: Replica = Replica(), clockSkewMilliseconds: Int64 = 0,
-         observer: @escaping @Sendable (Call) -> Void = { _ in }) {
+         observer: @escaping @Sendable (Call) -> Void = { _ in },
+         wall: @escaping @Sendable () -> UInt64 = { HybridLogicalClock.wallMilliseconds() }, applied: @escaping @Sendable () -> Void = {}) {
         self.storeIdentifier = storeIdentifier
         state = Locked((SyncedReplica(replica), nil, false))
         skew = clockSkewMilliseconds
         self.observer = observer
+        self.wall = wall
+        self.applied = applied
     }
 
     var replica: Replica { state.withLock { $0.synced.replica } }
@@ -53,7 +60,7 @@ final class MemoryReplica: SyncReplica {
 
     /// The clock for this replica's own use, which the observer does not hear of.
     private func now() -> UInt64 {
-        UInt64(clamping: Int64(clamping: HybridLogicalClock.wallMilliseconds()) &+ skew)
+        UInt64(clamping: Int64(clamping: wall()) &+ skew)
     }
 
     var syncVector: VersionVector { state.withLock { $0.synced.vector } }
@@ -78,7 +85,9 @@ final class MemoryReplica: SyncReplica {
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         observer(.applyRemote(count: entries.count))
         let wall = now()
-        return state.withLock { $0.synced.applyRemote(entries, heldBack: heldBack, wall: wall) }
+        let result = state.withLock { $0.synced.applyRemote(entries, heldBack: heldBack, wall: wall) }
+        applied()
+        return result
     }
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }

@@ -9,7 +9,7 @@ import Testing
 struct PartitionTests {
     @Test("Deletes during a partition do not resurrect after healing, and tombstones are then collected")
     func deletesSurvivePartition() async throws {
-        try await withLoopbackCluster(replicas: 3, storeIdentifier: "com.example.partition", linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 3, storeIdentifier: "com.example.partition", linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let (a, b, c) = (cluster[0], cluster[1], cluster[2])
             try await cluster.waitUntilConnected()
@@ -54,7 +54,7 @@ struct PartitionTests {
     func returningDeviceMeetsNewcomer() async throws {
         // B meets D and, later, S; S and D never meet until D comes back, and then only each other.
         let (b, d, s) = (0, 1, 2)
-        try await withLoopbackCluster(replicas: 3, storeIdentifier: "com.example.returning", topology: .links([(b, d), (b, s)]),
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 3, storeIdentifier: "com.example.returning", topology: .links([(b, d), (b, s)]),
                                       linkTimeout: UnderLoad.linkTimeout, connectTimeout: UnderLoad.connectTimeout) { cluster in
             let stores = cluster.stores
             await stores[s].stopSync()                           // S leaves before anything is written
@@ -89,7 +89,7 @@ struct PartitionTests {
 
     @Test("Reconnecting after 1 key of 1,000 changed sends one entry, not the store")
     func reconnectDelta() async throws {
-        try await withLoopbackCluster(replicas: 2, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let (a, b) = (cluster[0], cluster[1])
             try await cluster.waitUntilConnected()

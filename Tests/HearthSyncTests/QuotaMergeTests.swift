@@ -8,7 +8,7 @@ import Testing
 struct QuotaMergeTests {
     @Test("Offline writes that together exceed the quota still merge identically; then only shrinking writes pass")
     func mergeOverQuota() async throws {
-        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.quota", linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.quota", linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let (a, b) = (cluster[0], cluster[1])
             try await cluster.waitUntilConnected()

@@ -10,7 +10,7 @@ struct RandomizedTests {
     func sixReplicas() async throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["HEARTH_TEST_SEED"] ?? "") ?? UInt64.random(in: 0..<1_000_000)
         var rng = SplitMix64(seed: seed)
-        try await withLoopbackCluster(replicas: 6, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 6, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()
             var offline = Set<Int>()

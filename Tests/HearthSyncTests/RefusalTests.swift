@@ -37,7 +37,7 @@ struct RefusalTests {
 
     @Test("Point 2: an entry nested too deep is refused alone; the rest of the delta and later writes apply; the link stays up")
     func tooDeepRefusedAlone() async throws {
-        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 1, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let peer = try HostilePeer(joining: cluster)
             let link = try await peer.connect(port: cluster.ports[0])
@@ -67,7 +67,7 @@ struct RefusalTests {
 
     @Test("Point 2: two devices, one holding an entry 300 deep planted in its file, still exchange every later write")
     func plantedEntryBetweenDevices() async throws {
-        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.planted") { cluster in
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.planted") { cluster in
             try cluster.write("A", forKey: "a", on: 0)
             try await cluster.waitUntilConverged(expected: ["a": "A"])
             try await cluster.restart(0) { data in
@@ -86,7 +86,7 @@ struct RefusalTests {
     @Test("Point 4: keys that differ only in Unicode normalisation stay two keys across sync")
     func exactKeysOverTheWire() async throws {
         let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
-        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.keys") { cluster in
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.keys") { cluster in
             try cluster.write("composed", forKey: composed, on: 0)
             try cluster.write("decomposed", forKey: decomposed, on: 0)
             await eventually("both keys on replica 1") { cluster[1].keys.count == 2 }
@@ -102,7 +102,7 @@ struct RefusalTests {
         let capture = LogCapture()
         // Heartbeats of a second (links dead after 5 s): a loaded machine does not drop links, so
         // a reconnection below can only be a refusal loop.
-        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.clock", heartbeat: .seconds(1),
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.clock", heartbeat: .seconds(1),
                                       clockSkews: [.seconds(2 * 86_400), .zero], logger: capture.logger("hearth")) { cluster in
             let ahead = cluster.deviceIDs[0], honest = cluster.deviceIDs[1]
             try cluster.write("from the future", forKey: "early", on: 0)
@@ -170,15 +170,17 @@ struct RefusalTests {
         // A holds many entries, so that B spends a while verifying them.
         var replica = Replica(id: .random(boundTo: a.deviceID.data))
         for i in 0..<3000 { replica.write(.integer(Int64(i)), forKey: StoreKey("k\(i)")) }
+        let network = InMemoryNetwork()
         let sender = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "s", replica: replica),
-                                    options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
+                                    options: .init(host: "127.0.0.1"), environment: network.environment(), logger: Logger(label: "test"))
         let events = Locked<[MemoryReplica.Call]>([])
         let verifying = AsyncStream<Void>.makeStream()
         let receiverReplica = MemoryReplica(storeIdentifier: "s") { call in
             events.withLock { $0.append(call) }
             if case .winningEntries(let count) = call, count == 3000 { verifying.continuation.yield() }
         }
-        let receiver = try SyncEngine(identity: b, replica: receiverReplica, options: .init(host: "127.0.0.1"), logger: Logger(label: "test"))
+        let receiver = try SyncEngine(identity: b, replica: receiverReplica, options: .init(host: "127.0.0.1"), environment: network.environment(),
+                                      logger: Logger(label: "test"))
         let port = try await sender.start()
         try await receiver.start()
         receiver.addPeer(host: "127.0.0.1", port: port)

@@ -11,7 +11,7 @@ import Testing
 struct RelayTests {
     @Test("A line A–B–C: A's write reaches C, which verified A's signature")
     func line() async throws {
-        try await withLoopbackCluster(replicas: 3, topology: .line, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 3, topology: .line, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()
             let (a, c) = (cluster[0], cluster[2])
@@ -34,7 +34,7 @@ struct RelayTests {
 
     @Test("A relay restarted while the origin is away still proves the origin's entries to a newcomer")
     func relayAfterRestart() async throws {
-        try await withLoopbackCluster(replicas: 3, topology: .line, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 3, topology: .line, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()
             let (a, b, c) = (cluster[0], cluster[1], cluster[2])
@@ -54,7 +54,7 @@ struct RelayTests {
 
     @Test("Five peers write the same key at once: every replica ends with the same winner")
     func concurrentWriters() async throws {
-        try await withLoopbackCluster(replicas: 5, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 5, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()
             for round in 0..<5 {

@@ -11,7 +11,7 @@ struct RestartSoakTests {
     func restartsAndPartitions() async throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["HEARTH_TEST_SEED"] ?? "") ?? UInt64.random(in: 0..<1_000_000)
         var rng = SplitMix64(seed: seed)
-        try await withLoopbackCluster(replicas: 4, storeIdentifier: "com.example.soak") { cluster in
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 4, storeIdentifier: "com.example.soak") { cluster in
             var isolated = Set<Int>()
             var restarts = 0
             for step in 0..<800 {

@@ -7,7 +7,7 @@ import Testing
 struct RestartTests {
     @Test("Replicas that stop and resume sync reconnect to everyone")
     func stopResume() async throws {
-        try await withLoopbackCluster(replicas: 3, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 3, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()
             for round in 0..<3 {
@@ -52,7 +52,7 @@ extension RestartTests {
     /// and a watching peer saw the write as a serverChange after an empty first sync.
     @Test("A store opened with sync paused syncs nothing until resumed, then its write reaches a new peer as its initial sync")
     func pausedStart() async throws {
-        try await withLoopbackCluster(replicas: 2, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let name = "com.example.paused"
             var paused = cluster.configuration(for: 0)

@@ -39,7 +39,7 @@ struct SessionStateTests {
     @Test("Equal hello digests: the store is ready at once, the first download is done, and nothing is owed")
     func equalDigests() {
         let ours = Self.vector([Self.a: 5])
-        var state = State()
+        var state = State(now: .now)
         state.helloSent(listing: ["notes"])
         state.greet(Self.hello([Self.listing("notes", ours)]), removalsDigest: nil)
         let effects = state.open("notes", named: "notes", listed: Self.listing("notes", ours), ours: Self.listing("notes", ours),
@@ -53,7 +53,7 @@ struct SessionStateTests {
     @Test("Equal digests mean nothing if our hello did not list the store: our state is owed")
     func equalDigestsUnlisted() {
         let ours = Self.vector([Self.a: 5])
-        var state = State()
+        var state = State(now: .now)
         state.helloSent(listing: [])
         state.greet(Self.hello([Self.listing("notes", ours)]), removalsDigest: nil)
         let effects = state.open("notes", named: "notes", listed: Self.listing("notes", ours), ours: Self.listing("notes", ours),
@@ -67,7 +67,7 @@ struct SessionStateTests {
     func differentDigests() throws {
         let ours = Self.vector([Self.a: 5])
         let theirs = Self.vector([Self.a: 3, Self.b: 4])
-        var state = State()
+        var state = State(now: .now)
         state.helloSent(listing: ["notes"])
         state.greet(Self.hello([Self.listing("notes", theirs)]), removalsDigest: nil)
         _ = state.open("notes", named: "notes", listed: Self.listing("notes", theirs), ours: Self.listing("notes", ours),
@@ -89,7 +89,7 @@ struct SessionStateTests {
     func inlineVectors() throws {
         let ours = Self.vector([Self.a: 5])
         let theirs = Self.vector([Self.a: 3, Self.b: 4])
-        var state = State()
+        var state = State(now: .now)
         state.helloSent(listing: ["notes"], inline: ["notes"])
         var listed = Self.listing("notes", theirs, peers: Data([1]))
         listed.vector = theirs
@@ -107,7 +107,7 @@ struct SessionStateTests {
     @Test("A vector in the peer's hello only: ours is still told, and the delta need not wait for it")
     func inlineVectorTheirsOnly() {
         let ours = Self.vector([Self.a: 5])
-        var state = State()
+        var state = State(now: .now)
         state.helloSent(listing: ["notes"])
         var listed = Self.listing("notes", Self.vector([Self.a: 2]))
         listed.vector = Self.vector([Self.a: 2])
@@ -118,7 +118,7 @@ struct SessionStateTests {
 
     @Test("A store our hello did not share: the peer's state is answered with ours, then a delta")
     func stateBeforeOurs() {
-        var state = State()
+        var state = State(now: .now)
         state.greet(Self.hello([]), removalsDigest: nil)
         let serves = state.peerServes("photos")
         #expect(serves)
@@ -135,7 +135,7 @@ struct SessionStateTests {
         // Each side's replica is a vector; a delta carries the sender's vector, which the
         // receiver applies as a real replica would (it then has all of it).
         struct Side {
-            var state = State()
+            var state = State(now: .now)
             var replica: VersionVector
         }
         var sides = [Side(replica: Self.vector([Self.a: 4])), Side(replica: Self.vector([Self.b: 2]))]
@@ -196,7 +196,7 @@ struct SessionStateTests {
 
     @Test("The peer leaving a store ends it on this connection, with what was owed about it")
     func peerLeft() {
-        var state = State()
+        var state = State(now: .now)
         state.greet(Self.hello([]), removalsDigest: nil)
         _ = state.peerServes("notes")
         _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
@@ -211,7 +211,7 @@ struct SessionStateTests {
 
     @Test("A peer may serve at most maximumStores stores on one connection")
     func storeBound() {
-        var state = State()
+        var state = State(now: .now)
         let first = (0..<SyncMessage.maximumStores).map { state.peerServes("store \($0)") }
         #expect(first.allSatisfy { $0 })
         let tooMany = state.peerServes("one too many")
@@ -222,7 +222,7 @@ struct SessionStateTests {
 
     @Test("The state of a store not served yet is kept, and received once the store is announced")
     func ignoredThenAnnounced() throws {
-        var state = State()
+        var state = State(now: .now)
         let early = SyncMessage.StoreState(store: "photos", vector: Self.vector([Self.b: 3]))
         state.ignore(early)
         let announced = state.announce("photos", named: "photos")
@@ -235,7 +235,7 @@ struct SessionStateTests {
 
     @Test("Detaching a store the peer shares tells it so; one never shared is not mentioned")
     func leave() {
-        var state = State()
+        var state = State(now: .now)
         _ = state.peerServes("notes")
         _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
                           view: .init(vector: VersionVector()), ourDevice: Self.ourDevice)
@@ -312,7 +312,7 @@ struct SessionStateTests {
 
     @Test("Forged entries: up to maximumForgedEntries are tolerated on a connection, the next closes it")
     func forged() {
-        var state = State()
+        var state = State(now: .now)
         let none = state.noteForged(0)
         let atLimit = state.noteForged(State.maximumForgedEntries)
         let over = state.noteForged(1)
@@ -322,13 +322,13 @@ struct SessionStateTests {
 
     @Test("Expelling a peer that knows removals sends them before anything else; one that does not is closed at once")
     func expel() {
-        var old = State()
+        var old = State(now: .now)
         old.greet(Self.hello([], removalsDigest: nil), removalsDigest: Data([1]))
         let toldOld = old.expel()
         #expect(!toldOld)
         #expect(!old.expelled)
 
-        var state = State()
+        var state = State(now: .now)
         state.greet(Self.hello([], removalsDigest: Data([2])), removalsDigest: nil)
         _ = state.peerServes("notes")
         _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
@@ -342,22 +342,22 @@ struct SessionStateTests {
 
     @Test("Different removals digests in the hellos: ours are owed; the same digest, none")
     func removalsDigest() {
-        var differ = State()
+        var differ = State(now: .now)
         differ.greet(Self.hello([], removalsDigest: Data([1])), removalsDigest: Data([2]))
         #expect(Self.drain(&differ) == [.removals])
-        var same = State()
+        var same = State(now: .now)
         same.greet(Self.hello([], removalsDigest: Data([1])), removalsDigest: Data([1]))
         #expect(Self.drain(&same).isEmpty)
     }
 
     @Test("Renewal: asked once per connection, and only of a peer that understands it")
     func renewal() {
-        var state = State()
+        var state = State(now: .now)
         state.greet(Self.hello([], renews: true), removalsDigest: nil)
         state.askForRenewal()
         state.askForRenewal()
         #expect(Self.drain(&state) == [.renew])
-        var old = State()
+        var old = State(now: .now)
         old.greet(Self.hello([], renews: false), removalsDigest: nil)
         old.askForRenewal()
         #expect(Self.drain(&old).isEmpty)
@@ -365,7 +365,7 @@ struct SessionStateTests {
 
     @Test("Refused entries go before the ack of the same delta, bounded like the message")
     func refusedThenAck() throws {
-        var state = State()
+        var state = State(now: .now)
         _ = state.peerServes("notes")
         _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
                           view: .init(vector: VersionVector()), ourDevice: Self.ourDevice)
@@ -387,7 +387,7 @@ struct SessionStateTests {
 
     @Test("A certificate goes once per connection and store")
     func certificatesOnce() {
-        var state = State()
+        var state = State(now: .now)
         _ = state.peerServes("notes")
         _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector()), for: "notes",
                           view: .init(vector: VersionVector()), ourDevice: Self.ourDevice)
@@ -404,7 +404,7 @@ struct SessionStateTests {
 
     /// A state whose store `notes` is ready: the peer (which takes links) sent `theirs`.
     static func ready(ours: VersionVector, theirs: VersionVector) -> State {
-        var state = State()
+        var state = State(now: .now)
         state.helloSent(listing: ["notes"])
         state.greet(hello([listing("notes", theirs)], links: true), removalsDigest: nil)
         _ = state.open("notes", named: "notes", listed: listing("notes", theirs), ours: listing("notes", ours), view: .init(vector: ours))
@@ -462,11 +462,11 @@ struct SessionStateTests {
 
     @Test("Links are told only to a peer that takes them, and only when they change")
     func linksTold() {
-        var old = State()
+        var old = State(now: .now)
         old.greet(Self.hello([]), removalsDigest: nil)
         old.relayLinks()
         #expect(Self.drain(&old).isEmpty, "an older build is sent no links")
-        var state = State()
+        var state = State(now: .now)
         state.greet(Self.hello([], links: true), removalsDigest: nil)
         #expect(Self.drain(&state) == [.links])
         // Each answer is taken first: it changes the state (#expect's closure cannot).

@@ -11,7 +11,7 @@ import Testing
 struct SignOnceTests {
     @Test("A writer in an 8-device mesh signs each of 60 changes once, though 7 sessions send each")
     func eightDeviceMesh() async throws {
-        try await withLoopbackCluster(replicas: 8, storeIdentifier: "com.example.signonce", linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 8, storeIdentifier: "com.example.signonce", linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()
             let before = try #require(cluster[0].syncMetrics).entriesSigned

@@ -21,7 +21,7 @@ struct VerificationTests {
 
     @Test("An entry with a forged signature is refused alone: the rest of the delta applies, the sender is told, the link stays up")
     func forgedSignature() async throws {
-        try await withLoopbackCluster(replicas: 2, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let (peer, link) = try await rogue(cluster)
             // An entry claiming to come from device 1 (its signer, and an origin of device 1's), but
@@ -46,7 +46,7 @@ struct VerificationTests {
 
     @Test("A tampered value under a genuine signature is refused")
     func tamperedValue() async throws {
-        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 1, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let (peer, link) = try await rogue(cluster)
             var entry = try peer.entry("k", "signed", origin: peer.origin(), sequence: 1)
@@ -61,7 +61,7 @@ struct VerificationTests {
 
     @Test("A hello listing only another store exchanges no data of this one, and the link stays up")
     func wrongStore() async throws {
-        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 1, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             cluster[0].set("secret", forKey: "k")
             let peer = try HostilePeer(joining: cluster)
@@ -83,7 +83,7 @@ struct VerificationTests {
 
     @Test("Malformed frames close the connection without harm")
     func garbage() async throws {
-        try await withLoopbackCluster(replicas: 1, linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 1, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let peer = try HostilePeer(joining: cluster)
             let link = try await peer.connect(port: cluster.ports[0])
@@ -116,7 +116,9 @@ extension VerificationTests {
             .write(to: URL(fileURLWithPath: location.filePath))
 
         let capture = LogCapture()
-        let sync = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
+        // The engine must start (it admits saved certificates then); a socket adds nothing.
+        var sync = SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")
+        sync.environment = InMemoryNetwork().environment()
         let store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.saved",
                                                 configuration: .init(dataDirectory: "\(root)/data", sync: sync,
                                                                      logger: capture.logger("hearth")))

@@ -12,28 +12,31 @@ import Testing
 struct WaitUntilSyncedTests {
     static let far = Duration.seconds(60)
 
-    @Test("A write is confirmed by the peer: waitUntilSynced returns on the peer's ack, well before its deadline")
-    func returnsOnAck() async throws {
+    /// Two connected devices syncing one store: `body` gets each one's store.
+    static func withTwoDevices(_ body: (UbiquitousKeyValueStore, UbiquitousKeyValueStore) async throws -> Void) async throws {
         try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.waiting", linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()
-            let a = cluster[0]
+            try await body(cluster[0], cluster[1])
+        }
+    }
+
+    @Test("A write is confirmed by the peer: waitUntilSynced returns on the peer's ack, well before its deadline")
+    func returnsOnAck() async throws {
+        try await Self.withTwoDevices { a, b in
             #expect(await a.waitUntilSynced(timeout: Self.far))
             // The peer has not got this one yet: only its ack can end the wait.
             a.set("now", forKey: "k")
             let start = ContinuousClock.now
             #expect(await a.waitUntilSynced(timeout: Self.far))
             #expect(ContinuousClock.now - start < Self.far)
-            #expect(cluster[1].string(forKey: "k") == "now")
+            #expect(b.string(forKey: "k") == "now")
         }
     }
 
     @Test("A wait begun while the store does not sync follows the engine started later")
     func followsANewEngine() async throws {
-        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.waiting", linkTimeout: UnderLoad.linkTimeout,
-                                      connectTimeout: UnderLoad.connectTimeout) { cluster in
-            try await cluster.waitUntilConnected()
-            let a = cluster[0]
+        try await Self.withTwoDevices { a, b in
             await a.stopSync()
             a.set("later", forKey: "k")
             let start = ContinuousClock.now
@@ -43,7 +46,7 @@ struct WaitUntilSyncedTests {
             #expect(a.resumeSync())
             #expect(await waiting.value)
             #expect(ContinuousClock.now - start < Self.far)
-            #expect(cluster[1].string(forKey: "k") == "later")
+            #expect(b.string(forKey: "k") == "later")
         }
     }
 }

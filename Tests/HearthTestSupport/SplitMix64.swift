@@ -1,6 +1,6 @@
 /// SplitMix64: a small, fast generator, reproducible from its seed, for randomised tests
 /// that must be replayable.
-public struct SplitMix64: RandomNumberGenerator {
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     public var state: UInt64
 
     public init(seed: UInt64) { state = seed }

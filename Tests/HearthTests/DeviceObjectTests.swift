@@ -2,14 +2,15 @@ import Foundation
 @testable import Hearth
 import HearthCore
 import HearthIdentity
+import HearthTesting
 import HearthTestSupport
 import Logging
 import Testing
 
 /// Issue 27, point 1: a device is one object that owns its stores, engines and account watcher;
-/// several run in one process sharing no registry; `stop()` is a barrier. End to end on
-/// loopback TCP (the engine has no in-memory transport yet), with waits that are events
-/// (`syncPort`, `waitUntilSynced`), never sleeps.
+/// several run in one process sharing no registry; `stop()` is a barrier. Two devices sync on
+/// HearthTesting's in-memory network (no sockets); the barrier's port is a real one, on
+/// loopback. Waits are events (`syncPort`, `waitUntilSynced`), never sleeps.
 @Suite("One device, one owner")
 struct DeviceObjectTests {
     static let storeIdentifier = "com.example.device"
@@ -41,9 +42,10 @@ struct DeviceObjectTests {
         /// Device `index`'s configuration: loopback, peers added by address (no discovery), the
         /// store owned here (never attached to a daemon of the user running the tests), and a
         /// write-behind delay longer than any test, so that only `synchronize()` or `stop()` saves.
-        func configuration(_ index: Int, port: Int = 0, sync: Bool = true) -> UbiquitousKeyValueStore.Configuration {
-            let settings = SyncSettings(isEnabled: sync, accountDirectory: accountDirectory(index), discovery: .none,
+        func configuration(_ index: Int, port: Int = 0, sync: Bool = true, network: InMemoryNetwork? = nil) -> UbiquitousKeyValueStore.Configuration {
+            var settings = SyncSettings(isEnabled: sync, accountDirectory: accountDirectory(index), discovery: .none,
                                         listenHost: "127.0.0.1", port: port, heartbeatInterval: .milliseconds(300), timeout: .seconds(10))
+            if let network { settings.environment = network.environment() }
             var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: "\(root)/device\(index)/data",
                                                                       writeBehindDelay: .seconds(3600), sync: settings,
                                                                       logger: Self.logger)
@@ -58,14 +60,14 @@ struct DeviceObjectTests {
     func twoDevicesSync() async throws {
         let household = try Household()
         defer { household.cleanUp() }
-        let first = try HearthDevice(household.configuration(0))
-        let second = try HearthDevice(household.configuration(1))
+        let network = InMemoryNetwork()
+        let first = try HearthDevice(household.configuration(0, network: network))
+        let second = try HearthDevice(household.configuration(1, network: network))
         let a = try first.store(Self.storeIdentifier)
         let b = try second.store(Self.storeIdentifier)
         let port = try #require(try await a.syncPort())
-        // Operands Swift Testing can show: it cannot reflect a store's backend (its state is ~Copyable).
         #expect(try await b.syncPort() != port)
-        b.addSyncPeer(host: "127.0.0.1", port: port)
+        b.addSyncPeer(host: "memory", port: port)
 
         a.set("from the first device", forKey: "note")
         #expect(await a.waitUntilSynced(timeout: Self.far))
@@ -108,6 +110,8 @@ struct DeviceObjectTests {
         await next.stop()
     }
 
+    // Identities are compared, not objects: Swift Testing shows a failed expectation's
+    // operands, and a store's state cannot be reflected (it is ~Copyable).
     @Test("Two devices share no state: a store of one identifier is two backends, and each device's table is its own")
     func nothingShared() async throws {
         let household = try Household()

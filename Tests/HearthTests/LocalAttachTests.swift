@@ -272,7 +272,7 @@ struct LocalAttachTests {
 
     @Test("With sync: a process attached to a syncing store writes, and a peer device gets every write")
     func attachedWritesReachPeers() async throws {
-        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.attached") { cluster in
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.attached") { cluster in
             // The child signs in to device 0's account: its AccountStore is $XDG_CONFIG_HOME/hearth.
             let xdg = cluster.rootDirectory + "/xdg0"
             try FileManager.default.createDirectory(atPath: xdg, withIntermediateDirectories: true)

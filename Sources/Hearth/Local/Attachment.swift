@@ -10,8 +10,9 @@ import NIOCore
 /// entries, as snapshot and changes told them) merged with ``pending`` (this process's writes
 /// the host has not yet saved), by the replica's own last-writer-wins rule.
 struct Attachment: Sendable {
-    /// How to reach the host again and, should it go, take over.
-    let client: LocalClient
+    /// The attached side that owns this copy: how to reach the host again and, should it go,
+    /// take over.
+    let store: AttachedStore
     /// The connection to the host; nil while reattaching.
     var channel: (any Channel)?
     /// Whether the host's snapshot arrived on ``channel``: writes go out only after it.
@@ -33,13 +34,13 @@ struct Attachment: Sendable {
     /// A thread is reattaching or taking over: a lost connection starts no second one.
     var reconnecting = false
 
-    init(client: LocalClient, location: StoreLocation) {
-        self.client = client
+    init(store: AttachedStore, location: StoreLocation) {
+        self.store = store
         self.location = location
     }
 
     /// A flush task is queued: the next writes join its batch. The flush (on the connection's
-    /// event loop, ``StoreBackend/flushOutbox()``) sends the unsent writes together and in
+    /// event loop, ``AttachedStore/flushOutbox()``) sends the unsent writes together and in
     /// order: a burst of sets costs one wake-up and one socket write, not one of each per set,
     /// and nothing is encoded under the store's lock.
     var outboxScheduled = false
@@ -51,17 +52,18 @@ struct Attachment: Sendable {
     /// each per write (the app and the daemon share the device's CPUs).
     static let flushInterval: UInt64 = 250_000
 
-    /// Records a write of this process for the host. Returns the channel on which the caller
-    /// must queue a flush, and how long from now it should run (none if one is queued already,
-    /// or while not attached: the write then goes with the resend after the next snapshot).
-    mutating func enqueue(_ entry: Entry) -> (channel: any Channel, delay: UInt64)? {
+    /// Records a write of this process for the host, and queues a flush on the connection's
+    /// event loop to run at once or when the current batch is due (none if one is queued
+    /// already, or while not attached: the write then goes with the resend after the next
+    /// snapshot). Called under the store's lock, so that writes leave in sequence order.
+    mutating func enqueue(_ entry: Entry) {
         let channel = attached ? self.channel : nil
         pending.append(entry, attached: channel != nil)
-        guard let channel, !outboxScheduled else { return nil }
+        guard let channel, !outboxScheduled else { return }
         outboxScheduled = true
         let now = DispatchTime.now().uptimeNanoseconds
         let next = lastFlush &+ Self.flushInterval
-        return (channel, next > now ? next - now : 0)
+        store.scheduleFlush(on: channel, in: next > now ? next - now : 0)
     }
 
     /// `entries` as write messages of at most ``LocalMessage/maximumEntries`` entries and about

@@ -10,7 +10,7 @@ import HearthCore
 ///
 /// - The socket folder is watched with inotify for the store's socket and `daemon.sock`
 ///   (created, renamed into place, removed). A host renames its socket into place once it
-///   listens (``LocalHost``), so a connect after the event is not refused.
+///   listens (``StoreHost``), so a connect after the event is not refused.
 /// - The lock file is watched for `IN_CLOSE_WRITE` (a holder releases it with `LOCK_UN`, then
 ///   closes it: the lock is free before the event) and `IN_MODIFY` (a new holder wrote its pid).
 /// - The holder's exit, through a pidfd of the pid it wrote into the lock file: the kernel
@@ -64,14 +64,7 @@ final class HolderWatch: Sendable {
             lockWatch = -1
         }
         probe = lockPath.map { open($0, O_RDONLY | O_CLOEXEC) } ?? -1
-        var ends: [Int32] = [-1, -1]
-        if pipe(&ends) == 0 {
-            for end in ends {
-                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(end, F_SETFL, O_NONBLOCK)
-            }
-        }
-        wakeup = (ends[0], ends[1])
+        wakeup = WakePipe.make()
     }
 
     deinit {
@@ -151,21 +144,11 @@ final class HolderWatch: Sendable {
         while true {
             let n = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
             guard n > 0 else { return relevant }
-            var offset = 0
-            let header = MemoryLayout<inotify_event>.size
-            while offset + header <= n {
-                let (watch, mask, length) = buffer.withUnsafeBytes { raw in
-                    (raw.loadUnaligned(fromByteOffset: offset, as: Int32.self),
-                     raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
-                     Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)))
-                }
-                let start = offset + header
-                let name = String(decoding: buffer[start..<min(start + length, n)].prefix { $0 != 0 }, as: UTF8.self)
-                offset = start + length
-                if mask & UInt32(IN_Q_OVERFLOW) != 0 || watch == lockWatch { relevant = true }
+            for event in InotifyEvent.parse(buffer, count: n) {
+                if event.mask & UInt32(IN_Q_OVERFLOW) != 0 || event.watch == lockWatch { relevant = true }
                 // The folder itself removed or moved: nothing more will come from it.
-                if watch == socketWatch, mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { relevant = true }
-                if watch == socketWatch, names.contains(name) { relevant = true }
+                if event.watch == socketWatch, event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { relevant = true }
+                if event.watch == socketWatch, names.contains(event.name) { relevant = true }
             }
         }
     }

@@ -59,21 +59,21 @@ final class LocalClient: Sendable {
 
     // MARK: Connecting
 
-    /// Connects to the host's socket; what the host says goes to `backend` through a
+    /// Connects to the host's socket; what the host says goes to `attached` through a
     /// ``LocalClientHandler``. Throws at once if nobody listens (the socket file is gone, or
     /// left by a host that died: the connect is refused).
-    func connect(for backend: StoreBackend) throws(LocalAttachError) -> any Channel {
+    func connect(for attached: AttachedStore) throws(LocalAttachError) -> any Channel {
         try LocalSocketDirectory.check((socketPath as NSString).deletingLastPathComponent)
         let fd = try Self.connectedSocket(socketPath)
         let channel: any Channel
         do {
             channel = try ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .channelInitializer { [weak backend] channel in
+                .channelInitializer { [weak attached] channel in
                     channel.eventLoop.makeCompletedFuture {
                         let pipeline = channel.pipeline.syncOperations
                         try pipeline.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: Frame.maximumLength)))
                         try pipeline.addHandler(FrameEncoder(maximumLength: Frame.maximumLength))
-                        try pipeline.addHandler(LocalClientHandler(backend: backend))
+                        try pipeline.addHandler(LocalClientHandler(attached: attached))
                     }
                 }
                 .withConnectedSocket(fd)

@@ -20,7 +20,7 @@ final class LocalHostHandler: ChannelInboundHandler {
         var gid: UInt32 = 0
     }
 
-    private let host: LocalHost
+    private let host: StoreHost
     private weak var backend: StoreBackend?
     private var peer: PeerCredentials?
     /// Frames that arrived before the credentials were read.
@@ -28,7 +28,7 @@ final class LocalHostHandler: ChannelInboundHandler {
     private var attached = false
     private var closing = false
 
-    init(host: LocalHost, backend: StoreBackend) {
+    init(host: StoreHost, backend: StoreBackend) {
         self.host = host
         self.backend = backend
     }
@@ -105,13 +105,13 @@ final class LocalHostHandler: ChannelInboundHandler {
             // (this event loop writes the snapshot first), at worst twice, which merging ignores.
             guard host.register(context.channel, pid: hello.pid) else { return close(context) }
             attached = true
-            for part in backend.attachSnapshot(reason: nil) {
+            for part in StoreHost.snapshot(of: backend, reason: nil) {
                 reply(part, context: context)
             }
             logger.debug("process \(hello.pid) attached", metadata: ["store": "\(backend.storeIdentifier)"])
         case .write(let entries):
             guard attached else { return refuse(context, "a write before the hello") }
-            let outcome = backend.applyAttachedWrites(entries, undecodable: decoded.undecodable)
+            let outcome = StoreHost.apply(entries, undecodable: decoded.undecodable, to: backend)
             host.noteOrigins(outcome.applied.counters.keys, of: context.channel)
             for refusal in outcome.refused { reply(.refused(refusal), context: context) }
             if !outcome.applied.counters.isEmpty { reply(.acknowledged(outcome.applied), context: context) }
@@ -121,13 +121,14 @@ final class LocalHostHandler: ChannelInboundHandler {
             let logger = self.logger
             // The save blocks (fsync): on the store's I/O queue, never on this event loop.
             logger.debug("\(who(context)) asks for a save (request \(id))", metadata: ["store": "\(backend.storeIdentifier)"])
+            let host = self.host
             backend.ioQueue.async { [weak backend] in
                 guard let backend else { return }
-                let applied = backend.attachedApplied
+                let applied = host.applied
                 let saved = backend.flush()
                 logger.debug("answering save request \(id): saved \(saved)", metadata: ["store": "\(backend.storeIdentifier)"])
-                if saved, !applied.isEmpty { LocalHost.send(.durable(VersionVector(applied)), on: channel, logger: logger) }
-                LocalHost.send(.synchronized(id, saved: saved), on: channel, logger: logger)
+                if saved, !applied.isEmpty { StoreHost.send(.durable(VersionVector(applied)), on: channel, logger: logger) }
+                StoreHost.send(.synchronized(id, saved: saved), on: channel, logger: logger)
                 backend.syncEngine?.pushNow()
             }
         case .error(let reason):

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HearthCore
+import HearthDaemon
 
 /// `hearth daemon install`: writes and enables the systemd user unit.
 struct DaemonInstallCommand: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HearthDaemon
 import HearthIdentity
 
 /// `hearth daemon run` (also plain `hearth daemon`): the daemon in the foreground, logging to
@@ -23,42 +24,30 @@ struct DaemonRunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let directory = try RuntimeDirectory.prepare()
-        let lock = try DaemonLock.acquire(in: directory)
-        defer { lock.release() }
+        // Before any store is opened: a SIGTERM from then on saves and closes them.
         let signals = SignalWaiter()
-        var authority: AccountAuthority?
-        if unlock {
+        let options = DaemonOptions(folders: global.folders, peering: store.settings,
+                                    rescanInterval: .milliseconds(Int(rescanInterval * 1000)), output: .standardStreams)
+        // The passphrase is asked for once the lock is ours: not for a daemon that cannot run.
+        let daemon = try DeviceDaemon.start(options) { () throws -> AccountAuthority? in
+            guard unlock else { return nil }
             guard let identity = try global.currentIdentity() else {
                 throw CommandError(.notSignedIn, "--unlock: not signed in to an account")
             }
             let passphrase = try secret.resolvedPassphrase()
-            authority = try identityCall(wrongPassphrase: AccountCommand.wrongAccountPassphrase) {
+            return try identityCall(wrongPassphrase: AccountCommand.wrongAccountPassphrase) {
                 try global.accounts.loadAuthority(identity.account.id, passphrase: passphrase)
             }
         }
-        let daemon = DeviceDaemon(global: global, options: store.storeOptions, rescanInterval: .milliseconds(Int(rescanInterval * 1000)),
-                                  authority: authority)
-        let control: ControlServer?
-        do throws(CommandError) {
-            control = try ControlServer(path: DaemonControl.path(in: directory))
-        } catch {
-            control = nil
-            note("daemon: no control socket in \(directory) (\(error.message)); hearth daemon status will not reach it")
-        }
-        control?.start { line in await DaemonControl.answer(line, daemon: daemon) }
         let identity = try? global.currentIdentity()
         let whose: String = identity.map { "device \($0.deviceName) (\($0.deviceID.short)) in \($0.account.displayName) (\($0.account.id.short))" }
             ?? "this device (signed out)"
-        if authority != nil { note("daemon: the account key is unlocked in memory; peers' certificates are renewed as they come due") }
-        note("daemon \(getpid()): holding the stores of \(whose) under \(global.storeDataDirectory); peers: \(store.storeOptions.discoveryDescription). Ctrl-C to stop.")
+        if daemon.authority != nil { note("daemon: the account key is unlocked in memory; peers' certificates are renewed as they come due") }
+        note("daemon \(getpid()): holding the stores of \(whose) under \(global.storeDataDirectory); peers: \(store.settings.discoveryDescription). Ctrl-C to stop.")
         // Once at start (the journal keeps it); the daemon does not look again after a switch.
         global.warnIfCAKeyInClear()
-        let running = Task { await daemon.run() }
         let reason = await signals.wait()
         if reason != .outputClosed { note("daemon: \(StoreSession.describe(reason)); saving and closing every store") }
-        control?.stop()
         await daemon.stop()
-        running.cancel()
     }
 }

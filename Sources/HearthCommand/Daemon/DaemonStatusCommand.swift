@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
-import HearthCore
 import Hearth
+import HearthCore
+import HearthDaemon
 
 /// `hearth daemon status`: whether the daemon runs, and its stores, peers and connections.
 struct DaemonStatusCommand: AsyncParsableCommand {
@@ -16,7 +17,7 @@ struct DaemonStatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let directory = RuntimeDirectory.path()
-        switch try await ControlSocket.exchange(#"{"op":"daemon-status"}"#, with: DaemonControl.path(in: directory), timeout: .seconds(5)) {
+        switch try await DaemonControl.askStatus(in: directory, timeout: .seconds(5)) {
         case .reply(let line):
             let reply = try ControlRequest.fields(ofReply: line)
             if json { return emit(line) }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HearthDaemon
 
 /// `hearth daemon uninstall`: stops and disables the systemd user unit and removes it.
 struct DaemonUninstallCommand: AsyncParsableCommand {

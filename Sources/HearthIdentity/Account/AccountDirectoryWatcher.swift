@@ -65,15 +65,7 @@ package final class AccountDirectoryWatcher: Sendable {
     package init(logger: Logger) {
         self.logger = logger
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        var ends: [Int32] = [-1, -1]
-        // pipe2 is not imported (_GNU_SOURCE); the flags are set after.
-        if pipe(&ends) == 0 {
-            for end in ends {
-                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(end, F_SETFL, O_NONBLOCK)
-            }
-        }
-        wakeup = (ends[0], ends[1])
+        wakeup = WakePipe.make()
     }
 
     /// Calls `changed` on the watcher's thread after each change of the directory's `file`
@@ -228,18 +220,10 @@ package final class AccountDirectoryWatcher: Sendable {
         var changed: [String: Set<String>] = [:]
         var all: Set<String> = []
         var everyone = false
-        var offset = 0
-        let header = MemoryLayout<inotify_event>.size
+        let events = InotifyEvent.parse(buffer, count: n)
         let calls: [@Sendable () -> Void] = state.withLock { s in
-            while offset + header <= n {
-                let (watch, mask, length) = buffer.withUnsafeBytes { raw in
-                    (raw.loadUnaligned(fromByteOffset: offset, as: Int32.self),
-                     raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
-                     Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)))
-                }
-                let start = offset + header
-                let name = String(decoding: buffer[start..<min(start + length, n)].prefix { $0 != 0 }, as: UTF8.self)
-                offset = start + length
+            for event in events {
+                let (watch, mask, name) = (event.watch, event.mask, event.name)
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 { everyone = true }
                 guard let directories = s.paths[watch] else { continue }
                 if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 {

@@ -1,3 +1,4 @@
+import HearthTransport
 import NIOCore
 
 /// The frames a session's writer has encoded and not yet handed to the channel.
@@ -11,11 +12,11 @@ final class FrameBatch {
     /// Written without waiting for the mailbox to empty past this many bytes.
     static let limit = 256 * 1024
 
-    private let channel: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    private let channel: any PeerLinkWriter
     private var frames: [ByteBuffer] = []
     private var bytes = 0
 
-    init(_ channel: NIOAsyncChannelOutboundWriter<ByteBuffer>) {
+    init(_ channel: any PeerLinkWriter) {
         self.channel = channel
     }
 
@@ -30,6 +31,6 @@ final class FrameBatch {
         let batch = frames
         frames = []
         bytes = 0
-        try await channel.write(contentsOf: batch)
+        try await channel.writeFrames(batch)
     }
 }

@@ -164,7 +164,7 @@ package struct SessionState<Store: Sendable>: Sendable {
     package static var removalsBurst: Int { 16 }
     package static var removalsSpacing: Duration { .seconds(1) }
 
-    package init(now: ContinuousClock.Instant = .now, dialled: Bool = false) {
+    package init(now: ContinuousClock.Instant, dialled: Bool = false) {
         lastHeard = now
         lastSent = now
         lastActivity = now

@@ -13,8 +13,13 @@ extension SyncEngine {
         let metrics: SyncMetrics
         /// For what a peer can make every connection say in a loop: once per peer and kind a minute.
         let limitedLog = LimitedLog()
+        /// The clocks and randomness protocol code uses (``SyncEnvironment``): never the system's directly.
+        let clock: SyncClock
+        let random: SyncRandom
 
-        init(identity: DeviceIdentity, options: Options, logger: Logger, metrics: SyncMetrics) {
+        init(identity: DeviceIdentity, options: Options, logger: Logger, metrics: SyncMetrics, clock: SyncClock, random: SyncRandom) {
+            self.clock = clock
+            self.random = random
             self.identity = identity
             self.options = options
             self.logger = logger

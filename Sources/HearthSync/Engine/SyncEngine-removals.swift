@@ -65,7 +65,7 @@ extension SyncEngine {
     /// Records that `peer` sent the account-signed record of this device's removal (logged
     /// once per peer and process).
     func noteRemoved(by peer: TLSPeer, record: DeviceRemoval) {
-        let notice = RemovalNotice(peer: peer.deviceID, peerName: peer.certificate.commonName ?? "", date: Date(), record: record)
+        let notice = RemovalNotice(peer: peer.deviceID, peerName: peer.certificate.commonName ?? "", date: context.clock.date, record: record)
         let first = state.withLock { $0.removalNoticesFrom.insert(peer.deviceID).inserted }
         removals.note(notice)
         guard first else { return }

@@ -34,8 +34,8 @@ extension SyncEngine {
     }
 
     /// Whether `certificate` expires within the renewal window.
-    func isDue(_ certificate: Certificate, now: Date = Date()) -> Bool {
-        certificate.notValidAfter.timeIntervalSince(now) < Double(options.renewalWindow.components.seconds)
+    func isDue(_ certificate: Certificate, now: Date? = nil) -> Bool {
+        certificate.notValidAfter.timeIntervalSince(now ?? context.clock.date) < Double(options.renewalWindow.components.seconds)
     }
 
     /// Whether this device's certificate is within its renewal window.
@@ -76,13 +76,13 @@ extension SyncEngine {
         let current = currentIdentity
         do {
             let certificate = try Certificate(derEncoded: der)
-            try identity.account.trust.validateDevice(certificate)
+            try identity.account.trust.validateDevice(certificate, at: context.clock.date)
             guard certificate.notValidAfter > current.certificate.notValidAfter else {
                 session.logger.debug("a renewed certificate that does not last longer than ours; ignored")
                 return
             }
             let renewed = try DeviceIdentity(account: identity.account, privateKey: identity.privateKey, certificate: certificate)
-            try transport.replaceIdentity(renewed)
+            try network.replaceIdentity(renewed)
             _ = try? certificates.admit(certificate)
             let handler = state.withLock { s -> (@Sendable (DeviceIdentity) -> Void)? in
                 s.currentIdentity = renewed

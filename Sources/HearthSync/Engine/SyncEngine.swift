@@ -55,7 +55,7 @@ package final class SyncEngine: Sendable {
 
     struct State: ~Copyable {
         var sessions: [DeviceID: SyncSession] = [:]
-        var listener: PeerListener?
+        var listener: (any PeerLinkListener)?
         var tasks: [Task<Void, Never>] = []
         /// Ticks every session's heartbeat (``restartHeartbeat()``).
         var heartbeat: Task<Void, Never>?
@@ -96,7 +96,8 @@ package final class SyncEngine: Sendable {
     /// entries); nil when the owner keeps no such list.
     package let devices: KnownDevices?
     package var metrics: SyncMetrics { context.metrics }
-    let transport: PeerTransport
+    /// Where links come from: TLS over TCP, or a test's in-memory network (``SyncEnvironment``).
+    let network: any PeerNetwork
     var options: Options { context.options }
     var logger: Logger { context.logger }
     let certificates: DeviceCertificateCache
@@ -115,8 +116,10 @@ package final class SyncEngine: Sendable {
     ///
     /// - Parameter removals: the account's device removals (``AccountStore/removals(of:)``
     ///   keeps them on disk); by default an empty set in memory, which peers can still teach.
+    /// - Parameter environment: the clocks, randomness and network (the system's and TLS over
+    ///   TCP by default; a test's own to run engines in memory, ``SyncEnvironment``).
     package init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
-                devices: KnownDevices? = nil, logger: Logger) throws {
+                devices: KnownDevices? = nil, environment: SyncEnvironment = .system, logger: Logger) throws {
         state = Locked(State(currentIdentity: identity))
         var logger = logger
         logger[metadataKey: "device"] = "\(identity.deviceID.short)"
@@ -124,17 +127,18 @@ package final class SyncEngine: Sendable {
         // pings up to a tenth early and a pong for each of theirs, 250 ms stays below that.
         var options = options
         options.heartbeatInterval = max(options.heartbeatInterval, Self.minimumHeartbeatInterval)
-        context = Context(identity: identity, options: options, logger: logger, metrics: SyncMetrics())
+        context = Context(identity: identity, options: options, logger: logger, metrics: SyncMetrics(clock: environment.clock),
+                          clock: environment.clock, random: environment.random)
         let removals = removals ?? DeviceRemovals(trust: identity.account.trust, logger: logger)
         precondition(removals.trust.accountID == identity.account.id, "the removals are another account's")
         self.removals = removals
         self.devices = devices
         // A removed device that dials us is handed its signed removal record (and nothing
         // else): the record, never a bare TLS alert, is what tells a device it was removed.
-        transport = try PeerTransport(identity: identity, removals: removals, removalNotice: { [removals] device in
+        network = try environment.network(PeerNetworkSetup(identity: identity, removals: removals, removalNotice: { [removals] device in
             guard let record = removals.removal(of: device), let payload = try? SyncMessage.removals([record]).encoded() else { return nil }
             return Frame.encode(payload)
-        }, logger: logger)
+        }, logger: logger))
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
         let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
@@ -148,8 +152,8 @@ package final class SyncEngine: Sendable {
     /// An engine serving `replica`'s store (more can be attached).
     package convenience init(identity: DeviceIdentity, replica: any SyncReplica,
                             options: Options = Options(), removals: DeviceRemovals? = nil,
-                            logger: Logger) throws {
-        try self.init(identity: identity, options: options, removals: removals, logger: logger)
+                            environment: SyncEnvironment = .system, logger: Logger) throws {
+        try self.init(identity: identity, options: options, removals: removals, environment: environment, logger: logger)
         try attach(replica)
     }
 
@@ -173,9 +177,9 @@ package final class SyncEngine: Sendable {
         // the connections already accepted, which are then closed here rather than left open.
         let accepting = Task { [weak self] in
             await withDiscardingTaskGroup { group in
-                for await connection in listener.connections {
-                    guard let self, !self.isStopped else { await connection.close(); continue }
-                    group.addTask { _ = await self.runSession(connection, initiatedLocally: false) }
+                await listener.forEachLink { link in
+                    guard let self, !self.isStopped else { await link.close(); return }
+                    group.addTask { _ = await self.runSession(link, initiatedLocally: false) }
                 }
             }
         }
@@ -192,11 +196,11 @@ package final class SyncEngine: Sendable {
 
     /// Binds the listener, retrying for a few seconds: a fixed port may still be held by
     /// the listener of a previous run that is closing.
-    private func listen() async throws -> PeerListener {
+    private func listen() async throws -> any PeerLinkListener {
         var attempt = 0
         while true {
             do {
-                return try await transport.listen(host: options.host, port: options.port)
+                return try await network.listenForLinks(host: options.host, port: options.port)
             } catch {
                 attempt += 1
                 // Stopped meanwhile: not a failure to report.
@@ -205,7 +209,7 @@ package final class SyncEngine: Sendable {
                 // by waiting: say so at once.
                 guard options.port != 0, attempt < 20, LocalFailure.cause(of: error) == nil else { throw error }
                 logger.debug("cannot listen on port \(options.port) yet (\(error)); retrying")
-                try await Task.sleep(for: .milliseconds(100 * min(attempt, 5)))
+                try await context.clock.sleep(.milliseconds(100 * min(attempt, 5)))
             }
         }
     }
@@ -386,7 +390,7 @@ package final class SyncEngine: Sendable {
             s.heartbeat = Task { [weak self] in
                 while !Task.isCancelled {
                     guard let next = self?.beatEverySession() else { return }
-                    try? await Task.sleep(for: next)
+                    try? await self?.context.clock.sleep(next)
                 }
             }
         }
@@ -440,14 +444,14 @@ package final class SyncEngine: Sendable {
         }
     }
 
-    private func runSession(_ connection: PeerConnection, initiatedLocally: Bool) async -> SyncSession.Outcome {
-        guard connection.peer.deviceID != identity.deviceID else {
+    private func runSession(_ link: any PeerLink, initiatedLocally: Bool) async -> SyncSession.Outcome {
+        guard link.peer.deviceID != identity.deviceID else {
             logger.debug("connected to ourselves; closing")
-            await connection.close()
+            await link.close()
             return .duplicate
         }
-        let session = SyncSession(peer: connection.peer, initiatedLocally: initiatedLocally, context: context, engine: self)
-        return await session.run(connection)
+        let session = SyncSession(peer: link.peer, initiatedLocally: initiatedLocally, context: context, engine: self)
+        return await session.run(link)
     }
 
     // MARK: Dialling
@@ -479,7 +483,7 @@ package final class SyncEngine: Sendable {
             var connected = false
             for address in peer.addresses.sorted() where !Task.isCancelled {
                 do {
-                    let connection = try await transport.connect(host: address.connectHost, port: Int(peer.port))
+                    let connection = try await network.dial(host: address.connectHost, port: Int(peer.port), expecting: nil)
                     connected = true
                     backoff = options.minimumBackoff
                     if connection.peer.deviceID == identity.deviceID {
@@ -513,8 +517,8 @@ package final class SyncEngine: Sendable {
                     logger.debug("could not connect to \(peer.name) at \(address): \(error)")
                 }
             }
-            let jitter = Double.random(in: 0.5...1.5)
-            try? await Task.sleep(for: (connected ? options.minimumBackoff : backoff) * jitter)
+            let jitter = context.random.number(in: 0.5...1.5)
+            try? await context.clock.sleep((connected ? options.minimumBackoff : backoff) * jitter)
             if !connected { backoff = min(backoff * 2, options.maximumBackoff) }
         }
     }

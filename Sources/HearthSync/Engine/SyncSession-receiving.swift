@@ -62,14 +62,15 @@ extension SyncSession {
     /// their turn (the reader waits, and the peer's frames wait in its socket meanwhile);
     /// logged once per peer a minute. After a minute of waits in a row, closes the link.
     private func pace(_ pacer: KeyPath<State, Pacer>, _ kind: String, wait: (inout State, ContinuousClock.Instant) -> Duration) async throws {
-        let (delay, limit) = state.withLock { s in (wait(&s, .now), s[keyPath: pacer]) }
+        let now = context.clock.now()
+        let (delay, limit) = state.withLock { s in (wait(&s, now), s[keyPath: pacer]) }
         guard delay > .zero else { return }
         if limit.exhausted {
             throw SyncProtocolError("the peer sent \(kind) faster than one per \(limit.spacing) for \(limit.waitedInARow) in a row; closing")
         }
         context.limitedLog.log(.warning, "the peer sends \(kind) faster than \(limit.burst) at once and then one per \(limit.spacing); reading them at that pace",
                                kind: "paced \(kind)", peer: "\(peer.deviceID)", to: logger)
-        try await Task.sleep(for: delay)
+        try await context.clock.sleep(delay)
         // Closed meanwhile (replaced, expelled): the frames still buffered are not worth the wait.
         if state.withLock({ $0.closed }) { throw CancellationError() }
     }

@@ -43,14 +43,14 @@ final class SyncSession: Sendable {
     /// Wakes the writer; holds at most one wake-up (the state's mailbox holds what to send).
     private let wakeUp: AsyncStream<Void>.Continuation
     private let wakeUps: AsyncStream<Void>
-    /// Closes the channel: the way to stop the reader, which waits on the socket.
+    /// Closes the link: the way to stop the reader, which waits on it.
     private let closeChannel = Locked<(@Sendable () -> Void)?>(nil)
     let logger: Logger
 
     init(peer: TLSPeer, initiatedLocally: Bool, context: SyncEngine.Context, engine: SyncEngine) {
         self.peer = peer
         initiator = initiatedLocally ? context.identity.deviceID : peer.deviceID
-        state = Locked(State(dialled: initiatedLocally))
+        state = Locked(State(now: context.clock.now(), dialled: initiatedLocally))
         self.context = context
         self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -78,7 +78,7 @@ final class SyncSession: Sendable {
     func expel() {
         guard update({ $0.expel() }) else { close(); return }
         Task { [weak self] in
-            try? await Task.sleep(for: .seconds(1))
+            try? await self?.context.clock.sleep(.seconds(1))
             self?.close()
         }
     }
@@ -99,7 +99,7 @@ final class SyncSession: Sendable {
         }
         guard schedule else { return }
         Task { [weak self] in
-            try? await Task.sleep(for: delay)
+            try? await self?.context.clock.sleep(delay)
             self?.update { $0.vectorTellDue(of: store) }
         }
     }
@@ -186,15 +186,18 @@ final class SyncSession: Sendable {
 
     // MARK: Running
 
-    func run(_ connection: PeerConnection) async -> Outcome {
-        let channel = connection.channel.channel
-        closeChannel.withLock { $0 = { channel.close(promise: nil) } }
+    func run<Link: PeerLink>(_ link: Link) async -> Outcome {
+        closeChannel.withLock { $0 = { link.closeSoon() } }
         do {
-            // On the connection's event loop: a frame resumes the reader, and the writer's bytes
-            // reach the channel, without a hand-off between threads (EventLoopTaskExecutor).
-            return try await withTaskExecutorPreference(EventLoopTaskExecutor(channel.eventLoop)) {
-                try await exchange(connection)
+            if let eventLoop = link.eventLoop {
+                // On the connection's event loop: a frame resumes the reader, and the writer's bytes
+                // reach the channel, without a hand-off between threads (EventLoopTaskExecutor).
+                return try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop)) {
+                    try await exchange(link)
+                }
             }
+            // A link with no event loop (in memory): on the cooperative pool.
+            return try await exchange(link)
         } catch {
             engine?.unregister(self)
             if let tls = error as? TLSError, tls.code == .removedByPeer {
@@ -220,8 +223,8 @@ final class SyncSession: Sendable {
         return await offLoop { engine.provide(name, for: peer) }
     }
 
-    private func exchange(_ connection: PeerConnection) async throws -> Outcome {
-        try await connection.executeThenClose { inbound, outbound in
+    private func exchange<Link: PeerLink>(_ link: Link) async throws -> Outcome {
+        try await link.executeThenClose { inbound, outbound in
             try await withThrowingTaskGroup(of: Void.self, returning: Outcome.self) { group in
                 defer { group.cancelAll() }
                 group.addTask {
@@ -235,7 +238,7 @@ final class SyncSession: Sendable {
                 // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
                 var greeted = false
                 for try await frame in inbound {
-                    let now = ContinuousClock.now
+                    let now = context.clock.now()
                     state.withLock { $0.heard(at: now) }
                     context.metrics.received(bytes: frame.readableBytes + 4)
                     // Until the peer has proved who it is, only a small frame is even decoded.
@@ -326,7 +329,7 @@ final class SyncSession: Sendable {
         return hello
     }
 
-    private func writeLoop(_ channel: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+    private func writeLoop(_ channel: some PeerLinkWriter) async throws {
         let outbound = FrameBatch(channel)
         for await _ in wakeUps {
             while let item = state.withLock({ $0.next() }) {
@@ -346,7 +349,7 @@ final class SyncSession: Sendable {
         let payload = try message.encoded(sender: context.identity.deviceID.data)
         logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.count + 4)"])
         context.metrics.sent(bytes: payload.count + 4, type: message.kind)
-        let now = ContinuousClock.now
+        let now = context.clock.now()
         state.withLock { s in
             s.sent(at: now)
             if !message.isHeartbeat { s.active(at: now) }
@@ -362,8 +365,9 @@ final class SyncSession: Sendable {
         let timeout = context.options.timeout
         let interval = context.options.heartbeatInterval
         while !state.withLock({ $0.greeted }) {
-            try await Task.sleep(for: state.withLock { $0.heartbeatDelay(now: .now, timeout: timeout, interval: interval) })
-            if case .silent(let reason) = state.withLock({ $0.heartbeat(now: .now, timeout: timeout, interval: interval) }) {
+            let clock = context.clock
+            try await clock.sleep(state.withLock { $0.heartbeatDelay(now: clock.now(), timeout: timeout, interval: interval) })
+            if case .silent(let reason) = state.withLock({ $0.heartbeat(now: clock.now(), timeout: timeout, interval: interval) }) {
                 throw SyncProtocolError(.silent, reason)
             }
         }
@@ -381,11 +385,12 @@ final class SyncSession: Sendable {
             // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
             for store in state.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
         }
-        switch state.withLock({ $0.heartbeat(now: .now, timeout: timeout, interval: interval) }) {
+        let clock = context.clock
+        switch state.withLock({ $0.heartbeat(now: clock.now(), timeout: timeout, interval: interval) }) {
         case .alive: break
         case .ping: wakeUp.yield()
         case .silent(let reason): fail(SyncProtocolError(.silent, reason))
         }
-        return state.withLock { $0.heartbeatDelay(now: .now, timeout: timeout, interval: interval) }
+        return state.withLock { $0.heartbeatDelay(now: clock.now(), timeout: timeout, interval: interval) }
     }
 }

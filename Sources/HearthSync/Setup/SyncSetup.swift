@@ -33,11 +33,15 @@ package struct SyncSetup: Sendable {
     package var accountDirectory: URL?
     package var discovery: Discovery
     package var options: SyncEngine.Options
+    /// The clocks, randomness and network (the system's, TLS over TCP, unless a test gives its own).
+    package var environment: SyncEnvironment
 
-    package init(accountDirectory: URL? = nil, discovery: Discovery = .automatic, options: SyncEngine.Options = .init()) {
+    package init(accountDirectory: URL? = nil, discovery: Discovery = .automatic, options: SyncEngine.Options = .init(),
+                 environment: SyncEnvironment = .system) {
         self.accountDirectory = accountDirectory
         self.discovery = discovery
         self.options = options
+        self.environment = environment
     }
 }
 
@@ -49,7 +53,7 @@ extension SyncEngine {
     package convenience init(identity: DeviceIdentity, setup: SyncSetup, accounts: AccountStore, logger: Logger) throws {
         let removals = try accounts.removals(of: identity.account.id)
         try self.init(identity: identity, options: setup.options, removals: removals,
-                      devices: try accounts.knownDevices(of: identity.account.id), logger: logger)
+                      devices: try accounts.knownDevices(of: identity.account.id), environment: setup.environment, logger: logger)
         // `hearth device remove` and other processes write the file: honour what they add at
         // once (one inotify watch per account directory, shared with the device's stores' `current`).
         if let watcher = accounts.watcher, let directory = removals.file?.deletingLastPathComponent().path {

@@ -9,6 +9,11 @@ package struct TLSPeer: Sendable, CustomStringConvertible {
     /// (pairing: the leaf alone, its key proven).
     package let certificate: Certificate
 
+    package init(deviceID: DeviceID, certificate: Certificate) {
+        self.deviceID = deviceID
+        self.certificate = certificate
+    }
+
     package var description: String { "\(certificate.commonName ?? "?") (\(deviceID.short))" }
 }
 

@@ -5,14 +5,20 @@ import Logging
 import NIOCore
 import NIOPosix
 
-/// The Unix socket on which the process that owns a store's file serves it to the other
-/// processes of this user that open the same store (docs/local-attach.md).
+/// The host side of local attach (docs/local-attach.md): the Unix socket on which the process
+/// that owns a store's file serves it to the other processes of this user that open the same
+/// store, the attached clients, and what the store does for them (their snapshot, their
+/// writes, the changes they are sent).
 ///
 /// Each accepted connection gets a ``LocalHostHandler`` (on its NIO event loop): peer
 /// credentials checked, then the hello, a snapshot, and the client's writes. Changes of the
 /// store reach every attached client through ``broadcast(_:)``, from whatever thread made
 /// them: a NIO channel write only queues, it never blocks.
-final class LocalHost: Sendable {
+///
+/// Its own state (the clients) sits behind its own lock; the store's replica, and what was
+/// applied of each client's writes, behind the store's. Neither lock is taken while the other
+/// is held, and no channel operation runs under either beyond queueing.
+final class StoreHost: Sendable {
     /// One attached client (after its hello).
     struct Client: Sendable {
         let channel: any Channel
@@ -26,17 +32,38 @@ final class LocalHost: Sendable {
     private let clients = Locked<[ObjectIdentifier: Client]>([:])
     private let stopped = Locked(false)
     let logger: Logger
+    /// The store served. Weak: the store owns its host (and stops it in its deinit).
+    weak let backend: StoreBackend?
 
-    private init(path: String, server: any Channel, logger: Logger) {
+    private init(path: String, server: any Channel, backend: StoreBackend) {
         self.path = path
         self.server = server
-        self.logger = logger
+        self.backend = backend
+        logger = backend.logger
+    }
+
+    /// Offers `backend`'s store to other processes of this user, unless it hosts already or
+    /// owns no file. A failure (an unsafe socket folder) is logged: the store works, and other
+    /// processes get `storeLocked` as before.
+    static func offer(_ backend: StoreBackend) {
+        guard backend.state.withLock({ $0.storage != nil && $0.localHost == nil }) else { return }
+        do {
+            let host = try start(for: backend, dataDirectory: backend.dataDirectory)
+            let keep = backend.state.withLock { s -> Bool in
+                guard s.storage != nil, s.localHost == nil else { return false }
+                s.localHost = host
+                return true
+            }
+            if !keep { host.stop() }
+        } catch {
+            backend.logger.warning("other processes cannot attach to this store: \(error)", metadata: ["store": "\(backend.storeIdentifier)"])
+        }
     }
 
     /// Listens on the store's socket for `backend`, replacing a socket file left by an earlier
     /// host (this process holds the store's lock now, so that one is gone). Blocks for the bind
     /// only (microseconds). Throws why it cannot.
-    static func start(for backend: StoreBackend, dataDirectory: String) throws -> LocalHost {
+    private static func start(for backend: StoreBackend, dataDirectory: String) throws -> StoreHost {
         let path = LocalSocketDirectory.socketPath(dataDirectory: dataDirectory, storeIdentifier: backend.storeIdentifier)
         try LocalSocketDirectory.prepare((path as NSString).deletingLastPathComponent)
         // Bound under a name of its own, and renamed into place once it listens: a process
@@ -44,8 +71,7 @@ final class LocalHost: Sendable {
         // between the bind and the listen, where the connect would be refused.
         let bound = String(path.dropLast(5)) + ".next"   // as long as ".sock": fits where it does
         let fd = try listeningSocket(bound)
-        let logger = backend.logger
-        let hostBox = Locked<LocalHost?>(nil)
+        let hostBox = Locked<StoreHost?>(nil)
         let server: any Channel
         do {
             server = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -75,9 +101,9 @@ final class LocalHost: Sendable {
             server.close(promise: nil)
             throw LocalAttachError("cannot listen on \(path): rename: \(String(cString: strerror(code)))")
         }
-        let host = LocalHost(path: path, server: server, logger: logger)
+        let host = StoreHost(path: path, server: server, backend: backend)
         hostBox.withLock { $0 = host }
-        logger.debug("hosting the store for other processes", metadata: ["store": "\(backend.storeIdentifier)", "socket": "\(path)"])
+        backend.logger.debug("hosting the store for other processes", metadata: ["store": "\(backend.storeIdentifier)", "socket": "\(path)"])
         return host
     }
 
@@ -171,5 +197,97 @@ final class LocalHost: Sendable {
         server.close(promise: nil)
         let all = clients.withLock { c in defer { c = [:] }; return c.values.map(\.channel) }
         for channel in all { channel.close(promise: nil) }
+    }
+}
+
+// MARK: What the store does for its attached processes
+
+extension StoreHost {
+    /// What the store had applied of each attached process's writes.
+    var applied: [ReplicaID: UInt64] {
+        backend?.state.withLock { $0.attachedApplied } ?? [:]
+    }
+
+    /// The snapshot a newly attached process gets: every current entry of `backend`, in parts
+    /// that fit a frame. (This and ``apply(_:undecodable:to:)`` take the store, not the
+    /// socket: what the host does to the store is tested without one.)
+    static func snapshot(of backend: StoreBackend, reason: ChangeReason?) -> [LocalMessage] {
+        let (entries, account, device) = backend.state.withLock { s in
+            (Array(s.replica.entries.values), s.storage?.location.account ?? "", s.device ?? Data())
+        }
+        let parts = Self.parts(entries)
+        return parts.indices.map { i in
+            .snapshot(.init(account: account, device: device, entries: parts[i], more: i < parts.count - 1, reason: reason))
+        }
+    }
+
+    /// `entries` in groups of at most 4,096 entries and about 1 MB of values (a frame holds 4 MiB).
+    static func parts(_ entries: [Entry]) -> [[Entry]] {
+        var parts: [[Entry]] = [[]]
+        var bytes = 0
+        for entry in entries {
+            let size = entry.key.utf8.count + (entry.value?.canonicalSize ?? 0)
+            if parts[parts.count - 1].count >= 4096 || (bytes + size > 1 << 20 && !parts[parts.count - 1].isEmpty) {
+                parts.append([])
+                bytes = 0
+            }
+            parts[parts.count - 1].append(entry)
+            bytes += size
+        }
+        return parts
+    }
+
+    /// Applies writes an attached process sent (its own entries, stamped by it), each on its
+    /// own: one that breaks ``StoreLimits`` or a quota is refused, the others apply. An entry
+    /// at or below what was applied of its origin is one sent again after a reattach: already
+    /// here, skipped. Returns what was applied per origin and the refusals.
+    ///
+    /// Under the store's lock, as a write of the store's own: what was applied of each origin
+    /// is recorded in the same step, so that a save's snapshot of it (``StoreBackend/flush()``)
+    /// never claims a write its snapshot of the replica lacks.
+    static func apply(_ entries: [Entry], undecodable: [RefusedEntry], to backend: StoreBackend) -> (applied: VersionVector, refused: [LocalMessage.Refusal]) {
+        var refused = undecodable.compactMap { entry -> LocalMessage.Refusal? in
+            guard let origin = entry.origin, let sequence = entry.sequence else { return nil }
+            return LocalMessage.Refusal(origin: origin, sequence: sequence, key: entry.key?.string ?? "",
+                                        code: entry.reason.rawValue, reason: entry.detail)
+        }
+        let wall = backend.wallMilliseconds()
+        let (changed, schedule, handler, applied) = backend.state.withLock { s -> ([StoreKey], Bool, (@Sendable () -> Void)?, VersionVector) in
+            var changed: [StoreKey] = []
+            var applied = VersionVector()
+            var touched = false
+            let strict = backend.isStrict(s)
+            for entry in entries {
+                applied.advance(origin: entry.origin, to: entry.sequence)
+                if let done = s.attachedApplied[entry.origin], entry.sequence <= done { continue }
+                s.attachedApplied[entry.origin] = entry.sequence
+                // The same rules as a write of this process (SyncedReplica.admitLocalWrite).
+                do throws(SyncedReplica.LocalRefusal) {
+                    changed += try s.replica.applyAttachedWrite(entry, device: s.device, wall: wall, strict: strict)
+                    touched = true
+                } catch {
+                    let error = KeyValueStoreError(error, key: entry.key.string)
+                    refused.append(LocalMessage.Refusal(origin: entry.origin, sequence: entry.sequence, key: entry.key.string,
+                                                        code: error.code.rawValue, reason: error.reason))
+                }
+            }
+            guard touched else { return ([], false, nil, applied) }
+            return (changed, backend.scheduleSave(&s), s.localChangeHandler, applied)
+        }
+        if schedule { backend.scheduleWriteBehind() }
+        handler?()
+        // For this process, and (through forward(_:)) for every attached one.
+        if !changed.isEmpty { backend.post(ChangeEvent(reason: .serverChange, keys: changed.map { $0.string })) }
+        return (applied, refused)
+    }
+
+    /// Sends the entries behind an external change to the attached processes, which post it too.
+    /// Quota violations stay with the process whose write was refused; an account switch
+    /// reconnects them instead (``closeClients()``).
+    func forward(_ event: ChangeEvent) {
+        guard event.reason == .serverChange || event.reason == .initialSyncChange, let backend else { return }
+        let entries = backend.state.withLock { s in event.keys.compactMap { s.replica.entries[StoreKey($0)] } }
+        guard !entries.isEmpty else { return }
+        for part in Self.parts(entries) { broadcast(.change(event.reason, part)) }
     }
 }

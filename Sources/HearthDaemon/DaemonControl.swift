@@ -9,10 +9,10 @@ import HearthCore
 ///
 /// Requests: `{"op":"daemon-status"}` → `{"status":0,"pid":…,"stores":[{"store":…,"port":…,
 /// "connectedPeers":[…],"keys":…,"pending":…}]}`.
-enum DaemonControl {
-    static func path(in directory: String) -> String { (directory as NSString).appendingPathComponent("daemon.sock") }
+package enum DaemonControl {
+    package static func path(in directory: String) -> String { (directory as NSString).appendingPathComponent("daemon.sock") }
 
-    static func answer(_ line: String, daemon: DeviceDaemon) async -> String {
+    package static func answer(_ line: String, daemon: DeviceDaemon) async -> String {
         guard let request = JSONObject(line: line) else {
             return ControlRequest.reply(CommandError(.usage, "not a JSON object"))
         }
@@ -31,7 +31,7 @@ enum DaemonControl {
         guard let store = request.string("store"), !store.isEmpty, let directory = request.string("dataDirectory") else {
             return ControlRequest.reply(CommandError(.usage, "hold needs a store and a dataDirectory"))
         }
-        let ours = URL(fileURLWithPath: daemon.global.storeDataDirectory).standardizedFileURL.path
+        let ours = URL(fileURLWithPath: daemon.folders.storeDataDirectory).standardizedFileURL.path
         guard URL(fileURLWithPath: directory).standardizedFileURL.path == ours else {
             return JSONObject(["status": .integer(0), "held": .bool(false), "reason": .string("the daemon holds the stores of \(ours)")]).line
         }
@@ -46,15 +46,21 @@ enum DaemonControl {
             return .dictionary(fields)
         }
         var reply = JSONObject(["status": .integer(0), "pid": .integer(Int64(getpid())), "stores": .array(stores)])
-        reply["dataDirectory"] = .string(daemon.global.storeDataDirectory)
+        reply["dataDirectory"] = .string(daemon.folders.storeDataDirectory)
         return reply.line
+    }
+
+    /// Asks the daemon whose runtime folder is `directory` for its status (the client side of
+    /// `daemon-status`, for `hearth daemon status`); throws, having sent nothing, if the folder
+    /// or the listener is not this user's.
+    package static func askStatus(in directory: String, timeout: Duration) async throws(CommandError) -> ControlSocket.Exchange {
+        try await ControlSocket.exchange(#"{"op":"daemon-status"}"#, with: path(in: directory), timeout: timeout)
     }
 
     /// Asks this user's daemon, if one runs, to hold the store at `location` (the client side
     /// of `hold`); true if it does now. Throws, having sent nothing, if the runtime folder is
     /// not this user's private folder (another user may have made it to pose as the daemon).
-    static func askToHold(_ location: StoreLocation) async throws(CommandError) -> Bool {
-        let directory = RuntimeDirectory.path()
+    package static func askToHold(_ location: StoreLocation, runtimeDirectory directory: String = RuntimeDirectory.path()) async throws(CommandError) -> Bool {
         guard try RuntimeDirectory.existsAndIsOurs(directory), DaemonLock.runningPid(in: directory) != nil else { return false }
         let request = JSONObject(["op": .string("hold"), "store": .string(location.storeIdentifier),
                                   "dataDirectory": .string(location.dataDirectory)]).line

@@ -3,14 +3,14 @@ import Foundation
 /// One daemon per user: the daemon holds an exclusive `flock` on `daemon.lock` in the
 /// ``RuntimeDirectory`` for as long as it runs, and writes its pid there. The kernel drops
 /// the lock when the process dies, however it dies, so a killed daemon never blocks the next.
-final class DaemonLock: Sendable {
-    let path: String
+package final class DaemonLock: Sendable {
+    package let path: String
     private let fd: Int32
 
-    static func path(in directory: String) -> String { (directory as NSString).appendingPathComponent("daemon.lock") }
+    package static func path(in directory: String) -> String { (directory as NSString).appendingPathComponent("daemon.lock") }
 
     /// Takes the lock, or fails with ``CommandError/Status/daemonRunning`` naming the holder.
-    static func acquire(in directory: String) throws(CommandError) -> DaemonLock {
+    package static func acquire(in directory: String) throws(CommandError) -> DaemonLock {
         let path = path(in: directory)
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw CommandError(.general, "cannot open \(path): \(String(cString: strerror(errno)))") }
@@ -37,7 +37,7 @@ final class DaemonLock: Sendable {
     }
 
     /// The pid of the daemon that holds the lock now, or nil if none does.
-    static func runningPid(in directory: String) -> Int32? {
+    package static func runningPid(in directory: String) -> Int32? {
         let path = path(in: directory)
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return nil }
@@ -54,7 +54,7 @@ final class DaemonLock: Sendable {
     }
 
     /// Lets go (at a clean stop; a killed daemon's lock goes with its process).
-    func release() {
+    package func release() {
         _ = ftruncate(fd, 0)
         flock(fd, LOCK_UN)
         close(fd)

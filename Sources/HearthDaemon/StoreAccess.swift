@@ -6,45 +6,41 @@ import HearthIdentity
 
 /// How commands reach a store: reads come straight from its file (so they work while
 /// `hearth serve` holds the store open); writes and watching open the store and sync.
-struct StoreAccess {
-    let global: GlobalOptions
-    let options: StoreOptions
-    let storeIdentifier: String
-    let identity: DeviceIdentity?
-    /// The daemon's: idle links pinged rarely (``StoreOptions/syncSettings(_:sparseHeartbeats:)``).
-    var sparseHeartbeats = false
-
-    init(global: GlobalOptions, options: StoreOptions) throws {
-        try self.init(global: global, options: options, storeIdentifier: options.identifier(), identity: global.currentIdentity())
-    }
+package struct StoreAccess: Sendable {
+    package let folders: DeviceFolders
+    package let peering: PeerSettings
+    package let storeIdentifier: String
+    package let identity: DeviceIdentity?
+    /// The daemon's: idle links pinged rarely (``PeerSettings/syncSettings(_:sparseHeartbeats:)``).
+    package var sparseHeartbeats = false
 
     /// A given store of the given identity (the daemon's stores, one per file it finds).
-    init(global: GlobalOptions, options: StoreOptions, storeIdentifier: String, identity: DeviceIdentity?) {
-        self.global = global
-        self.options = options
+    package init(folders: DeviceFolders, peering: PeerSettings, storeIdentifier: String, identity: DeviceIdentity?) {
+        self.folders = folders
+        self.peering = peering
         self.storeIdentifier = storeIdentifier
         self.identity = identity
     }
 
     /// The file of this store for the signed-in account (or the signed-out replica).
-    var location: StoreLocation {
-        StoreLocation(dataDirectory: global.storeDataDirectory, storeIdentifier: storeIdentifier,
+    package var location: StoreLocation {
+        StoreLocation(dataDirectory: folders.storeDataDirectory, storeIdentifier: storeIdentifier,
                       account: identity?.account.id.hex)
     }
 
-    var exists: Bool { FileManager.default.fileExists(atPath: location.filePath) }
+    package var exists: Bool { FileManager.default.fileExists(atPath: location.filePath) }
 
     /// Fails with "unknown store" unless this device has a file for the store.
-    func requireExisting(hint: String) throws {
+    package func requireExisting(hint: String) throws {
         guard exists else {
             let whose = identity.map { "account \($0.account.displayName) (\($0.account.id.short))" } ?? "signed out"
             throw CommandError(.unknownStore,
-                               "unknown store \(storeIdentifier): no file for it under \(global.storeDataDirectory) (\(whose)); \(hint)")
+                               "unknown store \(storeIdentifier): no file for it under \(folders.storeDataDirectory) (\(whose)); \(hint)")
         }
     }
 
     /// The store's values as its file holds them, without opening (locking) the store.
-    func readReplica() throws -> Replica {
+    package func readReplica() throws -> Replica {
         try requireExisting(hint: "it appears once written on this device (hearth set) or synced here (hearth serve)")
         do {
             guard let data = try AtomicFile.read(location.filePath) else { throw CommandError(.unknownStore, "unknown store \(storeIdentifier)") }
@@ -60,7 +56,7 @@ struct StoreAccess {
     /// With `.embedded` it owns the store or fails with storeLocked; with `.automatic` it attaches
     /// to the process that holds it (docs/local-attach.md).
     /// With `syncPaused`, sync is set up but starts only at `resumeSync()`.
-    func open(logLevel: Logger.Level = .error, attach: AttachMode = .embedded, syncPaused: Bool = false) throws -> UbiquitousKeyValueStore {
+    package func open(logLevel: Logger.Level = .error, attach: AttachMode = .embedded, syncPaused: Bool = false) throws -> UbiquitousKeyValueStore {
         var configuration = configuration(logLevel: logLevel)
         configuration.attach = attach
         configuration.syncStartsPaused = syncPaused
@@ -76,10 +72,10 @@ struct StoreAccess {
 
     /// What the store opens with: this command's folders and peers, the library logging at
     /// `logLevel` unless told otherwise.
-    func configuration(logLevel: Logger.Level) -> UbiquitousKeyValueStore.Configuration {
+    package func configuration(logLevel: Logger.Level) -> UbiquitousKeyValueStore.Configuration {
         var configuration = UbiquitousKeyValueStore.Configuration(
-            dataDirectory: global.storeDataDirectory, writeBehindDelay: .milliseconds(100),
-            sync: options.syncSettings(global, sparseHeartbeats: sparseHeartbeats), logger: global.logger(defaultLevel: logLevel))
+            dataDirectory: folders.storeDataDirectory, writeBehindDelay: .milliseconds(100),
+            sync: peering.syncSettings(folders, sparseHeartbeats: sparseHeartbeats), logger: folders.logger(defaultLevel: logLevel))
         // For tests of a device whose clock is wrong (docs/command.md): libfaketime cannot stand
         // in, as it stops Swift's Task.sleep from ever waking.
         if let skew = ProcessInfo.processInfo.environment["HEARTH_TEST_CLOCK_SKEW_SECONDS"].flatMap(Int64.init) {
@@ -89,7 +85,7 @@ struct StoreAccess {
     }
 
     /// One try at reaching the store: what ``reach(asking:timeout:)`` found.
-    enum Reach {
+    package enum Reach {
         /// Opened here (this process holds it now; close it when done).
         case opened(UbiquitousKeyValueStore)
         /// Another `hearth` process holds it and answered the request with this line.
@@ -107,7 +103,7 @@ struct StoreAccess {
     /// waits up to `timeout` for the reply. If the holder has no control socket (an app), attaches
     /// to it: the write goes through the app, which hosts the store (docs/local-attach.md).
     /// A store opened here with `syncPaused` syncs only once the caller calls `resumeSync()`.
-    func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false) async throws -> Reach {
+    package func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false) async throws -> Reach {
         // With a daemon running, the daemon holds the store (and syncs it after we exit): the
         // request goes to it, as to any holder.
         _ = try await DaemonControl.askToHold(location)
@@ -129,14 +125,14 @@ struct StoreAccess {
     }
 
     /// "device NAME (ID) in account NAME (ID)", or "signed out".
-    var whoAmI: String {
+    package var whoAmI: String {
         guard let identity else { return "signed out" }
         return "device \(identity.deviceName) (\(identity.deviceID.short)) in \(identity.account.displayName) (\(identity.account.id.short))"
     }
 }
 
 /// Maps a store write error to the command's statuses.
-func commandError(_ error: KeyValueStoreError, key: String) -> CommandError {
+package func commandError(_ error: KeyValueStoreError, key: String) -> CommandError {
     switch error.code {
     case .storeLocked: CommandError(.storeLocked, error.description)
     case .persistenceFailed: CommandError(.general, error.description)
@@ -147,12 +143,12 @@ func commandError(_ error: KeyValueStoreError, key: String) -> CommandError {
 
 /// The process that holds a store's lock, as the lock file names it (the library writes the
 /// holder's pid there) and /proc describes it.
-struct StoreHolder: CustomStringConvertible {
-    let pid: Int32?
+package struct StoreHolder: CustomStringConvertible {
+    package let pid: Int32?
     /// Its command name (`/proc/PID/comm`); nil if it has exited, or cannot be seen.
-    let command: String?
+    package let command: String?
 
-    init(lockPath: String) {
+    package init(lockPath: String) {
         let text = (try? String(contentsOfFile: lockPath, encoding: .utf8)) ?? ""
         pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
         command = pid.flatMap { try? String(contentsOfFile: "/proc/\($0)/comm", encoding: .utf8) }?
@@ -163,9 +159,9 @@ struct StoreHolder: CustomStringConvertible {
     /// trying again is worth it: a `hearth` command (a one-shot `set`, `rm` or `peers` ends
     /// within its --wait; a `serve` or `watch` that is starting opens its control socket in
     /// a moment), or a holder already gone. An app holds a store for as long as it runs.
-    var mayLetGoSoon: Bool { command == nil || command == "hearth" }
+    package var mayLetGoSoon: Bool { command == nil || command == "hearth" }
 
-    var description: String {
+    package var description: String {
         guard let pid else { return "another process" }
         return "process \(pid)" + (command.map { " (\($0))" } ?? "")
     }

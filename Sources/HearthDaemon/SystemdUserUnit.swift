@@ -2,15 +2,15 @@ import Foundation
 
 /// The systemd user unit that runs the daemon at login (`systemctl --user`):
 /// `$XDG_CONFIG_HOME/systemd/user/hearth.service`.
-struct SystemdUserUnit {
-    static let name = "hearth.service"
+package struct SystemdUserUnit {
+    package static let name = "hearth.service"
 
-    let path: String
+    package let path: String
     /// The daemon's command line: this `hearth` binary, `daemon run`, and the options given
     /// to `install` (a data or config folder other than the default, peers).
-    let command: [String]
+    package let command: [String]
 
-    init(command: [String], environment: [String: String] = ProcessInfo.processInfo.environment) {
+    package init(command: [String], environment: [String: String] = ProcessInfo.processInfo.environment) {
         let config: String
         if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
             config = xdg
@@ -22,7 +22,7 @@ struct SystemdUserUnit {
         self.command = command
     }
 
-    var text: String {
+    package var text: String {
         """
         # Written by `hearth daemon install`; removed by `hearth daemon uninstall`.
         [Unit]
@@ -44,7 +44,7 @@ struct SystemdUserUnit {
     }
 
     /// systemd's quoting for ExecStart: double quotes, with backslash, quote, `$` and `%` escaped.
-    static func quote(_ word: String) -> String {
+    package static func quote(_ word: String) -> String {
         var out = "\""
         for c in word {
             switch c {
@@ -59,14 +59,14 @@ struct SystemdUserUnit {
     }
 
     /// The path of the running `hearth` binary, for ExecStart (systemd needs an absolute path).
-    static var executable: String {
+    package static var executable: String {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 }
 
 /// Runs `systemctl --user ARGS` on a thread of its own (it blocks), returning nil if systemctl
 /// is not installed, else its status and what it printed.
-func systemctlUser(_ arguments: [String]) async -> (status: Int32, output: String)? {
+package func systemctlUser(_ arguments: [String]) async -> (status: Int32, output: String)? {
     await withCheckedContinuation { continuation in
         Thread.detachNewThread {
             let process = Process()

@@ -9,26 +9,24 @@ import Hearth
 /// so the folder must be ours and closed to everyone else: it is created 0700 and refused if
 /// it is a symbolic link, someone else's, or open to others (``PrivateFolder``, the library's
 /// check too).
-enum RuntimeDirectory {
-    static func path(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+package enum RuntimeDirectory {
+    package static func path(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         // The library's folder for its local sockets: apps find the daemon there.
         LocalSocketDirectory.path(environment: environment)
     }
 
-    /// Creates the folder if needed and checks it (``PrivateFolder``); the path on success.
-    static func prepare(environment: [String: String] = ProcessInfo.processInfo.environment) throws(CommandError) -> String {
-        let path = path(environment: environment)
+    /// Creates the folder at `path` if needed and checks it (``PrivateFolder``).
+    package static func prepare(_ path: String) throws(CommandError) {
         do throws(PrivateFolder.Refusal) {
             try PrivateFolder.prepare(path)
         } catch {
             throw CommandError(error)
         }
-        return path
     }
 
     /// For a client: false if the folder does not exist (nothing listens there), true if it is
     /// usable; throws if it is not ours to use (squatted, open to others, a symbolic link).
-    static func existsAndIsOurs(_ path: String) throws(CommandError) -> Bool {
+    package static func existsAndIsOurs(_ path: String) throws(CommandError) -> Bool {
         switch PrivateFolder.inspect(path) {
         case .missing: false
         case .usable: true
@@ -39,7 +37,7 @@ enum RuntimeDirectory {
 
 extension CommandError {
     /// A runtime folder or socket that must not be used: a general failure, saying why.
-    init(_ refusal: PrivateFolder.Refusal) {
+    package init(_ refusal: PrivateFolder.Refusal) {
         self.init(.general, refusal.description)
     }
 }

@@ -8,14 +8,14 @@ import Hearth
 /// `{"$date": "2026-01-02T03:04:05Z"}` and `{"$data": "<base64>"}`. JSON `null` is not a
 /// property-list value and is refused. Our own parser (rather than JSONSerialization) keeps
 /// `true` from turning into `1` and reports where the text went wrong.
-enum PropertyListJSON {
-    struct SyntaxError: Error, CustomStringConvertible {
-        let description: String
+package enum PropertyListJSON {
+    package struct SyntaxError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     // MARK: Parsing
 
-    static func parse(_ text: String) throws -> PropertyListValue {
+    package static func parse(_ text: String) throws -> PropertyListValue {
         var parser = Parser(bytes: Array(text.utf8))
         parser.skipSpace()
         let value = try parser.value(depth: 0)
@@ -195,7 +195,7 @@ enum PropertyListJSON {
         }
     }
 
-    static func parseDate(_ text: String) -> Date? {
+    package static func parseDate(_ text: String) -> Date? {
         (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
             ?? (try? Date.ISO8601FormatStyle().parse(text))
     }
@@ -203,7 +203,7 @@ enum PropertyListJSON {
     // MARK: Printing
 
     /// Compact JSON for `value` (keys sorted, so output is stable).
-    static func string(_ value: PropertyListValue) -> String {
+    package static func string(_ value: PropertyListValue) -> String {
         switch value {
         case .string(let text): return quote(text)
         case .integer(let number): return String(number)
@@ -219,11 +219,11 @@ enum PropertyListJSON {
         }
     }
 
-    static func dateString(_ date: Date) -> String {
+    package static func dateString(_ date: Date) -> String {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
-    static func quote(_ text: String) -> String {
+    package static func quote(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -240,7 +240,7 @@ enum PropertyListJSON {
     }
 
     /// A one-line form for people: strings quoted, dates ISO 8601, data by size.
-    static func human(_ value: PropertyListValue) -> String {
+    package static func human(_ value: PropertyListValue) -> String {
         switch value {
         case .data(let data): return "<\(data.count) bytes>"
         case .date(let date): return dateString(date)

@@ -4,17 +4,17 @@ import HearthCore
 
 /// How much of a store is used and how much is not yet confirmed, from its replica (the live
 /// one in the holder, or the saved file).
-struct StoreFigures: Sendable, Equatable {
-    var keys: Int
-    var usageBytes: Int
+package struct StoreFigures: Sendable, Equatable {
+    package var keys: Int
+    package var usageBytes: Int
     /// Entries some known peer has not acknowledged (all of them when no peer is known yet).
-    var pending: Int
-    var knownPeers: Int
+    package var pending: Int
+    package var knownPeers: Int
     /// What peers refused of this device's writes (each for people): known only to the
     /// process that syncs the store.
-    var refused: [String] = []
+    package var refused: [String] = []
 
-    init(_ replica: Replica, refusals: [SyncRefusal] = []) {
+    package init(_ replica: Replica, refusals: [SyncRefusal] = []) {
         refused = refusals.map(\.description)
         keys = replica.usage.keys
         usageBytes = replica.usage.bytes
@@ -23,7 +23,7 @@ struct StoreFigures: Sendable, Equatable {
         knownPeers = replica.peerVectors.count
     }
 
-    init(keys: Int, usageBytes: Int, pending: Int, knownPeers: Int, refused: [String] = []) {
+    package init(keys: Int, usageBytes: Int, pending: Int, knownPeers: Int, refused: [String] = []) {
         self.refused = refused
         self.keys = keys
         self.usageBytes = usageBytes
@@ -34,21 +34,21 @@ struct StoreFigures: Sendable, Equatable {
 
 /// What the process holding a store (`serve`, `watch`) says about it, for `hearth peers` and
 /// `hearth status`: the answer to a `status` request (``ControlRequest``).
-struct LiveStatus: Sendable {
-    var pid: Int32
-    var store: String
-    var port: Int?
-    var device: String?
-    var connectedPeers: [String]
-    var discoveredPeers: [String]
-    var discovery: String
+package struct LiveStatus: Sendable {
+    package var pid: Int32
+    package var store: String
+    package var port: Int?
+    package var device: String?
+    package var connectedPeers: [String]
+    package var discoveredPeers: [String]
+    package var discovery: String
     /// When entries last moved between this store and a peer.
-    var lastExchange: Date?
-    var entriesSent: Int
-    var entriesReceived: Int
-    var figures: StoreFigures
+    package var lastExchange: Date?
+    package var entriesSent: Int
+    package var entriesReceived: Int
+    package var figures: StoreFigures
 
-    var fields: JSONObject {
+    package var fields: JSONObject {
         var object = JSONObject([
             "pid": .integer(Int64(pid)), "store": .string(store),
             "connectedPeers": .array(connectedPeers.map(PropertyListValue.string)),
@@ -65,7 +65,7 @@ struct LiveStatus: Sendable {
         return object
     }
 
-    init(pid: Int32, store: String, port: Int?, device: String?, connectedPeers: [String], discoveredPeers: [String],
+    package init(pid: Int32, store: String, port: Int?, device: String?, connectedPeers: [String], discoveredPeers: [String],
          discovery: String, lastExchange: Date?, entries: (sent: Int, received: Int)?, figures: StoreFigures) {
         self.pid = pid
         self.store = store
@@ -80,7 +80,7 @@ struct LiveStatus: Sendable {
         self.figures = figures
     }
 
-    init(_ object: JSONObject) throws(CommandError) {
+    package init(_ object: JSONObject) throws(CommandError) {
         guard let pid = object.integer("pid"), let store = object.string("store"), let connected = object.strings("connectedPeers") else {
             throw CommandError(.general, "the hearth process that holds the store sent a malformed status")
         }
@@ -101,7 +101,7 @@ struct LiveStatus: Sendable {
 
     /// Asks the process holding the store at `location` (nil when none answers); throws if the
     /// control socket's folder or listener is not this user's (``ControlSocket/exchange(_:with:timeout:)``).
-    static func ask(_ location: StoreLocation, timeout: Duration = .seconds(5)) async throws(CommandError) -> LiveStatus? {
+    package static func ask(_ location: StoreLocation, timeout: Duration = .seconds(5)) async throws(CommandError) -> LiveStatus? {
         let line = ControlRequest.status(store: location.storeIdentifier).line
         guard case .reply(let reply) = try await ControlSocket.exchange(line, with: ControlSocket.path(for: location), timeout: timeout) else {
             return nil

@@ -1,9 +1,9 @@
-import ArgumentParser
+import Foundation
 
 /// A failure the command reports as one line on stderr with a documented exit status.
-struct CommandError: Error, CustomStringConvertible {
+package struct CommandError: Error, CustomStringConvertible {
     /// The documented exit statuses (also listed in `hearth --help`).
-    enum Status: Int32, CaseIterable {
+    package enum Status: Int32, CaseIterable {
         case general = 1
         case usage = 2
         case badBundle = 3
@@ -18,7 +18,7 @@ struct CommandError: Error, CustomStringConvertible {
         case pairingRefused = 12
         case pairingTimedOut = 13
 
-        var meaning: String {
+        package var meaning: String {
             switch self {
             case .general: "general failure"
             case .usage: "usage error (unknown option, missing argument)"
@@ -37,18 +37,18 @@ struct CommandError: Error, CustomStringConvertible {
         }
     }
 
-    let status: Status
-    let message: String
+    package let status: Status
+    package let message: String
 
-    init(_ status: Status, _ message: String) {
+    package init(_ status: Status, _ message: String) {
         self.status = status
         self.message = message
     }
 
-    var description: String { message }
+    package var description: String { message }
 
     /// The exit-status table for `--help`.
-    static var helpTable: String {
+    package static var helpTable: String {
         "EXIT STATUS\n  0  success\n" + Status.allCases.map { "  \($0.rawValue)  \($0.meaning)" }.joined(separator: "\n")
     }
 }

@@ -10,15 +10,15 @@ import HearthCore
 /// 0600; each side checks the other's uid with `SO_PEERCRED`), named by a hash of the store's
 /// lock file: a socket path must fit in 108 bytes, which store paths may not.
 /// This type is only the transport; what is said over it is ``ControlRequest``.
-enum ControlSocket {
+package enum ControlSocket {
     /// The longest line either side accepts. A value is at most 1 MB of canonical encoding,
     /// and JSON can make that up to six times longer (a Boolean costs 1 byte and prints as
     /// `false,`; a control character in a string prints as `\u0001`), so 8 MB holds any
     /// request the store would accept, with room for its other fields.
-    static let maximumLineBytes = 8 << 20
+    package static let maximumLineBytes = 8 << 20
 
     /// The socket path for the store at `location`.
-    static func path(for location: StoreLocation) -> String {
+    package static func path(for location: StoreLocation) -> String {
         let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         // FNV-1a: stable across processes, unlike Hasher.
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -30,7 +30,7 @@ enum ControlSocket {
     }
 
     /// How one request went.
-    enum Exchange: Sendable, Equatable {
+    package enum Exchange: Sendable, Equatable {
         /// Nobody listens on the socket: nothing was sent.
         case noListener
         /// The request went out (perhaps partly), but no reply came before the connection
@@ -43,7 +43,7 @@ enum ControlSocket {
     /// (the calls block; the cooperative pool must not). Throws, having sent nothing, if the
     /// socket's folder is not this user's private folder or another user's process listens on
     /// the socket (``PrivateFolder``): someone planted it to catch the request.
-    static func exchange(_ line: String, with path: String, timeout: Duration) async throws(CommandError) -> Exchange {
+    package static func exchange(_ line: String, with path: String, timeout: Duration) async throws(CommandError) -> Exchange {
         let result = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(returning: exchangeBlocking(line, with: path, timeout: timeout))
@@ -81,7 +81,7 @@ enum ControlSocket {
         return .success(.reply(reply))
     }
 
-    static func setTimeouts(_ fd: Int32, _ timeout: Duration) {
+    package static func setTimeouts(_ fd: Int32, _ timeout: Duration) {
         let (seconds, attoseconds) = timeout.components
         var limit = timeval(tv_sec: Int(max(seconds, 0)), tv_usec: Int(max(attoseconds, 0) / 1_000_000_000_000))
         if limit.tv_sec == 0, limit.tv_usec == 0 { limit.tv_usec = 1000 }   // zero would mean "no limit"
@@ -89,7 +89,7 @@ enum ControlSocket {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    package static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -101,7 +101,7 @@ enum ControlSocket {
     }
 
     /// Reads up to a newline, at most ``maximumLineBytes``; nil on end of file, error or timeout.
-    static func readLine(_ fd: Int32) -> String? {
+    package static func readLine(_ fd: Int32) -> String? {
         var data: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while data.count <= maximumLineBytes {
@@ -122,15 +122,17 @@ enum ControlSocket {
 /// The holder's side of ``ControlSocket``: accepts connections on a thread of its own, reads
 /// each request on a thread per connection (a slow client must not hold up others, nor block
 /// the cooperative pool), and answers with `handler`.
-final class ControlServer: Sendable {
-    let path: String
+package final class ControlServer: Sendable {
+    package let path: String
     private let fd: Int32
     private let connections = Locked(0)
     /// Clients are this user's own `hearth` commands; more at once than this is a runaway script.
-    static let maximumConnections = 64
+    package static let maximumConnections = 64
+    /// Where a refused connection is reported.
+    private let note: @Sendable (String) -> Void
 
     /// Listens at `path`, creating its folder (0700) if needed; throws why not.
-    init(path: String) throws(CommandError) {
+    package init(path: String, note: @escaping @Sendable (String) -> Void) throws(CommandError) {
         // Only a folder of ours that nobody else can enter: anyone who can connect can write.
         do throws(PrivateFolder.Refusal) {
             try PrivateFolder.prepare((path as NSString).deletingLastPathComponent)
@@ -151,9 +153,10 @@ final class ControlServer: Sendable {
         }
         self.path = path
         self.fd = fd
+        self.note = note
     }
 
-    func start(_ handler: @escaping @Sendable (String) async -> String) {
+    package func start(_ handler: @escaping @Sendable (String) async -> String) {
         Thread.detachNewThread { [self] in
             while true {
                 let client = accept(fd, nil, nil)
@@ -205,11 +208,11 @@ final class ControlServer: Sendable {
     }
 
     /// Whether the process at the other end of `client` runs as this user (SO_PEERCRED).
-    static func isOwnUser(_ client: Int32) -> Bool {
+    package static func isOwnUser(_ client: Int32) -> Bool {
         PrivateFolder.peerUID(client) == geteuid()
     }
 
-    func stop() {
+    package func stop() {
         unlink(path)
         shutdown(fd, Int32(SHUT_RDWR))
         close(fd)

@@ -8,9 +8,9 @@ import HearthCore
 /// external change, and tracks when entries last moved.
 ///
 /// While idle it writes nothing to disk: its state is in memory and given out on request.
-final class HostedStore: Sendable {
-    let store: UbiquitousKeyValueStore
-    let access: StoreAccess
+package final class HostedStore: Sendable {
+    package let store: UbiquitousKeyValueStore
+    package let access: StoreAccess
     private let control: ControlServer?
     /// Saves, and prints if asked, each external change; nil in the daemon (see ``open``).
     private let printer: Task<Void, Never>?
@@ -27,22 +27,22 @@ final class HostedStore: Sendable {
     /// (which reads the file) shows it at once (`serve`, `watch`). The daemon, whose stores apps
     /// write at any rate, relies on its 100 ms write-behind instead: a save per change cost it a
     /// fifth of its CPU under a busy app.
-    static func open(_ access: StoreAccess, label: String, printChanges: Bool = false, json: Bool = false,
+    package static func open(_ access: StoreAccess, label: String, output: DaemonOutput, printChanges: Bool = false, json: Bool = false,
                      saveEachChange: Bool = true, opened: UbiquitousKeyValueStore? = nil,
                      shouldStop: @Sendable () -> Bool) async throws -> HostedStore? {
         let store: UbiquitousKeyValueStore
         if let opened {
             store = opened
         } else {
-            guard let waited = try await openWaiting(access, label: label, shouldStop: shouldStop) else { return nil }
+            guard let waited = try await openWaiting(access, label: label, note: output.note, shouldStop: shouldStop) else { return nil }
             store = waited
         }
         // Help says serve creates the store; a fresh store with nothing in it would otherwise
         // have no file until its first change, and `hearth list` would call it unknown.
         if !access.exists, !(await store.saveCreatingFile()) {
-            note("\(label): could not create the file of store \(access.storeIdentifier) yet; it is written at the first change")
+            output.note("\(label): could not create the file of store \(access.storeIdentifier) yet; it is written at the first change")
         }
-        let hosted = HostedStore(store, access: access, printChanges: printChanges, json: json, saveEachChange: saveEachChange)
+        let hosted = HostedStore(store, access: access, output: output, printChanges: printChanges, json: json, saveEachChange: saveEachChange)
         do {
             let syncPort = store.isSyncing ? try await store.syncPort() : nil
             hosted.port.withLock { $0 = syncPort }
@@ -53,13 +53,13 @@ final class HostedStore: Sendable {
         }
     }
 
-    private init(_ store: UbiquitousKeyValueStore, access: StoreAccess, printChanges: Bool, json: Bool, saveEachChange: Bool) {
+    private init(_ store: UbiquitousKeyValueStore, access: StoreAccess, output: DaemonOutput, printChanges: Bool, json: Bool, saveEachChange: Bool) {
         self.store = store
         self.access = access
         let port = Locked<Int?>(nil)
         self.port = port
         let device = access.identity?.deviceID.hex
-        let discovery = access.options.discoveryDescription
+        let discovery = access.peering.discoveryDescription
         let liveStatus: @Sendable () -> LiveStatus = {
             let metrics = store.syncMetrics
             return LiveStatus(pid: getpid(), store: store.storeIdentifier, port: port.withLock { $0 }, device: device,
@@ -69,13 +69,13 @@ final class HostedStore: Sendable {
                               figures: StoreFigures(store.replica, refusals: store.syncRefusals))
         }
         // Up before sync starts, so that hearth set/rm/peers find us as soon as we hold the store.
-        let handler = ControlHandler(store: store, status: liveStatus)
+        let handler = ControlHandler(store: store, status: liveStatus, note: output.note)
         let control: ControlServer?
         do throws(CommandError) {
-            control = try ControlServer(path: ControlSocket.path(for: access.location))
+            control = try ControlServer(path: ControlSocket.path(for: access.location), note: output.note)
         } catch {
             control = nil
-            note("no control socket for store \(access.storeIdentifier) (\(error.message)); hearth set/rm on it will report it locked")
+            output.note("no control socket for store \(access.storeIdentifier) (\(error.message)); hearth set/rm on it will report it locked")
         }
         self.control = control
         control?.start { line in await handler.answer(line) }
@@ -95,10 +95,10 @@ final class HostedStore: Sendable {
                 let values = change.keys.map { ($0, store.value(forKey: $0)) }
                 if json {
                     let fields = values.map { "\(PropertyListJSON.quote($0.0)):\($0.1.map(PropertyListJSON.string) ?? "null")" }
-                    emit("{\"reason\":\"\(change.reason)\",\"code\":\(change.reason.rawValue),\"values\":{\(fields.joined(separator: ","))}}")
+                    output.emit("{\"reason\":\"\(change.reason)\",\"code\":\(change.reason.rawValue),\"values\":{\(fields.joined(separator: ","))}}")
                 } else {
                     for (key, value) in values {
-                        emit("\(change.reason) (\(change.reason.rawValue)): \(key) " + (value.map { "= \(PropertyListJSON.human($0))" } ?? "removed"))
+                        output.emit("\(change.reason) (\(change.reason.rawValue)): \(key) " + (value.map { "= \(PropertyListJSON.human($0))" } ?? "removed"))
                     }
                 }
             }
@@ -106,19 +106,19 @@ final class HostedStore: Sendable {
     }
 
     /// What `hearth status` and `hearth peers` are told about this store.
-    let liveStatus: @Sendable () -> LiveStatus
+    package let liveStatus: @Sendable () -> LiveStatus
 
     /// The sync port, once listening; nil when not syncing (signed out).
-    var syncPort: Int? { port.withLock { $0 } }
+    package var syncPort: Int? { port.withLock { $0 } }
 
     /// Stops answering, saves and closes the store.
-    func close() async {
+    package func close() async {
         control?.stop()
         printer?.cancel()
         await store.close()
     }
 
-    private static func openWaiting(_ access: StoreAccess, label: String,
+    private static func openWaiting(_ access: StoreAccess, label: String, note: @Sendable (String) -> Void,
                                     shouldStop: @Sendable () -> Bool) async throws -> UbiquitousKeyValueStore? {
         var noted = false
         while !shouldStop() {

@@ -8,25 +8,25 @@ import Hearth
 /// (``RecentRequests``), so asking again never applies a write twice in one holder. If the
 /// holder goes away without answering, the write may or may not have landed: the client then
 /// resolves it itself (``perform(_:)``) and only says so if it cannot.
-struct WriteRequest: Sendable {
-    var id = UUID()
-    var store: String
-    var key: String
+package struct WriteRequest: Sendable {
+    package var id = UUID()
+    package var store: String
+    package var key: String
     /// The new value; nil removes the key.
-    var value: PropertyListValue?
-    var wait: Double
-    var minimumPeers: Int
+    package var value: PropertyListValue?
+    package var wait: Double
+    package var minimumPeers: Int
     /// This write may already have been handed to a holder that stopped answering: the value
     /// already in place (or the key already gone, for a removal) counts as done, not as
     /// "no such key", and is not written again.
-    var isRetry = false
+    package var isRetry = false
 
     /// How long a client keeps trying past its --wait to resolve a write, or to get a store
     /// that another hearth command holds for a moment.
-    static let grace = Duration.seconds(5)
+    package static let grace = Duration.seconds(5)
 
     /// Which process applied the write.
-    enum Route: Sendable, Equatable {
+    package enum Route: Sendable, Equatable {
         /// This one.
         case here
         /// The hearth process that holds the store.
@@ -37,7 +37,7 @@ struct WriteRequest: Sendable {
         case resolvedByNewHolder
 
         /// Appended to the outcome's sentence.
-        var remark: String {
+        package var remark: String {
             switch self {
             case .here: ""
             case .holder: " (applied by the hearth process that holds the store)"
@@ -47,7 +47,7 @@ struct WriteRequest: Sendable {
         }
     }
 
-    init(store: String, key: String, value: PropertyListValue?, wait: Double, minimumPeers: Int) {
+    package init(store: String, key: String, value: PropertyListValue?, wait: Double, minimumPeers: Int) {
         self.store = store
         self.key = key
         self.value = value
@@ -59,7 +59,7 @@ struct WriteRequest: Sendable {
     /// command's errors. Status 6 (storeLocked) only when nothing was sent to any holder;
     /// ``CommandError/Status/outcomeUnknown`` when something was and the outcome could not be
     /// found out within --wait plus ``grace``.
-    func perform(_ access: StoreAccess) async throws -> (outcome: DeliveryOptions.Outcome, route: Route) {
+    package func perform(_ access: StoreAccess) async throws -> (outcome: WriteOutcome, route: Route) {
         try checkSize()
         let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000)) + Self.grace
         var request = self
@@ -71,7 +71,7 @@ struct WriteRequest: Sendable {
             // (a peer's first sync with this device then includes it, as the peer expects).
             switch try await access.reach(asking: ControlRequest.write(request).line, timeout: timeout, syncPaused: true) {
             case .opened(let store):
-                let outcome: DeliveryOptions.Outcome
+                let outcome: WriteOutcome
                 do {
                     outcome = try await request.apply(to: store, startingSync: true)
                 } catch {
@@ -110,7 +110,7 @@ struct WriteRequest: Sendable {
 
     /// Refuses here what the store would refuse for its size, before anything is sent (and so
     /// every request line stays within ``ControlSocket/maximumLineBytes``).
-    func checkSize() throws {
+    package func checkSize() throws {
         guard let value else { return }
         let size = key.utf8.count + value.canonicalSize
         guard size <= StoreLimits.maximumValueSize else {
@@ -121,7 +121,7 @@ struct WriteRequest: Sendable {
     /// Writes to an open store and waits for peers (in this process, or in the holder for a
     /// forwarded request).
     /// `startingSync`: the store was opened with sync paused; start it once the write is made.
-    func apply(to store: UbiquitousKeyValueStore, startingSync: Bool = false) async throws -> DeliveryOptions.Outcome {
+    package func apply(to store: UbiquitousKeyValueStore, startingSync: Bool = false) async throws -> WriteOutcome {
         let current = store.value(forKey: key)
         if value == nil, current == nil {
             guard isRetry else { throw CommandError(.notFound, "no value for \(key) in store \(store.storeIdentifier)") }
@@ -133,12 +133,12 @@ struct WriteRequest: Sendable {
             }
         }
         if startingSync { store.resumeSync() }
-        return await DeliveryOptions.deliver(store, key: key, wait: wait, minimumPeers: minimumPeers)
+        return await WriteOutcome.deliver(store, key: key, wait: wait, minimumPeers: minimumPeers)
     }
 
     // MARK: The wire form (see ControlRequest)
 
-    var fields: JSONObject {
+    package var fields: JSONObject {
         var object = JSONObject(["op": .string(value == nil ? "rm" : "set"), "id": .string(id.uuidString), "store": .string(store),
                                  "key": .string(key), "wait": .double(wait), "minPeers": .integer(Int64(minimumPeers))])
         if let value { object["value"] = value }
@@ -146,7 +146,7 @@ struct WriteRequest: Sendable {
         return object
     }
 
-    init(_ object: JSONObject) throws(CommandError) {
+    package init(_ object: JSONObject) throws(CommandError) {
         guard let store = object.string("store"), let key = object.string("key") else {
             throw CommandError(.usage, "malformed request: no store or key")
         }
@@ -166,8 +166,8 @@ struct WriteRequest: Sendable {
         isRetry = object.bool("retry") ?? false
     }
 
-    /// The holder's answer to this request.
-    func answer(store: UbiquitousKeyValueStore) async -> String {
+    /// The holder's answer to this request; `note` hears what was done.
+    package func answer(store: UbiquitousKeyValueStore, note: @Sendable (String) -> Void) async -> String {
         do {
             let outcome = try await apply(to: store)
             note("\(value == nil ? "removed" : "set") \(key) for another hearth process; \(outcome.sentence)")
@@ -181,7 +181,7 @@ struct WriteRequest: Sendable {
         }
     }
 
-    static func outcome(fromReply reply: String) throws -> DeliveryOptions.Outcome {
-        try DeliveryOptions.Outcome(replyFields: ControlRequest.fields(ofReply: reply))
+    package static func outcome(fromReply reply: String) throws -> WriteOutcome {
+        try WriteOutcome(replyFields: ControlRequest.fields(ofReply: reply))
     }
 }

@@ -5,32 +5,10 @@ import Logging
 
 /// Signing in, signing out and switching accounts, as Apple describes them: writes made
 /// while signed out are reconciled with the account's data by timestamp at sign-in; a switch
-/// replaces the visible set wholesale with the new account's, whatever the timestamps.
-extension StoreBackend {
-    /// Opens (locking) and loads the replica file at `location`; a fresh replica if none.
-    /// Each run writes under a new replica ID (see `Replica.reopened(as:)`).
-    ///
-    /// `device` is the signed-in device's ID (nil when signed out): an account's replica writes
-    /// under an origin bound to it (see `ReplicaID.random(boundTo:)`), and its own entries under
-    /// an origin that is not (an earlier build's, or signed-out writes) move to that origin.
-    static func openReplica(_ location: StoreLocation, device: Data?, logger: Logger) throws(PersistenceError) -> (ReplicaStorage, Replica) {
-        let storage = try ReplicaStorage(location: location, logger: logger)
-        let id = device.map(ReplicaID.random(boundTo:)) ?? .random()
-        var replica: Replica
-        switch try storage.load() {
-        case .fresh, .recovered: replica = Replica(id: id)
-        case .loaded(let loaded), .loadedSettingAside(let loaded, _, _): replica = loaded.reopened(as: id)
-        }
-        if let device {
-            let moved = replica.adoptUnboundEntries(of: device)
-            if !moved.isEmpty {
-                logger.notice("moved \(moved.count) entries of this device to an origin bound to it (written by an earlier build)",
-                              metadata: ["store": "\(location.storeIdentifier)"])
-            }
-        }
-        return (storage, replica)
-    }
-
+/// replaces the visible set wholesale with the new account's, whatever the timestamps. A
+/// switch stops the store's sync, moves its replica to the other account's file, and starts
+/// sync again as the new account's device: part of the sync lifecycle.
+extension StoreSync {
     /// Follows the account directory's `current` pointer (changed by `hearth account …` or
     /// another app) and switches when it changes. Told by the device's ``AccountDirectoryWatcher``
     /// (inotify: nothing runs while the pointer stays put); each check compares the pointer with
@@ -56,10 +34,10 @@ extension StoreBackend {
     /// pointer a switch to which failed (logged once; tried again when the pointer changes).
     private func followAccount(_ accounts: AccountStore, settings: SyncSettings, failed: inout AccountID??) async {
         let now = try? accounts.currentAccountID()
-        guard now?.hex != location?.account, failed != .some(now) else { return }
+        guard let backend, now?.hex != backend.location?.account, failed != .some(now) else { return }
         do {
             let identity = now == nil ? nil : try accounts.loadCurrentIdentity()
-            try await switchAccount(to: identity, settings: settings)
+            try await switchAccount(backend, to: identity, settings: settings)
             failed = nil
         } catch {
             failed = .some(now)
@@ -72,7 +50,7 @@ extension StoreBackend {
         watcher.unsubscribe(directory, token: token)
     }
 
-    /// Switches the store to `identity`'s account (`nil`: signed out).
+    /// Switches `backend`'s store to `identity`'s account (`nil`: signed out).
     ///
     /// - From signed out to an account: the signed-out writes are merged into the account's
     ///   replica by last-writer-wins (or dropped with `discardWritesBeforeInitialSync`), and
@@ -81,33 +59,33 @@ extension StoreBackend {
     /// - Between accounts, or signing out: the visible set becomes the other replica's (its
     ///   cached file, then what its peers send), posted as accountChange with every key whose
     ///   value differs.
-    func switchAccount(to identity: DeviceIdentity?, settings: SyncSettings) async throws {
+    func switchAccount(_ backend: StoreBackend, to identity: DeviceIdentity?, settings: SyncSettings) async throws {
         let target = identity?.account.id.hex
-        guard isPersistent, let current = location, current.account != target else { return }
+        guard backend.isPersistent, let current = backend.location, current.account != target else { return }
         let started = ContinuousClock.now
-        await stopSync()
+        await stop()
         let stopped = ContinuousClock.now
-        await flushOffPool()
-        let location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: target)
+        await backend.flushOffPool()
+        let location = StoreLocation(dataDirectory: backend.dataDirectory, storeIdentifier: storeIdentifier, account: target)
         let logger = self.logger
         let device = identity?.deviceID.data
-        let (storage, opened) = try await onIOQueue { try Self.openReplica(location, device: device, logger: logger) }
+        let (storage, opened) = try await backend.onIOQueue { try ReplicaStorage.open(location, device: device, logger: logger) }
         let loaded = ContinuousClock.now
         var next = opened
         let signingIn = current.account == nil
-        let (changed, previousStorage) = state.withLock { s -> ([StoreKey], ReplicaStorage?) in
+        let (changed, previousStorage) = backend.state.withLock { s -> ([StoreKey], ReplicaStorage?) in
             let before = s.replica.visibleValues
             if signingIn {
                 if settings.discardWritesBeforeInitialSync {
                     if !s.replica.entries.isEmpty { logger.notice("discarding \(s.replica.usage.keys) keys written while signed out") }
                 } else {
-                    for entry in s.replica.entries.values { next.merge(entry, wall: wallMilliseconds()) }
+                    for entry in s.replica.entries.values { next.merge(entry, wall: backend.wallMilliseconds()) }
                     // The signed-out writes become this device's writes in the account.
                     if let device { next.adoptUnboundEntries(of: device) }
                 }
             }
             let after = next.visibleValues
-            let keys = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
+            let keys = AttachedStore.changedKeys(before, after)
             let previous = s.storage
             s.replica.replace(with: next)
             s.device = device
@@ -117,15 +95,15 @@ extension StoreBackend {
             return (keys, previous)
         }
         // The signed-out writes now live in the account; the signed-out replica starts over.
-        if signingIn, let previousStorage { try await onIOQueue { try previousStorage.save(Replica()) } }
-        await flushOffPool()
+        if signingIn, let previousStorage { try await backend.onIOQueue { try previousStorage.save(Replica()) } }
+        await backend.flushOffPool()
         logger.info("account changed", metadata: ["store": "\(storeIdentifier)", "account": "\(target?.prefix(8) ?? "signed out")",
                                                   "changedKeys": "\(changed.count)",
                                                   "took": "\(ContinuousClock.now - started) (sync stopped in \(stopped - started), file opened in \(loaded - stopped))"])
-        if !changed.isEmpty { post(ChangeEvent(reason: .accountChange, keys: changed.map(\.string))) }
+        if !changed.isEmpty { backend.post(ChangeEvent(reason: .accountChange, keys: changed.map(\.string))) }
         // Attached processes reattach: a snapshot of the new account's data, posted as accountChange.
-        reconnectAttached()
-        if let identity { startSync(identity: identity, settings: settings) }
+        backend.state.withLock { $0.localHost }?.closeClients()
+        if let identity { start(backend, identity: identity, settings: settings) }
     }
 }
 

@@ -16,7 +16,7 @@ import HearthCore
 ///
 /// Every reply has `status`: 0, or the command's exit status for the failure, with `message`.
 /// Numbers may be written as JSON integers or doubles (`"wait": 1` and `"wait": 1.0` are the same).
-enum ControlRequest: Sendable {
+package enum ControlRequest: Sendable {
     case write(WriteRequest)
     case status(store: String)
     /// One value as the holder has it in memory, rendered as JSON or for people: the file may
@@ -24,14 +24,14 @@ enum ControlRequest: Sendable {
     /// that it applied the change).
     case get(store: String, key: String, json: Bool)
 
-    var store: String {
+    package var store: String {
         switch self {
         case .write(let write): write.store
         case .status(let store), .get(let store, _, _): store
         }
     }
 
-    var line: String {
+    package var line: String {
         switch self {
         case .write(let write): write.fields.line
         case .status(let store): JSONObject(["op": .string("status"), "store": .string(store)]).line
@@ -40,7 +40,7 @@ enum ControlRequest: Sendable {
         }
     }
 
-    init(line: String) throws(CommandError) {
+    package init(line: String) throws(CommandError) {
         guard let object = JSONObject(line: line) else { throw CommandError(.usage, "malformed request: not a JSON object") }
         guard let store = object.string("store") else { throw CommandError(.usage, "malformed request: no store") }
         switch object.string("op") {
@@ -54,14 +54,14 @@ enum ControlRequest: Sendable {
     }
 
     /// A failure reply.
-    static func reply(_ error: CommandError) -> String {
+    package static func reply(_ error: CommandError) -> String {
         JSONObject(["status": .integer(Int64(error.status.rawValue)), "message": .string(error.message)]).line
     }
 
     /// Reads a reply: its fields if its status is 0, else the error it carries. A holder never
     /// reports the store as locked, so such a status is read as a general failure: status 6
     /// must keep meaning that nothing was handed to a holder.
-    static func fields(ofReply line: String) throws(CommandError) -> JSONObject {
+    package static func fields(ofReply line: String) throws(CommandError) -> JSONObject {
         guard let object = JSONObject(line: line), let status = object.integer("status") else {
             throw CommandError(.general, "the hearth process that holds the store sent a malformed reply")
         }
@@ -75,24 +75,24 @@ enum ControlRequest: Sendable {
 
 /// A JSON object's fields, read as loosely as JSON itself is written: a number may be an
 /// integer or a double wherever a number is expected.
-struct JSONObject: Sendable {
-    var fields: [String: PropertyListValue]
+package struct JSONObject: Sendable {
+    package var fields: [String: PropertyListValue]
 
-    init(_ fields: [String: PropertyListValue]) { self.fields = fields }
+    package init(_ fields: [String: PropertyListValue]) { self.fields = fields }
 
-    init?(line: String) {
+    package init?(line: String) {
         guard case .dictionary(let fields)? = try? PropertyListJSON.parse(line) else { return nil }
         self.fields = fields
     }
 
-    var line: String { PropertyListJSON.string(.dictionary(fields)) }
+    package var line: String { PropertyListJSON.string(.dictionary(fields)) }
 
-    subscript(name: String) -> PropertyListValue? {
+    package subscript(name: String) -> PropertyListValue? {
         get { fields[name] }
         set { fields[name] = newValue }
     }
 
-    func double(_ name: String) -> Double? {
+    package func double(_ name: String) -> Double? {
         switch fields[name] {
         case .double(let value)?: value
         case .integer(let value)?: Double(value)
@@ -101,7 +101,7 @@ struct JSONObject: Sendable {
     }
 
     /// An integer, or a double without a fraction (`2.0`).
-    func integer(_ name: String) -> Int64? {
+    package func integer(_ name: String) -> Int64? {
         switch fields[name] {
         case .integer(let value)?: value
         case .double(let value)? where value.rounded() == value: Int64(exactly: value)
@@ -109,22 +109,22 @@ struct JSONObject: Sendable {
         }
     }
 
-    func string(_ name: String) -> String? {
+    package func string(_ name: String) -> String? {
         if case .string(let value)? = fields[name] { return value }
         return nil
     }
 
-    func bool(_ name: String) -> Bool? {
+    package func bool(_ name: String) -> Bool? {
         if case .bool(let value)? = fields[name] { return value }
         return nil
     }
 
-    func strings(_ name: String) -> [String]? {
+    package func strings(_ name: String) -> [String]? {
         guard case .array(let items)? = fields[name] else { return nil }
         return items.compactMap { if case .string(let text) = $0 { text } else { nil } }
     }
 
-    func date(_ name: String) -> Date? {
+    package func date(_ name: String) -> Date? {
         switch fields[name] {
         case .date(let date)?: date
         case .string(let text)?: PropertyListJSON.parseDate(text)
@@ -136,16 +136,20 @@ struct JSONObject: Sendable {
 /// The holder's side of ``ControlRequest``: answers the requests for the store this process
 /// holds. Writes are idempotent per request ID (``RecentRequests``), so a client that lost
 /// its connection can ask again without the write being applied twice here.
-final class ControlHandler: Sendable {
+package final class ControlHandler: Sendable {
     private let store: UbiquitousKeyValueStore
     private let status: @Sendable () -> LiveStatus
     private let recent = RecentRequests()
-    init(store: UbiquitousKeyValueStore, status: @escaping @Sendable () -> LiveStatus) {
+    /// Where each write done for another process is reported.
+    private let note: @Sendable (String) -> Void
+
+    package init(store: UbiquitousKeyValueStore, status: @escaping @Sendable () -> LiveStatus, note: @escaping @Sendable (String) -> Void) {
         self.store = store
         self.status = status
+        self.note = note
     }
 
-    func answer(_ line: String) async -> String {
+    package func answer(_ line: String) async -> String {
         let request: ControlRequest
         do {
             request = try ControlRequest(line: line)
@@ -161,8 +165,8 @@ final class ControlHandler: Sendable {
             object["status"] = .integer(0)
             return object.line
         case .write(let write):
-            let store = self.store
-            return await recent.answer(write.id) { await write.answer(store: store) }
+            let (store, note) = (self.store, self.note)
+            return await recent.answer(write.id) { await write.answer(store: store, note: note) }
         case .get(_, let key, let json):
             guard let value = store.value(forKey: key) else {
                 return ControlRequest.reply(CommandError(.notFound, "no value for \(key) in store \(store.storeIdentifier)"))
@@ -176,9 +180,9 @@ final class ControlHandler: Sendable {
 /// The outcomes of the last write requests this holder handled, by request ID, in memory.
 /// A request seen before gets the first one's reply (waiting for it if it is still running)
 /// instead of being applied again.
-final class RecentRequests: Sendable {
+package final class RecentRequests: Sendable {
     /// Far more than the writes a client could retry at once; the oldest are forgotten first.
-    static let capacity = 1024
+    package static let capacity = 1024
 
     private struct State: Sendable {
         var tasks: [UUID: Task<String, Never>] = [:]
@@ -187,7 +191,7 @@ final class RecentRequests: Sendable {
 
     private let state = Locked(State())
 
-    func answer(_ id: UUID, _ body: @escaping @Sendable () async -> String) async -> String {
+    package func answer(_ id: UUID, _ body: @escaping @Sendable () async -> String) async -> String {
         let task = state.withLock { s -> Task<String, Never> in
             if let running = s.tasks[id] { return running }
             let task = Task { await body() }

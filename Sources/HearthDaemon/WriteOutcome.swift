@@ -1,0 +1,97 @@
+import Foundation
+import Hearth
+import HearthCore
+
+/// What became of a write: how many peer devices confirmed having it, of how many required.
+package enum WriteOutcome: Sendable, Equatable {
+    case local
+    case confirmed(peers: Int, required: Int)
+    case unconfirmed(peers: Int, required: Int)
+    /// Peer devices refused it (each reason, for people); the rest of sync goes on.
+    case refused(String)
+    case failed(String)
+
+    package var sentence: String {
+        switch self {
+        case .local: "saved on this device (signed out: not synced)"
+        case .confirmed(let peers, _): "confirmed by \(peers) peer device\(peers == 1 ? "" : "s")"
+        case .unconfirmed(let peers, let required):
+            (peers == 0 ? "saved on this device; no peer confirmed it in time"
+                : "saved on this device; \(peers) of the \(required) required peer devices confirmed it in time")
+                + " (it syncs when this store next runs with a peer reachable, e.g. hearth serve)"
+        case .refused(let reasons): "saved on this device, but a peer refused it: \(reasons)"
+        case .failed(let reason): "saved on this device; sync failed: \(reason)"
+        }
+    }
+
+    /// ``sentence``, saying which process applied the write.
+    package func sentence(route: WriteRequest.Route) -> String { sentence + route.remark }
+
+    /// Throws the command's error if sync failed; `done` says what happened on this device.
+    package func requireNoFailure(done: String) throws {
+        if case .failed(let reason) = self { throw CommandError(.general, "\(done) on this device, but sync failed: \(reason)") }
+        if case .refused(let reasons) = self { throw CommandError(.general, "\(done) on this device, but a peer refused it: \(reasons)") }
+    }
+
+    package var jsonFields: String {
+        switch self {
+        case .local: "\"synced\":false,\"peers\":0"
+        case .confirmed(let peers, let required): "\"synced\":true,\"peers\":\(peers),\"required\":\(required)"
+        case .unconfirmed(let peers, let required): "\"synced\":false,\"peers\":\(peers),\"required\":\(required)"
+        case .refused(let reasons): "\"synced\":false,\"peers\":0,\"refused\":\(PropertyListJSON.quote(reasons))"
+        case .failed: "\"synced\":false,\"peers\":0"
+        }
+    }
+
+    /// The fields of a holder's reply that carry this outcome.
+    package var replyFields: JSONObject {
+        switch self {
+        case .local: JSONObject(["outcome": .string("local")])
+        case .confirmed(let peers, let required):
+            JSONObject(["outcome": .string("confirmed"), "peers": .integer(Int64(peers)), "required": .integer(Int64(required))])
+        case .unconfirmed(let peers, let required):
+            JSONObject(["outcome": .string("unconfirmed"), "peers": .integer(Int64(peers)), "required": .integer(Int64(required))])
+        case .refused(let reasons): JSONObject(["outcome": .string("refused"), "message": .string(reasons)])
+        case .failed(let reason): JSONObject(["outcome": .string("failed"), "message": .string(reason)])
+        }
+    }
+
+    package init(replyFields object: JSONObject) throws {
+        let peers = Int(object.integer("peers") ?? 0), required = Int(object.integer("required") ?? 1)
+        switch object.string("outcome") {
+        case "local": self = .local
+        case "confirmed": self = .confirmed(peers: peers, required: required)
+        case "unconfirmed": self = .unconfirmed(peers: peers, required: required)
+        case "failed": self = .failed(object.string("message") ?? "unknown")
+        case "refused": self = .refused(object.string("message") ?? "a peer device")
+        default: throw CommandError(.general, "the hearth process that holds the store sent a malformed reply")
+        }
+    }
+
+    /// Waits until at least `minimumPeers` connected peer devices have confirmed having every
+    /// change of the store (and it is on disk either way); reports how many did, or that a
+    /// peer refused `key`'s write (most often: this device's clock is hours ahead).
+    package static func deliver(_ store: UbiquitousKeyValueStore, key: String, wait: Double, minimumPeers: Int) async -> WriteOutcome {
+        await store.synchronizeOffPool()
+        guard store.isSyncing else { return .local }
+        do {
+            _ = try await store.syncPort()
+        } catch {
+            return .failed("\(error)")
+        }
+        let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
+        while true {
+            // A peer that refused a write of another key has answered for it: it counts as confirming.
+            // Counted before the refusals are read: a peer's refusal arrives before its ack.
+            let confirmed = store.confirmingPeerCount
+            let refusals = store.syncRefusals.filter { $0.entry.key == StoreKey(key) }
+            if !refusals.isEmpty {
+                return .refused(refusals.map(\.description).joined(separator: "; "))
+            }
+            if confirmed >= minimumPeers { return .confirmed(peers: confirmed, required: minimumPeers) }
+            // Checked once more after the deadline: on a busy machine it may pass while this task waits to run.
+            guard ContinuousClock.now < deadline else { return .unconfirmed(peers: confirmed, required: minimumPeers) }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}

@@ -1,0 +1,313 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import HearthSync
+import HearthTransport
+import Logging
+import NIOCore
+
+/// Sync engines of one process linked directly, with no sockets and no TLS: for tests of the
+/// sync protocol that must run fast and the same way every time.
+///
+/// Each engine made with ``environment(clock:random:)`` (or ``maker``) listens on a port of this
+/// network and dials others by port (the host is ignored). A link is two FIFO queues of frames;
+/// each frame is length-prefixed and split again on arrival, with the same cap as on TCP, and
+/// the session still encodes and decodes every message. What the handshake checks is checked
+/// here too, minus the handshake: each side's certificate must be a device certificate of the
+/// other's account trust, valid at ``date``, of a device not removed; a removed device that
+/// dials is handed the removal notice (``TLSConfiguration/removalNotice``) or refused as
+/// revoked, as the TLS layer does.
+///
+/// ```swift
+/// let network = InMemoryNetwork()
+/// let a = try SyncEngine(identity: phone, replica: notesA, environment: network.environment(), logger: logger)
+/// let b = try SyncEngine(identity: laptop, replica: notesB, environment: network.environment(), logger: logger)
+/// let port = try await b.start()
+/// try await a.start()
+/// a.addPeer(host: "memory", port: port)
+/// ```
+///
+/// Sessions on these links run on the cooperative pool (there is no event loop). A link has no
+/// backpressure: a writer never waits for its peer to read (what a peer that stops reading costs
+/// is a TLS test's to show, `CompromisedDeviceTests`).
+package final class InMemoryNetwork: Sendable {
+    private struct State {
+        var listeners: [Int: Listener] = [:]
+        var nextPort = 10_000
+        var linksMade = 0
+    }
+
+    private let state = Locked(State())
+    /// The date certificates are checked at.
+    package let date: @Sendable () -> Date
+
+    package init(date: @escaping @Sendable () -> Date = { Date() }) {
+        self.date = date
+    }
+
+    /// Makes each engine's endpoint on this network (``SyncEnvironment/network``).
+    package var maker: @Sendable (PeerNetworkSetup) throws -> any PeerNetwork {
+        { [self] setup in Endpoint(network: self, setup: setup) }
+    }
+
+    /// An engine environment on this network, with `clock` and `random`.
+    package func environment(clock: SyncClock = .system, random: SyncRandom = .system) -> SyncEnvironment {
+        SyncEnvironment(clock: clock, random: random, network: maker)
+    }
+
+    /// A port no listener of this network has or will be given by port 0 (to listen on later,
+    /// at a fixed port, as ``LoopbackCluster`` does).
+    package func reservePort() -> Int {
+        state.withLock { s in defer { s.nextPort += 1 }; return s.nextPort }
+    }
+
+    /// How many links have been made (each accepted dial counts once).
+    package var linksMade: Int { state.withLock { $0.linksMade } }
+
+    /// The ports listened on now.
+    package var ports: [Int] { state.withLock { $0.listeners.keys.sorted() } }
+
+    fileprivate func bind(_ endpoint: Endpoint, port: Int) throws -> Listener {
+        try state.withLock { s in
+            // Port 0: the next free one (a fixed port may have been taken past the counter).
+            while port == 0, s.listeners[s.nextPort] != nil { s.nextPort += 1 }
+            let chosen = port == 0 ? s.nextPort : port
+            guard s.listeners[chosen] == nil else {
+                throw InMemoryNetworkError("port \(chosen) of the in-memory network is in use")
+            }
+            if port == 0 { s.nextPort += 1 }
+            let listener = Listener(network: self, endpoint: endpoint, port: chosen)
+            s.listeners[chosen] = listener
+            return listener
+        }
+    }
+
+    fileprivate func unbind(_ listener: Listener) {
+        state.withLock { s in
+            if s.listeners[listener.number] === listener { s.listeners[listener.number] = nil }
+        }
+    }
+
+    fileprivate func connect(from client: Endpoint, port: Int, expecting: DeviceID?) throws -> any PeerLink {
+        guard let listener = state.withLock({ $0.listeners[port] }) else {
+            throw InMemoryNetworkError("nothing listens on port \(port) of the in-memory network (connection refused)")
+        }
+        let server = listener.endpoint
+        let now = date()
+        // What each side's handshake checks: the dialler the listener's certificate first.
+        let serverPeer = try client.authenticate(server.identity.certificate, at: now)
+        if let expecting, expecting != serverPeer.deviceID {
+            throw TLSError(code: .unexpectedPeer, reason: "dialled \(expecting.short), reached \(serverPeer.deviceID.short)")
+        }
+        let clientPeer: TLSPeer
+        do {
+            clientPeer = try server.authenticate(client.identity.certificate, at: now)
+        } catch let error as TLSError where error.code == .peerRemoved {
+            let device = client.identity.deviceID
+            server.logger.notice("in-memory connection refused", metadata: ["code": "\(error.code)", "device": "\(device.short)"])
+            // A listener with a notice hands the removed device its signed record and closes;
+            // one without refuses it with an alert, which a TLS 1.3 client reads as its first read.
+            let refused = Pipe(maximumFrameLength: Frame.maximumLength)
+            if let notice = server.removalNotice?(device) {
+                refused.deliverRaw(notice, to: 0)
+                refused.close()
+            } else {
+                refused.close(throwing: TLSError(code: .removedByPeer, reason: "the peer refused this device's certificate as revoked"))
+            }
+            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0)
+        } catch {
+            // In TLS 1.3 the client learns of the refusal on its first read.
+            let refused = Pipe(maximumFrameLength: Frame.maximumLength)
+            refused.close(throwing: TLSError(code: .protocolError, reason: "the peer refused this device's certificate: \(error)"))
+            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0)
+        }
+        let pipe = Pipe(maximumFrameLength: Frame.maximumLength)
+        let dialled = InMemoryLink(peer: serverPeer, pipe: pipe, side: 0)
+        let accepted = InMemoryLink(peer: clientPeer, pipe: pipe, side: 1)
+        guard listener.accept(accepted) else {
+            pipe.close()
+            throw InMemoryNetworkError("the listener on port \(port) of the in-memory network closed (connection refused)")
+        }
+        state.withLock { $0.linksMade += 1 }
+        return dialled
+    }
+
+    /// One engine's place on the network.
+    fileprivate final class Endpoint: PeerNetwork {
+        let network: InMemoryNetwork
+        private let current: Locked<DeviceIdentity>
+        let removals: DeviceRemovals?
+        let removalNotice: (@Sendable (DeviceID) -> [UInt8]?)?
+        let logger: Logger
+
+        init(network: InMemoryNetwork, setup: PeerNetworkSetup) {
+            self.network = network
+            current = Locked(setup.identity)
+            removals = setup.removals
+            removalNotice = setup.removalNotice
+            logger = setup.logger
+        }
+
+        var identity: DeviceIdentity { current.withLock { $0 } }
+
+        /// The checks the TLS layer makes of a peer's certificate (``AccountTrust/validateDevice(_:at:)``
+        /// against this device's account, then the removals), with the errors it throws.
+        func authenticate(_ certificate: Certificate, at date: Date) throws -> TLSPeer {
+            let device: DeviceID
+            do {
+                device = try identity.account.trust.validateDevice(certificate, at: date)
+            } catch {
+                throw TLSError.certificateRejected("\(error)")
+            }
+            if removals?.isRemoved(device) == true {
+                throw TLSError(code: .peerRemoved, reason: "the peer's device was removed from the account")
+            }
+            return TLSPeer(deviceID: device, certificate: certificate)
+        }
+
+        func listenForLinks(host: String, port: Int) async throws -> any PeerLinkListener {
+            try network.bind(self, port: port)
+        }
+
+        func dial(host: String, port: Int, expecting: DeviceID?) async throws -> any PeerLink {
+            try network.connect(from: self, port: port, expecting: expecting)
+        }
+
+        func replaceIdentity(_ identity: DeviceIdentity) throws {
+            current.withLock { $0 = identity }
+        }
+    }
+
+    fileprivate final class Listener: PeerLinkListener {
+        let network: InMemoryNetwork
+        let endpoint: Endpoint
+        let number: Int
+        var port: Int? { number }
+        private let links: AsyncStream<any PeerLink>
+        private let continuation: AsyncStream<any PeerLink>.Continuation
+
+        init(network: InMemoryNetwork, endpoint: Endpoint, port: Int) {
+            self.network = network
+            self.endpoint = endpoint
+            number = port
+            (links, continuation) = AsyncStream.makeStream()
+        }
+
+        func accept(_ link: InMemoryLink) -> Bool {
+            if case .enqueued = continuation.yield(link) { return true }
+            return false
+        }
+
+        func forEachLink(_ handle: (any PeerLink) async -> Void) async {
+            for await link in links { await handle(link) }
+        }
+
+        func close() async {
+            network.unbind(self)
+            continuation.finish()
+        }
+    }
+}
+
+/// A failure of the in-memory network (a port in use, nothing listening).
+package struct InMemoryNetworkError: Error, CustomStringConvertible {
+    package let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The two directions of one link: side 0 (the dialler) reads `inbound[0]`, side 1 reads `inbound[1]`.
+final class Pipe: Sendable {
+    private struct State {
+        var continuations: [AsyncThrowingStream<ByteBuffer, any Error>.Continuation]
+        var closed = false
+    }
+
+    let inbound: [AsyncThrowingStream<ByteBuffer, any Error>]
+    private let state: Locked<State>
+    private let maximumFrameLength: Int
+
+    init(maximumFrameLength: Int) {
+        self.maximumFrameLength = maximumFrameLength
+        let (a, ca) = AsyncThrowingStream<ByteBuffer, any Error>.makeStream()
+        let (b, cb) = AsyncThrowingStream<ByteBuffer, any Error>.makeStream()
+        inbound = [a, b]
+        state = Locked(State(continuations: [ca, cb]))
+    }
+
+    /// Sends `frames` from `side` to the other, in order: each framed as on the wire and split
+    /// again, so a frame over the cap fails the link as ``FrameDecoder`` would.
+    func send(_ frames: [ByteBuffer], from side: Int) throws {
+        var bytes: [UInt8] = []
+        for frame in frames { bytes += Frame.encode(frame.readableBytesView) }
+        try state.withLock { s in
+            guard !s.closed else { throw TLSError.closed() }
+            try Self.deliver(bytes, to: s.continuations[1 - side], maximumFrameLength: maximumFrameLength)
+        }
+    }
+
+    /// Bytes (whole frames) for `side` to read, as a peer writing below the framing does.
+    func deliverRaw(_ bytes: [UInt8], to side: Int) {
+        state.withLock { s in
+            do { try Self.deliver(bytes, to: s.continuations[side], maximumFrameLength: maximumFrameLength) } catch {
+                s.continuations[side].finish(throwing: error)
+            }
+        }
+    }
+
+    private static func deliver(_ bytes: [UInt8], to continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation,
+                                maximumFrameLength: Int) throws {
+        var buffer = ByteBuffer(bytes: bytes)
+        while buffer.readableBytes > 0 {
+            guard let length = buffer.readInteger(endianness: .big, as: UInt32.self) else {
+                throw FrameError(code: .truncated, reason: "the stream ended inside a length prefix")
+            }
+            guard length > 0 else { throw FrameError(code: .zeroLength, reason: "a frame of length 0") }
+            guard Int(length) <= maximumFrameLength else { throw FrameError.tooLarge(length, cap: maximumFrameLength) }
+            guard let payload = buffer.readSlice(length: Int(length)) else {
+                throw FrameError(code: .truncated, reason: "the stream ended inside a frame")
+            }
+            continuation.yield(payload)
+        }
+    }
+
+    /// Ends both directions: what was sent is still read, then each side's inbound ends (or throws `error`).
+    func close(throwing error: (any Error)? = nil) {
+        let continuations = state.withLock { s -> [AsyncThrowingStream<ByteBuffer, any Error>.Continuation] in
+            guard !s.closed else { return [] }
+            s.closed = true
+            return s.continuations
+        }
+        for continuation in continuations { continuation.finish(throwing: error) }
+    }
+}
+
+/// One end of an in-memory link.
+final class InMemoryLink: PeerLink {
+    struct Writer: PeerLinkWriter {
+        let pipe: Pipe
+        let side: Int
+        func writeFrames(_ frames: [ByteBuffer]) async throws { try pipe.send(frames, from: side) }
+    }
+
+    let peer: TLSPeer
+    let pipe: Pipe
+    let side: Int
+
+    init(peer: TLSPeer, pipe: Pipe, side: Int) {
+        self.peer = peer
+        self.pipe = pipe
+        self.side = side
+    }
+
+    var eventLoop: (any EventLoop)? { nil }
+
+    func executeThenClose<Result>(
+        _ body: (_ inbound: AsyncThrowingStream<ByteBuffer, any Error>, _ outbound: Writer) async throws -> Result
+    ) async throws -> Result {
+        defer { pipe.close() }
+        return try await body(pipe.inbound[side], Writer(pipe: pipe, side: side))
+    }
+
+    func close() async { pipe.close() }
+    func closeSoon() { pipe.close() }
+}
