@@ -212,17 +212,18 @@ package final class DeviceDaemon: Sendable {
                 s.hosted[identifier] = hosted
                 return true
             }
-            openings.signal()
+            // The note before the signal: a hold waiting on it answers the app, which may then
+            // read the daemon's notes (the in-process tests do) and must find this line there.
             if kept, let hosted {
                 options.output.note("daemon: holding store \(identifier)\(why)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", not syncing (signed out)"))
-            } else if let hosted {
-                await hosted.close()
             }
+            openings.signal()
+            if !kept, let hosted { await hosted.close() }
         } catch {
             // Tried again at the next scan.
             state.withLock { $0.opening[identifier] = nil }
-            openings.signal()
             options.output.note("daemon: cannot hold store \(identifier): \(error)")
+            openings.signal()
         }
     }
 
