@@ -35,8 +35,11 @@ public final class HearthDevice: Sendable {
     let stores = StoreTable()
     /// Its accounts' removals and known devices, one instance per file for all its engines.
     let records = HouseholdRecords()
-    /// The one thread and inotify instance that follow its account directories.
+    /// The one thread and inotify instance that follow its account directories (for the
+    /// default devices, one the process's default devices share).
     let watcher: AccountDirectoryWatcher
+    /// Whether ``watcher`` is this device's own, to stop with it.
+    private let ownsWatcher: Bool
     /// Its sync engines, one per signed-in identity and sync settings.
     let engines: DeviceEngines
     private let stopped = Locked(false)
@@ -50,12 +53,14 @@ public final class HearthDevice: Sendable {
         guard !configuration.dataDirectory.isEmpty else {
             throw KeyValueStoreError(code: .persistenceFailed, key: nil, reason: "a device needs a data directory; the configuration names none")
         }
-        self.init(checked: configuration)
+        self.init(checked: configuration, watcher: nil)
     }
 
-    private init(checked configuration: UbiquitousKeyValueStore.Configuration) {
+    /// A device with `watcher` shared, or a watcher of its own when nil.
+    private init(checked configuration: UbiquitousKeyValueStore.Configuration, watcher shared: AccountDirectoryWatcher?) {
         self.configuration = configuration
-        watcher = AccountDirectoryWatcher(logger: configuration.logger)
+        watcher = shared ?? AccountDirectoryWatcher(logger: configuration.logger)
+        ownsWatcher = shared == nil
         engines = DeviceEngines(records: records, watcher: watcher)
     }
 
@@ -106,7 +111,7 @@ public final class HearthDevice: Sendable {
         }
         // Engines a store no longer holds (the daemon's, say) stop too.
         await engines.stopAll()
-        await watcher.stop()
+        if ownsWatcher { await watcher.stop() }
     }
 
     /// How many sync engines run (tests).
@@ -129,7 +134,12 @@ public final class HearthDevice: Sendable {
     /// devices. Keyed by data directory alone, because a store's file may be held by one
     /// backend in a process: two configurations that differ in their sync settings but name the
     /// same folder must still share the store (each brings its settings to its engine).
-    private static let defaults = Locked<[String: HearthDevice]>([:])
+    ///
+    /// The default devices share one account directory watcher (one thread, one inotify
+    /// instance), as they are never stopped: a watcher each ran a process that opened stores in
+    /// many data directories (the test suite) into the kernel's 128 inotify instances per user,
+    /// and then nothing of that user could watch a file.
+    private static let defaults = Locked<(devices: [String: HearthDevice], watcher: AccountDirectoryWatcher?)>(([:], nil))
 
     /// Saves every store of the default devices when the process exits normally, as Apple's
     /// system does when an app quits: write-behind must not lose what the app wrote in its last
@@ -142,16 +152,18 @@ public final class HearthDevice: Sendable {
     static func defaultDevice(for configuration: UbiquitousKeyValueStore.Configuration) -> HearthDevice {
         _ = exitHook
         return defaults.withLock { table in
-            if let device = table[configuration.dataDirectory] { return device }
-            let device = HearthDevice(checked: configuration)
-            table[configuration.dataDirectory] = device
+            if let device = table.devices[configuration.dataDirectory] { return device }
+            let watcher = table.watcher ?? AccountDirectoryWatcher(logger: configuration.logger)
+            table.watcher = watcher
+            let device = HearthDevice(checked: configuration, watcher: watcher)
+            table.devices[configuration.dataDirectory] = device
             return device
         }
     }
 
     /// The exit hook: every default device's stores saved (or, attached, saved by their host).
     static func flushDefaultDevices() {
-        for device in defaults.withLock({ Array($0.values) }) { device.stores.flushAll() }
+        for device in defaults.withLock({ Array($0.devices.values) }) { device.stores.flushAll() }
     }
 }
 

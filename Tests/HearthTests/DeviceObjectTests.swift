@@ -161,4 +161,22 @@ struct DeviceObjectTests {
         let engines = device.runningEngines
         #expect(engines == 0)
     }
+
+    @Test("The default devices of many data directories share one account watcher (one thread, one inotify instance): a watcher each ran the suite's user out of inotify instances")
+    func defaultDevicesShareOneWatcher() async throws {
+        let household = try Household()
+        defer { household.cleanUp() }
+        var devices: [HearthDevice] = []
+        for index in 0..<50 {
+            var configuration = household.configuration(0, sync: false)
+            configuration.dataDirectory = "\(household.root)/many/\(index)"
+            devices.append(HearthDevice.defaultDevice(for: configuration))
+        }
+        #expect(Set(devices.map { ObjectIdentifier($0) }).count == 50, "one default device per data directory")
+        #expect(Set(devices.map { ObjectIdentifier($0.watcher) }).count == 1, "the default devices' watchers")
+        // A device made by hand has its own, which its stop() ends.
+        let own = try HearthDevice(household.configuration(1, sync: false))
+        #expect(ObjectIdentifier(own.watcher) != ObjectIdentifier(devices[0].watcher))
+        await own.stop()
+    }
 }
