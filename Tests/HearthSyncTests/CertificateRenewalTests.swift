@@ -85,7 +85,7 @@ struct CertificateRenewalTests {
             #expect(await logsA.waitFor("the account CA is locked here") != nil)
             #expect(engineB.currentIdentity.certificate == b.certificate)
             engineA.authority = authority
-            await eventually("B's certificate renewed once A unlocked the CA") {
+            try await network.until("B's certificate renewed once A unlocked the CA") {
                 engineB.currentIdentity.certificate.notValidAfter > Date().addingTimeInterval(300 * 86_400)
             }
         }
@@ -150,7 +150,7 @@ struct CertificateRenewalTests {
                                        vector: VersionVector())))
             let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
             #expect(refusal.entries.map(\.key) == ["late"], "\(refusal.entries)")
-            await eventually("the early write applied") { replica.replica.entries["early"] != nil }
+            try await network.until("the early write applied") { replica.replica.entries["early"] != nil }
             await link.close()
 
             // A renewal is not undone by the older certificate arriving later.

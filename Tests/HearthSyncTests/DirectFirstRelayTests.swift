@@ -14,8 +14,8 @@ import Testing
 struct DirectFirstRelayTests {
     /// Waits until every one of `count` devices has heard, from each of its peers, links that
     /// name all `count` − 2 other devices: from then on nobody relays a writer's own writes.
-    static func waitForFullLinks(_ capture: LogCapture, devices count: Int) async {
-        await eventually("every device to hear its peers' full links") {
+    static func waitForFullLinks(_ capture: LogCapture, devices count: Int, on cluster: LoopbackCluster) async throws {
+        try await cluster.until("every device to hear its peers' full links") {
             var heard = Set<String>()
             for record in capture.all where record.message == "the peer's links" {
                 let links = record.metadata["links"].map { $0.split(separator: ",") } ?? []
@@ -31,7 +31,7 @@ struct DirectFirstRelayTests {
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 5, linkTimeout: UnderLoad.linkTimeout, connectTimeout: UnderLoad.connectTimeout,
                                       logger: capture.logger("hearth")) { cluster in
             try await cluster.waitUntilConnected()
-            await Self.waitForFullLinks(capture, devices: 5)
+            try await Self.waitForFullLinks(capture, devices: 5, on: cluster)
             // Each link's first delta of the store is whole: a first round makes them.
             try cluster.write("warm", forKey: "warm", on: 0)
             try await cluster.waitUntilConverged()
