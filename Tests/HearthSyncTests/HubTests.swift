@@ -130,11 +130,13 @@ struct HubTests {
             // What is tested is that the hub hears of the store at all (it never did, before):
             // the deadline only bounds a miss. Under ThreadSanitizer with CPU hogs beside it a
             // handshake and two hellos took over 5 s once (streak H2).
-            let deadline = ContinuousClock.now + .seconds(20)
-            while provided.withLock({ $0[store] })?.replica.entries["k"]?.value != .integer(Int64(round)), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
+            do {
+                try await hub.until("the hub to apply round \(round)'s write", deadline: .seconds(20)) {
+                    provided.withLock { $0[store] }?.replica.entries["k"]?.value == .integer(Int64(round))
+                }
+            } catch {
+                missed.append(round)
             }
-            if provided.withLock({ $0[store] })?.replica.entries["k"]?.value != .integer(Int64(round)) { missed.append(round) }
             await writer.stop()
         }
         #expect(missed.isEmpty, "the hub never heard of the store attached in rounds \(missed)")
