@@ -17,8 +17,8 @@ extension UbiquitousKeyValueStore {
     /// How many heartbeat messages (pings and pongs) this store's sync engine has received: a
     /// test that shows something does NOT happen over a few heartbeats waits for these to go
     /// up (an event on the in-memory network), not for the time they usually take.
-    var heartbeatsReceived: Int {
-        guard let counters = syncMetrics else { return 0 }
-        return (counters.receivedByType["ping"]?.messages ?? 0) + (counters.receivedByType["pong"]?.messages ?? 0)
-    }
+    var heartbeatsReceived: Int { messagesReceived("ping") + messagesReceived("pong") }
+
+    /// How many messages of `kind` ("ping", "pong", "delta"…) this store's sync engine has received.
+    func messagesReceived(_ kind: String) -> Int { syncMetrics?.receivedByType[kind]?.messages ?? 0 }
 }
