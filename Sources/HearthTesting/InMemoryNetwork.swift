@@ -30,14 +30,24 @@ import NIOCore
 /// Sessions on these links run on the cooperative pool (there is no event loop). A link has no
 /// backpressure: a writer never waits for its peer to read (what a peer that stops reading costs
 /// is a TLS test's to show, `CompromisedDeviceTests`).
+///
+/// A test waits for what the engines do with ``until(_:deadline:_:)``: the condition is checked
+/// again each time an engine on this network signals a change (a session comes or goes, a
+/// message handled, a stop) or a link or listener comes or goes, never on a timer.
 package final class InMemoryNetwork: Sendable {
     private struct State {
         var listeners: [Int: Listener] = [:]
         var nextPort = 10_000
         var linksMade = 0
+        var linksInUse = 0
+        /// The ``SyncEngine/changes`` of every engine made on this network (``environment(clock:random:)``).
+        var engineChanges: [ChangeSignal] = []
     }
 
     private let state = Locked(State())
+    /// Signalled when an engine joins the network, a listener opens or closes, a link is made,
+    /// and after a link's session has ended (its last message handled).
+    package let changes = ChangeSignal()
     /// The date certificates are checked at.
     package let date: @Sendable () -> Date
 
@@ -52,7 +62,39 @@ package final class InMemoryNetwork: Sendable {
 
     /// An engine environment on this network, with `clock` and `random`.
     package func environment(clock: SyncClock = .system, random: SyncRandom = .system) -> SyncEnvironment {
-        SyncEnvironment(clock: clock, random: random, network: maker)
+        var environment = SyncEnvironment(clock: clock, random: random, network: maker)
+        environment.observeChanges = { [self] engineChanges in
+            state.withLock { $0.engineChanges.append(engineChanges) }
+            changes.signal()   // a waiter follows the new engine from now on
+        }
+        return environment
+    }
+
+    /// What a wait on this network follows: its own changes and every engine's.
+    package var signals: [ChangeSignal] { [changes] + state.withLock(\.engineChanges) }
+
+    /// Waits until `condition` holds, checking it now and again after each change an engine on
+    /// this network or the network itself signals; throws, naming `what`, if it still does not
+    /// hold at `deadline`. The deadline only bounds a failure: a test never relies on it.
+    ///
+    /// ```swift
+    /// a.set("v", forKey: "k")
+    /// try await network.until("B to apply A's write") { b.string(forKey: "k") == "v" }
+    /// ```
+    package func until(_ what: @autoclosure () -> String, deadline: Duration = .seconds(30), _ condition: () -> Bool) async throws {
+        guard await Self.wait(until: ContinuousClock.now + deadline, observing: { signals }, condition) else {
+            throw InMemoryNetworkError("timed out after \(deadline) waiting for \(what())")
+        }
+    }
+
+    /// Whether `condition` held before `deadline`, checked at once and after each change of
+    /// `observing`. Seen to hold only at the deadline counts as not: no event announced the
+    /// change (a signal missing in the code under test), and a test must not pass by timing.
+    package static func wait(until deadline: ContinuousClock.Instant, observing: () -> [ChangeSignal],
+                             _ condition: () -> Bool) async -> Bool {
+        await ChangeSignal.waitUntil(deadline, observing: observing) {
+            condition() && ContinuousClock.now < deadline
+        }
     }
 
     /// A port no listener of this network has or will be given by port 0 (to listen on later,
@@ -64,11 +106,20 @@ package final class InMemoryNetwork: Sendable {
     /// How many links have been made (each accepted dial counts once).
     package var linksMade: Int { state.withLock { $0.linksMade } }
 
+    /// How many link ends a session runs on now: once the engines are idle, both ends of each
+    /// link they keep (a link closed as a duplicate counts once its sessions have ended).
+    package var linksInUse: Int { state.withLock { $0.linksInUse } }
+
+    fileprivate func linkInUse(_ delta: Int) {
+        state.withLock { $0.linksInUse += delta }
+        changes.signal()
+    }
+
     /// The ports listened on now.
     package var ports: [Int] { state.withLock { $0.listeners.keys.sorted() } }
 
     fileprivate func bind(_ endpoint: Endpoint, port: Int) throws -> Listener {
-        try state.withLock { s in
+        let listener = try state.withLock { s in
             // Port 0: the next free one (a fixed port may have been taken past the counter).
             while port == 0, s.listeners[s.nextPort] != nil { s.nextPort += 1 }
             let chosen = port == 0 ? s.nextPort : port
@@ -80,12 +131,15 @@ package final class InMemoryNetwork: Sendable {
             s.listeners[chosen] = listener
             return listener
         }
+        changes.signal()
+        return listener
     }
 
     fileprivate func unbind(_ listener: Listener) {
         state.withLock { s in
             if s.listeners[listener.number] === listener { s.listeners[listener.number] = nil }
         }
+        changes.signal()
     }
 
     fileprivate func connect(from client: Endpoint, port: Int, expecting: DeviceID?) throws -> any PeerLink {
@@ -114,21 +168,22 @@ package final class InMemoryNetwork: Sendable {
             } else {
                 refused.close(throwing: TLSError(code: .removedByPeer, reason: "the peer refused this device's certificate as revoked"))
             }
-            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0)
+            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0, network: self)
         } catch {
             // In TLS 1.3 the client learns of the refusal on its first read.
             let refused = Pipe(maximumFrameLength: Frame.maximumLength)
             refused.close(throwing: TLSError(code: .protocolError, reason: "the peer refused this device's certificate: \(error)"))
-            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0)
+            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0, network: self)
         }
         let pipe = Pipe(maximumFrameLength: Frame.maximumLength)
-        let dialled = InMemoryLink(peer: serverPeer, pipe: pipe, side: 0)
-        let accepted = InMemoryLink(peer: clientPeer, pipe: pipe, side: 1)
+        let dialled = InMemoryLink(peer: serverPeer, pipe: pipe, side: 0, network: self)
+        let accepted = InMemoryLink(peer: clientPeer, pipe: pipe, side: 1, network: self)
         guard listener.accept(accepted) else {
             pipe.close()
             throw InMemoryNetworkError("the listener on port \(port) of the in-memory network closed (connection refused)")
         }
         state.withLock { $0.linksMade += 1 }
+        changes.signal()
         return dialled
     }
 
@@ -292,11 +347,14 @@ final class InMemoryLink: PeerLink {
     let peer: TLSPeer
     let pipe: Pipe
     let side: Int
+    /// The network, told when a session starts and ends on this end (``InMemoryNetwork/linksInUse``).
+    let network: InMemoryNetwork
 
-    init(peer: TLSPeer, pipe: Pipe, side: Int) {
+    init(peer: TLSPeer, pipe: Pipe, side: Int, network: InMemoryNetwork) {
         self.peer = peer
         self.pipe = pipe
         self.side = side
+        self.network = network
     }
 
     var eventLoop: (any EventLoop)? { nil }
@@ -304,7 +362,13 @@ final class InMemoryLink: PeerLink {
     func executeThenClose<Result>(
         _ body: (_ inbound: AsyncThrowingStream<ByteBuffer, any Error>, _ outbound: Writer) async throws -> Result
     ) async throws -> Result {
-        defer { pipe.close() }
+        // Signalled after the session's last message (a link refused before any hello ends no
+        // session of the engine's, so the engine signals nothing for it).
+        network.linkInUse(1)
+        defer {
+            pipe.close()
+            network.linkInUse(-1)
+        }
         return try await body(pipe.inbound[side], Writer(pipe: pipe, side: side))
     }
 

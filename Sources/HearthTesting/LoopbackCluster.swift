@@ -62,6 +62,9 @@ public final class LoopbackCluster: Sendable {
     private static let passphrase = "loopback"
 
     private let state: Locked<State>
+    /// Signalled when a replica posts a change event (``notifications(of:)``) or is opened
+    /// again: with the in-memory network's signals, what the cluster's waits follow.
+    private let changes = ChangeSignal()
 
     private struct State {
         var configurations: [UbiquitousKeyValueStore.Configuration]
@@ -160,13 +163,10 @@ public final class LoopbackCluster: Sendable {
         // Each replica's first download is posted as initialSyncChange; wait for it here, so
         // that what a test writes afterwards always arrives as serverChange. A replica linked to
         // no other (a cluster of one) has no one to download from: it never completes one.
-        let deadline = ContinuousClock.now + connectTimeout
         let linked = (0..<replicas).filter { !topology.neighbours(of: $0, among: replicas).isEmpty }
-        while let waiting = linked.first(where: { !self[$0].hasCompletedInitialSync }) {
-            if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError(.timedOut, "replica \(waiting) did not complete its initial sync within \(connectTimeout)")
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        let waiting = { linked.first { !self[$0].hasCompletedInitialSync } }
+        guard try await wait(until: ContinuousClock.now + connectTimeout, { waiting() == nil }) else {
+            throw LoopbackClusterError(.timedOut, "replica \(waiting() ?? -1) did not complete its initial sync within \(connectTimeout)")
         }
     }
 
@@ -215,20 +215,19 @@ public final class LoopbackCluster: Sendable {
     public func waitUntilConverged(_ indices: [Int]? = nil, expected: [String: PropertyListValue]? = nil,
                                    timeout: Duration = .seconds(30)) async throws {
         let chosen = indices ?? state.withLock { s in s.stores.indices.filter { !s.isolated.contains($0) } }
-        let deadline = ContinuousClock.now + timeout
-        while true {
+        let converged = {
             let values = chosen.map { self[$0].values }
-            if let first = values.first, values.allSatisfy({ $0 == first }), expected == nil || first == expected { return }
-            if ContinuousClock.now >= deadline {
-                let shown = zip(chosen, values).map { index, held in
-                    "replica \(index): " + held.keys.sorted().map { "\($0)=\(held[$0]!)" }.joined(separator: ", ")
-                }
-                throw LoopbackClusterError(.timedOut, "replicas did not converge within \(timeout)"
-                                           + (expected.map { " on \($0)" } ?? "") + "; " + shown.joined(separator: "; ")
-                                           + differences(among: chosen, values: values))
-            }
-            try await Task.sleep(for: .milliseconds(20))
+            guard let first = values.first else { return true }
+            return values.allSatisfy { $0 == first } && (expected == nil || first == expected)
         }
+        guard try await !wait(until: ContinuousClock.now + timeout, converged) else { return }
+        let values = chosen.map { self[$0].values }
+        let shown = zip(chosen, values).map { index, held in
+            "replica \(index): " + held.keys.sorted().map { "\($0)=\(held[$0]!)" }.joined(separator: ", ")
+        }
+        throw LoopbackClusterError(.timedOut, "replicas did not converge within \(timeout)"
+                                   + (expected.map { " on \($0)" } ?? "") + "; " + shown.joined(separator: "; ")
+                                   + differences(among: chosen, values: values))
     }
 
     /// For a convergence that failed: for each key whose value the replicas disagree on, what
@@ -271,17 +270,41 @@ public final class LoopbackCluster: Sendable {
         try await waitForPeerCounts(timeout: timeout) { (stores.map(\.connectedPeerCount), counts) }
     }
 
-    /// Polls `counts` (connected peers per replica, and the counts waited for) until they agree.
+    /// Waits until `counts` (connected peers per replica, and the counts waited for) agree.
     private func waitForPeerCounts(timeout: Duration, _ counts: () -> (connected: [Int], expected: [Int])) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let (connected, expected) = counts()
-            if connected == expected { return }
-            if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(connected), expected \(expected)")
-            }
+        guard try await !wait(until: ContinuousClock.now + timeout, { let now = counts(); return now.connected == now.expected }) else { return }
+        let (connected, expected) = counts()
+        throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(connected), expected \(expected)")
+    }
+
+    /// Waits until `condition` holds, on the in-memory network (``init(network:replicas:storeIdentifier:topology:heartbeat:linkTimeout:writeBehindDelay:connectTimeout:clockSkews:logger:)``)
+    /// checking it again at each change an engine, the network or a replica's notifications
+    /// signal; throws, naming `what`, if it does not hold by `deadline` (a bound for a failure,
+    /// which no test relies on).
+    ///
+    /// ```swift
+    /// cluster[0].set("v", forKey: "k")
+    /// try await cluster.until("replica 1 to apply the write") { cluster[1].string(forKey: "k") == "v" }
+    /// ```
+    package func until(_ what: @autoclosure () -> String, deadline: Duration = .seconds(30), _ condition: () -> Bool) async throws {
+        precondition(network != nil, "until(_:deadline:_:) waits on the in-memory network's events; a cluster over TLS has none")
+        guard try await wait(until: ContinuousClock.now + deadline, condition) else {
+            throw LoopbackClusterError(.timedOut, "timed out after \(deadline) waiting for \(what())")
+        }
+    }
+
+    /// Whether `condition` held by `deadline`. On the in-memory network it is checked again at
+    /// each signalled change (no polling); over TLS the replicas' engines are out of reach
+    /// (the `Hearth` module keeps them), so it is checked every 20 ms there.
+    private func wait(until deadline: ContinuousClock.Instant, _ condition: () -> Bool) async throws -> Bool {
+        if let network {
+            return await InMemoryNetwork.wait(until: deadline, observing: { [changes] + network.signals }, condition)
+        }
+        while !condition() {
+            guard ContinuousClock.now < deadline else { return false }
             try await Task.sleep(for: .milliseconds(20))
         }
+        return true
     }
 
     // MARK: Partitions and restarts
@@ -350,9 +373,9 @@ public final class LoopbackCluster: Sendable {
     /// - Throws: ``LoopbackClusterError`` if none comes in time.
     public func nextNotification(on index: Int, reason: ChangeReason,
                                  timeout: Duration = .seconds(30)) async throws -> ChangeEvent {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let found = state.withLock { s -> ChangeEvent? in
+        var found: ChangeEvent?
+        let next = {
+            found = self.state.withLock { s -> ChangeEvent? in
                 while s.consumed[index] < s.events[index].count {
                     let event = s.events[index][s.consumed[index]]
                     s.consumed[index] += 1
@@ -360,12 +383,12 @@ public final class LoopbackCluster: Sendable {
                 }
                 return nil
             }
-            if let found { return found }
-            if ContinuousClock.now >= deadline {
-                throw LoopbackClusterError(.timedOut, "replica \(index) posted no \(reason) notification within \(timeout); it posted \(notifications(of: index))")
-            }
-            try await Task.sleep(for: .milliseconds(10))
+            return found != nil
         }
+        guard try await wait(until: ContinuousClock.now + timeout, next), let found else {
+            throw LoopbackClusterError(.timedOut, "replica \(index) posted no \(reason) notification within \(timeout); it posted \(notifications(of: index))")
+        }
+        return found
     }
 
     // MARK: Shutting down
@@ -389,6 +412,7 @@ public final class LoopbackCluster: Sendable {
             for await event in changes {
                 guard let self else { return }
                 self.state.withLock { $0.events[index].append(event) }
+                self.changes.signal()
             }
         }
         state.withLock { s in

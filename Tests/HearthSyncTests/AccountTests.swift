@@ -87,7 +87,7 @@ struct AccountTests {
             let initial = await events.next(.initialSyncChange)
             #expect(Set(initial?.keys ?? []) == ["both", "shared"])
             let expected: [String: PropertyListValue] = ["both": "A's newer", "shared": "from A", "local": "offline", "newest": "B's newest"]
-            await eventually("A and B to converge") { a.values == expected && b.values == expected }
+            try await network.until("A and B to converge") { a.values == expected && b.values == expected }
             #expect(b.accountID == owner.account.id.hex)
         }
     }

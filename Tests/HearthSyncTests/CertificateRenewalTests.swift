@@ -43,16 +43,19 @@ struct CertificateRenewalTests {
             let (engineB, portB) = try await Self.engine(b)
             cleanup { await engineA.stop(); await engineB.stop() }
             let saved = Locked<[DeviceIdentity]>([])
-            engineB.onCertificateRenewed = { renewed in saved.withLock { $0.append(renewed) } }
+            engineB.onCertificateRenewed = { [changes = engineB.changes] renewed in
+                saved.withLock { $0.append(renewed) }
+                changes.signal()   // the wait below looks at it
+            }
             engineB.addPeer(host: "127.0.0.1", port: portA)
             let yearFromNow = Date().addingTimeInterval(300 * 86_400)
-            await eventually("B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
+            try await engineB.until("B's certificate renewed") { engineB.currentIdentity.certificate.notValidAfter > yearFromNow }
             let renewed = engineB.currentIdentity
             #expect(renewed.deviceID == b.deviceID, "the same key, so the same device ID")
             #expect(renewed.deviceName == "B")
             // The handler runs just after the identity is swapped, outside the engine's lock: a test
             // thread can look in between (streak H2 at b4b2ca1, ThreadSanitizer beside 4 CPU hogs).
-            await eventually("the renewed certificate handed to the owner") { !saved.withLock { $0.isEmpty } }
+            try await engineB.until("the renewed certificate handed to the owner") { !saved.withLock { $0.isEmpty } }
             #expect(saved.withLock { $0.map(\.certificate) } == [renewed.certificate])
             _ = try authority.account.trust.validateDevice(renewed.certificate)
 
@@ -65,7 +68,7 @@ struct CertificateRenewalTests {
             let (engineC, _) = try await Self.engine(c)
             cleanup { await engineC.stop() }
             engineC.addPeer(host: "127.0.0.1", port: portB)
-            await eventually("C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
+            try await engineC.until("C connected to B") { engineC.connectedPeers.contains(b.deviceID) }
         }
     }
 
@@ -85,7 +88,7 @@ struct CertificateRenewalTests {
             #expect(await logsA.waitFor("the account CA is locked here") != nil)
             #expect(engineB.currentIdentity.certificate == b.certificate)
             engineA.authority = authority
-            await eventually("B's certificate renewed once A unlocked the CA") {
+            try await network.until("B's certificate renewed once A unlocked the CA") {
                 engineB.currentIdentity.certificate.notValidAfter > Date().addingTimeInterval(300 * 86_400)
             }
         }
@@ -150,7 +153,7 @@ struct CertificateRenewalTests {
                                        vector: VersionVector())))
             let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
             #expect(refusal.entries.map(\.key) == ["late"], "\(refusal.entries)")
-            await eventually("the early write applied") { replica.replica.entries["early"] != nil }
+            try await network.until("the early write applied") { replica.replica.entries["early"] != nil }
             await link.close()
 
             // A renewal is not undone by the older certificate arriving later.

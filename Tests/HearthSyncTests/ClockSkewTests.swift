@@ -13,7 +13,7 @@ struct ClockSkewTests {
             let (a, b) = (cluster[0], cluster[1])
             try await cluster.waitUntilConnected()
             a.set("A's value", forKey: "k")
-            await eventually("B to apply A's write") { b.string(forKey: "k") == "A's value" }
+            try await cluster.until("B to apply A's write") { b.string(forKey: "k") == "A's value" }
             b.set("B's later value", forKey: "k")
             try await cluster.waitUntilConverged(expected: ["k": "B's later value"])
             #expect(a.string(forKey: "k") == "B's later value")
@@ -26,7 +26,7 @@ struct ClockSkewTests {
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 3, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout, clockSkews: [.zero, .zero, .seconds(365 * 86_400)]) { cluster in
             let (a, b, future) = (cluster[0], cluster[1], cluster[2])
-            await eventually("A and B to connect") { a.connectedPeerCount >= 1 && b.connectedPeerCount >= 1 }
+            try await cluster.until("A and B to connect") { a.connectedPeerCount >= 1 && b.connectedPeerCount >= 1 }
             future.set("from the future", forKey: "k")
             // Awaited, not slept: both peers have answered the write (a refusal counts as an answer).
             #expect(await future.waitUntilSynced(peers: 2, timeout: .seconds(30)))

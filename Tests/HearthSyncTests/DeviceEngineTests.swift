@@ -48,6 +48,12 @@ final class MultiStoreDevices: Sendable {
         return opened
     }
 
+    /// Waits on the in-memory network's events until `condition` holds (``InMemoryNetwork/until(_:deadline:_:)``).
+    func until(_ what: @autoclosure () -> String, _ condition: () -> Bool) async throws {
+        guard let network else { preconditionFailure("until(_:_:) waits on the in-memory network's events") }
+        try await network.until(what(), condition)
+    }
+
     func shutdown() async {
         for store in opened.withLock({ $0 }) { await store.close() }
         try? FileManager.default.removeItem(atPath: root)
@@ -150,25 +156,27 @@ struct DeviceEngineTests {
             let shared = try devices.open("com.example.shared", on: 0)
             let lonely = try devices.open("com.example.lonely", on: 0)
             let peerShared = try devices.open("com.example.shared", on: 1)
-            await eventually("connected") { shared.connectedPeerCount == 1 && peerShared.connectedPeerCount == 1 }
+            try await devices.until("connected") { shared.connectedPeerCount == 1 && peerShared.connectedPeerCount == 1 }
             lonely.set("only here", forKey: "k")
             shared.set("everywhere", forKey: "k")
-            await eventually("the shared store synced") { peerShared.string(forKey: "k") == "everywhere" }
+            try await devices.until("the shared store synced") { peerShared.string(forKey: "k") == "everywhere" }
             #expect(lonely.connectedPeerCount == 0)
             #expect(await !lonely.waitUntilSynced(timeout: .milliseconds(300)))
-            // Two devices dialling each other at once may both pass the hello before one link is dropped.
-            try await Task.sleep(for: .seconds(2))
+            // Two devices dialling each other at once may both pass the hello before one link is
+            // dropped: wait until each has dialled the other and one link is left.
+            let network = try #require(devices.network)
+            try await devices.until("each device to have dialled the other, one link left") { network.linksMade == 2 && network.linksInUse == 2 }
             let sessions = try #require(shared.syncMetrics?.sessions)
 
             // Opened on device 1 while the link is up: announced on it, no new connection.
             let peerLonely = try devices.open("com.example.lonely", on: 1)
-            await eventually("the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
+            try await devices.until("the newly opened store synced") { peerLonely.string(forKey: "k") == "only here" }
             #expect(await lonely.waitUntilSynced(timeout: .seconds(30)))
             // Closed again: the other end hears of it, and the shared store goes on.
             await peerLonely.stopSync()
-            await eventually("the store left") { lonely.connectedPeerCount == 0 }
+            try await devices.until("the store left") { lonely.connectedPeerCount == 0 }
             shared.set("still", forKey: "k")
-            await eventually("the shared store still syncs") { peerShared.string(forKey: "k") == "still" }
+            try await devices.until("the shared store still syncs") { peerShared.string(forKey: "k") == "still" }
             #expect(shared.syncMetrics?.sessions == sessions)
             #expect(shared.connectedPeerCount == 1)
             // Detached and attached again at once: its leaving and its return both reach the peer.
@@ -176,7 +184,7 @@ struct DeviceEngineTests {
             await peerLonely.stopSync()
             #expect(peerLonely.resumeSync())
             lonely.set("again", forKey: "k2")
-            await eventually("the store synced again") { peerLonely.string(forKey: "k2") == "again" }
+            try await devices.until("the store synced again") { peerLonely.string(forKey: "k2") == "again" }
             #expect(await lonely.waitUntilSynced(timeout: .seconds(30)))
             #expect(shared.syncMetrics?.sessions == sessions)
         }
@@ -200,13 +208,13 @@ struct DeleteConfirmationTests {
             cleanup { await devices.shutdown() }
             let a = try devices.open("com.example.deletes", on: 0)
             let b = try devices.open("com.example.deletes", on: 1)
-            await eventually("connected") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
+            try await devices.until("connected") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
             a.set("v", forKey: "k")
             #expect(await a.waitUntilSynced(timeout: .seconds(10)))
-            await eventually("the value") { b.string(forKey: "k") == "v" }
+            try await devices.until("the value") { b.string(forKey: "k") == "v" }
             b.removeObject(forKey: "k")
             #expect(await b.waitUntilSynced(timeout: .seconds(10)))
-            await eventually("the delete") { a.object(forKey: "k") == nil }
+            try await devices.until("the delete") { a.object(forKey: "k") == nil }
         }
     }
 }

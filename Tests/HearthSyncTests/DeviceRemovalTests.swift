@@ -51,7 +51,7 @@ struct DeviceRemovalTests {
             engineP.addPeer(host: "127.0.0.1", port: portB)
             try replicaP.write(.string("written before"), forKey: "early")
             // B may get the write through A before the phone's own link to B is up: wait for both.
-            await eventually("the phone's early write everywhere, and the phone connected to B") {
+            try await network.until("the phone's early write everywhere, and the phone connected to B") {
                 replicaA.replica.entries["early"] != nil && replicaB.replica.entries["early"] != nil
                     && engineB.connectedPeers.contains(phone.deviceID)
             }
@@ -60,15 +60,15 @@ struct DeviceRemovalTests {
             engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
             // How fast is a figure (printed here; DeviceRemovalCommandTests measures it across hosts),
             // not an assertion: under ThreadSanitizer beside CPU hogs a connection alone takes seconds.
-            await eventually("B to learn the removal and close the phone's connection") {
+            try await network.until("B to learn the removal and close the phone's connection") {
                 engineB.removals.isRemoved(phone.deviceID) && !engineB.connectedPeers.contains(phone.deviceID)
                     && !engineA.connectedPeers.contains(phone.deviceID)
             }
             print("removal: B and A dropped the phone \(ContinuousClock.now - removedAt) after A learned of it")
             // The phone hears of it too: B sends the record before closing, or refuses it as revoked.
-            await eventually("the phone to know it was removed") { engineP.removalNotice != nil }
+            try await network.until("the phone to know it was removed") { engineP.removalNotice != nil }
             // …with the signed record, sent before its connections closed.
-            await eventually("the phone to hold the signed record") { engineP.removals.isRemoved(phone.deviceID) }
+            try await network.until("the phone to hold the signed record") { engineP.removals.isRemoved(phone.deviceID) }
 
             // What the phone writes now reaches no one, though it keeps trying (and dials again).
             // A window, not an event: a removed phone that knows it was removed may not dial at all.
@@ -83,7 +83,7 @@ struct DeviceRemovalTests {
             #expect(replicaA.replica.entries["early"]?.value == .string("written before"))
             #expect(replicaB.replica.entries["early"]?.value == .string("written before"))
             try replicaA.write(.string("after the removal"), forKey: "a")
-            await eventually("A's later write at B") { replicaB.replica.entries["a"] != nil }
+            try await network.until("A's later write at B") { replicaB.replica.entries["a"] != nil }
             // The phone's store keeps working locally.
             #expect(replicaP.replica.entries["late"]?.value == .string("written after"))
         }
@@ -99,9 +99,9 @@ struct DeviceRemovalTests {
             let (engineB, _, portB) = try await Self.engine(b, network: network)
             cleanup { await engineA.stop(); await engineB.stop() }
             engineA.addPeer(host: "127.0.0.1", port: portB)
-            await eventually("A and B connected") { engineA.connectedPeers.contains(b.deviceID) }
+            try await network.until("A and B connected") { engineA.connectedPeers.contains(b.deviceID) }
             engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone")])
-            await eventually("B to learn it") { engineB.removals.isRemoved(phone.deviceID) }
+            try await network.until("B to learn it") { engineB.removals.isRemoved(phone.deviceID) }
             await engineA.stop()
             _ = portA
 
@@ -109,13 +109,13 @@ struct DeviceRemovalTests {
             let (engineC, replicaC, portC) = try await Self.engine(c, network: network)
             cleanup { await engineC.stop() }
             engineC.addPeer(host: "127.0.0.1", port: portB)
-            await eventually("C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
+            try await network.until("C to hear of the removal from B") { engineC.removals.isRemoved(phone.deviceID) }
             let (engineP, replicaP, _) = try await Self.engine(phone, network: network)
             cleanup { await engineP.stop() }
             try replicaP.write(.string("from the removed phone"), forKey: "late")
             engineP.addPeer(host: "127.0.0.1", port: portC)
             // Awaited, not slept: once the phone is told, C has refused its connection.
-            await eventually("the phone to be told") { engineP.removalNotice != nil }
+            try await network.until("the phone to be told") { engineP.removalNotice != nil }
             #expect(!engineC.connectedPeers.contains(phone.deviceID))
             #expect(replicaC.replica.entries["late"] == nil)
         }
@@ -157,10 +157,9 @@ struct DeviceRemovalTests {
             // It still syncs with the honest member, both ways.
             try replicaH.write(.string("from honest"), forKey: "h")
             try replicaV.write(.string("from victim"), forKey: "v")
-            let synced = await eventually("both writes to cross") {
+            try await SyncEngine.until("both writes to cross", engines: [engineV, engineH]) {
                 replicaV.replica.entries["h"] != nil && replicaH.replica.entries["v"] != nil
             }
-            #expect(synced)
             // Nothing kept for the next start either (the file `hearth status` reads).
             removals.flush()
             #expect(DeviceRemovals(trust: home.authority.account.trust, file: file, logger: Logger(label: "test")).notice == nil)
@@ -193,7 +192,7 @@ struct DeviceRemovalTests {
             let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
             #expect(refusal.entries.map(\.reason) == [.removedSigner], "\(refusal.entries)")
             #expect(refusal.entries.first?.key == "late")
-            await eventually("the early entry applied") { replicaC.replica.entries["early"] != nil }
+            try await network.until("the early entry applied") { replicaC.replica.entries["early"] != nil }
             #expect(replicaC.replica.entries["late"] == nil)
             // A refusal is not a fault of the relay: the link stays up.
             #expect(try await link.isAnswering(within: .seconds(30)))

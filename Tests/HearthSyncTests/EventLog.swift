@@ -1,4 +1,5 @@
 import Hearth
+import HearthCore
 import Synchronization
 import Testing
 
@@ -9,7 +10,12 @@ final class EventLog: Sendable {
     init(_ store: UbiquitousKeyValueStore) {
         let stream = store.changes
         let box = EventBox()
-        task = Task { for await event in stream { box.append(event) } }
+        task = Task {
+            for await event in stream {
+                box.append(event)
+                box.arrivals.signal()
+            }
+        }
         self.box = box
     }
 
@@ -20,12 +26,13 @@ final class EventLog: Sendable {
     /// The next unconsumed event with `reason` (earlier ones of other reasons are skipped),
     /// waiting up to `timeout`.
     func next(_ reason: ChangeReason, timeout: Duration = .seconds(30)) async -> ChangeEvent? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let event = box.take(reason) { return event }
-            try? await Task.sleep(for: .milliseconds(10))
+        // Woken by each event recorded (no polling).
+        var found: ChangeEvent?
+        _ = await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [box.arrivals] }) {
+            found = box.take(reason)
+            return found != nil
         }
-        if let event = box.take(reason) { return event }   // the deadline may pass while we wait
+        if let found { return found }
         Issue.record("no \(reason) event within \(timeout)")
         return nil
     }
@@ -34,6 +41,8 @@ final class EventLog: Sendable {
 }
 
 final class EventBox: Sendable {
+    /// Signalled after each event appended.
+    let arrivals = ChangeSignal()
     private let state = Mutex<(events: [ChangeEvent], next: Int)>(([], 0))
     func append(_ event: ChangeEvent) { state.withLock { $0.events.append(event) } }
     var all: [ChangeEvent] { state.withLock { $0.events } }

@@ -97,6 +97,9 @@ final class HostileLink: Sendable {
     /// no faster than it likes): a flood keeps this bounded rather than its own memory growing.
     private let unwritten = Locked(0)
     private let task: Task<Void, Never>
+    /// Signalled at each message received and when the link closes: what ``next(within:where:)``
+    /// and ``waitUntilClosed(within:)`` wait on (no polling).
+    private let arrivals = ChangeSignal()
 
     convenience init(_ link: any PeerLink, reading: Bool = true) {
         self.init(opened: link, reading: reading)
@@ -108,6 +111,7 @@ final class HostileLink: Sendable {
         let received = self.received
         let unwritten = self.unwritten
         let sender = connection.peer.deviceID.data
+        let arrivals = arrivals
         task = Task {
             _ = try? await connection.executeThenClose { inbound, outbound in
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -118,7 +122,13 @@ final class HostileLink: Sendable {
                         }
                     }
                     group.addTask {
-                        guard reading else { try await Task.sleep(for: .seconds(3600)); return }
+                        // Not reading: wait, without a timer, until the link ends (task cancelled).
+                        guard reading else {
+                            let (never, keep) = AsyncStream<Void>.makeStream()
+                            for await _ in never {}
+                            keep.finish()
+                            return
+                        }
                         for try await frame in inbound {
                             guard let message = try? SyncMessage(decoding: Data(frame.readableBytesView), sender: sender) else { continue }
                             // Answer heartbeats, as any peer does, so the link is not dropped as dead.
@@ -127,6 +137,7 @@ final class HostileLink: Sendable {
                                 outgoing.yield(Array(pong))
                             }
                             received.withLock { $0.messages.append(message) }
+                            arrivals.signal()
                         }
                     }
                     // The first to end (the honest end closed, or close() was called) ends both.
@@ -135,6 +146,7 @@ final class HostileLink: Sendable {
                 }
             }
             received.withLock { $0.closed = true }
+            arrivals.signal()
         }
     }
 
@@ -153,19 +165,18 @@ final class HostileLink: Sendable {
 
     /// The next message received that `matches`, skipping others; `nil` after `timeout`.
     func next(within timeout: Duration = .seconds(20), where matches: (SyncMessage) -> Bool = { _ in true }) async -> SyncMessage? {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let found = received.withLock { r -> SyncMessage? in
+        var found: SyncMessage?
+        _ = await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [arrivals] }) {
+            found = received.withLock { r -> SyncMessage? in
                 while r.next < r.messages.count {
                     defer { r.next += 1 }
                     if matches(r.messages[r.next]) { return r.messages[r.next] }
                 }
                 return nil
             }
-            if let found { return found }
-            guard ContinuousClock.now < deadline else { return nil }
-            try? await Task.sleep(for: .milliseconds(10))
+            return found != nil
         }
+        return found
     }
 
     /// The next `refused` message.
@@ -197,9 +208,7 @@ final class HostileLink: Sendable {
 
     /// Waits until the honest end closes the connection; false if it has not after `timeout`.
     func waitUntilClosed(within timeout: Duration = .seconds(20)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !isClosed, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-        return isClosed
+        await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [arrivals] }) { isClosed }
     }
 
     func close() async {

@@ -48,11 +48,11 @@ struct HubTests {
         try await writer.start()
         writer.addPeer(host: "127.0.0.1", port: hubPort)
         for (i, replica) in written.enumerated() { try replica.write(.string("value of \(stores[i])"), forKey: "k") }
-        await eventually("the hub to hold both stores") {
+        try await network.until("the hub to hold both stores") {
             stores.allSatisfy { store in provided.withLock { $0[store] }?.replica.entries["k"]?.value == .string("value of \(store)") }
         }
         #expect(hub.storeIdentifiers == stores)
-        await eventually("the writer to see both settled") { writer.store(stores[0])!.isSettled && writer.store(stores[1])!.isSettled }
+        try await network.until("the writer to see both settled") { writer.store(stores[0])!.isSettled && writer.store(stores[1])!.isSettled }
         await writer.stop()
 
         // D opens the two stores, empty, and only knows C.
@@ -61,7 +61,7 @@ struct HubTests {
         for replica in received { try newcomer.attach(replica) }
         try await newcomer.start()
         newcomer.addPeer(host: "127.0.0.1", port: hubPort)
-        await eventually("the newcomer to get both stores from the hub") {
+        try await network.until("the newcomer to get both stores from the hub") {
             received.enumerated().allSatisfy { i, replica in replica.replica.entries["k"]?.value == .string("value of \(stores[i])") }
         }
         // Signed by A, for its store: each entry verifies for its own store only.
@@ -95,9 +95,9 @@ struct HubTests {
         writer.addPeer(host: "127.0.0.1", port: port)
         // Both ends: each registers its session after the other's hello, so one can be first by far
         // on a loaded machine (streak H2 at b4b2ca1, ThreadSanitizer beside 4 CPU hogs).
-        await eventually("connected") { other.connectedPeers.count == 1 && writer.connectedPeers.count == 1 }
+        try await network.until("connected") { other.connectedPeers.count == 1 && writer.connectedPeers.count == 1 }
         // Awaited, not slept: the hub logs "connected" once it has gone through the writer's hello.
-        await eventually("the hub through the writer's hello") { logs.all.contains { $0.message == "connected" } }
+        try await network.until("the hub through the writer's hello") { logs.all.contains { $0.message == "connected" } }
         #expect(other.storeIdentifiers == ["com.example.other"])
         #expect(writer.store("com.example.notes")?.connectedPeers.isEmpty == true)
         #expect(writer.connectedPeers.count == 1)
@@ -130,11 +130,13 @@ struct HubTests {
             // What is tested is that the hub hears of the store at all (it never did, before):
             // the deadline only bounds a miss. Under ThreadSanitizer with CPU hogs beside it a
             // handshake and two hellos took over 5 s once (streak H2).
-            let deadline = ContinuousClock.now + .seconds(20)
-            while provided.withLock({ $0[store] })?.replica.entries["k"]?.value != .integer(Int64(round)), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
+            do {
+                try await hub.until("the hub to apply round \(round)'s write", deadline: .seconds(20)) {
+                    provided.withLock { $0[store] }?.replica.entries["k"]?.value == .integer(Int64(round))
+                }
+            } catch {
+                missed.append(round)
             }
-            if provided.withLock({ $0[store] })?.replica.entries["k"]?.value != .integer(Int64(round)) { missed.append(round) }
             await writer.stop()
         }
         #expect(missed.isEmpty, "the hub never heard of the store attached in rounds \(missed)")

@@ -13,7 +13,7 @@ struct QuotaMergeTests {
             let (a, b) = (cluster[0], cluster[1])
             try await cluster.waitUntilConnected()
             await b.stopSync()
-            await eventually("A to see B gone") { a.connectedPeerCount == 0 }
+            try await cluster.until("A to see B gone") { a.connectedPeerCount == 0 }
             try a.setValue(.data(Data(count: 700_000)), forKey: "a")      // each fits alone
             try b.setValue(.data(Data(count: 700_000)), forKey: "b")
             b.resumeSync()

@@ -58,7 +58,7 @@ struct RefusalTests {
             #expect(store.value(forKey: "deep") == nil)
             // The same connection carries the next write: no reconnection, no loop.
             try link.send(peer.delta([try peer.entry("later", "4", origin: origin, sequence: 4)]))
-            await eventually("the later write") { store.string(forKey: "later") == "4" }
+            try await cluster.until("the later write") { store.string(forKey: "later") == "4" }
             #expect(try await link.isAnswering())
             #expect(!link.isClosed)
             await link.close()
@@ -89,7 +89,7 @@ struct RefusalTests {
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.keys") { cluster in
             try cluster.write("composed", forKey: composed, on: 0)
             try cluster.write("decomposed", forKey: decomposed, on: 0)
-            await eventually("both keys on replica 1") { cluster[1].keys.count == 2 }
+            try await cluster.until("both keys on replica 1") { cluster[1].keys.count == 2 }
             #expect(cluster[1].string(forKey: composed) == "composed")
             #expect(cluster[1].string(forKey: decomposed) == "decomposed")
             let change = try await cluster.nextNotification(on: 1, reason: .serverChange)
@@ -107,14 +107,14 @@ struct RefusalTests {
             let ahead = cluster.deviceIDs[0], honest = cluster.deviceIDs[1]
             try cluster.write("from the future", forKey: "early", on: 0)
             // The writer hears of the refusal, with the clocks, at warning; the receiver says so too.
-            await eventually("the refusal") { cluster[0].syncRefusals.contains { $0.entry.key == "early" } }
+            try await cluster.until("the refusal") { cluster[0].syncRefusals.contains { $0.entry.key == "early" } }
             let refusal = try #require(cluster[0].syncRefusals.first)
             #expect(refusal.entry.reason == .clockAhead)
             #expect(refusal.device == honest)
             #expect(refusal.clockOffset > 47 * 3_600_000 && refusal.clockOffset < 49 * 3_600_000)
             // The warning follows the recorded refusal at once, but a test thread on a loaded machine
             // can look in between.
-            await eventually("the writer's warning") {
+            try await cluster.until("the writer's warning") {
                 capture.all.contains { $0.level == .warning && $0.message.contains("the peer refused 1 entry") }
             }
             let told = capture.all.filter { $0.level == .warning && $0.message.contains("the peer refused 1 entry") }
@@ -124,16 +124,19 @@ struct RefusalTests {
             #expect(await cluster[0].waitUntilSynced(timeout: .seconds(10)))
             // The link stays up, and the honest device's writes still reach the one that is ahead.
             try cluster.write("now", forKey: "present", on: 1)
-            await eventually("the honest write") { cluster[0].string(forKey: "present") == "now" }
+            try await cluster.until("the honest write") { cluster[0].string(forKey: "present") == "now" }
             #expect(cluster[1].value(forKey: "early") == nil)
             // No reconnection loop (before, the refused delta closed the link about four times a
             // second): over three heartbeats, no new session and no new refusal. (A delta sent
-            // before the refusal came back may still be refused once more on a loaded machine: the
-            // window starts after two quiet seconds.)
-            try await Task.sleep(for: .seconds(2))
+            // before the refusal came back may still be refused once more: the window starts once
+            // the honest device has heard two heartbeats more, sent after any such delta on the
+            // same ordered link.)
+            let quiet = cluster[1].heartbeatsReceived
+            try await cluster.until("two heartbeats at the honest device") { cluster[1].heartbeatsReceived >= quiet + 2 }
             let sessions = cluster[1].syncMetrics?.sessions
             let refusals = capture.all.filter { $0.message.contains("refused 1 of 1 entries") }.count
-            try await Task.sleep(for: .seconds(3))
+            let window = cluster[1].heartbeatsReceived
+            try await cluster.until("three heartbeats more at the honest device") { cluster[1].heartbeatsReceived >= window + 3 }
             #expect(cluster[1].syncMetrics?.sessions == sessions)
             #expect(capture.all.filter { $0.message.contains("refused 1 of 1 entries") }.count == refusals)
 
@@ -175,8 +178,9 @@ struct RefusalTests {
                                     options: .init(host: "127.0.0.1"), environment: network.environment(), logger: Logger(label: "test"))
         let events = Locked<[MemoryReplica.Call]>([])
         let verifying = AsyncStream<Void>.makeStream()
-        let receiverReplica = MemoryReplica(storeIdentifier: "s") { call in
+        let receiverReplica = MemoryReplica(storeIdentifier: "s") { [network] call in
             events.withLock { $0.append(call) }
+            network.changes.signal()   // what the waits below look at
             if case .winningEntries(let count) = call, count == 3000 { verifying.continuation.yield() }
         }
         let receiver = try SyncEngine(identity: b, replica: receiverReplica, options: .init(host: "127.0.0.1"), environment: network.environment(),
@@ -195,9 +199,11 @@ struct RefusalTests {
             await sender.stop()
             return false
         }
-        // Its verification ends a little later (the clock is read right after it); nothing may follow.
-        await eventually("the end of the verification") { ended(events.withLock { $0[stoppedAt...] }) }
-        try await Task.sleep(for: .milliseconds(500))
+        // Its verification ends a little later (the clock is read right after it); nothing may
+        // follow, up to the end of its session (and of the sender's, whose link it closed).
+        try await network.until("the end of the verification and of both sessions") {
+            ended(events.withLock { $0[stoppedAt...] }) && network.linksInUse == 0
+        }
         #expect(!events.withLock { $0[stoppedAt...].contains { if case .applyRemote = $0 { true } else { false } } })
         #expect(receiverReplica.replica.entries.count == 0)
         await sender.stop()

@@ -16,7 +16,7 @@ struct RelayTests {
             try await cluster.waitUntilConnected()
             let (a, c) = (cluster[0], cluster[2])
             a.set("from A", forKey: "relayed")
-            await eventually("C to receive A's write") { c.string(forKey: "relayed") == "from A" }
+            try await cluster.until("C to receive A's write") { c.string(forKey: "relayed") == "from A" }
             let entry = try #require(c.replica.entries["relayed"])
             let signature = try #require(entry.signature)
             #expect(signature.signer == cluster.deviceID(of: 0).data)      // signed by A, not by B
@@ -28,7 +28,7 @@ struct RelayTests {
             try verifier.verify(entry: entry, storeIdentifier: cluster.storeIdentifier)
             // And C's write travels back to A through B.
             c.set("from C", forKey: "back")
-            await eventually("A to receive C's write") { a.string(forKey: "back") == "from C" }
+            try await cluster.until("A to receive C's write") { a.string(forKey: "back") == "from C" }
         }
     }
 
@@ -40,14 +40,14 @@ struct RelayTests {
             let (a, b, c) = (cluster[0], cluster[1], cluster[2])
             await c.stopSync()
             a.set("from A", forKey: "relayed")
-            await eventually("B to receive A's write") { b.string(forKey: "relayed") == "from A" }
+            try await cluster.until("B to receive A's write") { b.string(forKey: "relayed") == "from A" }
             // A leaves; B starts afresh (as after a reboot), knowing A's certificate only from its
             // own saved data; C, which never met A, comes back.
             await a.stopSync()
             await b.stopSync()
             b.resumeSync()
             c.resumeSync()
-            await eventually("C to receive A's write through the restarted B") { c.string(forKey: "relayed") == "from A" }
+            try await cluster.until("C to receive A's write through the restarted B") { c.string(forKey: "relayed") == "from A" }
             #expect(c.replica.entries["relayed"]?.signature?.signer == cluster.deviceID(of: 0).data)
         }
     }

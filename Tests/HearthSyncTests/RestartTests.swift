@@ -65,8 +65,11 @@ extension RestartTests {
             try writer.setValue("hello", forKey: "greeting")
             let reader = try UbiquitousKeyValueStore(storeIdentifier: name, configuration: cluster.configuration(for: 1))
             let events = EventLog(reader)
-            // The two devices are connected (the cluster's store), but this store is not synced yet.
-            try await Task.sleep(for: .milliseconds(500))
+            // The two devices are connected (the cluster's store), but this store is not synced yet,
+            // not over three heartbeats after the reader opened (whichever end pings, the other
+            // answers: device 1 receives each heartbeat as a ping or a pong).
+            let beats = cluster[1].heartbeatsReceived
+            try await cluster.until("three heartbeats at device 1") { cluster[1].heartbeatsReceived >= beats + 3 }
             let beforeResume = reader.value(forKey: "greeting")
             #expect(beforeResume == nil)
             let resumed = writer.resumeSync(), syncing = writer.isSyncing

@@ -12,3 +12,13 @@ enum UnderLoad {
     /// waited as long for their connections before).
     static let connectTimeout: Duration = .seconds(30)
 }
+
+extension UbiquitousKeyValueStore {
+    /// How many heartbeat messages (pings and pongs) this store's sync engine has received: a
+    /// test that shows something does NOT happen over a few heartbeats waits for these to go
+    /// up (an event on the in-memory network), not for the time they usually take.
+    var heartbeatsReceived: Int { messagesReceived("ping") + messagesReceived("pong") }
+
+    /// How many messages of `kind` ("ping", "pong", "delta"…) this store's sync engine has received.
+    func messagesReceived(_ kind: String) -> Int { syncMetrics?.receivedByType[kind]?.messages ?? 0 }
+}

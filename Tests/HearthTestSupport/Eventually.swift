@@ -10,7 +10,9 @@ import Testing
 /// #expect(await eventually { watcher.isRunning })
 /// ```
 ///
-/// The one way the suites wait for something to happen (a fixed sleep proves nothing).
+/// For what has no event to wait on: processes, Avahi, files, TLS stores. Tests on the
+/// in-memory network wait with `InMemoryNetwork.until`/`LoopbackCluster.until` and engines with
+/// `SyncEngine.until` (HearthTesting), which re-check on each signalled change, never on a timer.
 @discardableResult
 package func eventually(timeout: Duration = .seconds(30), _ what: String? = nil,
                         sourceLocation: SourceLocation = #_sourceLocation,

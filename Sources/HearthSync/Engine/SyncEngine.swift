@@ -141,6 +141,7 @@ package final class SyncEngine: Sendable {
         }, logger: logger))
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
+        environment.observeChanges?(changes)
         let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
         state.withLock { $0.removalsObserver = token }
     }

@@ -20,6 +20,10 @@ package struct SyncEnvironment: Sendable {
     package var random: SyncRandom
     /// Makes the engine's network (TLS over TCP by default: ``PeerTransport``).
     package var network: @Sendable (PeerNetworkSetup) throws -> any PeerNetwork
+    /// Handed each engine's ``SyncEngine/changes`` as the engine is made: how a test's network
+    /// (HearthTesting's `InMemoryNetwork`) waits on the events of engines it did not make
+    /// itself (those of stores), instead of polling them.
+    package var observeChanges: (@Sendable (ChangeSignal) -> Void)?
 
     package init(clock: SyncClock = .system, random: SyncRandom = .system,
                  network: @escaping @Sendable (PeerNetworkSetup) throws -> any PeerNetwork = PeerTransport.network) {
