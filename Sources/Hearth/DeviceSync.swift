@@ -43,6 +43,9 @@ package final class DeviceSync: Sendable {
         /// file's attach: not taken up in memory again meanwhile (another peer naming one then
         /// made the file's store find the engine taken).
         var promoting: Set<String> = []
+        /// Stores the daemon is opening with their file (``willOpen(_:)`` … ``didOpen(_:)``), by
+        /// how many openings: not taken up in memory meanwhile, for the same reason.
+        var opening: [String: Int] = [:]
         /// Stores written to disk for the peer that named them and not opened by a local app
         /// since: kept in ``introductionsPath`` so that the bound holds across restarts.
         var written: [String: DeviceID] = [:]
@@ -129,7 +132,7 @@ package final class DeviceSync: Sendable {
         let logger = configuration.logger
         enum Outcome { case adopted(StoreBackend), pending(StoreBackend), refused(count: Int?) }
         let outcome = adoptions.withLock { a -> Outcome in
-            guard !a.stopped, !a.promoting.contains(identifier) else { return .refused(count: nil) }
+            guard !a.stopped, !a.promoting.contains(identifier), a.opening[identifier] == nil else { return .refused(count: nil) }
             if let pending = a.pending[identifier] { return .pending(pending.backend) }
             let count = a.byPeer[peer]?.count ?? 0
             guard count < Self.maximumAdoptionsPerPeer else { return .refused(count: count) }
@@ -217,6 +220,22 @@ package final class DeviceSync: Sendable {
     /// (its file was made here, not by the peer). `byApp`: a local app asked for it, so a store
     /// written for a peer no longer counts either; the daemon's scan of its folder passes false,
     /// or every store written for a peer would be forgiven at each start.
+    /// The daemon opens `identifier` with its file from now until ``didOpen(_:)``: a peer naming
+    /// it meanwhile does not make it be taken up in memory again, which left the file's store
+    /// unable to attach ("attached already") and the store held but not syncing. Call it
+    /// before ``claim(_:byApp:)``, so that no copy is taken up between the claim and the open.
+    package func willOpen(_ identifier: String) {
+        adoptions.withLock { $0.opening[identifier, default: 0] += 1 }
+    }
+
+    /// The open that ``willOpen(_:)`` announced has ended (the store attached, or it failed).
+    package func didOpen(_ identifier: String) {
+        adoptions.withLock { a in
+            guard let count = a.opening[identifier] else { return }
+            a.opening[identifier] = count > 1 ? count - 1 : nil
+        }
+    }
+
     package func claim(_ identifier: String, byApp: Bool = true) {
         let (pending, table) = adoptions.withLock { a -> ((peer: DeviceID, backend: StoreBackend, watch: Task<Void, Never>)?, [String: DeviceID]?) in
             let pending = a.pending.removeValue(forKey: identifier)

@@ -203,7 +203,10 @@ package final class DeviceDaemon: Sendable {
         // Opened for an app, or found on disk: a copy taken up in memory for a peer gives way
         // to it (the engine serves one per store). Only an app's request forgives the peer a
         // store written for it (a scan finds those at every start).
-        if opened == nil { state.withLock { $0.sync }?.claim(identifier, byApp: byApp) }
+        let sync = opened == nil ? state.withLock { $0.sync } : nil
+        sync?.willOpen(identifier)
+        sync?.claim(identifier, byApp: byApp)
+        defer { sync?.didOpen(identifier) }
         do {
             let hosted = try await HostedStore.open(access, label: "daemon", output: options.output, saveEachChange: false, opened: opened, shouldStop: { state.withLock { $0.stopping } })
             let kept = state.withLock { s -> Bool in

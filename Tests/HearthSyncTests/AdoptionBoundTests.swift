@@ -19,6 +19,33 @@ struct AdoptionBoundTests {
         return settings
     }
 
+    @Test("While the daemon opens a store with its file (willOpen … didOpen), a peer naming it does not get it taken up in memory: the file's store could not attach then, and was held but not syncing")
+    func noAdoptionWhileTheDaemonOpens() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-open-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
+        _ = try accounts.createAccount(displayName: "Open", passphrase: "pw", deviceName: "daemon")
+        let configuration = UbiquitousKeyValueStore.Configuration(
+            dataDirectory: "\(root)/data", sync: Self.inMemory(SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")),
+            logger: Logger(label: "test"))
+        let sync = try #require(try DeviceSync.start(configuration: configuration) { _ in nil })
+        defer { Task { await sync.stop() } }
+        let provide = try #require(sync.engine.storeProvider)
+        let peer = try #require(DeviceID(bytes: Data(repeating: 7, count: 32)))
+
+        // Taken up in memory for the peer; then an app asks the daemon for it (the race of the
+        // daemon benchmark: the peer names it again between the claim and the file's attach).
+        #expect(provide("com.example.open", peer) != nil)
+        sync.willOpen("com.example.open")
+        sync.claim("com.example.open")
+        #expect(sync.engine.store("com.example.open") == nil, "the claim detaches the memory copy")
+        #expect(provide("com.example.open", peer) == nil, "taken up again while the daemon opens it")
+        #expect(sync.engine.store("com.example.open") == nil)
+        // The open ended (here without a store): a peer naming it may have it taken up again.
+        sync.didOpen("com.example.open")
+        #expect(provide("com.example.open", peer) != nil)
+    }
+
     @Test("At most 16 per peer, in memory (no file), one warning per peer a minute; another peer has its own 16; a store a local app claims, or a second member serves, frees a slot")
     func boundPerPeer() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-bound-\(UUID())").path
