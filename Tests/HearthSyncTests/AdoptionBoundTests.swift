@@ -19,15 +19,24 @@ struct AdoptionBoundTests {
         return settings
     }
 
+    /// A daemon's configuration under a new temporary `root`, its account ("daemon") created in
+    /// `root/config`, syncing on an in-memory network of its own.
+    static func daemon(_ name: String, logger: Logger = Logger(label: "test"),
+                       writeBehindDelay: Duration? = nil) throws -> (root: String, configuration: UbiquitousKeyValueStore.Configuration) {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-\(name)-\(UUID())").path
+        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
+        _ = try accounts.createAccount(displayName: "Bound", passphrase: "pw", deviceName: "daemon")
+        var configuration = UbiquitousKeyValueStore.Configuration(
+            dataDirectory: "\(root)/data", sync: Self.inMemory(SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")),
+            logger: logger)
+        if let writeBehindDelay { configuration.writeBehindDelay = writeBehindDelay }
+        return (root, configuration)
+    }
+
     @Test("While the daemon opens a store with its file (willOpen … didOpen), a peer naming it does not get it taken up in memory: the file's store could not attach then, and was held but not syncing")
     func noAdoptionWhileTheDaemonOpens() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-open-\(UUID())").path
+        let (root, configuration) = try Self.daemon("open")
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
-        _ = try accounts.createAccount(displayName: "Open", passphrase: "pw", deviceName: "daemon")
-        let configuration = UbiquitousKeyValueStore.Configuration(
-            dataDirectory: "\(root)/data", sync: Self.inMemory(SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")),
-            logger: Logger(label: "test"))
         let sync = try #require(try DeviceSync.start(configuration: configuration) { _ in nil })
         defer { Task { await sync.stop() } }
         let provide = try #require(sync.engine.storeProvider)
@@ -48,14 +57,9 @@ struct AdoptionBoundTests {
 
     @Test("At most 16 per peer, in memory (no file), one warning per peer a minute; another peer has its own 16; a store a local app claims, or a second member serves, frees a slot")
     func boundPerPeer() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-bound-\(UUID())").path
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
-        _ = try accounts.createAccount(displayName: "Bound", passphrase: "pw", deviceName: "daemon")
         let logs = LogCapture()
-        let configuration = UbiquitousKeyValueStore.Configuration(
-            dataDirectory: "\(root)/data", sync: Self.inMemory(SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")),
-            logger: logs.logger("daemon"))
+        let (root, configuration) = try Self.daemon("bound", logger: logs.logger("daemon"))
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let opened = Locked<[String]>([])
         let sync = try #require(try DeviceSync.start(configuration: configuration) { identifier in
             opened.withLock { $0.append(identifier) }
@@ -97,13 +101,8 @@ struct AdoptionBoundTests {
 
     @Test("A store written to disk for a peer (it got a value) still counts against that peer after a restart; a local app's open forgives it")
     func boundSurvivesRestart() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-adopt-restart-\(UUID())").path
+        let (root, configuration) = try Self.daemon("restart", writeBehindDelay: .milliseconds(10))
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
-        _ = try accounts.createAccount(displayName: "Bound", passphrase: "pw", deviceName: "daemon")
-        let configuration = UbiquitousKeyValueStore.Configuration(
-            dataDirectory: "\(root)/data", writeBehindDelay: .milliseconds(10),
-            sync: Self.inMemory(SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1")))
         func start() throws -> DeviceSync {
             try #require(try DeviceSync.start(configuration: configuration) { identifier in
                 try? UbiquitousKeyValueStore(storeIdentifier: identifier, configuration: configuration)
