@@ -15,7 +15,9 @@
 # processes that never need root, like multihost.sh's per-host commands):
 #   HEARTH_AS_USER   an array to put before a command so that it runs as the user (empty if
 #                    no drop is needed): setpriv, then env with a home of the user's and none
-#                    of root's per-user folders (XDG_RUNTIME_DIR=/run/user/0 would be refused)
+#                    of root's per-user folders (XDG_RUNTIME_DIR=/run/user/0 would be refused),
+#                    nor root's SHELL: the user's login shell is nologin, and CI sets no
+#                    SHELL, so nothing may rely on one (tmux would start nologin)
 #   HEARTH_RUNNER    "hearth-test (uid 999)", for the scripts' output
 # and `hearth_user_owns DIR…` makes DIR (created if missing) the user's, recursively;
 # `hearth_user_owns_build DIR` does so for a SwiftPM build folder that root has just built.
@@ -47,7 +49,7 @@ hearth_user_init() {
     mkdir -p "$home" && chown "$uid:$gid" "$home" && chmod 0700 "$home"
     HEARTH_AS_USER=(setpriv --reuid "$uid" --regid "$gid" --init-groups
         env -u XDG_RUNTIME_DIR -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u XDG_CACHE_HOME -u XDG_STATE_HOME
-        -u DBUS_SESSION_BUS_ADDRESS -u MAIL HOME="$home" USER="$HEARTH_TEST_USER" LOGNAME="$HEARTH_TEST_USER")
+        -u DBUS_SESSION_BUS_ADDRESS -u MAIL -u SHELL HOME="$home" USER="$HEARTH_TEST_USER" LOGNAME="$HEARTH_TEST_USER")
     HEARTH_RUNNER="$HEARTH_TEST_USER (uid $uid)"
     export HEARTH_TEST_USER
 }

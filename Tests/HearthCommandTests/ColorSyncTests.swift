@@ -17,8 +17,11 @@ import Testing
         return result.output
     }
 
+    /// The session's screen; when tmux cannot show it (the window's program ended and took
+    /// the session with it), what tmux said instead, so that a failure names its cause.
     func screen(_ session: String) async throws -> String {
-        try await tmux("capture-pane", "-p", "-t", session)
+        let result = try await ChildProcess.run(try #require(Self.tmuxPath), ["-L", socket, "-f", "/dev/null", "capture-pane", "-p", "-t", session])
+        return result.status == 0 ? result.output : "(no screen: tmux capture-pane exited \(result.status): \(result.error))"
     }
 
     /// Waits until the session's screen contains `text`; returns the last screen seen.
@@ -55,11 +58,16 @@ import Testing
 
         let app = try #require(Self.app)
         for (session, device) in [("laptop", laptop), ("kitchen", kitchen)] {
-            // Each instance gets its own HOME, so their UserDefaults files stay apart too.
-            let command = "env HOME=\(root)/\(device.name) XDG_CONFIG_HOME=\(root)/\(device.name)/xdg \(app) "
-                + "--config-dir \(device.config) --data-dir \(device.data) --port \(device.port) --peer 127.0.0.1:\(device.peerPort)"
+            // Each instance gets its own HOME, so their UserDefaults files stay apart too. The
+            // command goes as separate arguments, which tmux executes directly: given one
+            // string it would run it with the user's shell ($SHELL, else the passwd entry's),
+            // and for a system user such as scripts/user.sh's that is /usr/sbin/nologin, which
+            // ends the window at once (how this test failed in CI, where SHELL is unset).
+            let command = ["env", "HOME=\(root)/\(device.name)", "XDG_CONFIG_HOME=\(root)/\(device.name)/xdg", app,
+                           "--config-dir", device.config, "--data-dir", device.data,
+                           "--port", "\(device.port)", "--peer", "127.0.0.1:\(device.peerPort)"]
             let started = try await ChildProcess.run(try #require(Self.tmuxPath),
-                                                     ["-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", session, "-x", "80", "-y", "12", command])
+                                                     ["-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", session, "-x", "80", "-y", "12"] + command)
             try #require(started.status == 0, "tmux could not start the \(session) window: \(started.error)")
         }
         // Whatever happens, the private tmux server goes away with the test.
