@@ -21,7 +21,7 @@ import Testing
     /// the session with it), what tmux said instead, so that a failure names its cause.
     func screen(_ session: String) async throws -> String {
         let result = try await ChildProcess.run(try #require(Self.tmuxPath), ["-L", socket, "-f", "/dev/null", "capture-pane", "-p", "-t", session])
-        return result.status == 0 ? result.output : "(no screen: tmux capture-pane exited \(result.status): \(result.error))"
+        return result.status == 0 ? result.output : "(no screen: tmux capture-pane exited \(result.status.map(String.init) ?? "by timeout"): \(result.error))"
     }
 
     /// Waits until the session's screen contains `text`; returns the last screen seen.
