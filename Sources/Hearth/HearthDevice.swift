@@ -42,6 +42,8 @@ public final class HearthDevice: Sendable {
     private let ownsWatcher: Bool
     /// Its sync engines, one per signed-in identity and sync settings.
     let engines: DeviceEngines
+    /// Where its stores' files are: the real file system, or a test's simulated disk.
+    package let disk: any StoreDisk
     private let stopped = Locked(false)
 
     /// A device of `configuration`'s data directory and sync settings. Nothing starts until a
@@ -50,15 +52,25 @@ public final class HearthDevice: Sendable {
     /// - Throws: ``KeyValueStoreError`` with code ``KeyValueStoreError/Code/persistenceFailed``
     ///   when the configuration names no data directory.
     public convenience init(_ configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) {
+        try self.init(configuration, disk: SystemDisk())
+    }
+
+    /// A device whose stores keep their files on `disk` (HearthTesting's `SimulatedDisk`, say),
+    /// in `configuration`'s data directory there. On a disk no other process sees
+    /// (``StoreDisk/isSharedWithOtherProcesses``), its stores neither ask the daemon nor attach
+    /// to another process nor offer themselves to others: a store held already is `storeLocked`.
+    package convenience init(_ configuration: UbiquitousKeyValueStore.Configuration, disk: any StoreDisk) throws(KeyValueStoreError) {
         guard !configuration.dataDirectory.isEmpty else {
             throw KeyValueStoreError(code: .persistenceFailed, key: nil, reason: "a device needs a data directory; the configuration names none")
         }
-        self.init(checked: configuration, watcher: nil)
+        self.init(checked: configuration, watcher: nil, disk: disk)
     }
 
     /// A device with `watcher` shared, or a watcher of its own when nil.
-    private init(checked configuration: UbiquitousKeyValueStore.Configuration, watcher shared: AccountDirectoryWatcher?) {
+    private init(checked configuration: UbiquitousKeyValueStore.Configuration, watcher shared: AccountDirectoryWatcher?,
+                 disk: any StoreDisk) {
         self.configuration = configuration
+        self.disk = disk
         watcher = shared ?? AccountDirectoryWatcher(logger: configuration.logger)
         ownsWatcher = shared == nil
         engines = DeviceEngines(records: records, watcher: watcher)
@@ -155,7 +167,7 @@ public final class HearthDevice: Sendable {
             if let device = table.devices[configuration.dataDirectory] { return device }
             let watcher = table.watcher ?? AccountDirectoryWatcher(logger: configuration.logger)
             table.watcher = watcher
-            let device = HearthDevice(checked: configuration, watcher: watcher)
+            let device = HearthDevice(checked: configuration, watcher: watcher, disk: SystemDisk())
             table.devices[configuration.dataDirectory] = device
             return device
         }

@@ -53,8 +53,9 @@ final class StoreBackend: Sendable {
     let dataDirectory: String
     let logger: Logger
     let writeBehindDelay: Duration
-    /// Added to the system clock: tests stand in for devices whose clocks are wrong.
-    let clockSkewMilliseconds: Int64
+    /// This store's wall clock in milliseconds since 1970: its configuration's
+    /// (``UbiquitousKeyValueStore/Configuration/wallClock``), never read from the system here.
+    let wall: @Sendable () -> UInt64
     let state: Locked<State>
     /// Serialises saves; holds the generation known to be on disk.
     private let savedGeneration = Locked<UInt64>(0)
@@ -69,9 +70,9 @@ final class StoreBackend: Sendable {
     let sync: StoreSync
 
     init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
-         clockSkew: Duration = .zero, dataDirectory: String = "") {
+         wall: @escaping @Sendable () -> UInt64, dataDirectory: String = "") {
         self.dataDirectory = dataDirectory
-        clockSkewMilliseconds = clockSkew.nanoseconds / 1_000_000
+        self.wall = wall
         self.storeIdentifier = storeIdentifier
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
@@ -94,9 +95,7 @@ final class StoreBackend: Sendable {
         stopHosting()
     }
 
-    func wallMilliseconds() -> UInt64 {
-        UInt64(clamping: Int64(clamping: HybridLogicalClock.wallMilliseconds()) &+ clockSkewMilliseconds)
-    }
+    func wallMilliseconds() -> UInt64 { wall() }
 
     // MARK: Reading
 

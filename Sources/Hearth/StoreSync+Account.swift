@@ -69,7 +69,11 @@ extension StoreSync {
         let location = StoreLocation(dataDirectory: backend.dataDirectory, storeIdentifier: storeIdentifier, account: target)
         let logger = self.logger
         let device = identity?.deviceID.data
-        let (storage, opened) = try await backend.onIOQueue { try ReplicaStorage.open(location, device: device, logger: logger) }
+        // The other account's file is on the disk of this one.
+        guard let disk = backend.state.withLock({ $0.storage?.disk }) else { return }
+        let (storage, opened) = try await backend.onIOQueue {
+            try ReplicaStorage.open(location, on: disk, device: device, logger: logger, wall: backend.wall)
+        }
         let loaded = ContinuousClock.now
         var next = opened
         let signingIn = current.account == nil

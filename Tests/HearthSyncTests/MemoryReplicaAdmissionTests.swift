@@ -39,7 +39,7 @@ struct MemoryReplicaAdmissionTests {
         var generator = SplitMix64(seed: seed)
         let id = ReplicaID.random(boundTo: Self.receiverDevice)
         let store = StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(id: id), logger: Logger(label: "test"),
-                                 writeBehindDelay: .seconds(1))
+                                 writeBehindDelay: .seconds(1), wall: { HybridLogicalClock.wallMilliseconds() })
         let memory = MemoryReplica(storeIdentifier: "s", replica: Replica(id: id))
         let replicas: [any SyncReplica] = [store, memory]
         // Everything the household wrote, as the peer that sends it holds it.
