@@ -197,9 +197,10 @@ package final class DeviceSync: Sendable {
             let location = locate(identifier)
             if !FileManager.default.fileExists(atPath: location.filePath) {
                 do {
-                    // The daemon's stores are on the real disk: other processes attach to them.
-                    try ReplicaStorage(location: location, disk: SystemDisk(), logger: logger,
-                                       wall: pending.backend.wall).save(pending.backend.replica)
+                    // The daemon's stores are on the real disk: other processes attach to them. Only
+                    // saved here, so no replica ID is drawn from `random`.
+                    try ReplicaStorage(location: location, disk: SystemDisk(), logger: logger, wall: pending.backend.wall,
+                                       random: { UInt64.random(in: .min ... .max) }).save(pending.backend.replica)
                 } catch {
                     logger.warning("cannot write store \(String(reflecting: identifier)) taken up for peer \(pending.peer): \(error); its peers send it again")
                 }

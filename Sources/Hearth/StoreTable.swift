@@ -181,7 +181,8 @@ final class StoreTable: Sendable {
                              disk: any StoreDisk) throws(KeyValueStoreError) -> StoreBackend {
         do {
             let wall = configuration.wallClock
-            let (storage, replica) = try ReplicaStorage.open(location, on: disk, device: device, logger: configuration.logger, wall: wall)
+            let (storage, replica) = try ReplicaStorage.open(location, on: disk, device: device, logger: configuration.logger, wall: wall,
+                                                             random: configuration.randomBits)
             let backend = StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
                                        logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay,
                                        wall: wall, dataDirectory: configuration.dataDirectory)

@@ -106,4 +106,13 @@ extension UbiquitousKeyValueStore.Configuration {
         let skew = clockSkew.nanoseconds / 1_000_000
         return { UInt64(clamping: Int64(clamping: wall()) &+ skew) }
     }
+
+    /// 64 random bits a call, from the device's source of randomness (``SyncSettings/environment``,
+    /// the system's in the product): the replica IDs of the stores' runs, so that a simulated
+    /// household is the same for the same seed.
+    package var randomBits: @Sendable () -> UInt64 {
+        let unit = sync.environment.random.unit
+        // Two draws of 32 bits each: a draw in 0..<1 carries 53.
+        return { UInt64(unit() * 0x1_0000_0000) << 32 | UInt64(unit() * 0x1_0000_0000) }
+    }
 }

@@ -63,7 +63,7 @@ struct MemoryReplicaAdmissionTests {
                 if !deletes { greedyKeys += 1 }
                 written.append(greedy.entry(key, deletes ? nil : .string("x"), at: time, using: &generator))
             }
-            sender.apply(written)
+            sender.apply(written, wall: HybridLogicalClock.wallMilliseconds())
             let vectors = replicas.map(\.syncVector)
             #expect(vectors[0] == vectors[1], "round \(round)")
             // As a session does: what wins goes through; some of it is held back (as stamped

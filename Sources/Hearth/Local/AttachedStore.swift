@@ -158,7 +158,8 @@ final class AttachedStore: Sendable {
                 if watch?.lockPath != location.lockPath || watch?.lockIsHeld != true {
                     do {
                         let (storage, replica) = try ReplicaStorage.open(location, on: SystemDisk(), device: identity?.deviceID.data,
-                                                                          logger: logger, wall: backend.wall)
+                                                                          logger: logger, wall: backend.wall,
+                                                                          random: configuration.randomBits)
                         becomeHost(backend, storage: storage, replica: replica, identity: identity)
                         break attempts
                     } catch where error.code == .locked {

@@ -11,7 +11,8 @@ import Logging
 /// copy of it is kept beside it with the entries that were set aside.
 ///
 /// Every file operation goes to its ``StoreDisk`` (the real one in the product, a simulated one
-/// in tests), and the time that names a set-aside copy comes from its `wall` clock.
+/// in tests), the time that names a set-aside copy comes from its `wall` clock, and the replica
+/// IDs of the runs opened on it from its `random` bits.
 package final class ReplicaStorage: Sendable {
     /// What ``load()`` found.
     package enum LoadResult: Sendable {
@@ -31,15 +32,18 @@ package final class ReplicaStorage: Sendable {
     private let logger: Logger
     /// Milliseconds since 1970, for the names of damaged and set-aside copies.
     private let wall: @Sendable () -> UInt64
+    /// 64 random bits a call: the store's source of replica IDs.
+    package let random: @Sendable () -> UInt64
 
-    package init(location: StoreLocation, disk: any StoreDisk, logger: Logger,
-                 wall: @escaping @Sendable () -> UInt64) throws(PersistenceError) {
+    package init(location: StoreLocation, disk: any StoreDisk, logger: Logger, wall: @escaping @Sendable () -> UInt64,
+                 random: @escaping @Sendable () -> UInt64) throws(PersistenceError) {
         try disk.createDirectory(location.directory, mode: 0o700)
         lock = try disk.lock(location.lockPath)
         self.location = location
         self.disk = disk
         self.logger = logger
         self.wall = wall
+        self.random = random
         removeInterruptedWrites()
     }
 
