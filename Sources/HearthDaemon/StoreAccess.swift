@@ -78,9 +78,7 @@ package struct StoreAccess: Sendable {
             sync: peering.syncSettings(folders, sparseHeartbeats: sparseHeartbeats), logger: folders.logger(defaultLevel: logLevel))
         // For tests of a device whose clock is wrong (docs/command.md): libfaketime cannot stand
         // in, as it stops Swift's Task.sleep from ever waking.
-        if let skew = ProcessInfo.processInfo.environment["HEARTH_TEST_CLOCK_SKEW_SECONDS"].flatMap(Int64.init) {
-            configuration.clockSkew = .seconds(skew)
-        }
+        configuration.clockSkew = folders.clockSkew
         return configuration
     }
 
@@ -110,7 +108,7 @@ package struct StoreAccess: Sendable {
         do {
             return .opened(try open(syncPaused: syncPaused))
         } catch let error as CommandError where error.status == .storeLocked {
-            switch try await ControlSocket.exchange(request(), with: ControlSocket.path(for: location), timeout: timeout) {
+            switch try await ControlSocket.exchange(request(), with: ControlSocket.path(for: location, under: folders.controlSocketBase), timeout: timeout) {
             case .reply(let line): return .answered(line)
             case .noReply: return .noReply
             case .noListener:
