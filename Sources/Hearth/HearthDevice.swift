@@ -88,7 +88,7 @@ public final class HearthDevice: Sendable {
     /// Opens `storeIdentifier` with `configuration`, whose data directory is this device's: a
     /// default device's stores each bring their own (per-store parts, and the sync settings
     /// that choose their engine).
-    func store(_ storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> UbiquitousKeyValueStore {
+    package func store(_ storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> UbiquitousKeyValueStore {
         let backend = try backend(storeIdentifier: storeIdentifier, configuration: configuration)
         return UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, backend: backend)
     }

@@ -13,6 +13,9 @@ package struct StoreAccess: Sendable {
     package let identity: DeviceIdentity?
     /// The daemon's: idle links pinged rarely (``PeerSettings/syncSettings(_:sparseHeartbeats:)``).
     package var sparseHeartbeats = false
+    /// The device the store opens on: the daemon's own. Nil for a command, whose store opens on
+    /// the process's default device of the data folder (saved at exit, as an app's is).
+    package var device: HearthDevice?
 
     /// A given store of the given identity (the daemon's stores, one per file it finds).
     package init(folders: DeviceFolders, peering: PeerSettings, storeIdentifier: String, identity: DeviceIdentity?) {
@@ -61,6 +64,7 @@ package struct StoreAccess: Sendable {
         configuration.attach = attach
         configuration.syncStartsPaused = syncPaused
         do {
+            if let device { return try device.store(storeIdentifier, configuration: configuration) }
             return try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration)
         } catch where error.code == .storeLocked {
             throw CommandError(.storeLocked, "store \(storeIdentifier) is open in another process (\(error.reason)); "

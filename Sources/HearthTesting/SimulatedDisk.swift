@@ -20,21 +20,21 @@ import HearthCore
 ///
 /// ```swift
 /// let disk = SimulatedDisk(seed: 27)
-/// var device = try HearthDevice(.init(dataDirectory: "/sim/phone", sync: .disabled), disk: disk)
+/// var device = try disk.device(.init(dataDirectory: "/sim/phone", sync: .disabled))
 /// let store = try device.store("com.example.notes")
 /// store.set("Groceries", forKey: "title")
 /// store.synchronize()                      // durable: survives the crash
 /// store.set("Errands", forKey: "title")    // in memory, maybe written, never synced
 /// disk.crash()
 /// disk.restart()
-/// device = try HearthDevice(.init(dataDirectory: "/sim/phone", sync: .disabled), disk: disk)
+/// device = try disk.device(.init(dataDirectory: "/sim/phone", sync: .disabled))
 /// try device.store("com.example.notes").string(forKey: "title")   // "Groceries"
 /// ```
 ///
 /// Every method may be called from any thread; the state is behind one lock.
 public final class SimulatedDisk: StoreDisk, Sendable {
     /// A kind of operation that can be made to fail.
-    public enum Operation: String, Sendable, CaseIterable {
+    public enum Operation: Sendable, CaseIterable {
         /// Reading a file.
         case read
         /// Writing a file's bytes (before they are durable).
@@ -45,6 +45,17 @@ public final class SimulatedDisk: StoreDisk, Sendable {
         case rename
         /// Syncing a directory's names.
         case syncDirectory
+
+        /// The system call's name, for error messages.
+        var name: String {
+            switch self {
+            case .read: "read"
+            case .write: "write"
+            case .sync: "fsync"
+            case .rename: "rename"
+            case .syncDirectory: "fsync directory"
+            }
+        }
     }
 
     /// How an injected failure fails.
@@ -298,7 +309,7 @@ public final class SimulatedDisk: StoreDisk, Sendable {
         }
         guard let failure else { return }
         s.failures += 1
-        throw error(operation.rawValue, path, failure.errno)
+        throw error(operation.name, path, failure.errno)
     }
 
     private static func error(_ operation: String, _ path: String, _ code: Int32) -> PersistenceError {
@@ -325,18 +336,19 @@ public final class SimulatedDisk: StoreDisk, Sendable {
         let parent = (normalized(path) as NSString).deletingLastPathComponent
         return parent.isEmpty ? "/" : parent
     }
-}
 
-extension HearthDevice {
-    /// A device whose stores keep their files on `disk`, in `configuration`'s data directory
-    /// there: a store's writes are lost at ``SimulatedDisk/crash()`` unless they were made
-    /// durable (``UbiquitousKeyValueStore/synchronize()``, or the write-behind save), and the
-    /// disk's injected failures reach the store as they would from a real disk. The stores are
-    /// this process's alone: no other process attaches to them.
+    // MARK: Devices
+
+    /// A device whose stores keep their files on this disk, in `configuration`'s data directory
+    /// here: a store's writes are lost at ``crash()`` unless they were made durable
+    /// (`UbiquitousKeyValueStore.synchronize()`, or the write-behind save), and the disk's
+    /// injected failures reach the store as they would from a real disk. The stores are this
+    /// process's alone: no other process attaches to them. After a crash, ``restart()`` the
+    /// disk and make a new device: the old one's objects can no longer write.
     ///
-    /// - Throws: ``KeyValueStoreError`` with code ``KeyValueStoreError/Code/persistenceFailed``
-    ///   when the configuration names no data directory.
-    public convenience init(_ configuration: UbiquitousKeyValueStore.Configuration, disk: SimulatedDisk) throws(KeyValueStoreError) {
-        try self.init(configuration, disk: disk as any StoreDisk)
+    /// - Throws: `KeyValueStoreError` with code `persistenceFailed` when the configuration
+    ///   names no data directory.
+    public func device(_ configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> HearthDevice {
+        try HearthDevice(configuration, disk: self)
     }
 }

@@ -25,7 +25,7 @@ struct DeviceTimeTests {
         configuration.sync.environment = environment
         var path = ""
         for _ in 0..<2 {
-            let device = try HearthDevice(configuration, disk: disk)
+            let device = try disk.device(configuration)
             let store = try device.store("com.example.time")
             for i in 0..<5 {
                 wall.withLock { $0 += 1_000 }

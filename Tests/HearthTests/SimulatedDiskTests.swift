@@ -33,7 +33,7 @@ struct SimulatedDiskTests {
             var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: SimulatedDiskTests.dataDirectory,
                                                                       writeBehindDelay: .seconds(3600), sync: .disabled, logger: logger)
             configuration.attach = .embedded
-            let device = try HearthDevice(configuration, disk: disk)
+            let device = try disk.device(configuration)
             return (device, try device.store(SimulatedDiskTests.storeIdentifier))
         }
 
