@@ -3,6 +3,7 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import Logging
+import NIOCore
 
 /// One device of a household: its stores, their sync engines and the watch on its account
 /// directory, with one owner and one lifecycle.
@@ -59,21 +60,27 @@ public final class HearthDevice: Sendable {
     /// in `configuration`'s data directory there. On a disk no other process sees
     /// (``StoreDisk/isSharedWithOtherProcesses``), its stores neither ask the daemon nor attach
     /// to another process nor offer themselves to others: a store held already is `storeLocked`.
-    package convenience init(_ configuration: UbiquitousKeyValueStore.Configuration, disk: any StoreDisk) throws(KeyValueStoreError) {
+    ///
+    /// Its engines' TLS connections run on `eventLoopGroup` when one is given (its maker shuts
+    /// it down, after ``stop()``), in place of the network the sync settings' environment names;
+    /// otherwise on that network (TLS on NIO's shared `MultiThreadedEventLoopGroup.singleton`
+    /// by default, a test's in-memory one).
+    package convenience init(_ configuration: UbiquitousKeyValueStore.Configuration, disk: any StoreDisk,
+                             eventLoopGroup: (any EventLoopGroup)? = nil) throws(KeyValueStoreError) {
         guard !configuration.dataDirectory.isEmpty else {
             throw KeyValueStoreError(code: .persistenceFailed, key: nil, reason: "a device needs a data directory; the configuration names none")
         }
-        self.init(checked: configuration, watcher: nil, disk: disk)
+        self.init(checked: configuration, watcher: nil, disk: disk, eventLoopGroup: eventLoopGroup)
     }
 
     /// A device with `watcher` shared, or a watcher of its own when nil.
     private init(checked configuration: UbiquitousKeyValueStore.Configuration, watcher shared: AccountDirectoryWatcher?,
-                 disk: any StoreDisk) {
+                 disk: any StoreDisk, eventLoopGroup: (any EventLoopGroup)? = nil) {
         self.configuration = configuration
         self.disk = disk
         watcher = shared ?? AccountDirectoryWatcher(logger: configuration.logger)
         ownsWatcher = shared == nil
-        engines = DeviceEngines(records: records, watcher: watcher)
+        engines = DeviceEngines(records: records, watcher: watcher, eventLoopGroup: eventLoopGroup)
     }
 
     /// Opens the store `storeIdentifier` on this device with the device's configuration, or
