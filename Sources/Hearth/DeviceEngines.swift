@@ -64,7 +64,7 @@ final class DeviceEngines: Sendable {
     private let records: HouseholdRecords
     private let watcher: AccountDirectoryWatcher
     /// The device's own event loop group, if it was given one: its engines' TLS connections run
-    /// on it (``HearthDevice/init(_:disk:eventLoopGroup:)``).
+    /// on it (``HearthDevice/init(_:disk:eventLoopGroup:saveScheduler:)``).
     private let eventLoopGroup: (any EventLoopGroup)?
 
     init(records: HouseholdRecords, watcher: AccountDirectoryWatcher, eventLoopGroup: (any EventLoopGroup)? = nil) {

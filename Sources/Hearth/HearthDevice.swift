@@ -45,6 +45,8 @@ public final class HearthDevice: Sendable {
     let engines: DeviceEngines
     /// Where its stores' files are: the real file system, or a test's simulated disk.
     package let disk: any StoreDisk
+    /// When its stores' delayed saves run (nil: each store's I/O queue, after the delay).
+    let saveScheduler: SaveScheduler?
     private let stopped = Locked(false)
 
     /// A device of `configuration`'s data directory and sync settings. Nothing starts until a
@@ -65,19 +67,24 @@ public final class HearthDevice: Sendable {
     /// it down, after ``stop()``), in place of the network the sync settings' environment names;
     /// otherwise on that network (TLS on NIO's shared `MultiThreadedEventLoopGroup.singleton`
     /// by default, a test's in-memory one).
+    ///
+    /// Its stores' delayed saves (the write-behind within `writeBehindDelay`, the retry 5 s after
+    /// a failed save) run through `saveScheduler` when one is given, a simulator's virtual clock
+    /// say; otherwise on each store's I/O queue after the delay.
     package convenience init(_ configuration: UbiquitousKeyValueStore.Configuration, disk: any StoreDisk,
-                             eventLoopGroup: (any EventLoopGroup)? = nil) throws(KeyValueStoreError) {
+                             eventLoopGroup: (any EventLoopGroup)? = nil, saveScheduler: SaveScheduler? = nil) throws(KeyValueStoreError) {
         guard !configuration.dataDirectory.isEmpty else {
             throw KeyValueStoreError(code: .persistenceFailed, key: nil, reason: "a device needs a data directory; the configuration names none")
         }
-        self.init(checked: configuration, watcher: nil, disk: disk, eventLoopGroup: eventLoopGroup)
+        self.init(checked: configuration, watcher: nil, disk: disk, eventLoopGroup: eventLoopGroup, saveScheduler: saveScheduler)
     }
 
     /// A device with `watcher` shared, or a watcher of its own when nil.
     private init(checked configuration: UbiquitousKeyValueStore.Configuration, watcher shared: AccountDirectoryWatcher?,
-                 disk: any StoreDisk, eventLoopGroup: (any EventLoopGroup)? = nil) {
+                 disk: any StoreDisk, eventLoopGroup: (any EventLoopGroup)? = nil, saveScheduler: SaveScheduler? = nil) {
         self.configuration = configuration
         self.disk = disk
+        self.saveScheduler = saveScheduler
         watcher = shared ?? AccountDirectoryWatcher(logger: configuration.logger)
         ownsWatcher = shared == nil
         engines = DeviceEngines(records: records, watcher: watcher, eventLoopGroup: eventLoopGroup)
@@ -185,6 +192,10 @@ public final class HearthDevice: Sendable {
         for device in defaults.withLock({ Array($0.devices.values) }) { device.stores.flushAll() }
     }
 }
+
+/// Runs a store's delayed save (`save`) once `delay` has passed, on whatever clock the device's
+/// maker keeps: a simulator's virtual one. The product's is Dispatch on the store's I/O queue.
+package typealias SaveScheduler = @Sendable (_ delay: Duration, _ save: @escaping @Sendable () -> Void) -> Void
 
 extension KeyValueStoreError {
     static var deviceStopped: Self {

@@ -64,15 +64,19 @@ final class StoreBackend: Sendable {
     let ioQueue: DispatchQueue
     /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does).
     private let notifyQueue: DispatchQueue
+    /// Runs a delayed save (write-behind, a retry): nil, on ``ioQueue`` after the delay; a
+    /// simulator's runs it at its virtual time (``HearthDevice/init(_:disk:eventLoopGroup:saveScheduler:)``).
+    private let saveScheduler: SaveScheduler?
     /// Finished when the deinit has put the last writes out; the exit hook waits for it.
     let release = StoreRelease()
     /// This store on the sync engine, and the account switches.
     let sync: StoreSync
 
     init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
-         wall: @escaping @Sendable () -> UInt64, dataDirectory: String = "") {
+         wall: @escaping @Sendable () -> UInt64, dataDirectory: String = "", saveScheduler: SaveScheduler? = nil) {
         self.dataDirectory = dataDirectory
         self.wall = wall
+        self.saveScheduler = saveScheduler
         self.storeIdentifier = storeIdentifier
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
@@ -234,9 +238,14 @@ final class StoreBackend: Sendable {
     func scheduleWriteBehind() {
         guard isPersistent else { return }
         // Weak: a store the app has let go of is saved by its deinit instead.
-        ioQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(writeBehindDelay.nanoseconds))) { [weak self] in
-            _ = self?.flush()
-        }
+        saveLater(after: writeBehindDelay)
+    }
+
+    /// Saves after `delay` (``saveScheduler``, else on ``ioQueue``), unless the store is gone by then.
+    private func saveLater(after delay: Duration) {
+        let save: @Sendable () -> Void = { [weak self] in _ = self?.flush() }
+        if let saveScheduler { return saveScheduler(delay, save) }
+        ioQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.nanoseconds)), execute: save)
     }
 
     /// Saves the replica if it changed since the last save. Returns whether the disk now
@@ -266,7 +275,7 @@ final class StoreBackend: Sendable {
                 logger.error("could not save the store", metadata: ["store": "\(storeIdentifier)", "error": "\(error)"])
                 // Try again later rather than lose the change.
                 state.withLock { $0.flushScheduled = true }
-                ioQueue.asyncAfter(deadline: .now() + .seconds(5)) { [weak self] in _ = self?.flush() }
+                saveLater(after: .seconds(5))
                 return false
             }
         }

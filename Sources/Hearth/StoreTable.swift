@@ -46,7 +46,7 @@ final class StoreTable: Sendable {
         }
         return try slot.backend.withLock { (entry) throws(KeyValueStoreError) -> StoreBackend in
             if let existing = entry.backend { return existing }
-            let backend = try Self.openOrAttach(location, identity: identity, configuration: configuration, disk: device.disk)
+            let backend = try Self.openOrAttach(location, identity: identity, configuration: configuration, device: device)
             // Before anything starts: sync, the account watch and a later take-over use the device's parts.
             backend.sync.owner = device
             entry.backend = backend
@@ -81,9 +81,9 @@ final class StoreTable: Sendable {
     /// disk no other process sees, only the file: no daemon, no other process to attach to.
     private static func openOrAttach(_ location: StoreLocation, identity: DeviceIdentity?,
                                      configuration: UbiquitousKeyValueStore.Configuration,
-                                     disk: any StoreDisk) throws(KeyValueStoreError) -> StoreBackend {
-        guard disk.isSharedWithOtherProcesses else {
-            return try open(location, device: identity?.deviceID.data, configuration: configuration, disk: disk)
+                                     device: HearthDevice) throws(KeyValueStoreError) -> StoreBackend {
+        guard device.disk.isSharedWithOtherProcesses else {
+            return try open(location, identity: identity, configuration: configuration, device: device)
         }
         switch configuration.attach {
         case .automatic:
@@ -102,7 +102,7 @@ final class StoreTable: Sendable {
             // would wake the watch (and every other waiter) at once, again and again.
             if watch?.lockIsHeld != true {
                 do {
-                    return try open(location, device: identity?.deviceID.data, configuration: configuration, disk: disk)
+                    return try open(location, identity: identity, configuration: configuration, device: device)
                 } catch where error.code == .storeLocked && configuration.attach == .automatic {
                     locked = error
                 }
@@ -177,15 +177,17 @@ final class StoreTable: Sendable {
                      logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay, wall: configuration.wallClock)
     }
 
-    private static func open(_ location: StoreLocation, device: Data?, configuration: UbiquitousKeyValueStore.Configuration,
-                             disk: any StoreDisk) throws(KeyValueStoreError) -> StoreBackend {
+    /// Opens the store's file on `owner`'s disk, its delayed saves on `owner`'s scheduler.
+    private static func open(_ location: StoreLocation, identity: DeviceIdentity?, configuration: UbiquitousKeyValueStore.Configuration,
+                             device owner: HearthDevice) throws(KeyValueStoreError) -> StoreBackend {
+        let device = identity?.deviceID.data
         do {
             let wall = configuration.wallClock
-            let (storage, replica) = try ReplicaStorage.open(location, on: disk, device: device, logger: configuration.logger, wall: wall,
-                                                             random: configuration.randomBits)
+            let (storage, replica) = try ReplicaStorage.open(location, on: owner.disk, device: device, logger: configuration.logger,
+                                                             wall: wall, random: configuration.randomBits)
             let backend = StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
                                        logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay,
-                                       wall: wall, dataDirectory: configuration.dataDirectory)
+                                       wall: wall, dataDirectory: configuration.dataDirectory, saveScheduler: owner.saveScheduler)
             backend.state.withLock { $0.device = device }
             return backend
         } catch {

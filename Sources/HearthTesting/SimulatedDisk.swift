@@ -346,9 +346,17 @@ public final class SimulatedDisk: StoreDisk, Sendable {
     /// process's alone: no other process attaches to them. After a crash, ``restart()`` the
     /// disk and make a new device: the old one's objects can no longer write.
     ///
+    /// - Parameters:
+    ///   - configuration: the device's settings; its data directory is a folder of this disk.
+    ///   - scheduleSave: when given, each delayed save of the device's stores (the write-behind
+    ///     within `writeBehindDelay` of a change, the retry 5 s after a failed save) is handed to
+    ///     it with its delay instead of running on a timer: the test runs it when its own clock
+    ///     says, or never (then a crash loses what it would have saved).
     /// - Throws: `KeyValueStoreError` with code `persistenceFailed` when the configuration
     ///   names no data directory.
-    public func device(_ configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> HearthDevice {
-        try HearthDevice(configuration, disk: self)
+    public func device(_ configuration: UbiquitousKeyValueStore.Configuration,
+                       scheduleSave: (@Sendable (_ delay: Duration, _ save: @escaping @Sendable () -> Void) -> Void)? = nil)
+        throws(KeyValueStoreError) -> HearthDevice {
+        try HearthDevice(configuration, disk: self, saveScheduler: scheduleSave)
     }
 }
