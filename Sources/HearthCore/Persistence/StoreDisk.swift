@@ -99,7 +99,8 @@ package struct SystemDisk: StoreDisk {
     }
 
     package func syncFile(_ path: String) throws(PersistenceError) {
-        // fsync flushes the file (the inode), whichever descriptor names it.
+        // fsync flushes the file (the inode), whichever descriptor names it; read-only, as the
+        // files written here are their owner's to read (0600).
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw .io("open", path: path) }
         defer { close(fd) }
