@@ -2,7 +2,9 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import HearthSync
+import HearthTransport
 import Logging
+import NIOCore
 
 /// The sync engines of one device (``HearthDevice``): its stores of one identity with the same
 /// sync settings share one engine (one listener, one mDNS service, one connection per peer
@@ -61,10 +63,14 @@ final class DeviceEngines: Sendable {
     /// known devices through (the account directory is each store's settings').
     private let records: HouseholdRecords
     private let watcher: AccountDirectoryWatcher
+    /// The device's own event loop group, if it was given one: its engines' TLS connections run
+    /// on it (``HearthDevice/init(_:disk:eventLoopGroup:saveScheduler:)``).
+    private let eventLoopGroup: (any EventLoopGroup)?
 
-    init(records: HouseholdRecords, watcher: AccountDirectoryWatcher) {
+    init(records: HouseholdRecords, watcher: AccountDirectoryWatcher, eventLoopGroup: (any EventLoopGroup)? = nil) {
         self.records = records
         self.watcher = watcher
+        self.eventLoopGroup = eventLoopGroup
     }
 
     /// The engine for `identity` and `settings`, started if it is new; each call is paired
@@ -80,7 +86,11 @@ final class DeviceEngines: Sendable {
             return lease
         }
         // Built outside the lock (it reads the account's removals and sets up TLS).
-        let setup = settings.setup
+        let setup = { [eventLoopGroup] in
+            var setup = settings.setup
+            if let eventLoopGroup { setup.environment.network = PeerTransport.network(on: eventLoopGroup) }
+            return setup
+        }()
         let accounts = AccountStore(directory: setup.accountDirectory ?? AccountStore.defaultDirectory(), logger: logger,
                                     records: records, watcher: watcher)
         let engine = try SyncEngine(identity: identity, setup: setup, accounts: accounts, logger: logger)

@@ -137,7 +137,7 @@ package final class DeviceSync: Sendable {
             let count = a.byPeer[peer]?.count ?? 0
             guard count < Self.maximumAdoptionsPerPeer else { return .refused(count: count) }
             let backend = StoreBackend(storeIdentifier: identifier, storage: nil, replica: Replica(), logger: logger,
-                                       writeBehindDelay: configuration.writeBehindDelay, clockSkew: configuration.clockSkew,
+                                       writeBehindDelay: configuration.writeBehindDelay, wall: configuration.wallClock,
                                        dataDirectory: configuration.dataDirectory)
             backend.state.withLock { $0.device = device }
             // Promoted at its first value: a store a peer merely names never reaches the disk.
@@ -197,7 +197,10 @@ package final class DeviceSync: Sendable {
             let location = locate(identifier)
             if !FileManager.default.fileExists(atPath: location.filePath) {
                 do {
-                    try ReplicaStorage(location: location, logger: logger).save(pending.backend.replica)
+                    // The daemon's stores are on the real disk: other processes attach to them. Only
+                    // saved here, so no replica ID is drawn from `random`.
+                    try ReplicaStorage(location: location, disk: SystemDisk(), logger: logger, wall: pending.backend.wall,
+                                       random: { UInt64.random(in: .min ... .max) }).save(pending.backend.replica)
                 } catch {
                     logger.warning("cannot write store \(String(reflecting: identifier)) taken up for peer \(pending.peer): \(error); its peers send it again")
                 }

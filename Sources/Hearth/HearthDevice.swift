@@ -3,6 +3,7 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import Logging
+import NIOCore
 
 /// One device of a household: its stores, their sync engines and the watch on its account
 /// directory, with one owner and one lifecycle.
@@ -42,6 +43,10 @@ public final class HearthDevice: Sendable {
     private let ownsWatcher: Bool
     /// Its sync engines, one per signed-in identity and sync settings.
     let engines: DeviceEngines
+    /// Where its stores' files are: the real file system, or a test's simulated disk.
+    package let disk: any StoreDisk
+    /// When its stores' delayed saves run (nil: each store's I/O queue, after the delay).
+    let saveScheduler: SaveScheduler?
     private let stopped = Locked(false)
 
     /// A device of `configuration`'s data directory and sync settings. Nothing starts until a
@@ -50,18 +55,39 @@ public final class HearthDevice: Sendable {
     /// - Throws: ``KeyValueStoreError`` with code ``KeyValueStoreError/Code/persistenceFailed``
     ///   when the configuration names no data directory.
     public convenience init(_ configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) {
+        try self.init(configuration, disk: SystemDisk())
+    }
+
+    /// A device whose stores keep their files on `disk` (HearthTesting's `SimulatedDisk`, say),
+    /// in `configuration`'s data directory there. On a disk no other process sees
+    /// (``StoreDisk/isSharedWithOtherProcesses``), its stores neither ask the daemon nor attach
+    /// to another process nor offer themselves to others: a store held already is `storeLocked`.
+    ///
+    /// Its engines' TLS connections run on `eventLoopGroup` when one is given (its maker shuts
+    /// it down, after ``stop()``), in place of the network the sync settings' environment names;
+    /// otherwise on that network (TLS on NIO's shared `MultiThreadedEventLoopGroup.singleton`
+    /// by default, a test's in-memory one).
+    ///
+    /// Its stores' delayed saves (the write-behind within `writeBehindDelay`, the retry 5 s after
+    /// a failed save) run through `saveScheduler` when one is given, a simulator's virtual clock
+    /// say; otherwise on each store's I/O queue after the delay.
+    package convenience init(_ configuration: UbiquitousKeyValueStore.Configuration, disk: any StoreDisk,
+                             eventLoopGroup: (any EventLoopGroup)? = nil, saveScheduler: SaveScheduler? = nil) throws(KeyValueStoreError) {
         guard !configuration.dataDirectory.isEmpty else {
             throw KeyValueStoreError(code: .persistenceFailed, key: nil, reason: "a device needs a data directory; the configuration names none")
         }
-        self.init(checked: configuration, watcher: nil)
+        self.init(checked: configuration, watcher: nil, disk: disk, eventLoopGroup: eventLoopGroup, saveScheduler: saveScheduler)
     }
 
     /// A device with `watcher` shared, or a watcher of its own when nil.
-    private init(checked configuration: UbiquitousKeyValueStore.Configuration, watcher shared: AccountDirectoryWatcher?) {
+    private init(checked configuration: UbiquitousKeyValueStore.Configuration, watcher shared: AccountDirectoryWatcher?,
+                 disk: any StoreDisk, eventLoopGroup: (any EventLoopGroup)? = nil, saveScheduler: SaveScheduler? = nil) {
         self.configuration = configuration
+        self.disk = disk
+        self.saveScheduler = saveScheduler
         watcher = shared ?? AccountDirectoryWatcher(logger: configuration.logger)
         ownsWatcher = shared == nil
-        engines = DeviceEngines(records: records, watcher: watcher)
+        engines = DeviceEngines(records: records, watcher: watcher, eventLoopGroup: eventLoopGroup)
     }
 
     /// Opens the store `storeIdentifier` on this device with the device's configuration, or
@@ -76,7 +102,7 @@ public final class HearthDevice: Sendable {
     /// Opens `storeIdentifier` with `configuration`, whose data directory is this device's: a
     /// default device's stores each bring their own (per-store parts, and the sync settings
     /// that choose their engine).
-    func store(_ storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> UbiquitousKeyValueStore {
+    package func store(_ storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> UbiquitousKeyValueStore {
         let backend = try backend(storeIdentifier: storeIdentifier, configuration: configuration)
         return UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, backend: backend)
     }
@@ -155,7 +181,7 @@ public final class HearthDevice: Sendable {
             if let device = table.devices[configuration.dataDirectory] { return device }
             let watcher = table.watcher ?? AccountDirectoryWatcher(logger: configuration.logger)
             table.watcher = watcher
-            let device = HearthDevice(checked: configuration, watcher: watcher)
+            let device = HearthDevice(checked: configuration, watcher: watcher, disk: SystemDisk())
             table.devices[configuration.dataDirectory] = device
             return device
         }
@@ -166,6 +192,10 @@ public final class HearthDevice: Sendable {
         for device in defaults.withLock({ Array($0.devices.values) }) { device.stores.flushAll() }
     }
 }
+
+/// Runs a store's delayed save (`save`) once `delay` has passed, on whatever clock the device's
+/// maker keeps: a simulator's virtual one. The product's is Dispatch on the store's I/O queue.
+package typealias SaveScheduler = @Sendable (_ delay: Duration, _ save: @escaping @Sendable () -> Void) -> Void
 
 extension KeyValueStoreError {
     static var deviceStopped: Self {

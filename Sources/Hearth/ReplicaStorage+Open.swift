@@ -3,15 +3,16 @@ import HearthCore
 import Logging
 
 extension ReplicaStorage {
-    /// Opens (locking) and loads the replica file at `location`; a fresh replica if none.
-    /// Each run writes under a new replica ID (see `Replica.reopened(as:)`).
+    /// Opens (locking) and loads the replica file at `location` on `disk`; a fresh replica if none.
+    /// Each run writes under a new replica ID (see `Replica.reopened(as:)`), drawn from `random`.
     ///
     /// `device` is the signed-in device's ID (nil when signed out): an account's replica writes
     /// under an origin bound to it (see `ReplicaID.random(boundTo:)`), and its own entries under
     /// an origin that is not (an earlier build's, or signed-out writes) move to that origin.
-    static func open(_ location: StoreLocation, device: Data?, logger: Logger) throws(PersistenceError) -> (ReplicaStorage, Replica) {
-        let storage = try ReplicaStorage(location: location, logger: logger)
-        let id = device.map(ReplicaID.random(boundTo:)) ?? .random()
+    static func open(_ location: StoreLocation, on disk: any StoreDisk, device: Data?, logger: Logger,
+                     wall: @escaping @Sendable () -> UInt64, random: @escaping @Sendable () -> UInt64) throws(PersistenceError) -> (ReplicaStorage, Replica) {
+        let storage = try ReplicaStorage(location: location, disk: disk, logger: logger, wall: wall, random: random)
+        let id = ReplicaID.random(boundTo: device, bits: random)
         var replica: Replica
         switch try storage.load() {
         case .fresh, .recovered: replica = Replica(id: id)

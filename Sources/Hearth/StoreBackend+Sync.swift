@@ -104,8 +104,4 @@ extension StoreBackend {
 
     func watchAccount(settings: SyncSettings) { sync.watchAccount(settings: settings) }
     func stopWatchingAccount() { sync.stopWatchingAccount() }
-    /// Opens the replica file at `location` (``ReplicaStorage/open(_:device:logger:)``).
-    static func openReplica(_ location: StoreLocation, device: Data?, logger: Logger) throws(PersistenceError) -> (ReplicaStorage, Replica) {
-        try ReplicaStorage.open(location, device: device, logger: logger)
-    }
 }

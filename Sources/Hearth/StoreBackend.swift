@@ -53,8 +53,9 @@ final class StoreBackend: Sendable {
     let dataDirectory: String
     let logger: Logger
     let writeBehindDelay: Duration
-    /// Added to the system clock: tests stand in for devices whose clocks are wrong.
-    let clockSkewMilliseconds: Int64
+    /// This store's wall clock in milliseconds since 1970: its configuration's
+    /// (``UbiquitousKeyValueStore/Configuration/wallClock``), never read from the system here.
+    let wall: @Sendable () -> UInt64
     let state: Locked<State>
     /// Serialises saves; holds the generation known to be on disk.
     private let savedGeneration = Locked<UInt64>(0)
@@ -63,15 +64,19 @@ final class StoreBackend: Sendable {
     let ioQueue: DispatchQueue
     /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does).
     private let notifyQueue: DispatchQueue
+    /// Runs a delayed save (write-behind, a retry): nil, on ``ioQueue`` after the delay; a
+    /// simulator's runs it at its virtual time (``HearthDevice/init(_:disk:eventLoopGroup:saveScheduler:)``).
+    private let saveScheduler: SaveScheduler?
     /// Finished when the deinit has put the last writes out; the exit hook waits for it.
     let release = StoreRelease()
     /// This store on the sync engine, and the account switches.
     let sync: StoreSync
 
     init(storeIdentifier: String, storage: ReplicaStorage?, replica: Replica, logger: Logger, writeBehindDelay: Duration,
-         clockSkew: Duration = .zero, dataDirectory: String = "") {
+         wall: @escaping @Sendable () -> UInt64, dataDirectory: String = "", saveScheduler: SaveScheduler? = nil) {
         self.dataDirectory = dataDirectory
-        clockSkewMilliseconds = clockSkew.nanoseconds / 1_000_000
+        self.wall = wall
+        self.saveScheduler = saveScheduler
         self.storeIdentifier = storeIdentifier
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
@@ -94,9 +99,7 @@ final class StoreBackend: Sendable {
         stopHosting()
     }
 
-    func wallMilliseconds() -> UInt64 {
-        UInt64(clamping: Int64(clamping: HybridLogicalClock.wallMilliseconds()) &+ clockSkewMilliseconds)
-    }
+    func wallMilliseconds() -> UInt64 { wall() }
 
     // MARK: Reading
 
@@ -235,9 +238,14 @@ final class StoreBackend: Sendable {
     func scheduleWriteBehind() {
         guard isPersistent else { return }
         // Weak: a store the app has let go of is saved by its deinit instead.
-        ioQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(writeBehindDelay.nanoseconds))) { [weak self] in
-            _ = self?.flush()
-        }
+        saveLater(after: writeBehindDelay)
+    }
+
+    /// Saves after `delay` (``saveScheduler``, else on ``ioQueue``), unless the store is gone by then.
+    private func saveLater(after delay: Duration) {
+        let save: @Sendable () -> Void = { [weak self] in _ = self?.flush() }
+        if let saveScheduler { return saveScheduler(delay, save) }
+        ioQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.nanoseconds)), execute: save)
     }
 
     /// Saves the replica if it changed since the last save. Returns whether the disk now
@@ -267,7 +275,7 @@ final class StoreBackend: Sendable {
                 logger.error("could not save the store", metadata: ["store": "\(storeIdentifier)", "error": "\(error)"])
                 // Try again later rather than lose the change.
                 state.withLock { $0.flushScheduled = true }
-                ioQueue.asyncAfter(deadline: .now() + .seconds(5)) { [weak self] in _ = self?.flush() }
+                saveLater(after: .seconds(5))
                 return false
             }
         }

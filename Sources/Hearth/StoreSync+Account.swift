@@ -69,7 +69,11 @@ extension StoreSync {
         let location = StoreLocation(dataDirectory: backend.dataDirectory, storeIdentifier: storeIdentifier, account: target)
         let logger = self.logger
         let device = identity?.deviceID.data
-        let (storage, opened) = try await backend.onIOQueue { try ReplicaStorage.open(location, device: device, logger: logger) }
+        // The other account's file is on the disk of this one, its run IDs from the same source.
+        guard let file = backend.state.withLock({ $0.storage }) else { return }
+        let (storage, opened) = try await backend.onIOQueue {
+            try ReplicaStorage.open(location, on: file.disk, device: device, logger: logger, wall: backend.wall, random: file.random)
+        }
         let loaded = ContinuousClock.now
         var next = opened
         let signingIn = current.account == nil

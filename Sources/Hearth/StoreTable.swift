@@ -46,7 +46,7 @@ final class StoreTable: Sendable {
         }
         return try slot.backend.withLock { (entry) throws(KeyValueStoreError) -> StoreBackend in
             if let existing = entry.backend { return existing }
-            let backend = try Self.openOrAttach(location, identity: identity, configuration: configuration)
+            let backend = try Self.openOrAttach(location, identity: identity, configuration: configuration, device: device)
             // Before anything starts: sync, the account watch and a later take-over use the device's parts.
             backend.sync.owner = device
             entry.backend = backend
@@ -55,7 +55,7 @@ final class StoreTable: Sendable {
             guard backend.isPersistent else { return backend }   // attached: the host syncs
             // Written while this device's clock was ahead, and it is right now: re-stamp before syncing.
             backend.restampIfNeeded()
-            backend.startHosting()
+            if device.disk.isSharedWithOtherProcesses { backend.startHosting() }
             if configuration.sync.isEnabled {
                 if let identity {
                     if configuration.syncStartsPaused {
@@ -77,9 +77,14 @@ final class StoreTable: Sendable {
     /// Opens the store's file; if another process holds it and `configuration.attach` allows,
     /// attaches to that process instead. Tries both again (a host may be starting or exiting)
     /// whenever the holder's socket or lock changes (``HolderWatch``: an event, not a sleep),
-    /// for up to ``attachTimeout``, then throws `storeLocked` with why attaching failed.
+    /// for up to ``attachTimeout``, then throws `storeLocked` with why attaching failed. On a
+    /// disk no other process sees, only the file: no daemon, no other process to attach to.
     private static func openOrAttach(_ location: StoreLocation, identity: DeviceIdentity?,
-                                     configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+                                     configuration: UbiquitousKeyValueStore.Configuration,
+                                     device: HearthDevice) throws(KeyValueStoreError) -> StoreBackend {
+        guard device.disk.isSharedWithOtherProcesses else {
+            return try open(location, identity: identity, configuration: configuration, device: device)
+        }
         switch configuration.attach {
         case .automatic:
             _ = DaemonHoldRequest.ask(storeIdentifier: location.storeIdentifier, dataDirectory: location.dataDirectory)
@@ -97,7 +102,7 @@ final class StoreTable: Sendable {
             // would wake the watch (and every other waiter) at once, again and again.
             if watch?.lockIsHeld != true {
                 do {
-                    return try open(location, device: identity?.deviceID.data, configuration: configuration)
+                    return try open(location, identity: identity, configuration: configuration, device: device)
                 } catch where error.code == .storeLocked && configuration.attach == .automatic {
                     locked = error
                 }
@@ -169,15 +174,20 @@ final class StoreTable: Sendable {
 
     static func memoryBackend(storeIdentifier: String, configuration: UbiquitousKeyValueStore.Configuration) -> StoreBackend {
         StoreBackend(storeIdentifier: storeIdentifier, storage: nil, replica: Replica(),
-                     logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay)
+                     logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay, wall: configuration.wallClock)
     }
 
-    private static func open(_ location: StoreLocation, device: Data?, configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+    /// Opens the store's file on `owner`'s disk, its delayed saves on `owner`'s scheduler.
+    private static func open(_ location: StoreLocation, identity: DeviceIdentity?, configuration: UbiquitousKeyValueStore.Configuration,
+                             device owner: HearthDevice) throws(KeyValueStoreError) -> StoreBackend {
+        let device = identity?.deviceID.data
         do {
-            let (storage, replica) = try StoreBackend.openReplica(location, device: device, logger: configuration.logger)
+            let wall = configuration.wallClock
+            let (storage, replica) = try ReplicaStorage.open(location, on: owner.disk, device: device, logger: configuration.logger,
+                                                             wall: wall, random: configuration.randomBits)
             let backend = StoreBackend(storeIdentifier: location.storeIdentifier, storage: storage, replica: replica,
                                        logger: configuration.logger, writeBehindDelay: configuration.writeBehindDelay,
-                                       clockSkew: configuration.clockSkew, dataDirectory: configuration.dataDirectory)
+                                       wall: wall, dataDirectory: configuration.dataDirectory, saveScheduler: owner.saveScheduler)
             backend.state.withLock { $0.device = device }
             return backend
         } catch {

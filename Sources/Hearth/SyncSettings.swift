@@ -95,3 +95,24 @@ extension SyncSettings {
                          environment: environment)
     }
 }
+
+extension UbiquitousKeyValueStore.Configuration {
+    /// The wall clock (milliseconds since 1970) of stores opened with this configuration: the
+    /// device's, as its sync engine reads it (``SyncSettings/environment``: the system's in the
+    /// product, a test's or a simulator's otherwise), shifted by ``clockSkew``. Every stamp a
+    /// store makes comes from here, so whoever makes the device controls all of its time.
+    package var wallClock: @Sendable () -> UInt64 {
+        let wall = sync.environment.clock.wallMilliseconds
+        let skew = clockSkew.nanoseconds / 1_000_000
+        return { UInt64(clamping: Int64(clamping: wall()) &+ skew) }
+    }
+
+    /// 64 random bits a call, from the device's source of randomness (``SyncSettings/environment``,
+    /// the system's in the product): the replica IDs of the stores' runs, so that a simulated
+    /// household is the same for the same seed.
+    package var randomBits: @Sendable () -> UInt64 {
+        let unit = sync.environment.random.unit
+        // Two draws of 32 bits each: a draw in 0..<1 carries 53.
+        return { UInt64(unit() * 0x1_0000_0000) << 32 | UInt64(unit() * 0x1_0000_0000) }
+    }
+}

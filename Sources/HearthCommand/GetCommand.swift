@@ -19,7 +19,8 @@ struct GetCommand: AsyncParsableCommand {
         let access = try StoreAccess(global: global, options: store)
         // A serve or watch holding the store has what it applied in memory before its file does.
         let request = ControlRequest.get(store: access.storeIdentifier, key: key, json: json)
-        if case .reply(let line) = try await ControlSocket.exchange(request.line, with: ControlSocket.path(for: access.location), timeout: .seconds(10)) {
+        if case .reply(let line) = try await ControlSocket.exchange(request.line, with: ControlSocket.path(for: access.location, under: access.folders.controlSocketBase),
+                                                                      timeout: .seconds(10)) {
             switch Result(catching: { () throws(CommandError) in try ControlRequest.fields(ofReply: line) }) {
             case .success(let fields):
                 if let text = fields.string("text") {

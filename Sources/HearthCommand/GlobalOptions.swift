@@ -43,13 +43,18 @@ struct GlobalOptions: ParsableArguments {
     /// (docs/security.md: never for a real account). What is read is bounded the same either way.
     var caKeyScrypt: ScryptParameters { environment["HEARTH_TEST_WEAK_SCRYPT"] == "1" ? .testing : .standard }
 
-    /// These options and the environment resolved: what the daemon library works with.
-    /// The log level is `--log-level`, else `$HEARTH_LOG_LEVEL`, else each caller's default (a
-    /// long-running `serve` or `watch` shows warnings, such as a peer refusing this device's writes).
+    /// These options and the environment resolved: what the daemon library works with, which
+    /// reads no environment variable of its own. The log level is `--log-level`, else
+    /// `$HEARTH_LOG_LEVEL`, else each caller's default (a long-running `serve` or `watch` shows
+    /// warnings, such as a peer refusing this device's writes); the control sockets go under
+    /// `$TMPDIR`, else `/tmp`; `$HEARTH_TEST_CLOCK_SKEW_SECONDS` shifts the clock of the stores
+    /// the command opens (tests of a device whose clock is wrong, docs/command.md).
     var folders: DeviceFolders {
         DeviceFolders(accountDirectory: accountDirectory, storeDataDirectory: storeDataDirectory,
                       logLevel: (logLevel ?? environment["HEARTH_LOG_LEVEL"]).flatMap(Logger.Level.init(rawValue:)),
-                      caKeyScrypt: caKeyScrypt)
+                      caKeyScrypt: caKeyScrypt,
+                      controlSocketBase: environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp",
+                      clockSkew: .seconds(environment["HEARTH_TEST_CLOCK_SKEW_SECONDS"].flatMap(Int64.init) ?? 0))
     }
 
     var logger: Logger { folders.logger }

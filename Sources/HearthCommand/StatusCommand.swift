@@ -40,7 +40,7 @@ struct StatusCommand: AsyncParsableCommand {
                                          account: identity?.account.id.hex)
             // The file can lag behind the process that holds the store (it saves changes, not
             // every acknowledgement at once): that process's own figures come first.
-            let live = try await LiveStatus.ask(location)
+            let live = try await LiveStatus.ask(location, socketBase: global.folders.controlSocketBase)
             reports.append(StoreReport(identifier: header.storeIdentifier, path: path, fileBytes: data.count,
                                        figures: live?.figures ?? StoreFigures(replica),
                                        modified: attributes?[.modificationDate] as? Date, heldBy: live?.pid))

@@ -6,7 +6,7 @@ import HearthCore
 /// `hearth` commands that find the store locked send it their requests (``ControlRequest``)
 /// instead. One JSON request line, one JSON reply line, one request per connection.
 ///
-/// The socket lives in `$TMPDIR/hearth-<uid>/` (mode 0700, checked before every use; socket
+/// The socket lives in `<base>/hearth-<uid>/` (the command's `$TMPDIR`, else `/tmp`: ``DeviceFolders/controlSocketBase``; mode 0700, checked before every use; socket
 /// 0600; each side checks the other's uid with `SO_PEERCRED`), named by a hash of the store's
 /// lock file: a socket path must fit in 108 bytes, which store paths may not.
 /// This type is only the transport; what is said over it is ``ControlRequest``.
@@ -17,9 +17,8 @@ package enum ControlSocket {
     /// request the store would accept, with room for its other fields.
     package static let maximumLineBytes = 8 << 20
 
-    /// The socket path for the store at `location`.
-    package static func path(for location: StoreLocation) -> String {
-        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    /// The socket path for the store at `location`, in `base`'s `hearth-<uid>/`.
+    package static func path(for location: StoreLocation, under base: String) -> String {
         // FNV-1a: stable across processes, unlike Hasher.
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in location.lockPath.utf8 {

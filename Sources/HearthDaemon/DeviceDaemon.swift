@@ -15,9 +15,15 @@ package struct DaemonOptions: Sendable {
     package var rescanInterval: Duration
     /// Where the daemon says what it holds and what failed (`daemon: holding store S`).
     package var output: DaemonOutput
+    /// The device whose stores and engine the daemon runs, of `folders`' data folder; its maker
+    /// stops it after the daemon. Nil (the command's): the daemon makes one at start and stops
+    /// it with itself; never the process's default device, which apps of the process use.
+    package var device: HearthDevice?
 
     package init(folders: DeviceFolders, peering: PeerSettings = PeerSettings(),
-                 runtimeDirectory: String = RuntimeDirectory.path(), rescanInterval: Duration = .seconds(30), output: DaemonOutput) {
+                 runtimeDirectory: String = RuntimeDirectory.path(), rescanInterval: Duration = .seconds(30), output: DaemonOutput,
+                 device: HearthDevice? = nil) {
+        self.device = device
         self.output = output
         self.folders = folders
         self.peering = peering
@@ -47,6 +53,10 @@ package final class DeviceDaemon: Sendable {
     /// The account CA, when started unlocked (`--unlock`): the daemon renews its peers' certificates.
     package let authority: AccountAuthority?
     private let lock: DaemonLock
+    /// The device it runs: every store it holds opens on it, and its engine is this device's.
+    package let device: HearthDevice
+    /// Whether ``device`` is the daemon's own, to stop with it (``DaemonOptions/device`` was nil).
+    private let ownsDevice: Bool
 
     private struct State: Sendable {
         var hosted: [String: HostedStore] = [:]
@@ -71,30 +81,36 @@ package final class DeviceDaemon: Sendable {
     /// Signalled when a store's opening ends (held, or failed) and at stop: what ``hold(_:timeout:)`` waits on.
     private let openings = ChangeSignal()
 
-    private init(_ options: DaemonOptions, authority: AccountAuthority?, lock: DaemonLock) {
+    private init(_ options: DaemonOptions, authority: AccountAuthority?, lock: DaemonLock, device: HearthDevice, ownsDevice: Bool) {
         self.options = options
         self.authority = authority
         self.lock = lock
+        self.device = device
+        self.ownsDevice = ownsDevice
     }
 
     /// Starts the daemon: prepares the runtime folder (``RuntimeDirectory/prepare(_:)``), takes
     /// the user's daemon lock (``CommandError/Status/daemonRunning`` if another daemon has it),
     /// then calls `unlock` for the account CA to keep in memory (nil: none; after the lock, so
     /// that nobody is asked for a passphrase for a daemon that cannot run), opens the control
-    /// socket (without one the daemon runs on, saying so) and starts holding stores.
+    /// socket (without one the daemon runs on, saying so) and starts holding stores, on
+    /// `options.device` or on a device of its own.
     package static func start(_ options: DaemonOptions,
                               unlock: () throws -> AccountAuthority? = { nil }) throws -> DeviceDaemon {
         let directory = options.runtimeDirectory
         try RuntimeDirectory.prepare(directory)
         let lock = try DaemonLock.acquire(in: directory)
         let authority: AccountAuthority?
+        let device: HearthDevice
         do {
             authority = try unlock()
+            let base = StoreAccess(folders: options.folders, peering: options.peering, storeIdentifier: "-", identity: nil)
+            device = try options.device ?? HearthDevice(base.configuration(logLevel: .warning))
         } catch {
             lock.release()
             throw error
         }
-        let daemon = DeviceDaemon(options, authority: authority, lock: lock)
+        let daemon = DeviceDaemon(options, authority: authority, lock: lock, device: device, ownsDevice: options.device == nil)
         let control: ControlServer?
         do throws(CommandError) {
             control = try ControlServer(path: DaemonControl.path(in: directory), note: options.output.note)
@@ -145,6 +161,7 @@ package final class DeviceDaemon: Sendable {
     private func access(_ identifier: String, _ identity: DeviceIdentity?) -> StoreAccess {
         var access = StoreAccess(folders: folders, peering: options.peering, storeIdentifier: identifier, identity: identity)
         access.sparseHeartbeats = true
+        access.device = device
         return access
     }
 
@@ -162,7 +179,7 @@ package final class DeviceDaemon: Sendable {
         guard let identity else { return }
         let configuration = access("-", identity).configuration(logLevel: .warning)
         do {
-            let sync = try DeviceSync.start(configuration: configuration) { [weak self] identifier in
+            let sync = try DeviceSync.start(device: device, configuration: configuration) { [weak self] identifier in
                 self?.adopt(identifier, identity)
             }
             // Only the account it was unlocked for (an account switch leaves the new one locked).
@@ -257,8 +274,9 @@ package final class DeviceDaemon: Sendable {
 
     /// Stops the daemon, and returns once it has: the control socket closed and removed (no
     /// request is taken from then on), no more scans, the device's engine stopped, every held
-    /// store saved and closed (its sockets removed, its file lock let go), and the daemon lock
-    /// released, so that another daemon can start at once. Every caller waits for the same stop.
+    /// store saved and closed (its sockets removed, its file lock let go), its own device stopped
+    /// (a given one is its maker's to stop), and the daemon lock released, so that another
+    /// daemon can start at once. Every caller waits for the same stop.
     package func stop() async {
         let stopped = lifecycle.withLock { l -> Task<Void, Never> in
             if let stopped = l.stopped { return stopped }
@@ -290,5 +308,7 @@ package final class DeviceDaemon: Sendable {
         await sync?.stop()
         for task in opening { await task.value }
         for store in hosted { await store.close() }
+        // Whatever else it opened (a store taken up for a peer) and its engines and watcher.
+        if ownsDevice { await device.stop() }
     }
 }

@@ -4,10 +4,11 @@ import HearthCore
 import HearthIdentity
 import Logging
 
-/// Where this device's accounts and store data live, and how the library logs: what every
-/// `hearth` command and the daemon work with. The command resolves its options and the
-/// environment into one of these (`--config-dir`, `$HEARTH_CONFIG_DIR`, …); a test builds
-/// one with its own temporary folders.
+/// Where this device's accounts and store data live, how the library logs, where the control
+/// sockets go and how wrong the clock is: what every `hearth` command and the daemon work with.
+/// The command resolves its options and the environment into one of these (`--config-dir`,
+/// `$HEARTH_CONFIG_DIR`, `$TMPDIR`, …); a test builds one with its own temporary folders. The
+/// library reads none of these from the environment itself.
 package struct DeviceFolders: Sendable {
     package var accountDirectory: URL
     package var storeDataDirectory: String
@@ -15,13 +16,21 @@ package struct DeviceFolders: Sendable {
     package var logLevel: Logger.Level?
     /// The scrypt cost of the CA keys sealed here (``ScryptParameters/testing`` in tests only).
     package var caKeyScrypt: ScryptParameters
+    /// The folder under which the store holders' control sockets live, in `hearth-<uid>/`
+    /// (``ControlSocket/path(for:under:)``): the command's `$TMPDIR`, else `/tmp`.
+    package var controlSocketBase: String
+    /// How far this device's clock is off, for tests of a device whose clock is wrong: the
+    /// command's `$HEARTH_TEST_CLOCK_SKEW_SECONDS` (docs/command.md), else none.
+    package var clockSkew: Duration
 
     package init(accountDirectory: URL, storeDataDirectory: String, logLevel: Logger.Level? = nil,
-                 caKeyScrypt: ScryptParameters = .standard) {
+                 caKeyScrypt: ScryptParameters = .standard, controlSocketBase: String = "/tmp", clockSkew: Duration = .zero) {
         self.accountDirectory = accountDirectory
         self.storeDataDirectory = storeDataDirectory
         self.logLevel = logLevel
         self.caKeyScrypt = caKeyScrypt
+        self.controlSocketBase = controlSocketBase
+        self.clockSkew = clockSkew
     }
 
     package var accounts: AccountStore { AccountStore(directory: accountDirectory, logger: logger, scrypt: caKeyScrypt) }

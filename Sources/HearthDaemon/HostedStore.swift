@@ -72,7 +72,7 @@ package final class HostedStore: Sendable {
         let handler = ControlHandler(store: store, status: liveStatus, note: output.note)
         let control: ControlServer?
         do throws(CommandError) {
-            control = try ControlServer(path: ControlSocket.path(for: access.location), note: output.note)
+            control = try ControlServer(path: ControlSocket.path(for: access.location, under: access.folders.controlSocketBase), note: output.note)
         } catch {
             control = nil
             output.note("no control socket for store \(access.storeIdentifier) (\(error.message)); hearth set/rm on it will report it locked")

@@ -99,11 +99,13 @@ package struct LiveStatus: Sendable {
                                refused: object.strings("refused") ?? [])
     }
 
-    /// Asks the process holding the store at `location` (nil when none answers); throws if the
-    /// control socket's folder or listener is not this user's (``ControlSocket/exchange(_:with:timeout:)``).
-    package static func ask(_ location: StoreLocation, timeout: Duration = .seconds(5)) async throws(CommandError) -> LiveStatus? {
+    /// Asks the process holding the store at `location` (nil when none answers), on its control
+    /// socket under `socketBase`; throws if the control socket's folder or listener is not this
+    /// user's (``ControlSocket/exchange(_:with:timeout:)``).
+    package static func ask(_ location: StoreLocation, socketBase: String, timeout: Duration = .seconds(5)) async throws(CommandError) -> LiveStatus? {
         let line = ControlRequest.status(store: location.storeIdentifier).line
-        guard case .reply(let reply) = try await ControlSocket.exchange(line, with: ControlSocket.path(for: location), timeout: timeout) else {
+        guard case .reply(let reply) = try await ControlSocket.exchange(line, with: ControlSocket.path(for: location, under: socketBase),
+                                                                       timeout: timeout) else {
             return nil
         }
         return try? LiveStatus(ControlRequest.fields(ofReply: reply))

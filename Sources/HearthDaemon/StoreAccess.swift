@@ -13,6 +13,9 @@ package struct StoreAccess: Sendable {
     package let identity: DeviceIdentity?
     /// The daemon's: idle links pinged rarely (``PeerSettings/syncSettings(_:sparseHeartbeats:)``).
     package var sparseHeartbeats = false
+    /// The device the store opens on: the daemon's own. Nil for a command, whose store opens on
+    /// the process's default device of the data folder (saved at exit, as an app's is).
+    package var device: HearthDevice?
 
     /// A given store of the given identity (the daemon's stores, one per file it finds).
     package init(folders: DeviceFolders, peering: PeerSettings, storeIdentifier: String, identity: DeviceIdentity?) {
@@ -61,6 +64,7 @@ package struct StoreAccess: Sendable {
         configuration.attach = attach
         configuration.syncStartsPaused = syncPaused
         do {
+            if let device { return try device.store(storeIdentifier, configuration: configuration) }
             return try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration)
         } catch where error.code == .storeLocked {
             throw CommandError(.storeLocked, "store \(storeIdentifier) is open in another process (\(error.reason)); "
@@ -78,9 +82,7 @@ package struct StoreAccess: Sendable {
             sync: peering.syncSettings(folders, sparseHeartbeats: sparseHeartbeats), logger: folders.logger(defaultLevel: logLevel))
         // For tests of a device whose clock is wrong (docs/command.md): libfaketime cannot stand
         // in, as it stops Swift's Task.sleep from ever waking.
-        if let skew = ProcessInfo.processInfo.environment["HEARTH_TEST_CLOCK_SKEW_SECONDS"].flatMap(Int64.init) {
-            configuration.clockSkew = .seconds(skew)
-        }
+        configuration.clockSkew = folders.clockSkew
         return configuration
     }
 
@@ -110,7 +112,7 @@ package struct StoreAccess: Sendable {
         do {
             return .opened(try open(syncPaused: syncPaused))
         } catch let error as CommandError where error.status == .storeLocked {
-            switch try await ControlSocket.exchange(request(), with: ControlSocket.path(for: location), timeout: timeout) {
+            switch try await ControlSocket.exchange(request(), with: ControlSocket.path(for: location, under: folders.controlSocketBase), timeout: timeout) {
             case .reply(let line): return .answered(line)
             case .noReply: return .noReply
             case .noListener:

@@ -47,6 +47,9 @@ import Testing
         let peers = try underOpenUmask(["peers", "--json"] + laptop.store + laptop.directories)
         #expect(await peers.wait(upTo: .seconds(30)) == 0)
         #expect(peers.output.contains("\"heldBy\":\(serve.pid)"), "\(peers.output)")
+        // The command put the holders' control sockets under its $TMPDIR (the library reads no TMPDIR).
+        let sockets = (try? FileManager.default.contentsOfDirectory(atPath: "\(root)/tmp/hearth-\(geteuid())")) ?? []
+        #expect(sockets.contains { $0.hasSuffix(".sock") }, "no control socket under TMPDIR: \(sockets)")
 
         var checked = 0
         for path in try FileManager.default.subpathsOfDirectory(atPath: root) {

@@ -169,7 +169,10 @@ import Testing
         defer { serve.terminate() }
         let identity = try await HearthCLI.run(["status", "--json"] + solo.directories).output
         let account = try #require(identity.split(separator: "\"account\":\"").dropFirst().first?.prefix(64))
-        let socket = ControlSocket.path(for: StoreLocation(dataDirectory: solo.data, storeIdentifier: "com.example.colors", account: String(account)))
+        // Where the command puts it: under its $TMPDIR, which it inherits from HearthCLI.environment.
+        let socketBase = HearthCLI.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let socket = ControlSocket.path(for: StoreLocation(dataDirectory: solo.data, storeIdentifier: "com.example.colors", account: String(account)),
+                                        under: socketBase)
 
         let request = WriteRequest(store: "com.example.colors", key: "once", value: .string("first"), wait: 0.5, minimumPeers: 1)
         var replies: [ControlSocket.Exchange] = []

@@ -28,10 +28,10 @@ struct PersistenceTests {
                             timestamp: HLCTimestamp(milliseconds: 20, counter: 1), origin: ReplicaID(high: 5, low: 5), sequence: 4), wall: 20)
         let location = StoreLocation(dataDirectory: dir, storeIdentifier: "com.example.test", account: "acct")
         do {
-            let storage = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+            let storage = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
             try storage.save(replica)
         }
-        let storage = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+        let storage = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
         guard case .loaded(let loaded) = try storage.load() else { Issue.record("not loaded"); return }
         #expect(loaded.entries == replica.entries)
         #expect(loaded.id == replica.id)
@@ -48,9 +48,9 @@ struct PersistenceTests {
         let dir = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let location = StoreLocation(dataDirectory: dir, storeIdentifier: "s")
-        var first: ReplicaStorage? = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+        var first: ReplicaStorage? = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
         do {
-            _ = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+            _ = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
             Issue.record("second open succeeded")
         } catch {
             #expect(error.code == .locked)
@@ -59,7 +59,7 @@ struct PersistenceTests {
         }
         _ = first
         first = nil
-        _ = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+        _ = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
     }
 
     @Test("Damaged files are moved aside and reported, never overwritten", arguments: [
@@ -72,7 +72,7 @@ struct PersistenceTests {
         let location = StoreLocation(dataDirectory: dir, storeIdentifier: "s")
         try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
         try contents.write(to: URL(fileURLWithPath: location.filePath))
-        let storage = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+        let storage = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
         guard case .recovered(let error, let aside) = try storage.load() else { Issue.record("damage not detected"); return }
         #expect(error.code == .damaged)
         #expect(FileManager.default.contents(atPath: aside) == contents)
@@ -89,7 +89,7 @@ struct PersistenceTests {
         let data = try ReplicaFile.encode(replica, header: .init(storeIdentifier: "s", account: ""))
         try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
         try data.prefix(data.count / 2).write(to: URL(fileURLWithPath: location.filePath))
-        let storage = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+        let storage = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
         guard case .recovered = try storage.load() else { Issue.record("truncation not detected"); return }
     }
 
@@ -100,7 +100,7 @@ struct PersistenceTests {
         let location = StoreLocation(dataDirectory: dir, storeIdentifier: "mine")
         try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
         try ReplicaFile.encode(Replica(), header: .init(storeIdentifier: "theirs", account: "")).write(to: URL(fileURLWithPath: location.filePath))
-        guard case .recovered = try ReplicaStorage(location: location, logger: Logger(label: "test")).load() else { Issue.record("accepted"); return }
+        guard case .recovered = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 }).load() else { Issue.record("accepted"); return }
     }
 
     @Test("Leftovers of an interrupted save are removed at open; the store file is intact")
@@ -110,10 +110,10 @@ struct PersistenceTests {
         let location = StoreLocation(dataDirectory: dir, storeIdentifier: "s")
         var replica = Replica()
         replica.write(1, forKey: "k", wall: 1)
-        try ReplicaStorage(location: location, logger: Logger(label: "test")).save(replica)
+        try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 }).save(replica)
         let leftover = location.filePath + AtomicFile.temporaryMarker + "99999"
         try Data("half".utf8).write(to: URL(fileURLWithPath: leftover))
-        let storage = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+        let storage = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
         #expect(!FileManager.default.fileExists(atPath: leftover))
         guard case .loaded(let loaded) = try storage.load() else { Issue.record("not loaded"); return }
         #expect(loaded.value(forKey: "k") == 1)
@@ -136,7 +136,7 @@ struct PersistenceTests {
         let location = StoreLocation(dataDirectory: dir, storeIdentifier: "s")
         var replica = Replica()
         replica.write(2, forKey: "backgroundColor", wall: 1)
-        try ReplicaStorage(location: location, logger: Logger(label: "test")).save(replica)
+        try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 }).save(replica)
         let output = try await TestProcess.run("/usr/bin/env", ["python3", "-c",
             "import plistlib,sys; d=plistlib.load(open(sys.argv[1],'rb')); print(d['format'], d['version'], [(e['key'], e['value']) for e in d['entries']])",
             location.filePath])

@@ -16,15 +16,16 @@ struct ReplicaTests {
         let signers = [Data([1]), Data([2])]
         for step in 0..<3000 {
             let key = StoreKey("k\(Int.random(in: 0..<20, using: &generator))")
+            let wall = UInt64(2_000_000_000_000 + step)
             switch Int.random(in: 0..<10, using: &generator) {
-            case 0..<5: r.write(.string(String(repeating: "x", count: step % 50)), forKey: key)
-            case 5: r.write(nil, forKey: key)
+            case 0..<5: r.write(.string(String(repeating: "x", count: step % 50)), forKey: key, wall: wall)
+            case 5: r.write(nil, forKey: key, wall: wall)
             case 6..<8:
                 let origin = others.randomElement(using: &generator)!
                 let signature = Bool.random(using: &generator) ? EntrySignature(signer: signers.randomElement(using: &generator)!, bytes: Data([9])) : nil
                 r.merge(Entry(key: key, value: Bool.random(using: &generator) ? .integer(Int64(step)) : nil,
                               timestamp: HLCTimestamp(milliseconds: UInt64(2_000_000_000_000 + step), counter: 0),
-                              origin: origin, sequence: UInt64(step + 1), signature: signature))
+                              origin: origin, sequence: UInt64(step + 1), signature: signature), wall: wall)
             default:
                 if let entry = r.entries[key] {
                     r.attach(EntrySignature(signer: signers.randomElement(using: &generator)!, bytes: Data([7])),
@@ -196,7 +197,7 @@ struct ReplicaTests {
 
         // The next run drops the counter; a peer that still has the tombstone sends it again,
         // and the replica collects it anew, keeping the counter this time.
-        var reopened = c.reopened()
+        var reopened = c.reopened(as: .random())
         #expect(reopened.vector[a] == 0)
         reopened.apply([delete], coveredBy: writer.vector, wall: 5)
         #expect(reopened.collectTombstones(coveredBy: reopened.stableVector) == 1)
@@ -345,7 +346,7 @@ struct ReplicaTests {
         var r = Replica(id: a)
         r.merge(Entry(key: "k", value: 1, timestamp: HLCTimestamp(milliseconds: 1, counter: 0), origin: b, sequence: 4), wall: 1)
         r.apply([], coveredBy: VersionVector([b: 4, ReplicaID(high: 9, low: 9): 7]), wall: 1)
-        let next = r.reopened()
+        let next = r.reopened(as: .random())
         #expect(next.vector[b] == 4)
         #expect(next.vector[ReplicaID(high: 9, low: 9)] == 0)
         #expect(next.entries == r.entries)

@@ -70,12 +70,12 @@ struct InProcessDaemonTests {
 
         // The held store answers on its own control socket: a write, then the value read back.
         let write = WriteRequest(store: store.storeIdentifier, key: "color", value: .string("teal"), wait: 0, minimumPeers: 1)
-        let written = try await ask(ControlRequest.write(write).line, at: ControlSocket.path(for: store))
+        let written = try await ask(ControlRequest.write(write).line, at: ControlSocket.path(for: store, under: options.folders.controlSocketBase))
         #expect(try WriteOutcome(replyFields: written) == .local)
         #expect(notes.all.contains("set color for another hearth process; saved on this device (signed out: not synced)"), "\(notes.all)")
-        let read = try await ask(ControlRequest.get(store: store.storeIdentifier, key: "color", json: true).line, at: ControlSocket.path(for: store))
+        let read = try await ask(ControlRequest.get(store: store.storeIdentifier, key: "color", json: true).line, at: ControlSocket.path(for: store, under: options.folders.controlSocketBase))
         #expect(read.string("text") == "\"teal\"")
-        let live = try #require(try await LiveStatus.ask(store))
+        let live = try #require(try await LiveStatus.ask(store, socketBase: options.folders.controlSocketBase))
         #expect(live.pid == getpid() && live.figures.keys == 1)
         let held = try ControlRequest.fields(ofReply: try #require(await statusLine()))
         guard case .array(let stores)? = held["stores"], case .dictionary(let fields)? = stores.first else {
@@ -89,7 +89,7 @@ struct InProcessDaemonTests {
 
         // The barrier: when stop() returns, nothing of the daemon is left to wait for.
         #expect(!FileManager.default.fileExists(atPath: DaemonControl.path(in: runtime)), "the daemon's socket is left behind")
-        #expect(!FileManager.default.fileExists(atPath: ControlSocket.path(for: store)), "the store's control socket is left behind")
+        #expect(!FileManager.default.fileExists(atPath: ControlSocket.path(for: store, under: options.folders.controlSocketBase)), "the store's control socket is left behind")
         #expect(try await DaemonControl.askStatus(in: runtime, timeout: .seconds(1)) == .noListener)
         #expect(DaemonLock.runningPid(in: runtime) == nil)
         // The store saved and let go: its file has the write, and its lock is free.
@@ -100,7 +100,7 @@ struct InProcessDaemonTests {
         // The lock is free: a second daemon starts at once, finds the store on disk and holds it.
         let next = try DeviceDaemon.start(options)
         #expect(try await DaemonControl.askToHold(store, runtimeDirectory: runtime))
-        let again = try await ask(ControlRequest.get(store: store.storeIdentifier, key: "color", json: true).line, at: ControlSocket.path(for: store))
+        let again = try await ask(ControlRequest.get(store: store.storeIdentifier, key: "color", json: true).line, at: ControlSocket.path(for: store, under: options.folders.controlSocketBase))
         #expect(again.string("text") == "\"teal\"")
         // Every caller of stop() waits for the same stop.
         async let first: Void = next.stop()
@@ -131,14 +131,14 @@ struct InProcessDaemonTests {
                                                           runtimeDirectory: runtime, rescanInterval: .seconds(3600), output: notes.output))
         let store = StoreLocation(dataDirectory: "\(root)/data", storeIdentifier: "com.example.notes", account: identity.account.id.hex)
         #expect(try await DaemonControl.askToHold(store, runtimeDirectory: runtime))
-        let live = try #require(try await LiveStatus.ask(store))
+        let live = try #require(try await LiveStatus.ask(store, socketBase: options.folders.controlSocketBase))
         #expect(live.device == identity.deviceID.hex)
         let port = try #require(live.port, "the held store does not sync")
         #expect(Self.connects(to: port), "nothing listens on the store's sync port \(port)")
 
         await daemon.stop()
         #expect(!Self.connects(to: port), "the device's engine still listens on port \(port) after stop()")
-        #expect(!FileManager.default.fileExists(atPath: ControlSocket.path(for: store)))
+        #expect(!FileManager.default.fileExists(atPath: ControlSocket.path(for: store, under: options.folders.controlSocketBase)))
         #expect((try? FileLock(path: store.lockPath)) != nil, "the store's file is still locked")
         #expect(DaemonLock.runningPid(in: runtime) == nil)
     }

@@ -39,7 +39,7 @@ struct MemoryReplicaAdmissionTests {
         var generator = SplitMix64(seed: seed)
         let id = ReplicaID.random(boundTo: Self.receiverDevice)
         let store = StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(id: id), logger: Logger(label: "test"),
-                                 writeBehindDelay: .seconds(1))
+                                 writeBehindDelay: .seconds(1), wall: { HybridLogicalClock.wallMilliseconds() })
         let memory = MemoryReplica(storeIdentifier: "s", replica: Replica(id: id))
         let replicas: [any SyncReplica] = [store, memory]
         // Everything the household wrote, as the peer that sends it holds it.
@@ -63,7 +63,7 @@ struct MemoryReplicaAdmissionTests {
                 if !deletes { greedyKeys += 1 }
                 written.append(greedy.entry(key, deletes ? nil : .string("x"), at: time, using: &generator))
             }
-            sender.apply(written)
+            sender.apply(written, wall: HybridLogicalClock.wallMilliseconds())
             let vectors = replicas.map(\.syncVector)
             #expect(vectors[0] == vectors[1], "round \(round)")
             // As a session does: what wins goes through; some of it is held back (as stamped

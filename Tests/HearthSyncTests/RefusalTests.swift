@@ -172,7 +172,8 @@ struct RefusalTests {
 
         // A holds many entries, so that B spends a while verifying them.
         var replica = Replica(id: .random(boundTo: a.deviceID.data))
-        for i in 0..<3000 { replica.write(.integer(Int64(i)), forKey: StoreKey("k\(i)")) }
+        let now = HybridLogicalClock.wallMilliseconds()
+        for i in 0..<3000 { replica.write(.integer(Int64(i)), forKey: StoreKey("k\(i)"), wall: now) }
         let network = InMemoryNetwork()
         let sender = try SyncEngine(identity: a, replica: MemoryReplica(storeIdentifier: "s", replica: replica),
                                     options: .init(host: "127.0.0.1"), environment: network.environment(), logger: Logger(label: "test"))

@@ -105,7 +105,7 @@ extension VerificationTests {
         // A replica file holding an entry signed by the stranger, with its certificate, as a
         // tampered or mixed-up file might.
         var replica = Replica()
-        let written = replica.write("planted", forKey: "k")
+        let written = replica.write("planted", forKey: "k", wall: HybridLogicalClock.wallMilliseconds())
         let entry = try #require(written)
         let signed = try stranger.signed(entry, storeIdentifier: "com.example.saved")
         replica.attach(try #require(signed.signature), forKey: "k", origin: entry.origin, sequence: entry.sequence)

@@ -60,7 +60,7 @@ struct CrashSafetyTests {
             highestConfirmed = max(highestConfirmed, confirmed)
             if confirmed > 0 { roundsWithConfirmation += 1 }
 
-            let storage = try ReplicaStorage(location: location, logger: Logger(label: "test"))
+            let storage = try ReplicaStorage(location: location, disk: SystemDisk(), logger: Logger(label: "test"), wall: { 1_700_000_000_000 }, random: { 27 })
             switch try storage.load() {
             case .fresh:
                 #expect(highestConfirmed == 0, "round \(round): file missing after a confirmed write")

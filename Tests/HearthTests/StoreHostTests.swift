@@ -13,7 +13,8 @@ struct StoreHostTests {
     let now = HybridLogicalClock.wallMilliseconds()
 
     func store() -> StoreBackend {
-        StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(), logger: Logger(label: "test"), writeBehindDelay: .seconds(1))
+        StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(), logger: Logger(label: "test"), writeBehindDelay: .seconds(1),
+                     wall: { HybridLogicalClock.wallMilliseconds() })
     }
 
     func entry(_ key: String, _ value: Int64, sequence: UInt64, at offset: UInt64 = 0) -> Entry {

@@ -40,7 +40,7 @@ final class AttachedStore: Sendable {
                                                                              storeIdentifier: storeIdentifier),
                                  configuration: configuration)
         let backend = StoreBackend(storeIdentifier: storeIdentifier, storage: nil, replica: Replica(), logger: configuration.logger,
-                                   writeBehindDelay: configuration.writeBehindDelay, clockSkew: configuration.clockSkew,
+                                   writeBehindDelay: configuration.writeBehindDelay, wall: configuration.wallClock,
                                    dataDirectory: configuration.dataDirectory)
         let attached = AttachedStore(backend: backend, client: client)
         var attachment = Attachment(store: attached, location: location)
@@ -157,7 +157,9 @@ final class AttachedStore: Sendable {
                 // an event that would wake this watch (and every other waiter) again and again.
                 if watch?.lockPath != location.lockPath || watch?.lockIsHeld != true {
                     do {
-                        let (storage, replica) = try ReplicaStorage.open(location, device: identity?.deviceID.data, logger: logger)
+                        let (storage, replica) = try ReplicaStorage.open(location, on: SystemDisk(), device: identity?.deviceID.data,
+                                                                          logger: logger, wall: backend.wall,
+                                                                          random: configuration.randomBits)
                         becomeHost(backend, storage: storage, replica: replica, identity: identity)
                         break attempts
                     } catch where error.code == .locked {

@@ -10,38 +10,10 @@ package enum AtomicFile {
     /// Suffix of temporary files; a leftover one is a write that was interrupted.
     package static let temporaryMarker = ".tmp-"
 
-    /// Replaces `path` with `data`, with permissions `mode`.
+    /// Replaces `path` with `data`, with permissions `mode` (``StoreDisk/replace(_:at:mode:)``
+    /// on the real disk: the one copy of the algorithm).
     package static func write(_ data: Data, to path: String, mode: mode_t = 0o600) throws(PersistenceError) {
-        let temporary = path + temporaryMarker + String(getpid())
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw .io("open", path: temporary) }
-        var failure: PersistenceError?
-        data.withUnsafeBytes { raw in
-            var written = 0
-            while written < raw.count {
-                let n = systemWrite(fd, raw.baseAddress! + written, raw.count - written)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = .io("write", path: temporary)
-                    return
-                }
-                written += n
-            }
-        }
-        // The umask may have narrowed `mode` at creation; state it exactly.
-        if failure == nil, fchmod(fd, mode) != 0 { failure = .io("fchmod", path: temporary) }
-        if failure == nil, fsync(fd) != 0 { failure = .io("fsync", path: temporary) }
-        close(fd)
-        if let failure {
-            unlink(temporary)
-            throw failure
-        }
-        guard rename(temporary, path) == 0 else {
-            let error = PersistenceError.io("rename", path: path)
-            unlink(temporary)
-            throw error
-        }
-        try syncDirectory(of: path)
+        try SystemDisk().replace(data, at: path, mode: mode)
     }
 
     /// Flushes the directory holding `path`, so a rename or creation in it is durable.
@@ -97,10 +69,8 @@ package enum AtomicFile {
 
 #if canImport(Glibc)
 import Glibc
-private let systemWrite = Glibc.write
 private let systemRead = Glibc.read
 #elseif canImport(Darwin)
 import Darwin
-private let systemWrite = Darwin.write
 private let systemRead = Darwin.read
 #endif

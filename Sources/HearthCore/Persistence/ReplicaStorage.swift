@@ -9,6 +9,10 @@ import Logging
 /// and starts empty: the damaged bytes are kept for inspection, never overwritten. A file
 /// whose header is sound but some of whose entries are not loads every other entry, and a
 /// copy of it is kept beside it with the entries that were set aside.
+///
+/// Every file operation goes to its ``StoreDisk`` (the real one in the product, a simulated one
+/// in tests), the time that names a set-aside copy comes from its `wall` clock, and the replica
+/// IDs of the runs opened on it from its `random` bits.
 package final class ReplicaStorage: Sendable {
     /// What ``load()`` found.
     package enum LoadResult: Sendable {
@@ -22,14 +26,24 @@ package final class ReplicaStorage: Sendable {
     }
 
     package let location: StoreLocation
-    private let lock: FileLock
+    /// Where the file is: another account's file of the store is opened on the same disk.
+    package let disk: any StoreDisk
+    private let lock: any StoreDiskLock
     private let logger: Logger
+    /// Milliseconds since 1970, for the names of damaged and set-aside copies.
+    private let wall: @Sendable () -> UInt64
+    /// 64 random bits a call: the store's source of replica IDs.
+    package let random: @Sendable () -> UInt64
 
-    package init(location: StoreLocation, logger: Logger) throws(PersistenceError) {
-        try AtomicFile.createDirectory(location.directory)
-        lock = try FileLock(path: location.lockPath)
+    package init(location: StoreLocation, disk: any StoreDisk, logger: Logger, wall: @escaping @Sendable () -> UInt64,
+                 random: @escaping @Sendable () -> UInt64) throws(PersistenceError) {
+        try disk.createDirectory(location.directory, mode: 0o700)
+        lock = try disk.lock(location.lockPath)
         self.location = location
+        self.disk = disk
         self.logger = logger
+        self.wall = wall
+        self.random = random
         removeInterruptedWrites()
     }
 
@@ -40,7 +54,7 @@ package final class ReplicaStorage: Sendable {
     /// Reads the replica, moving a damaged file aside.
     package func load() throws(PersistenceError) -> LoadResult {
         let path = location.filePath
-        guard let data = try AtomicFile.read(path) else { return .fresh }
+        guard let data = try disk.read(path) else { return .fresh }
         let contents: ReplicaFile.Contents
         do throws(PersistenceError) {
             contents = try ReplicaFile.decode(data, path: path)
@@ -57,7 +71,7 @@ package final class ReplicaStorage: Sendable {
         guard !contents.setAside.isEmpty else { return .loaded(contents.replica) }
         // The next save rewrites the file without them: keep its bytes as they are first.
         let copy = uniqueName("\(path).set-aside")
-        try AtomicFile.write(data, to: copy)
+        try disk.replace(data, at: copy)
         logger.error("some entries of the store file could not be loaded; loaded the others and kept a copy of the file", metadata: [
             "file": "\(path)", "copy": "\(copy)", "setAside": "\(contents.setAside.count)",
             "entries": "\(contents.setAside.map(\.description).joined(separator: "; "))",
@@ -71,15 +85,15 @@ package final class ReplicaStorage: Sendable {
         do { data = try ReplicaFile.encode(replica, header: header) } catch {
             throw PersistenceError(.unencodable, path: location.filePath, reason: error.reason)
         }
-        try AtomicFile.write(data, to: location.filePath)
+        try disk.replace(data, at: location.filePath)
     }
 
     /// `<base>-<time>`, or `<base>-<time>-<n>` if that exists.
     private func uniqueName(_ base: String) -> String {
-        let stamp = Int(Date().timeIntervalSince1970)
+        let stamp = wall() / 1000
         var target = "\(base)-\(stamp)"
         var n = 1
-        while FileManager.default.fileExists(atPath: target) {
+        while disk.fileExists(target) {
             n += 1
             target = "\(base)-\(stamp)-\(n)"
         }
@@ -88,8 +102,8 @@ package final class ReplicaStorage: Sendable {
 
     private func moveAside(_ path: String) throws(PersistenceError) -> String {
         let target = uniqueName("\(path).damaged")
-        guard rename(path, target) == 0 else { throw .io("rename damaged file", path: path) }
-        try AtomicFile.syncDirectory(of: path)
+        try disk.rename(path, to: target)
+        try disk.syncDirectory(of: path)
         return target
     }
 
@@ -97,10 +111,9 @@ package final class ReplicaStorage: Sendable {
     /// is intact (it is only ever replaced by rename), so the leftover can go.
     private func removeInterruptedWrites() {
         let prefix = (location.filePath as NSString).lastPathComponent + AtomicFile.temporaryMarker
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: location.directory) else { return }
-        for name in names where name.hasPrefix(prefix) {
+        for name in disk.contentsOfDirectory(location.directory) where name.hasPrefix(prefix) {
             let path = (location.directory as NSString).appendingPathComponent(name)
-            if unlink(path) == 0 { logger.notice("removed an interrupted write", metadata: ["file": "\(path)"]) }
+            if disk.remove(path) { logger.notice("removed an interrupted write", metadata: ["file": "\(path)"]) }
         }
     }
 }

@@ -68,7 +68,7 @@ package struct HybridLogicalClock: Sendable, Equatable {
     }
 
     /// A timestamp for a local event, later than every timestamp this clock has produced or seen.
-    package mutating func tick(wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> HLCTimestamp {
+    package mutating func tick(wall: UInt64) -> HLCTimestamp {
         if wall > last.milliseconds {
             last = HLCTimestamp(milliseconds: wall, counter: 0)
         } else {
@@ -78,14 +78,14 @@ package struct HybridLogicalClock: Sendable, Equatable {
     }
 
     /// Whether a remote timestamp is within ``maximumDrift`` of `wall`.
-    package static func isAcceptable(_ remote: HLCTimestamp, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
+    package static func isAcceptable(_ remote: HLCTimestamp, wall: UInt64) -> Bool {
         remote.milliseconds <= wall &+ maximumDrift
     }
 
     /// Folds in a timestamp seen from a peer, up to ``maximumLead`` ahead of `wall`. Returns
     /// `false`, and changes nothing, for a timestamp beyond ``maximumDrift`` into the future.
     @discardableResult
-    package mutating func observe(_ remote: HLCTimestamp, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
+    package mutating func observe(_ remote: HLCTimestamp, wall: UInt64) -> Bool {
         guard Self.isAcceptable(remote, wall: wall) else { return false }
         let bounded = min(remote, HLCTimestamp(milliseconds: wall &+ Self.maximumLead, counter: 0))
         if bounded > last { last = bounded }

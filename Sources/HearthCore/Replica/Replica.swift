@@ -172,7 +172,7 @@ package struct Replica: Sendable, Equatable {
     /// as Apple's `removeObject(forKey:)` does nothing for an absent key.
     @discardableResult
     package mutating func write(_ value: PropertyListValue?, forKey key: StoreKey,
-                               wall: UInt64 = HybridLogicalClock.wallMilliseconds(), size: Int? = nil) -> Entry? {
+                               wall: UInt64, size: Int? = nil) -> Entry? {
         if value == nil, entries[key]?.value == nil { return nil }
         sequence += 1
         var timestamp = clock.tick(wall: wall)
@@ -197,7 +197,7 @@ package struct Replica: Sendable, Equatable {
     /// The version vector is not touched: a delta advances it as a whole, once every entry
     /// of the delta is in (see ``apply(_:coveredBy:wall:)``).
     @discardableResult
-    package mutating func merge(_ remote: Entry, wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> Bool {
+    package mutating func merge(_ remote: Entry, wall: UInt64) -> Bool {
         clock.observe(remote.timestamp, wall: wall)
         if let current = entries[remote.key] {
             guard remote.wins(over: current) else { return false }
@@ -216,7 +216,7 @@ package struct Replica: Sendable, Equatable {
     /// Returns the keys whose visible value changed, in the order of the delta.
     @discardableResult
     package mutating func apply(_ delta: [Entry], coveredBy senderVector: VersionVector? = nil,
-                               wall: UInt64 = HybridLogicalClock.wallMilliseconds()) -> [StoreKey] {
+                               wall: UInt64) -> [StoreKey] {
         var before: [StoreKey: PropertyListValue?] = [:]
         var order: [StoreKey] = []
         for entry in delta {
@@ -326,7 +326,7 @@ package struct Replica: Sendable, Equatable {
     /// Vector counters of origins that no longer have a current entry are dropped, the
     /// ``retiredOrigins`` too: at worst a peer sends such an entry again, and it loses to what
     /// replaced it (or, a tombstone, is collected again).
-    package func reopened(as id: ReplicaID = .random()) -> Replica {
+    package func reopened(as id: ReplicaID) -> Replica {
         let origins = Set(entries.values.map(\.origin))
         var copy = Replica(id: id, clock: clock, sequence: 0,
                            vector: VersionVector(vector.counters.filter { origins.contains($0.key) }),

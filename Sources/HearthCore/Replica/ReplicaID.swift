@@ -22,6 +22,14 @@ public struct ReplicaID: Hashable, Comparable, Sendable {
         return ReplicaID(high: rng.next(), low: rng.next())
     }
 
+    /// A new ID from `bits` (64 random bits a call: the device's source of randomness, so that
+    /// a simulation is the same for the same seed), bound to `device` when there is one
+    /// (``random(boundTo:)``).
+    package static func random(boundTo device: Data?, bits: () -> UInt64) -> ReplicaID {
+        guard let device else { return ReplicaID(high: bits(), low: bits()) }
+        return ReplicaID(high: prefix(of: device), low: bits())
+    }
+
     /// A new ID of a replica on the device `device` (its 32-byte ID): the first 8 bytes are
     /// the device ID's, the other 8 random.
     ///

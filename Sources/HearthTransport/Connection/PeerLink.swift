@@ -109,4 +109,12 @@ extension PeerTransport: PeerNetwork {
     package static func network(_ setup: PeerNetworkSetup) throws -> any PeerNetwork {
         try PeerTransport(identity: setup.identity, removals: setup.removals, removalNotice: setup.removalNotice, logger: setup.logger)
     }
+
+    /// The production network on `group`'s event loops (a device's own group).
+    package static func network(on group: any EventLoopGroup) -> @Sendable (PeerNetworkSetup) throws -> any PeerNetwork {
+        { setup in
+            try PeerTransport(identity: setup.identity, removals: setup.removals, removalNotice: setup.removalNotice,
+                              logger: setup.logger, group: group)
+        }
+    }
 }
