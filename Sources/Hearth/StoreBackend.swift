@@ -322,10 +322,17 @@ final class StoreBackend: Sendable {
     }
 
     /// Posts `didChangeExternallyNotification` for every live instance and yields the
-    /// event to every `changes` sequence, asynchronously and in order.
-    func post(_ event: ChangeEvent) {
+    /// event to every `changes` sequence, asynchronously and in order; and sends the change to
+    /// the attached processes (`entries`: the changed entries, when the caller has them).
+    func post(_ event: ChangeEvent, entries: [Entry]? = nil) {
+        postHere(event)
+        state.withLock { $0.localHost }?.forward(event, entries: entries)
+    }
+
+    /// ``post(_:entries:)`` for this process only (an attached process's write: the host sends
+    /// it to the other attached processes itself, not back to the writer).
+    func postHere(_ event: ChangeEvent) {
         notifyQueue.async { [self] in deliver(event) }
-        state.withLock { $0.localHost }?.forward(event)
     }
 
     private func deliver(_ event: ChangeEvent) {
