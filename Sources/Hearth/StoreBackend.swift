@@ -308,6 +308,11 @@ final class StoreBackend: Sendable {
         }
     }
 
+    /// Posts nothing for `store` any more (``UbiquitousKeyValueStore/stopPostingNotifications()``).
+    func unregister(_ store: UbiquitousKeyValueStore) {
+        state.withLock { _ = $0.instances.removeValue(forKey: ObjectIdentifier(store)) }
+    }
+
     func makeStream() -> AsyncStream<ChangeEvent> {
         let (stream, continuation) = AsyncStream<ChangeEvent>.makeStream(bufferingPolicy: .unbounded)
         let id = state.withLock { s in
@@ -332,6 +337,8 @@ final class StoreBackend: Sendable {
     /// ``post(_:entries:)`` for this process only (an attached process's write: the host sends
     /// it to the other attached processes itself, not back to the writer).
     func postHere(_ event: ChangeEvent) {
+        // Nobody to tell in this process (the device daemon): no hop to the notify queue.
+        guard state.withLock({ !$0.instances.isEmpty || !$0.streams.isEmpty }) else { return }
         notifyQueue.async { [self] in deliver(event) }
     }
 

@@ -156,4 +156,25 @@ struct AttachWritePathTests {
                                                   code: KeyValueStoreError.Code.storeFull.rawValue, reason: "full"), channel: channel)
         #expect(backend.value(forKey: "c") == .integer(3) && backend.value(forKey: "a") == .integer(1))
     }
+
+    @Test("An instance that stopped posting notifications (the daemon's) gets none; another instance of the store still does")
+    func daemonInstancePostsNothing() throws {
+        let backend = StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(), logger: logger, writeBehindDelay: .seconds(3600))
+        let daemonStore = UbiquitousKeyValueStore(storeIdentifier: "s", backend: backend)
+        let appStore = UbiquitousKeyValueStore(storeIdentifier: "s", backend: backend)
+        daemonStore.stopPostingNotifications()
+        let posted = Locked<[String]>([])
+        let arrived = DispatchSemaphore(value: 0)
+        let tokens = [("daemon", daemonStore), ("app", appStore)].map { name, store in
+            NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { _ in
+                posted.withLock { $0.append(name) }
+                if name == "app" { arrived.signal() }
+            }
+        }
+        defer { for token in tokens { NotificationCenter.default.removeObserver(token) } }
+        backend.applyExternal([entry("k", 1, origin: .random(), sequence: 1)], coveredBy: nil, reason: .serverChange)
+        // Both instances are posted for in one delivery: once the app's has come, the daemon's would have.
+        #expect(arrived.wait(timeout: .now() + 10) == .success)
+        #expect(posted.withLock { $0 } == ["app"])
+    }
 }
