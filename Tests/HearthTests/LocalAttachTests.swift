@@ -290,6 +290,8 @@ struct LocalAttachTests {
             let events = await recorder.events(timeout: .seconds(10))
             #expect(Set(events.flatMap(\.keys)) == Set(expected.keys))
             #expect(events.allSatisfy { $0.reason == .serverChange })
+            // Signed once each, by the host, though they came off a socket unsigned (issue 27).
+            #expect(cluster[0].syncMetrics?.entriesSigned == 20)
         }
     }
 
