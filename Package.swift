@@ -122,6 +122,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthTesting", "HearthTestSupport", "hearth-test-writer",
+                                                        .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
                                                         .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         // Examples.

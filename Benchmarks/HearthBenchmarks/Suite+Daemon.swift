@@ -43,7 +43,15 @@ extension Suite {
             let attached = try app.ask("attached", expect: "A")
             guard attached.first == "true" else { throw BenchError("\(app.name) did not attach to its daemon") }
         }
+        // CPU per write (issue 27): user + system time of both daemons and both apps over the
+        // measured writes, after a warm-up of its own (connections up, caches warm). The paced
+        // loop's idle moments (heartbeats) count too, as they would for an app writing this way.
+        _ = try measureLatency(writer: apps[0], receivers: [apps[1]], changes: 0)
+        let processes = [("writer app", apps[0].pid), ("its daemon", children[0].pid), ("peer daemon", children[1].pid), ("receiver app", apps[1].pid)]
+        let cpuBefore = processes.map { cpuMicroseconds(pid: $0.1) }
         let samples = try measureLatency(writer: apps[0], receivers: [apps[1]])[0]
+        let writes = Double(warmup + changes)
+        let cpuPerWrite = zip(processes.map { cpuMicroseconds(pid: $0.1) }, cpuBefore).map { Double($0 - $1) / writes }
         record("daemon app-daemon-daemon-app", 1, samples)
         for app in apps { app.quit() }
 
@@ -63,6 +71,10 @@ extension Suite {
         table.row(["propagation app → daemon → daemon → app, p50 (\(s.count) changes)", ms(s.p50), "", "", "≤ 1 ms", verdict(s.p50 / 1e6 <= 1)])
         table.row(["propagation app → daemon → daemon → app, p99", ms(s.p99), "", "", "≤ 5 ms", verdict(s.p99 / 1e6 <= 5)])
         table.row(["propagation app → daemon → daemon → app, max", ms(s.max), "", "", "—", ""])
+        table.row(["CPU per write, user + system of the 2 daemons and 2 apps (\(Int(writes)) paced writes)",
+                   String(format: "%.0f µs", cpuPerWrite.reduce(0, +)), "", "", "—", ""])
+        table.row(["CPU per write by process: " + zip(processes, cpuPerWrite).map { "\($0.0.0) \(String(format: "%.0f", $0.1))" }.joined(separator: ", ") + " µs",
+                   "", "", "", "—", ""])
         for (op, label) in [("set", "set"), ("get", "get")] {
             for (kind, kindLabel) in [("string", "small string"), ("data1k", "1 KB data"), ("dict100", "100-entry dictionary")] {
                 // HEARTH_BENCH_LOCAL (profiling one operation) leaves the others out.

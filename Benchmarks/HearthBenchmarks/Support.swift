@@ -20,6 +20,17 @@ func cpuMicroseconds() -> Int64 {
     return user + system
 }
 
+/// User + system CPU time of process `pid` so far, in microseconds (/proc/<pid>/stat's utime
+/// and stime, in clock ticks: 10 ms each, so measure over a second or more); -1 if unreadable.
+func cpuMicroseconds(pid: pid_t) -> Int64 {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return -1 }
+    // After "pid (comm)": field 3 (state) is index 0, utime (14) index 11, stime (15) index 12.
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return -1 }
+    return (user + system) * 1_000_000 / Int64(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 /// Context switches of this process (voluntary, involuntary): how often it woke up.
 func contextSwitches() -> (voluntary: Int, involuntary: Int) {
     var usage = rusage()

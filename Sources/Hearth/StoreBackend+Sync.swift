@@ -31,12 +31,14 @@ extension StoreBackend: SyncReplica {
 
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         let wall = wallMilliseconds()
-        let (changed, refused, scheduleFlush) = state.withLock { s -> ([StoreKey], [RefusedEntry], Bool) in
+        let (changed, refused, scheduleFlush, forwarded) = state.withLock { s -> ([StoreKey], [RefusedEntry], Bool, [Entry]?) in
             let (changed, refused) = s.replica.applyRemote(entries, heldBack: heldBack, wall: wall)
-            return (changed, refused, scheduleSave(&s))
+            // For the attached processes, taken in this step rather than looked up again.
+            let forwarded = s.localHost == nil ? nil : changed.compactMap { s.replica.entries[$0] }
+            return (changed, refused, scheduleSave(&s), forwarded)
         }
         if scheduleFlush { scheduleWriteBehind() }
-        if !changed.isEmpty { post(ChangeEvent(reason: reason, keys: changed.map(\.string))) }
+        if !changed.isEmpty { post(ChangeEvent(reason: reason, keys: changed.map(\.string)), entries: forwarded) }
         return (changed, refused)
     }
 

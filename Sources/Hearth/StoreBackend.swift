@@ -316,6 +316,11 @@ final class StoreBackend: Sendable {
         }
     }
 
+    /// Posts nothing for `store` any more (``UbiquitousKeyValueStore/stopPostingNotifications()``).
+    func unregister(_ store: UbiquitousKeyValueStore) {
+        state.withLock { _ = $0.instances.removeValue(forKey: ObjectIdentifier(store)) }
+    }
+
     func makeStream() -> AsyncStream<ChangeEvent> {
         let (stream, continuation) = AsyncStream<ChangeEvent>.makeStream(bufferingPolicy: .unbounded)
         let id = state.withLock { s in
@@ -330,10 +335,19 @@ final class StoreBackend: Sendable {
     }
 
     /// Posts `didChangeExternallyNotification` for every live instance and yields the
-    /// event to every `changes` sequence, asynchronously and in order.
-    func post(_ event: ChangeEvent) {
+    /// event to every `changes` sequence, asynchronously and in order; and sends the change to
+    /// the attached processes (`entries`: the changed entries, when the caller has them).
+    func post(_ event: ChangeEvent, entries: [Entry]? = nil) {
+        postHere(event)
+        state.withLock { $0.localHost }?.forward(event, entries: entries)
+    }
+
+    /// ``post(_:entries:)`` for this process only (an attached process's write: the host sends
+    /// it to the other attached processes itself, not back to the writer).
+    func postHere(_ event: ChangeEvent) {
+        // Nobody to tell in this process (the device daemon): no hop to the notify queue.
+        guard state.withLock({ !$0.instances.isEmpty || !$0.streams.isEmpty }) else { return }
         notifyQueue.async { [self] in deliver(event) }
-        state.withLock { $0.localHost }?.forward(event)
     }
 
     private func deliver(_ event: ChangeEvent) {

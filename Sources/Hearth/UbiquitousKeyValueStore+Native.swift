@@ -97,6 +97,15 @@ extension UbiquitousKeyValueStore {
     public var changes: AsyncStream<ChangeEvent> {
         backend.makeStream()
     }
+
+    /// No `didChangeExternallyNotification` is posted for this instance any more: for a process
+    /// that observes the store through ``changes`` if at all (the device daemon's held stores,
+    /// `serve`, `watch`). Once no instance of the store in the process is posted for and no
+    /// ``changes`` sequence runs, a change costs no hop to the notification queue: the device
+    /// daemon, whom nobody in its process observes, then only forwards each change to its apps.
+    package func stopPostingNotifications() {
+        backend.unregister(self)
+    }
 }
 
 extension UbiquitousKeyValueStore {

@@ -56,6 +56,10 @@ package final class HostedStore: Sendable {
     private init(_ store: UbiquitousKeyValueStore, access: StoreAccess, output: DaemonOutput, printChanges: Bool, json: Bool, saveEachChange: Bool) {
         self.store = store
         self.access = access
+        // Nothing in this process observes the store but through `changes` (the printer below,
+        // if any): no notification is posted for it, and the daemon's stores, with no printer,
+        // skip the hop to the notification queue at every change.
+        store.stopPostingNotifications()
         let port = Locked<Int?>(nil)
         self.port = port
         let device = access.identity?.deviceID.hex

@@ -56,11 +56,18 @@ struct SyncedReplicaTests {
             _ = try synced.applyAttachedWrite(Self.attached("k4", big, origin: app, sequence: 3), device: Self.own, wall: Self.wall, strict: false)
         } == .storeFull(total: total))
         try Self.write(&synced, .data(Data(count: 10)), "k3")
-        // The per-entry rules, for what comes off the attach socket.
-        let tooLong = Self.refusal { () throws(SyncedReplica.LocalRefusal) in
-            _ = try synced.applyAttachedWrite(Self.attached(String(repeating: "x", count: 65), 1, origin: app, sequence: 4), device: Self.own, wall: Self.wall, strict: false)
+        // The per-entry rules, for what comes off the attach socket: applied once, as it is read
+        // (Entry.decode, as for a peer's entry), which measures the size the quotas above use.
+        let tooLong = Self.attached(String(repeating: "x", count: 65), 1, origin: app, sequence: 4)
+        var document = try BinaryPropertyList.Document(BinaryPropertyList.encode(tooLong.propertyList))
+        guard case .failure(let refused) = Entry.decode(document.root, in: &document) else {
+            Issue.record("an entry with a 65-byte key was read from the attach socket")
+            return
         }
-        #expect(tooLong.map { if case .entry(let violation) = $0 { violation.code == .keyTooLong } else { false } } == true)
+        #expect(refused.reason == .keyTooLong && refused.sequence == 4)
+        let fine = Self.attached("k5", .data(Data(count: 100)), origin: app, sequence: 5)
+        var fineDocument = try BinaryPropertyList.Document(BinaryPropertyList.encode(fine.propertyList))
+        #expect(try Entry.decode(fineDocument.root, in: &fineDocument).get().quotaSize == fine.quotaSize)
         // Strict mode refuses both before the first sync.
         var fresh = SyncedReplica(Replica(id: .random(boundTo: Self.own)))
         #expect(Self.refusal { () throws(SyncedReplica.LocalRefusal) in try Self.write(&fresh, 1, "k", strict: true) } == .initialSyncPending)

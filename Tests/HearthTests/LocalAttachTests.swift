@@ -290,6 +290,8 @@ struct LocalAttachTests {
             let events = await recorder.events(timeout: .seconds(10))
             #expect(Set(events.flatMap(\.keys)) == Set(expected.keys))
             #expect(events.allSatisfy { $0.reason == .serverChange })
+            // Signed once each, by the host, though they came off a socket unsigned (issue 27).
+            #expect(cluster[0].syncMetrics?.entriesSigned == 20)
         }
     }
 
@@ -314,6 +316,9 @@ struct LocalAttachTests {
         ], wait: 4)
         #expect(reply.text.contains("refused") && reply.text.contains("keyTooLong"), "\(reply.text)")
         #expect(!reply.closed, "a refused write closed the connection")
+        // Beside the refusal (and, once saved, `durable`), the writer is told nothing: no
+        // acknowledgement, and not its own write back as a change.
+        #expect(!reply.text.contains("acknowledged") && !reply.text.contains("change"), "\(reply.text)")
         // The other entry of the same message applied.
         #expect(host.value(forKey: "fine") == .integer(1))
         #expect(host.keys == ["fine"])

@@ -23,7 +23,7 @@ struct StoreHostTests {
     }
 
     @Test("A write sent again after a reattach is acknowledged, not applied again; a refused one is refused once")
-    func appliesOnce() {
+    func appliesOnce() throws {
         let backend = store()
         let first = StoreHost.apply([entry("a", 1, sequence: 1)], undecodable: [], to: backend)
         #expect(first.applied[origin] == 1 && first.refused.isEmpty)
@@ -35,18 +35,22 @@ struct StoreHostTests {
         #expect(again.applied[origin] == 1, "acknowledged again, so the client forgets it once durable")
         #expect(backend.value(forKey: "a") == .integer(1), "at or below what was applied of its origin: skipped")
 
-        // One entry the store cannot take, between two it can: refused alone, with its code.
+        // One entry the store cannot take, between two it can: refused alone, with its code. The
+        // per-entry rules are applied as the message is read, as the host reads it.
         let long = String(repeating: "k", count: StoreLimits.maximumKeyLength + 1)
-        let mixed = StoreHost.apply([entry("b", 3, sequence: 2), entry(long, 4, sequence: 3), entry("c", 5, sequence: 4)],
-                                    undecodable: [], to: backend)
+        let message = try LocalMessage.decode(LocalMessage.write([entry("b", 3, sequence: 2), entry(long, 4, sequence: 3),
+                                                                  entry("c", 5, sequence: 4)]).encoded())
+        guard case .write(let readable) = message.message else { Issue.record("not a write: \(message.message)"); return }
+        let mixed = StoreHost.apply(readable, undecodable: message.undecodable, to: backend)
         #expect(mixed.applied[origin] == 4)
         #expect(mixed.refused.map(\.sequence) == [3])
         #expect(mixed.refused.first?.code == KeyValueStoreError.Code.keyTooLong.rawValue)
         #expect(backend.value(forKey: "b") == .integer(3) && backend.value(forKey: "c") == .integer(5))
+        #expect(mixed.changed.map(\.key) == ["b", "c"], "the entries for the other attached processes, as the store holds them")
 
         // Sent again (the client did not see the refusal before its connection ended): not refused twice.
-        let resent = StoreHost.apply([entry(long, 4, sequence: 3), entry("c", 5, sequence: 4)], undecodable: [], to: backend)
-        #expect(resent.refused.isEmpty && resent.applied[origin] == 4)
+        let resent = StoreHost.apply([entry("c", 5, sequence: 4)], undecodable: [], to: backend)
+        #expect(resent.refused.isEmpty && resent.applied[origin] == 4 && resent.changed.isEmpty)
     }
 
     @Test("The snapshot holds every entry once, in parts of at most 4,096 entries and about 1 MB, the last one saying so")

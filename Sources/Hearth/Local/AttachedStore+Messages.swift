@@ -19,9 +19,7 @@ extension AttachedStore {
             guard var a = s.attachment, a.channel === channel else { return nil }
             let before = a.everAttached ? s.replica.visibleValues : nil
             a.confirmed = [:]
-            for entry in entries where a.confirmed[entry.key].map({ entry.wins(over: $0) }) ?? true {
-                a.confirmed[entry.key] = entry
-            }
+            a.confirm(entries)
             let accountChanged = a.everAttached && (a.location.account ?? "") != account
             a.location = StoreLocation(dataDirectory: dataDirectory, storeIdentifier: storeIdentifier, account: account.isEmpty ? nil : account)
             // Writes go under an origin bound to the host's device, so peers take what it signs.
@@ -92,19 +90,21 @@ extension AttachedStore {
         guard let backend else { return }
         let wall = backend.wallMilliseconds()
         let changed = backend.state.withLock { s -> [StoreKey] in
-            guard var a = s.attachment, a.channel === channel, a.attached else { return [] }
-            for entry in entries where a.confirmed[entry.key].map({ entry.wins(over: $0) }) ?? true {
-                a.confirmed[entry.key] = entry
-            }
-            s.attachment = a
+            // Read and changed in place: a copy of the attachment would copy `confirmed` at every change.
+            guard s.attachment?.attached == true, let current = s.attachment?.channel, current === channel else { return [] }
+            s.attachment!.confirm(entries)
             return s.replica.applyAdmitted(entries, coveredBy: nil, wall: wall)
         }
         if !changed.isEmpty { backend.post(ChangeEvent(reason: reason, keys: changed.map(\.string))) }
     }
 
-    /// The host saved this process's writes up to `vector`: they need not be sent again.
+    /// The host saved this process's writes up to `vector`: they need not be sent again, and
+    /// are the host's entries now (it sent no change for them).
     func hostDurable(_ vector: VersionVector) {
-        backend?.state.withLock { $0.attachment?.pending.removeDurable(vector) }
+        backend?.state.withLock { s in
+            guard let durable = s.attachment?.pending.removeDurable(vector), !durable.isEmpty else { return }
+            s.attachment!.confirm(durable)
+        }
         client.wake()
     }
 

@@ -24,7 +24,9 @@ final class AttachedStore: Sendable {
     let dataDirectory: String
     let logger: Logger
 
-    private init(backend: StoreBackend, client: LocalClient) {
+    /// Made by ``attach(storeIdentifier:location:configuration:deadline:)``; tests make one to
+    /// drive an ``Attachment`` without a host.
+    init(backend: StoreBackend, client: LocalClient) {
         self.backend = backend
         self.client = client
         storeIdentifier = backend.storeIdentifier

@@ -104,6 +104,15 @@ struct Attachment: Sendable {
         channel.eventLoop.execute { channel.writeAndFlush(buffer, promise: nil) }
     }
 
+    /// Merges entries the host holds into ``confirmed`` by last-writer-wins: changes it sent,
+    /// and this process's own writes once durable (the host sends a writer no change of its own:
+    /// they enter ``confirmed`` here, so that a copy rebuilt from it keeps them).
+    mutating func confirm(_ entries: some Sequence<Entry>) {
+        for entry in entries where confirmed[entry.key].map({ entry.wins(over: $0) }) ?? true {
+            confirmed[entry.key] = entry
+        }
+    }
+
     /// The in-process copy: the host's entries with this process's pending writes merged in,
     /// keeping `previous`'s origin, clock and sequence (or `origin` when given).
     func view(from previous: Replica, origin: ReplicaID? = nil) -> Replica {

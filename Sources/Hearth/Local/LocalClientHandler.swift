@@ -46,7 +46,7 @@ final class LocalClientHandler: ChannelInboundHandler {
         case .change(let reason, let entries):
             attached.applyHostChange(entries, reason: reason, channel: context.channel)
         case .acknowledged:
-            break   // applied by the host, not yet saved: nothing to do until it is durable
+            break   // from a host of an earlier version: applied, not yet saved; nothing to do until it is durable
         case .durable(let vector):
             attached.hostDurable(vector)
         case .synchronized(let id, let saved):

@@ -111,10 +111,9 @@ final class LocalHostHandler: ChannelInboundHandler {
             logger.debug("process \(hello.pid) attached", metadata: ["store": "\(backend.storeIdentifier)"])
         case .write(let entries):
             guard attached else { return refuse(context, "a write before the hello") }
-            let outcome = StoreHost.apply(entries, undecodable: decoded.undecodable, to: backend)
-            host.noteOrigins(outcome.applied.counters.keys, of: context.channel)
-            for refusal in outcome.refused { reply(.refused(refusal), context: context) }
-            if !outcome.applied.counters.isEmpty { reply(.acknowledged(outcome.applied), context: context) }
+            for refusal in host.receive(entries, undecodable: decoded.undecodable, from: context.channel) {
+                reply(.refused(refusal), context: context)
+            }
         case .synchronize(let id):
             guard attached else { return refuse(context, "a synchronize before the hello") }
             let channel = context.channel
@@ -127,7 +126,8 @@ final class LocalHostHandler: ChannelInboundHandler {
                 let applied = host.applied
                 let saved = backend.flush()
                 logger.debug("answering save request \(id): saved \(saved)", metadata: ["store": "\(backend.storeIdentifier)"])
-                if saved, !applied.isEmpty { StoreHost.send(.durable(VersionVector(applied)), on: channel, logger: logger) }
+                // Unless the save itself just told it (StoreHost.saved(_:)), or an earlier one did.
+                if saved, !applied.isEmpty { host.reportDurable(applied, to: channel) }
                 StoreHost.send(.synchronized(id, saved: saved), on: channel, logger: logger)
                 backend.syncEngine?.pushNow()
             }

@@ -54,6 +54,8 @@ enum LocalMessage: Sendable, Equatable {
     /// Client → host: the client's own writes (entries it stamped), in sequence order.
     case write([Entry])
     /// Host → client: per origin, the highest sequence of the client's writes the host applied.
+    /// Hosts no longer send it (nothing waits for it; `durable` says what matters); a client
+    /// still reads it, and ignores it, from a host of an earlier version.
     case acknowledged(VersionVector)
     /// Host → client: per origin, the highest sequence of the client's writes on disk.
     case durable(VersionVector)

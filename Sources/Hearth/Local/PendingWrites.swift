@@ -51,15 +51,18 @@ struct PendingWrites: Sendable {
         unsent = 0
     }
 
-    /// Forgets the writes `vector` covers (the host saved them). The covered writes are a
-    /// prefix (sequence order), so this costs the prefix, not the whole queue, and one vector
-    /// lookup per origin rather than per write. Only writes of several origins (an account
-    /// switch between them) need the full pass.
-    mutating func removeDurable(_ vector: VersionVector) {
-        guard head < buffer.count else { return }
+    /// Forgets the writes `vector` covers (the host saved them), and returns them. The covered
+    /// writes are a prefix (sequence order), so this costs the prefix, not the whole queue, and
+    /// one vector lookup per origin rather than per write. Only writes of several origins (an
+    /// account switch between them) need the full pass.
+    @discardableResult
+    mutating func removeDurable(_ vector: VersionVector) -> [Entry] {
+        guard head < buffer.count else { return [] }
         let origin = buffer[head].origin
         let bound = vector[origin]
+        let start = head
         while head < buffer.count, buffer[head].origin == origin, buffer[head].sequence <= bound { head += 1 }
+        var removed = Array(buffer[start..<head])
         unsent = min(unsent, count)
         if head == buffer.count {
             buffer.removeAll(keepingCapacity: true)
@@ -68,13 +71,16 @@ struct PendingWrites: Sendable {
             buffer.removeFirst(head)
             head = 0
         }
-        guard head < buffer.count, buffer[head].origin != origin || buffer[buffer.count - 1].origin != origin else { return }
+        guard head < buffer.count, buffer[head].origin != origin || buffer[buffer.count - 1].origin != origin else { return removed }
         var current = buffer[head].origin
         var covered = vector[current]
         remove { entry in
             if entry.origin != current { current = entry.origin; covered = vector[current] }
-            return entry.sequence <= covered
+            guard entry.sequence <= covered else { return false }
+            removed.append(entry)
+            return true
         }
+        return removed
     }
 
     /// Removes the writes `shouldRemove` picks, keeping the count of unsent ones right.

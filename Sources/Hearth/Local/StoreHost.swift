@@ -25,6 +25,9 @@ final class StoreHost: Sendable {
         let pid: Int32
         /// The origins it has written under: its durable acknowledgements name these.
         var origins: Set<ReplicaID> = []
+        /// What it was last told is on disk: a save or a synchronize answer that adds nothing
+        /// for it sends it nothing.
+        var durable = VersionVector()
     }
 
     let path: String
@@ -35,7 +38,8 @@ final class StoreHost: Sendable {
     /// The store served. Weak: the store owns its host (and stops it in its deinit).
     weak let backend: StoreBackend?
 
-    private init(path: String, server: any Channel, backend: StoreBackend) {
+    /// `server`: the listening channel (``start(for:dataDirectory:)``); tests give a stand-in.
+    init(path: String, server: any Channel, backend: StoreBackend) {
         self.path = path
         self.server = server
         self.backend = backend
@@ -152,9 +156,12 @@ final class StoreHost: Sendable {
 
     var clientCount: Int { clients.withLock { $0.count } }
 
-    /// Sends `message` to every attached client.
-    func broadcast(_ message: LocalMessage) {
-        let targets = clients.withLock { $0.values.map(\.channel) }
+    /// Sends `message` to every attached client but `writer` (a change goes to the processes
+    /// that did not make it: the writer has it in its copy already, and Apple's store tells no
+    /// process of its own writes).
+    func broadcast(_ message: LocalMessage, except writer: (any Channel)? = nil) {
+        let skipped = writer.map(ObjectIdentifier.init)
+        let targets = clients.withLock { $0.compactMap { $0.key == skipped ? nil : $0.value.channel } }
         guard !targets.isEmpty else { return }
         do {
             let payload = try message.encoded()
@@ -167,12 +174,25 @@ final class StoreHost: Sendable {
     /// Tells each client how far its writes are on disk: `applied` is what the host had applied
     /// when the save that just succeeded took its snapshot.
     func saved(_ applied: [ReplicaID: UInt64]) {
-        let targets = clients.withLock { $0.values.filter { !$0.origins.isEmpty } }
-        for client in targets {
-            let durable = VersionVector(applied.filter { client.origins.contains($0.key) })
-            guard !durable.counters.isEmpty else { continue }
-            Self.send(.durable(durable), on: client.channel, logger: logger)
+        reportDurable(applied, to: nil)
+    }
+
+    /// Sends `durable` to `only` (every client when nil) with what of its own origins `applied`
+    /// covers, unless it was told that much already: one message per save that has something
+    /// new for it, however many saves and synchronize answers there are.
+    func reportDurable(_ applied: [ReplicaID: UInt64], to only: (any Channel)?) {
+        let only = only.map(ObjectIdentifier.init)
+        let reports = clients.withLock { clients -> [(any Channel, VersionVector)] in
+            var reports: [(any Channel, VersionVector)] = []
+            for (id, client) in clients where !client.origins.isEmpty && (only == nil || id == only) {
+                let durable = VersionVector(applied.filter { client.origins.contains($0.key) && $0.value > client.durable[$0.key] })
+                guard !durable.counters.isEmpty else { continue }
+                clients[id]?.durable.formUnion(durable)
+                reports.append((client.channel, durable))
+            }
+            return reports
         }
+        for (channel, durable) in reports { Self.send(.durable(durable), on: channel, logger: logger) }
     }
 
     static func send(_ message: LocalMessage, on channel: any Channel, logger: Logger) {
@@ -238,21 +258,25 @@ extension StoreHost {
     }
 
     /// Applies writes an attached process sent (its own entries, stamped by it), each on its
-    /// own: one that breaks ``StoreLimits`` or a quota is refused, the others apply. An entry
-    /// at or below what was applied of its origin is one sent again after a reattach: already
-    /// here, skipped. Returns what was applied per origin and the refusals.
+    /// own: one that breaks a quota is refused, the others apply. (``StoreLimits``' per-entry
+    /// rules were applied as the message was read, ``LocalMessage/decode(_:)``: what breaks them
+    /// arrives in `undecodable`.) An entry at or below what was applied of its origin is one
+    /// sent again after a reattach: already here, skipped. Returns what was applied per origin,
+    /// the refusals, and the entries whose visible value changed, for the other attached
+    /// processes; this process's observers are told here (`serverChange`).
     ///
     /// Under the store's lock, as a write of the store's own: what was applied of each origin
     /// is recorded in the same step, so that a save's snapshot of it (``StoreBackend/flush()``)
     /// never claims a write its snapshot of the replica lacks.
-    static func apply(_ entries: [Entry], undecodable: [RefusedEntry], to backend: StoreBackend) -> (applied: VersionVector, refused: [LocalMessage.Refusal]) {
+    static func apply(_ entries: [Entry], undecodable: [RefusedEntry], to backend: StoreBackend)
+        -> (applied: VersionVector, refused: [LocalMessage.Refusal], changed: [Entry]) {
         var refused = undecodable.compactMap { entry -> LocalMessage.Refusal? in
             guard let origin = entry.origin, let sequence = entry.sequence else { return nil }
             return LocalMessage.Refusal(origin: origin, sequence: sequence, key: entry.key?.string ?? "",
                                         code: entry.reason.rawValue, reason: entry.detail)
         }
         let wall = backend.wallMilliseconds()
-        let (changed, schedule, handler, applied) = backend.state.withLock { s -> ([StoreKey], Bool, (@Sendable () -> Void)?, VersionVector) in
+        let (changed, schedule, handler, applied) = backend.state.withLock { s -> ([Entry], Bool, (@Sendable () -> Void)?, VersionVector) in
             var changed: [StoreKey] = []
             var applied = VersionVector()
             var touched = false
@@ -272,21 +296,37 @@ extension StoreHost {
                 }
             }
             guard touched else { return ([], false, nil, applied) }
-            return (changed, backend.scheduleSave(&s), s.localChangeHandler, applied)
+            // Taken here, in the same step: the entries as the store now holds them.
+            return (changed.compactMap { s.replica.entries[$0] }, backend.scheduleSave(&s), s.localChangeHandler, applied)
         }
         if schedule { backend.scheduleWriteBehind() }
         handler?()
-        // For this process, and (through forward(_:)) for every attached one.
-        if !changed.isEmpty { backend.post(ChangeEvent(reason: .serverChange, keys: changed.map { $0.string })) }
-        return (applied, refused)
+        if !changed.isEmpty { backend.postHere(ChangeEvent(reason: .serverChange, keys: changed.map(\.key.string))) }
+        return (applied, refused, changed)
     }
 
-    /// Sends the entries behind an external change to the attached processes, which post it too.
+    /// A `write` message of the client on `channel`: applied (``apply(_:undecodable:to:)``), its
+    /// changes sent to the other clients as `serverChange`, and the refusals returned for the
+    /// writer, which is told nothing else now: not that the host applied them (it has them in
+    /// its copy already, and nothing it does waits for that) nor its own change back; a later
+    /// `durable` tells it they are on disk.
+    func receive(_ entries: [Entry], undecodable: [RefusedEntry], from channel: any Channel) -> [LocalMessage.Refusal] {
+        guard let backend else { return [] }
+        let outcome = Self.apply(entries, undecodable: undecodable, to: backend)
+        noteOrigins(outcome.applied.counters.keys, of: channel)
+        if !outcome.changed.isEmpty {
+            for part in Self.parts(outcome.changed) { broadcast(.change(.serverChange, part), except: channel) }
+        }
+        return outcome.refused
+    }
+
+    /// Sends the entries behind an external change to the attached processes, which post it too:
+    /// `entries` when the caller took them with the change, else the store's current ones.
     /// Quota violations stay with the process whose write was refused; an account switch
     /// reconnects them instead (``closeClients()``).
-    func forward(_ event: ChangeEvent) {
+    func forward(_ event: ChangeEvent, entries given: [Entry]? = nil) {
         guard event.reason == .serverChange || event.reason == .initialSyncChange, let backend else { return }
-        let entries = backend.state.withLock { s in event.keys.compactMap { s.replica.entries[StoreKey($0)] } }
+        let entries = given ?? backend.state.withLock { s in event.keys.compactMap { s.replica.entries[StoreKey($0)] } }
         guard !entries.isEmpty else { return }
         for part in Self.parts(entries) { broadcast(.change(event.reason, part)) }
     }

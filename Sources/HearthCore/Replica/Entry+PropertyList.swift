@@ -111,13 +111,15 @@ extension Entry {
                 return refuse(.malformed, "value: \(error.reason)")
             }
         }
+        let size: Int
         do {
-            try StoreLimits.check(key: key, value: value)
+            size = try StoreLimits.check(key: key, value: value)
         } catch {
             return refuse(RefusedEntry.Reason(error.code), error.reason)
         }
+        // The size just measured: a large value is not walked again for the entry's quota size.
         return .success(Entry(key: key, value: value, timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: timestamp)),
-                              origin: origin, sequence: sequence, signature: signature))
+                              origin: origin, sequence: sequence, signature: signature, quotaSize: size))
     }
 }
 

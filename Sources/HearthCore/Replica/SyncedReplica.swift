@@ -122,23 +122,19 @@ package struct SyncedReplica: Sendable {
     }
 
     /// A write that a process attached to this one stamped and sent (docs/local-attach.md): the
-    /// same rules as this process's writes (the per-entry ones too: it comes off a socket), then
-    /// applied unsigned, as only this process signs (with this device's key). `device` is the
-    /// signed-in device: a process that attached before an account switch may write under an
-    /// origin of the previous device, which peers would refuse, so such entries become this
-    /// device's. Returns the keys whose visible value changed.
+    /// same store-wide rules as this process's writes, then applied unsigned, as only this
+    /// process signs (with this device's key). Its per-entry rules (``StoreLimits``) were
+    /// applied once, where it came off the socket (`Entry.decode`, as for a peer's entry); its
+    /// size is the one measured there. `device` is the signed-in device: a process that
+    /// attached before an account switch may write under an origin of the previous device,
+    /// which peers would refuse, so such entries become this device's. Returns the keys whose
+    /// visible value changed.
     package mutating func applyAttachedWrite(_ entry: Entry, device: Data?, wall: UInt64, strict: Bool) throws(LocalRefusal) -> [StoreKey] {
         var entry = entry
         entry.signature = nil
-        let size: Int
-        do throws(EntryRuleViolation) {
-            size = try StoreLimits.check(key: entry.key, value: entry.value)
-        } catch {
-            throw .entry(error)
-        }
         // One that loses to the current entry changes nothing: only strict mode refuses it.
         let wins = replica.entries[entry.key].map { entry.wins(over: $0) } ?? true
-        try admitLocalWrite(wins ? entry.value : nil, forKey: entry.key, size: size, strict: strict)
+        try admitLocalWrite(wins ? entry.value : nil, forKey: entry.key, size: entry.quotaSize, strict: strict)
         let changed = replica.apply([entry], coveredBy: nil, wall: wall)
         unsignedKeys.insert(entry.key)
         if let device, !entry.origin.isBound(to: device) {

@@ -1,14 +1,24 @@
 /// Lower-case hexadecimal, for IDs, serials and test vectors.
 package enum Hex {
     package static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        // Straight into the string's storage: a device ID is hex-encoded at every ack a daemon
+        // records (`notePeer`), and the array-then-string way allocated three times.
+        if let text = bytes.withContiguousStorageIfAvailable(encode(contiguous:)) { return text }
+        return Array(bytes).withUnsafeBufferPointer(encode(contiguous:))
     }
+
+    private static func encode(contiguous bytes: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: 2 * bytes.count) { out in
+            for (i, b) in bytes.enumerated() {
+                out[2 * i] = digit(b >> 4)
+                out[2 * i + 1] = digit(b & 0x0f)
+            }
+            return 2 * bytes.count
+        }
+    }
+
+    @inline(__always)
+    private static func digit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble }
 
     /// Parses hexadecimal digits (either case, no separators); nil if malformed.
     package static func decode(_ text: some StringProtocol) -> [UInt8]? {
