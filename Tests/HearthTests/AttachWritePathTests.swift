@@ -22,9 +22,11 @@ struct AttachWritePathTests {
     /// is an hour away) and a ``StoreHost`` with no socket.
     func hostedStore() throws -> (StoreBackend, StoreHost) {
         let location = StoreLocation(dataDirectory: directory, storeIdentifier: "s", account: nil)
-        let (storage, replica) = try ReplicaStorage.open(location, device: nil, logger: logger)
+        let (storage, replica) = try ReplicaStorage.open(location, on: SystemDisk(), device: nil, logger: logger,
+                                                         wall: { HybridLogicalClock.wallMilliseconds() }, random: { UInt64.random(in: .min ... .max) })
         let backend = StoreBackend(storeIdentifier: "s", storage: storage, replica: replica, logger: logger,
-                                   writeBehindDelay: .seconds(3600), dataDirectory: directory)
+                                   writeBehindDelay: .seconds(3600),
+                                   wall: { HybridLogicalClock.wallMilliseconds() }, dataDirectory: directory)
         let host = StoreHost(path: "\(directory)/none.sock", server: EmbeddedChannel(), backend: backend)
         backend.state.withLock { $0.localHost = host }
         return (backend, host)
@@ -108,7 +110,8 @@ struct AttachWritePathTests {
 
     @Test("Without the echo, a write the host reported durable stays in the attached copy when the copy is rebuilt")
     func durableWritesJoinTheConfirmedCopy() throws {
-        let backend = StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(), logger: logger, writeBehindDelay: .seconds(3600))
+        let backend = StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(), logger: logger, writeBehindDelay: .seconds(3600),
+                                   wall: { HybridLogicalClock.wallMilliseconds() })
         let client = LocalClient(socketPath: "\(directory)/none.sock", configuration: .init(dataDirectory: directory))
         let attached = AttachedStore(backend: backend, client: client)
         let channel = EmbeddedChannel()
@@ -159,7 +162,8 @@ struct AttachWritePathTests {
 
     @Test("An instance that stopped posting notifications (the daemon's) gets none; another instance of the store still does")
     func daemonInstancePostsNothing() throws {
-        let backend = StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(), logger: logger, writeBehindDelay: .seconds(3600))
+        let backend = StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(), logger: logger, writeBehindDelay: .seconds(3600),
+                                   wall: { HybridLogicalClock.wallMilliseconds() })
         let daemonStore = UbiquitousKeyValueStore(storeIdentifier: "s", backend: backend)
         let appStore = UbiquitousKeyValueStore(storeIdentifier: "s", backend: backend)
         daemonStore.stopPostingNotifications()
