@@ -62,6 +62,8 @@ package final class DeviceSync: Sendable {
     /// Saves that file off the callers' threads (some are on the cooperative pool).
     private let saver = DispatchQueue(label: "hearth.device-sync.adoptions")
     private let logger: Logger
+    /// Run between a copy's registration and its attach (tests: to claim it in that window).
+    package let beforeMemoryAttach = Locked<(@Sendable (String) -> Void)?>(nil)
     /// Refusals past the bound: one line per peer a minute.
     private let refusals = LimitedLog()
     /// Where a store's file is, by identifier (this account, this data directory).
@@ -154,9 +156,18 @@ package final class DeviceSync: Sendable {
         }
         switch outcome {
         case .adopted(let backend):
+            beforeMemoryAttach.withLock { $0 }?(identifier)
             // Synced with that peer alone: announced to the others, it would be charged to this device there.
             do {
-                try lease.engine.attach(backend, onlyFor: peer)
+                // Only while still pending: the daemon may have claimed it since (claim's detach
+                // then found nothing to detach), and this late attach would take the engine's
+                // place from the file's store it opens next ("attached already").
+                try lease.engine.attach(backend, onlyFor: peer, while: { [weak self] in
+                    self?.adoptions.withLock { $0.pending[identifier]?.backend === backend } ?? false
+                })
+            } catch where error.code == .withdrawn {
+                logger.debug("not taking up store \(String(reflecting: identifier)) in memory: an app here claimed it meanwhile")
+                return nil
             } catch {
                 // Another copy is attached (it is this device's now): only forget ours.
                 adoptions.withLock { a in

@@ -55,6 +55,31 @@ struct AdoptionBoundTests {
         #expect(provide("com.example.open", peer) != nil)
     }
 
+    @Test("A copy being taken up in memory that the daemon claims before it reaches the engine never attaches: the file's store the daemon opens next gets the engine (it found it taken, 1 daemon benchmark run in 20)")
+    func claimBeforeTheMemoryCopyAttaches() async throws {
+        let (root, configuration) = try Self.daemon("claim-window")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let sync = try #require(try DeviceSync.start(configuration: configuration) { _ in nil })
+        defer { Task { await sync.stop() } }
+        let provide = try #require(sync.engine.storeProvider)
+        let peer = try #require(DeviceID(bytes: Data(repeating: 7, count: 32)))
+
+        // The peer names the store; between the copy's registration and its attach, an app asks
+        // the daemon for it (as DeviceDaemon does: willOpen, then claim, whose detach finds nothing).
+        sync.beforeMemoryAttach.withLock { $0 = { identifier in
+            sync.willOpen(identifier)
+            sync.claim(identifier)
+        } }
+        #expect(provide("com.example.window", peer) == nil, "the claimed copy is not served")
+        sync.beforeMemoryAttach.withLock { $0 = nil }
+        #expect(sync.engine.store("com.example.window") == nil, "no copy attached after the claim")
+        #expect(sync.storesInMemory.isEmpty)
+        // The daemon's open of the file's store finds the engine free.
+        let file = MemoryReplica(storeIdentifier: "com.example.window")
+        #expect(throws: Never.self) { try sync.engine.attach(file) }
+        sync.didOpen("com.example.window")
+    }
+
     @Test("At most 16 per peer, in memory (no file), one warning per peer a minute; another peer has its own 16; a store a local app claims, or a second member serves, frees a slot")
     func boundPerPeer() async throws {
         let logs = LogCapture()

@@ -15,8 +15,12 @@ extension SyncEngine {
     /// names it too), never listed in a hello nor announced to others: a store a peer named
     /// and this device holds in memory only, which must not spread to the others by this
     /// device's word.
+    ///
+    /// With `stillWanted`, the store is attached only if it returns true, asked under the
+    /// engine's lock (so it must not call the engine); otherwise ``SyncEngineError`` `withdrawn`.
     @discardableResult
-    package func attach(_ replica: any SyncReplica, onlyFor peer: DeviceID? = nil) throws(SyncEngineError) -> SyncStore {
+    package func attach(_ replica: any SyncReplica, onlyFor peer: DeviceID? = nil,
+                        while stillWanted: (@Sendable () -> Bool)? = nil) throws(SyncEngineError) -> SyncStore {
         let identifier = replica.storeIdentifier
         guard !identifier.isEmpty, identifier.utf8.count <= SyncMessage.maximumStoreIdentifierBytes else {
             throw .invalidStoreIdentifier(identifier)
@@ -35,6 +39,9 @@ extension SyncEngine {
             guard !s.stopped else { throw .stopped() }
             guard s.stores[identifier] == nil else { throw .alreadyAttached(identifier) }
             guard s.stores.count < SyncMessage.maximumStores else { throw .tooManyStores() }
+            // Checked in the same step as the attach: a caller that may be told meanwhile not
+            // to attach (a copy taken up in memory, claimed by the daemon) never attaches late.
+            if let stillWanted, !stillWanted() { throw .withdrawn(identifier) }
             s.stores[identifier] = store
             if let peer { s.peerOnly[identifier] = peer }
             return s.sessions.values.filter { peer == nil || $0.peer.deviceID == peer }

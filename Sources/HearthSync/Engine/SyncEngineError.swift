@@ -15,6 +15,8 @@ extension ErrorCode where Domain == SyncEngineErrors {
     package static var tooManyStores: Self { Self("tooManyStores") }
     /// The identifier is empty or longer than ``SyncMessage/maximumStoreIdentifierBytes``.
     package static var invalidStoreIdentifier: Self { Self("invalidStoreIdentifier") }
+    /// The caller's condition for attaching no longer held when the engine would attach.
+    package static var withdrawn: Self { Self("withdrawn") }
 }
 
 extension HearthError where Domain == SyncEngineErrors {
@@ -28,6 +30,10 @@ extension HearthError where Domain == SyncEngineErrors {
 
     package static func tooManyStores(file: String = #fileID, line: UInt = #line) -> Self {
         Self(.tooManyStores, "the sync engine serves \(SyncMessage.maximumStores) stores already", file: file, line: line)
+    }
+
+    package static func withdrawn(_ store: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(.withdrawn, "store \(String(reflecting: store)) is no longer to be attached", file: file, line: line)
     }
 
     package static func invalidStoreIdentifier(_ store: String, file: String = #fileID, line: UInt = #line) -> Self {
