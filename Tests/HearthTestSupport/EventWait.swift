@@ -1,0 +1,110 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+/// Waits on events the kernel reports (a descriptor readable, a file written, a process
+/// ended), never on a timer: each deadline here is only a bound for a failure.
+
+/// Whether `descriptor` became readable (or hung up) before `deadline`. The `poll` runs on a
+/// thread of its own, so a long wait blocks neither the cooperative pool nor an event loop.
+public func waitReadable(_ descriptor: Int32, until deadline: ContinuousClock.Instant) async -> Bool {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: pollReadable(descriptor, until: deadline)) }
+    }
+}
+
+/// ``waitReadable(_:until:)`` for synchronous code (a `deinit`, a `defer`): blocks this thread.
+public func pollReadable(_ descriptor: Int32, until deadline: ContinuousClock.Instant) -> Bool {
+    while true {
+        let left = ContinuousClock.now.duration(to: deadline)
+        let milliseconds = left <= .zero ? 0 : Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&entry, 1, milliseconds)
+        if ready > 0 { return true }
+        if ready == 0 || errno != EINTR { return false }
+    }
+}
+
+/// Waits until `condition` holds, checking it now and again each time one of `paths` (files or
+/// directories; a directory reports its entries) is created, written, closed, moved, removed or
+/// changes attributes (inotify); false if it does not hold by `deadline`.
+///
+/// ```swift
+/// #expect(await untilFilesChange(["\(data)"], "the peer's snapshot to hold the write") { snapshot["k"] != nil })
+/// ```
+///
+/// With `what`, a timeout also records a test issue naming it.
+@discardableResult
+public func untilFilesChange(_ paths: [String], _ what: String? = nil, deadline: Duration = .seconds(30),
+                             sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool) async -> Bool {
+    let watch = FileWatch(paths)
+    let end = ContinuousClock.now + deadline
+    while !condition() {
+        guard let watch, ContinuousClock.now < end, await waitReadable(watch.descriptor, until: end) else {
+            if condition() { return true }   // it may have held just as the deadline passed
+            if let what { Issue.record("timed out after \(deadline) waiting for \(what)", sourceLocation: sourceLocation) }
+            return false
+        }
+        watch.drain()
+    }
+    return true
+}
+
+/// An inotify instance watching some paths (those that exist), closed with this object.
+final class FileWatch {
+    let descriptor: Int32
+
+    /// nil if inotify cannot be had (then a wait only checks at its deadline, and says so).
+    init?(_ paths: [String]) {
+        descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard descriptor >= 0 else {
+            FileHandle.standardError.write(Data("inotify_init1 failed: errno \(errno)\n".utf8))
+            return nil
+        }
+        let mask = UInt32(IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_ATTRIB)
+        for path in paths where inotify_add_watch(descriptor, path, mask) < 0 {
+            FileHandle.standardError.write(Data("inotify_add_watch \(path) failed: errno \(errno)\n".utf8))
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Reads the pending events: what happened is not needed, only that something did.
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while read(descriptor, &buffer, buffer.count) > 0 {}
+    }
+}
+
+/// A process's pidfd (Linux 5.3, glibc 2.36): readable once the process has ended, so its exit
+/// is an event to wait on. Closed with this object.
+public final class ProcessExit {
+    /// glibc's `pidfd_open`, which Swift's Glibc module does not import.
+    private static let pidfdOpen: (@convention(c) (pid_t, UInt32) -> Int32)? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "pidfd_open") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (pid_t, UInt32) -> Int32).self)
+    }()
+
+    let descriptor: Int32
+
+    /// nil if the pidfd cannot be had (the process is already reaped, or no pidfd_open).
+    public init?(_ pid: pid_t) {
+        guard let open = Self.pidfdOpen else { return nil }
+        descriptor = open(pid, 0)
+        guard descriptor >= 0 else { return nil }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Whether the process ended before `deadline` (it is not reaped: its parent does that).
+    public func wait(until deadline: ContinuousClock.Instant) async -> Bool {
+        await waitReadable(descriptor, until: deadline)
+    }
+
+    /// ``wait(until:)`` for synchronous code: blocks this thread.
+    public func block(until deadline: ContinuousClock.Instant) -> Bool {
+        pollReadable(descriptor, until: deadline)
+    }
+}
