@@ -15,6 +15,12 @@ struct Device {
     var config: String { "\(root)/\(name)/config" }
     var data: String { "\(root)/\(name)/data" }
     var directories: [String] { ["--config-dir", config, "--data-dir", data] }
+
+    /// Waits until `condition` holds, checking it again each time a store file of this device
+    /// is saved (inotify on its data folder), never on a timer; false if not by `deadline`.
+    func untilSaved(deadline: Duration, _ condition: () async throws -> Bool) async rethrows -> Bool {
+        try await untilFilesChange([data], names: { $0.hasSuffix(".plist") }, deadline: deadline, condition)
+    }
     /// Store options: this device's port and the other device as its only peer.
     var store: [String] { ["--store", "com.example.colors", "--port", String(port), "--peer", "127.0.0.1:\(peerPort)"] }
 }

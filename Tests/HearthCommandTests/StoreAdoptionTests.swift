@@ -63,7 +63,7 @@ struct StoreAdoptionTests {
         func kitchenWrites(_ store: String, _ value: String) async throws {
             let set = try await run(["set", "--store", store, "k", value, "--wait", "0"] + kitchen.directories, try environment(kitchen.name))
             try #require(set.status == 0, "\(set.error)")
-            let held = try await eventually(timeout: .seconds(60)) { try await holds(store, laptop) }
+            let held = try await laptop.untilSaved(deadline: .seconds(60)) { try await holds(store, laptop) }
             #expect(held, "\(store) not held by the victim:\n\(victim.errorOutput.suffix(3000))")
             let read = try await run(["get", "--store", store, "k"] + laptop.directories, try environment(laptop.name))
             #expect(read.output == "\(value)\n", "\(read.error)")
@@ -121,7 +121,7 @@ struct StoreAdoptionTests {
         #expect(record().contains("com.example.during") && record().contains("com.example.after"), "\(record())")
         let local = try await run(["set", "--store", "com.example.during", "k", "5"] + laptop.directories, try environment(laptop.name))
         #expect(local.status == 0, "\(local.error)")
-        #expect(await eventually(timeout: .seconds(10)) { !record().contains("com.example.during") }, "\(record())")
+        #expect(await untilFilesChange([laptop.data], deadline: .seconds(10)) { !record().contains("com.example.during") }, "\(record())")
         #expect(record().contains("com.example.after"))
         let descriptorsAfter = try Self.descriptors(victim.pid)
         print("point 3: victim after a restart: \(descriptorsAfter) descriptors, RSS \(try Self.rssMegabytes(victim.pid)) MB")

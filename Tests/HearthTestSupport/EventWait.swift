@@ -29,7 +29,9 @@ public func pollReadable(_ descriptor: Int32, until deadline: ContinuousClock.In
 
 /// Waits until `condition` holds, checking it now and again each time one of `paths` (files or
 /// directories; a directory reports its entries) is created, written, closed, moved, removed or
-/// changes attributes (inotify); false if it does not hold by `deadline`.
+/// changes attributes (inotify); false if it does not hold by `deadline`. With `names`, only
+/// events on entries whose name it accepts count (say, a store's file saved, not the lock files
+/// a check itself touches).
 ///
 /// ```swift
 /// #expect(await untilFilesChange(["\(data)"], "the peer's snapshot to hold the write") { snapshot["k"] != nil })
@@ -37,44 +39,100 @@ public func pollReadable(_ descriptor: Int32, until deadline: ContinuousClock.In
 ///
 /// With `what`, a timeout also records a test issue naming it.
 @discardableResult
-public func untilFilesChange(_ paths: [String], _ what: String? = nil, deadline: Duration = .seconds(30),
-                             sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool) async -> Bool {
+public func untilFilesChange(_ paths: [String], _ what: String? = nil, names: ((String) -> Bool)? = nil, deadline: Duration = .seconds(30),
+                             sourceLocation: SourceLocation = #_sourceLocation,
+                             _ condition: () async throws -> Bool) async rethrows -> Bool {
     let watch = FileWatch(paths)
     let end = ContinuousClock.now + deadline
-    while !condition() {
-        guard let watch, ContinuousClock.now < end, await waitReadable(watch.descriptor, until: end) else {
-            if condition() { return true }   // it may have held just as the deadline passed
-            if let what { Issue.record("timed out after \(deadline) waiting for \(what)", sourceLocation: sourceLocation) }
-            return false
+    while try await !condition() {
+        var woken = false
+        while !woken {
+            guard let watch, ContinuousClock.now < end, await waitReadable(watch.descriptor, until: end) else {
+                if try await condition() { return true }   // it may have held just as the deadline passed
+                if let what { Issue.record("timed out after \(deadline) waiting for \(what)", sourceLocation: sourceLocation) }
+                return false
+            }
+            woken = watch.drain(names: names)
         }
-        watch.drain()
     }
     return true
 }
 
-/// An inotify instance watching some paths (those that exist), closed with this object.
+/// An inotify instance watching some paths, closed with this object. A directory is watched
+/// with every folder below it (inotify reports one level; a store's file may sit in an account's
+/// subfolder), new ones included. A path that does not exist yet is watched through its nearest
+/// existing ancestor, and itself once it appears (a data folder a child process makes).
 final class FileWatch {
     let descriptor: Int32
+    private var missing: [String]
+    private var roots: [String] = []
+    private var watched: Set<String> = []
+    private static let mask = UInt32(IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_ATTRIB)
 
-    /// nil if inotify cannot be had (then a wait only checks at its deadline, and says so).
+    /// nil if inotify cannot be had (then a wait only checks at its deadline).
     init?(_ paths: [String]) {
         descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard descriptor >= 0 else {
             FileHandle.standardError.write(Data("inotify_init1 failed: errno \(errno)\n".utf8))
             return nil
         }
-        let mask = UInt32(IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_ATTRIB)
-        for path in paths where inotify_add_watch(descriptor, path, mask) < 0 {
-            FileHandle.standardError.write(Data("inotify_add_watch \(path) failed: errno \(errno)\n".utf8))
-        }
+        missing = paths
+        watchWhatExists()
     }
 
     deinit { close(descriptor) }
 
-    /// Reads the pending events: what happened is not needed, only that something did.
-    func drain() {
+    private func watch(_ path: String) -> Bool {
+        if watched.contains(path) { return true }
+        guard inotify_add_watch(descriptor, path, Self.mask) >= 0 else { return false }
+        watched.insert(path)
+        return true
+    }
+
+    /// Watches each path that exists now (a directory with its subfolders); for one that does
+    /// not, its nearest existing ancestor.
+    private func watchWhatExists() {
+        missing = missing.filter { path in
+            if watch(path) {
+                roots.append(path)
+                return false
+            }
+            var ancestor = (path as NSString).deletingLastPathComponent
+            while !ancestor.isEmpty, ancestor != "/", !watch(ancestor) { ancestor = (ancestor as NSString).deletingLastPathComponent }
+            return true
+        }
+        for root in roots { watchSubfolders(of: root) }
+    }
+
+    /// Watches every folder below `root` not watched yet.
+    private func watchSubfolders(of root: String) {
+        guard let entries = FileManager.default.enumerator(atPath: root) else { return }
+        for case let entry as String in entries {
+            let path = "\(root)/\(entry)"
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue { _ = watch(path) }
+        }
+    }
+
+    /// Reads the pending events and watches the paths that have appeared since; returns whether
+    /// an event counts (any, without `names`; else one on an entry whose name `names` accepts).
+    func drain(names: ((String) -> Bool)? = nil) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while read(descriptor, &buffer, buffer.count) > 0 {}
+        var counts = false
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            guard count > 0 else { break }
+            var offset = 0
+            // struct inotify_event: wd, mask, cookie, len (4 bytes each), then len bytes of name.
+            while offset + 16 <= count {
+                let length = Int(buffer[offset + 12 ..< offset + 16].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) })
+                let nameBytes = buffer[(offset + 16) ..< min(offset + 16 + length, count)].prefix { $0 != 0 }
+                if let names { counts = counts || names(String(decoding: nameBytes, as: UTF8.self)) } else { counts = true }
+                offset += 16 + length
+            }
+        }
+        watchWhatExists()   // folders made since, and paths that have appeared
+        return counts
     }
 }
 
