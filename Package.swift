@@ -131,7 +131,7 @@ let package = Package(
         .testTarget(
             name: "HearthTransportTests",
             dependencies: [
-                "HearthTransport", "HearthIdentity", "HearthTesting", "HearthTestSupport",
+                "HearthTransport", "HearthIdentity", "HearthCore", "HearthTesting", "HearthTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

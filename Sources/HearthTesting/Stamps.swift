@@ -13,7 +13,7 @@ extension UbiquitousKeyValueStore {
     /// await c.pastStamp(of: "x")
     /// a.removeObject(forKey: "x")            // later than C's edit, on every run
     /// ```
-    package func pastStamp(of key: String) async {
+    public func pastStamp(of key: String) async {
         guard let stamp = replica.entries[StoreKey(key)]?.timestamp else {
             preconditionFailure("pastStamp(of:): this store holds no entry for \(key)")
         }

@@ -58,6 +58,20 @@ public func untilFilesChange(_ paths: [String], _ what: String? = nil, names: ((
     return true
 }
 
+/// Waits until none of `paths` has changed for `quiet` (each change, seen through inotify,
+/// starts the window again); false if no such window ends by `deadline`. The window is the
+/// absence being measured, not a guess at how long something takes.
+public func untilQuiet(_ paths: [String], for quiet: Duration, deadline: Duration) async -> Bool {
+    guard let watch = FileWatch(paths) else { return false }
+    let end = ContinuousClock.now + deadline
+    while true {
+        let windowEnd = ContinuousClock.now + quiet
+        guard windowEnd <= end else { return false }
+        if await !waitReadable(watch.descriptor, until: windowEnd) { return true }
+        _ = watch.drain()
+    }
+}
+
 /// An inotify instance watching some paths, closed with this object. A directory is watched
 /// with every folder below it (inotify reports one level; a store's file may sit in an account's
 /// subfolder), new ones included. A path that does not exist yet is watched through its nearest

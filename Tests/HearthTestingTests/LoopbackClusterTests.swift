@@ -25,7 +25,7 @@ import Testing
         // Device 2 is offline while both it and device 0 change the colour: the later write wins.
         await cluster.isolate(2)
         try cluster[2].setValue(1, forKey: "backgroundColor")
-        try await Task.sleep(for: .milliseconds(5))
+        await cluster[2].pastStamp(of: "backgroundColor")
         try cluster[0].setValue(3, forKey: "backgroundColor")
         try await cluster.heal()
         try await cluster.waitUntilConverged(expected: ["backgroundColor": 3])
