@@ -140,7 +140,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthDiscoveryTests",
-            dependencies: ["HearthDiscovery", "Hearth", "HearthIdentity", "HearthTesting", "HearthTestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HearthDiscovery", "Hearth", "HearthCore", "HearthIdentity", "HearthTesting", "HearthTestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 

@@ -307,8 +307,7 @@ extension HearthCLI {
             for await change in changes { return change }
             return nil
         }
-        Task { try? await Task.sleep(for: .seconds(5)); firstChange.cancel() }
-        #expect(await firstChange.value == ChangeEvent(reason: .serverChange, keys: ["a"]))
+        #expect(await firstChange.bounded(by: .seconds(5)).value == ChangeEvent(reason: .serverChange, keys: ["a"]))
         let gotThroughApp = try await HearthCLI.run(["get", "a", "--json", "--store", "com.example.notes"] + device.directories)
         #expect(gotThroughApp.output == "8\n")
         await app.close()

@@ -180,3 +180,22 @@ public final class ProcessExit {
         pollReadable(descriptor, until: deadline)
     }
 }
+
+extension Task where Failure == Never {
+    /// Cancels this task if it has not ended once `bound` has passed: the bound of a wait that
+    /// ends on its own event (a notification, a stream's element), so that a missing event fails
+    /// the test instead of hanging it. Returns the task, to await.
+    ///
+    /// ```swift
+    /// let first = Task { for await change in changes { return change }; return nil }.bounded(by: .seconds(10))
+    /// #expect(await first.value == ChangeEvent(reason: .serverChange, keys: ["greeting"]))
+    /// ```
+    @discardableResult
+    public func bounded(by bound: Duration) -> Self {
+        Task<Void, Never> { [self] in
+            try? await Task<Never, Never>.sleep(for: bound)
+            cancel()
+        }
+        return self
+    }
+}
