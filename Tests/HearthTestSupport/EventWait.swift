@@ -29,7 +29,8 @@ public func pollReadable(_ descriptor: Int32, until deadline: ContinuousClock.In
 
 /// Waits until `condition` holds, checking it now and again each time one of `paths` (files or
 /// directories; a directory reports its entries) is created, written, closed, moved, removed or
-/// changes attributes (inotify); false if it does not hold by `deadline`. With `names`, only
+/// changes attributes (inotify); false if it does not hold by `deadline`, a bound for a failure
+/// (a condition first seen true at the deadline fails too: no event announced it). With `names`, only
 /// events on entries whose name it accepts count (say, a store's file saved, not the lock files
 /// a check itself touches).
 ///
@@ -48,7 +49,8 @@ public func untilFilesChange(_ paths: [String], _ what: String? = nil, names: ((
         var woken = false
         while !woken {
             guard let watch, ContinuousClock.now < end, await waitReadable(watch.descriptor, until: end) else {
-                if try await condition() { return true }   // it may have held just as the deadline passed
+                // Not checked once more: a condition that became true with no event announcing
+                // it is a missing event (a folder not watched), not a pass by timing.
                 if let what { Issue.record("timed out after \(deadline) waiting for \(what)", sourceLocation: sourceLocation) }
                 return false
             }

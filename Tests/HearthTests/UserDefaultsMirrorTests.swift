@@ -1,6 +1,5 @@
 import Foundation
 import Hearth
-import HearthTesting
 import Testing
 
 /// Seed 002's pattern: external changes are copied into the local defaults database.
@@ -26,9 +25,12 @@ struct UserDefaultsMirrorTests {
         mirror.stop()
     }
 
-    /// Woken by each change to the defaults (the mirror's copies), not a poll; the deadline is
-    /// generous: under ThreadSanitizer beside CPU hogs a copy can take seconds.
     func waitUntil(_ condition: () -> Bool) async throws {
-        if !(await untilDefaultsChange(condition)) { Issue.record("timed out") }
+        // Generous: under ThreadSanitizer beside CPU hogs a copy can take seconds.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { Issue.record("timed out"); return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
     }
 }
