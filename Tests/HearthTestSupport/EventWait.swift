@@ -85,7 +85,7 @@ final class FileWatch {
     private var watched: Set<String> = []
     private static let mask = UInt32(IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_ATTRIB)
 
-    /// nil if inotify cannot be had (then a wait only checks at its deadline).
+    /// nil if inotify cannot be had (then a wait fails after its first check, saying why).
     init?(_ paths: [String]) {
         descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard descriptor >= 0 else {
@@ -115,6 +115,11 @@ final class FileWatch {
             }
             var ancestor = (path as NSString).deletingLastPathComponent
             while !ancestor.isEmpty, ancestor != "/", !watch(ancestor) { ancestor = (ancestor as NSString).deletingLastPathComponent }
+            // Made just before its ancestor was watched: no event will say so, so look again.
+            if watch(path) {
+                roots.append(path)
+                return false
+            }
             return true
         }
         for root in roots { watchSubfolders(of: root) }
