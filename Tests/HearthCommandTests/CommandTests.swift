@@ -227,7 +227,9 @@ extension HearthCLI {
         _ = try await HearthCLI.run(["set", "backgroundColor", "1", "--wait", "0"] + laptop.store + laptop.directories)
 
         let binary = try #require(HearthCLI.binary)
-        let serveA = try ChildProcess(binary, ["serve"] + laptop.store + laptop.directories)
+        // At info, serve says "connected" once the kitchen's session is admitted: the event the
+        // peers query below waits for.
+        let serveA = try ChildProcess(binary, ["serve", "--log-level", "info"] + laptop.store + laptop.directories)
         let serveB = try ChildProcess(binary, ["serve"] + kitchen.store + kitchen.directories)
         defer { serveA.terminate(); serveB.terminate() }
         // Until serve holds the store, peers would open it itself (and could take it first).
@@ -235,13 +237,8 @@ extension HearthCLI {
         #expect(await serveB.waitForOutput("listening on port \(portB)", inErrors: true), "\(serveB.errorOutput)")
 
         // peers asks serve for its live state while it holds the store.
-        var peers = ""
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            peers = try await HearthCLI.run(["peers", "--json", "--store", "com.example.colors"] + laptop.directories).output
-            if peers.contains("\"connectedPeers\":[\"") { break }
-            try await Task.sleep(for: .milliseconds(200))
-        }
+        #expect(await serveA.waitForOutput("[HearthSync] connected", inErrors: true), "\(serveA.errorOutput)")
+        let peers = try await HearthCLI.run(["peers", "--json", "--store", "com.example.colors"] + laptop.directories).output
         #expect(peers.contains("\"connectedPeers\":[\"\(kitchenDevice)\"]"), "peers said: \(peers)")
         #expect(peers.contains("\"heldBy\":\(serveA.pid)"))
         let status = try await HearthCLI.run(["status", "--json"] + laptop.directories)
