@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "HearthTransportTests",
             dependencies: [
-                "HearthTransport", "HearthIdentity", "HearthTesting", "HearthTestSupport",
+                "HearthTransport", "HearthIdentity", "HearthCore", "HearthTesting", "HearthTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -142,7 +142,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HearthDiscoveryTests",
-            dependencies: ["HearthDiscovery", "Hearth", "HearthIdentity", "HearthTesting", "HearthTestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HearthDiscovery", "Hearth", "HearthCore", "HearthIdentity", "HearthTesting", "HearthTestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 

@@ -1,3 +1,4 @@
+import HearthCore
 import InMemoryLogging
 import Logging
 
@@ -42,12 +43,47 @@ public final class LogCapture: Sendable {
         self.handler = handler
     }
 
+    /// Signalled at each event kept: what ``waitFor(_:timeout:)`` and ``until(_:deadline:_:)``
+    /// wait on (no polling).
+    package let changes = ChangeSignal()
+
     /// A logger whose events (at every level) are kept here.
     public func logger(_ label: String) -> Logger {
-        Logger(label: label) { [handler] label in
+        Logger(label: label) { [handler, changes] label in
             var labelled = handler
             labelled.metadata[Self.labelKey] = .string(label)
-            return labelled
+            return Signalling(inner: labelled, changes: changes)
+        }
+    }
+
+    /// The in-memory handler, and a signal after each event it keeps.
+    private struct Signalling: LogHandler {
+        var inner: InMemoryLogHandler
+        let changes: ChangeSignal
+
+        func log(event: LogEvent) {
+            inner.log(event: event)
+            changes.signal()
+        }
+
+        var metadataProvider: Logger.MetadataProvider? {
+            get { inner.metadataProvider }
+            set { inner.metadataProvider = newValue }
+        }
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { inner[metadataKey: key] }
+            set { inner[metadataKey: key] = newValue }
+        }
+
+        var metadata: Logger.Metadata {
+            get { inner.metadata }
+            set { inner.metadata = newValue }
+        }
+
+        var logLevel: Logger.Level {
+            get { inner.logLevel }
+            set { inner.logLevel = newValue }
         }
     }
 
@@ -63,11 +99,21 @@ public final class LogCapture: Sendable {
     /// Waits up to `timeout` for an event whose ``Record/text`` contains `text` (the default is
     /// generous: a busy machine, or a sanitizer, slows a test's events down several times).
     public func waitFor(_ text: String, timeout: Duration = .seconds(30)) async -> Record? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let record = all.first(where: { $0.text.contains(text) }) { return record }
-            try? await Task.sleep(for: .milliseconds(10))
+        var found: Record?
+        _ = await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [changes] }) {
+            found = all.first { $0.text.contains(text) }
+            return found != nil
         }
-        return all.first(where: { $0.text.contains(text) })   // the deadline may pass while we wait
+        return found
+    }
+
+    /// Waits until `condition` (on ``all``, say) holds, checking it again at each event logged;
+    /// false if it does not hold by `deadline`, a bound for a failure.
+    ///
+    /// ```swift
+    /// #expect(await capture.until { capture.all.filter { $0.text.contains("refused") }.count >= 2 })
+    /// ```
+    package func until(deadline: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
+        await ChangeSignal.waitUntil(ContinuousClock.now + deadline, observing: { [changes] }, condition)
     }
 }

@@ -114,7 +114,8 @@ import Testing
         var kitchenDaemon = try daemon(kitchen, ["--renewal-window", "400"])
         defer { kitchenDaemon.terminate() }
         var after = before
-        let renewed = try await eventually(timeout: .seconds(60)) {
+        // Checked as the kitchen's account folder changes (it saves its renewed identity there).
+        let renewed = try await untilFilesChange([kitchen.config], deadline: .seconds(60)) {
             after = try await Self.listed(kitchen, named: "kitchen", environment: try environment(kitchen))
             return after.expires > Date().addingTimeInterval(360 * 86_400)
         }
@@ -130,7 +131,8 @@ import Testing
         #expect(await kitchenDaemon.waitForOutput("Ctrl-C to stop", inErrors: true, upTo: .seconds(30)), "\(kitchenDaemon.errorOutput)")
         let set = try await HearthCLI.run(["set", "--store", "com.example.colors", "k", "1"] + kitchen.directories, environment: try environment(kitchen))
         #expect((set.output + set.error).contains("confirmed by 1 peer device"), "\(set.output) \(set.error)")
-        let atLaptop = try await eventually(timeout: .seconds(30)) {
+        // Checked as the laptop's account folder changes (it records the certificate it met).
+        let atLaptop = try await untilFilesChange([laptop.config], deadline: .seconds(30)) {
             try await Self.listed(laptop, named: "kitchen", environment: try environment(laptop)).expires == after.expires
         }
         #expect(atLaptop, "laptop: \(laptopDaemon.errorOutput)")

@@ -24,18 +24,19 @@ import Testing
         return result.status == 0 ? result.output : "(no screen: tmux capture-pane exited \(result.status.map(String.init) ?? "by timeout"): \(result.error))"
     }
 
-    /// Waits until the session's screen contains `text`; returns the last screen seen.
+    /// Where the session's output is copied as the program writes it (tmux pipe-pane): each
+    /// redraw is an event on this file.
+    func drawings(_ session: String) -> String { "\(root)/\(session).drawn" }
+
+    /// Waits until the session's screen contains `text`, looking again each time the program
+    /// draws (inotify on ``drawings(_:)``), not on a timer; returns the last screen seen.
     func waitForScreen(_ session: String, showing text: String, timeout: Duration = .seconds(15)) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
         var last = ""
-        while ContinuousClock.now < deadline {
+        let shown = try await untilFilesChange([drawings(session)], deadline: timeout) {
             last = try await screen(session)
-            if last.contains(text) { return last }
-            try await Task.sleep(for: .milliseconds(100))
+            return last.contains(text)
         }
-        last = try await screen(session)   // the deadline may pass while we wait
-        if last.contains(text) { return last }
-        Issue.record("\(session) never showed \(String(reflecting: text)); screen:\n\(last)")
+        if !shown { Issue.record("\(session) never showed \(String(reflecting: text)); screen:\n\(last)") }
         return last
     }
 
@@ -69,7 +70,12 @@ import Testing
             let started = try await ChildProcess.run(try #require(Self.tmuxPath),
                                                      ["-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", session, "-x", "80", "-y", "12"] + command)
             try #require(started.status == 0, "tmux could not start the \(session) window: \(started.error)")
+            // tmux runs this with /bin/sh, not the user's shell.
+            _ = try await tmux("pipe-pane", "-t", session, "-o", "cat >> '\(drawings(session))'")
         }
+        // The private server, whose end says both sessions have ended.
+        let server = try await tmux("display-message", "-p", "#{pid}").trimmingCharacters(in: .whitespacesAndNewlines)
+        let serverExit = try #require(Int32(server).flatMap(ProcessExit.init), "tmux's server pid: \(server)")
         // Whatever happens, the private tmux server goes away with the test.
         defer { ChildProcess.runBlocking(Self.tmuxPath!, ["-L", socket, "kill-server"]) }
 
@@ -88,11 +94,8 @@ import Testing
 
         _ = try await tmux("send-keys", "-t", "laptop", "q")
         _ = try await tmux("send-keys", "-t", "kitchen", "q")
-        // q quits and closes the store: both sessions end on their own.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, try await tmux("list-sessions").contains(":") {
-            try await Task.sleep(for: .milliseconds(100))
-        }
+        // q quits and closes the store: both sessions end on their own, and the server with them.
+        _ = await serverExit.wait(until: ContinuousClock.now + .seconds(10))
         #expect(try await tmux("list-sessions").isEmpty)
 
         // The colour is on each device's disk, readable by the command.

@@ -15,6 +15,12 @@ struct Device {
     var config: String { "\(root)/\(name)/config" }
     var data: String { "\(root)/\(name)/data" }
     var directories: [String] { ["--config-dir", config, "--data-dir", data] }
+
+    /// Waits until `condition` holds, checking it again each time a store file of this device
+    /// is saved (inotify on its data folder), never on a timer; false if not by `deadline`.
+    func untilSaved(deadline: Duration, _ condition: () async throws -> Bool) async rethrows -> Bool {
+        try await untilFilesChange([data], names: { $0.hasSuffix(".plist") }, deadline: deadline, condition)
+    }
     /// Store options: this device's port and the other device as its only peer.
     var store: [String] { ["--store", "com.example.colors", "--port", String(port), "--peer", "127.0.0.1:\(peerPort)"] }
 }
@@ -221,7 +227,9 @@ extension HearthCLI {
         _ = try await HearthCLI.run(["set", "backgroundColor", "1", "--wait", "0"] + laptop.store + laptop.directories)
 
         let binary = try #require(HearthCLI.binary)
-        let serveA = try ChildProcess(binary, ["serve"] + laptop.store + laptop.directories)
+        // At info, serve says "connected" once the kitchen's session is admitted: the event the
+        // peers query below waits for.
+        let serveA = try ChildProcess(binary, ["serve", "--log-level", "info"] + laptop.store + laptop.directories)
         let serveB = try ChildProcess(binary, ["serve"] + kitchen.store + kitchen.directories)
         defer { serveA.terminate(); serveB.terminate() }
         // Until serve holds the store, peers would open it itself (and could take it first).
@@ -229,13 +237,8 @@ extension HearthCLI {
         #expect(await serveB.waitForOutput("listening on port \(portB)", inErrors: true), "\(serveB.errorOutput)")
 
         // peers asks serve for its live state while it holds the store.
-        var peers = ""
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            peers = try await HearthCLI.run(["peers", "--json", "--store", "com.example.colors"] + laptop.directories).output
-            if peers.contains("\"connectedPeers\":[\"") { break }
-            try await Task.sleep(for: .milliseconds(200))
-        }
+        #expect(await serveA.waitForOutput("[HearthSync] connected", inErrors: true), "\(serveA.errorOutput)")
+        let peers = try await HearthCLI.run(["peers", "--json", "--store", "com.example.colors"] + laptop.directories).output
         #expect(peers.contains("\"connectedPeers\":[\"\(kitchenDevice)\"]"), "peers said: \(peers)")
         #expect(peers.contains("\"heldBy\":\(serveA.pid)"))
         let status = try await HearthCLI.run(["status", "--json"] + laptop.directories)
@@ -301,8 +304,7 @@ extension HearthCLI {
             for await change in changes { return change }
             return nil
         }
-        Task { try? await Task.sleep(for: .seconds(5)); firstChange.cancel() }
-        #expect(await firstChange.value == ChangeEvent(reason: .serverChange, keys: ["a"]))
+        #expect(await firstChange.bounded(by: .seconds(5)).value == ChangeEvent(reason: .serverChange, keys: ["a"]))
         let gotThroughApp = try await HearthCLI.run(["get", "a", "--json", "--store", "com.example.notes"] + device.directories)
         #expect(gotThroughApp.output == "8\n")
         await app.close()

@@ -23,6 +23,12 @@ struct DaemonAttachTests {
         var config: String { "\(root)/\(name)/xdg/hearth" }
         var data: String { "\(root)/\(name)/data" }
         var directories: [String] { ["--config-dir", config, "--data-dir", data] }
+
+        /// Waits until `condition` holds, checking it again each time a store file of this host
+        /// is saved (inotify on its data folder), never on a timer; false if not by `deadline`.
+        func untilSaved(deadline: Duration, _ condition: () async throws -> Bool) async rethrows -> Bool {
+            try await untilFilesChange([data], names: { $0.hasSuffix(".plist") }, deadline: deadline, condition)
+        }
         func environment(peers: [Host]) -> [String: String] {
             var environment = HearthCLI.environment
             environment["XDG_CONFIG_HOME"] = "\(root)/\(name)/xdg"
@@ -80,7 +86,7 @@ struct DaemonAttachTests {
         #expect(daemonA.errorOutput.contains("holding store \(store) (asked by an app)"), "\(daemonA.errorOutput)")
         let done = await app.waitForOutput("done 30 true", upTo: .seconds(60))
         #expect(done, "\(app.output) \(app.errorOutput)")
-        let arrived = try await eventually(timeout: .seconds(30)) { try await keys(on: kitchen, store: store) == 30 }
+        let arrived = try await kitchen.untilSaved(deadline: .seconds(30)) { try await keys(on: kitchen, store: store) == 30 }
         let held = try await keys(on: kitchen, store: store)
         #expect(arrived, "kitchen has \(held) of 30")
     }
@@ -152,7 +158,7 @@ struct DaemonAttachTests {
         #expect(done, "\(app.output) \(app.errorOutput)")
         let status = await app.wait(upTo: .seconds(10))
         #expect(status == 0)
-        let arrived = try await eventually(timeout: .seconds(60)) { try await keys(on: kitchen, store: store) == count }
+        let arrived = try await kitchen.untilSaved(deadline: .seconds(60)) { try await keys(on: kitchen, store: store) == count }
         let held = try await keys(on: kitchen, store: store)
         #expect(arrived, "kitchen has \(held) of \(count); laptop daemon: \(daemonA.errorOutput)")
     }
@@ -180,7 +186,7 @@ struct DaemonAttachTests {
         #expect(await app.waitForOutput("done \(count) true", upTo: .seconds(90)), "\(app.output) \(app.errorOutput)")
         #expect(await app.waitForOutput("still attached", upTo: .seconds(10)), "the app took the store over: \(app.output) \(app.errorOutput)")
         #expect(await app.wait(upTo: .seconds(10)) == 0)
-        let arrived = try await eventually(timeout: .seconds(60)) { try await keys(on: kitchen, store: store) == count }
+        let arrived = try await kitchen.untilSaved(deadline: .seconds(60)) { try await keys(on: kitchen, store: store) == count }
         let held = try await keys(on: kitchen, store: store)
         #expect(arrived, "kitchen has \(held) of \(count); laptop daemon: \(daemonA.errorOutput)")
     }

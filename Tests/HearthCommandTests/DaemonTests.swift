@@ -59,7 +59,7 @@ struct DaemonTests {
         }
         let daemon = try await startDaemon(directories + ["--rescan-interval", "0.5"], environment)
         defer { daemon.terminate() }
-        #expect(await eventually(timeout: .seconds(20)) { daemon.errorOutput.contains("holding store com.example.b") })
+        #expect(await daemon.waitForOutput("holding store com.example.b", inErrors: true, upTo: .seconds(20)), "\(daemon.errorOutput)")
 
         let status = try await run(["daemon", "status", "--json"], environment)
         #expect(status.status == 0, "\(status.error)")
@@ -76,8 +76,7 @@ struct DaemonTests {
         // first, and hands it the write.
         let created = try await run(["set", "--store", "com.example.c", "k", "3"] + directories, environment)
         #expect(created.status == 0, "\(created.error)")
-        #expect(await eventually(timeout: .seconds(20)) { daemon.errorOutput.contains("holding store com.example.c") },
-                "\(daemon.errorOutput)")
+        #expect(await daemon.waitForOutput("holding store com.example.c", inErrors: true, upTo: .seconds(20)), "\(daemon.errorOutput)")
         let third = try await run(["daemon", "status"], environment)
         #expect(third.output.contains("store     com.example.c: 1 keys"), "\(third.output)")
 
@@ -107,7 +106,7 @@ struct DaemonTests {
         #expect(written.status == 0, "\(written.error)")
         // The kitchen never opened the store: its daemon takes it up when the laptop's offers it,
         // and a new process there reads the value at open.
-        let read = try await eventually(timeout: .seconds(10)) {
+        let read = try await kitchen.untilSaved(deadline: .seconds(10)) {
             try await run(["get", "--store", store, "k"] + kitchen.directories, try environment(kitchen.name)).output == "1\n"
         }
         #expect(read, "kitchen daemon: \(daemons[1].errorOutput)")
@@ -127,7 +126,7 @@ struct DaemonTests {
         let written = try await run(["set", "--store", store, "shopping", "--string", "milk", "--wait", "0"] + laptop.directories,
                                     try environment(laptop.name))
         #expect(written.status == 0, "\(written.error)")
-        let atHub = try await eventually(timeout: .seconds(60)) {
+        let atHub = try await hub.untilSaved(deadline: .seconds(60)) {
             try await run(["get", "--store", store, "shopping"] + hub.directories, try environment(hub.name)).output == "\"milk\"\n"
         }
         try #require(atHub, "hub daemon: \(hubDaemon.errorOutput)\nlaptop daemon: \(laptopDaemon.errorOutput)")
@@ -142,7 +141,7 @@ struct DaemonTests {
         let phoneDaemon = try await startDaemon(phone.directories + ["--port", String(phone.port), "--peer", "127.0.0.1:\(hub.port)"],
                                                 try environment(phone.name))
         defer { phoneDaemon.terminate() }
-        let atPhone = try await eventually(timeout: .seconds(60)) {
+        let atPhone = try await phone.untilSaved(deadline: .seconds(60)) {
             try await run(["get", "--store", store, "shopping"] + phone.directories, try environment(phone.name)).output == "\"milk\"\n"
         }
         #expect(atPhone, "phone daemon: \(phoneDaemon.errorOutput)")

@@ -35,18 +35,11 @@ final class DiskWatch {
     /// issue if the disk never goes quiet within `timeout`.
     func waitUntilQuiet(for quiet: Duration = .seconds(2), upTo timeout: Duration = .seconds(30)) async throws {
         #expect(await watcher.waitForOutput("Watches established", inErrors: true, upTo: .seconds(30)), "\(watcher.errorOutput)")
-        let deadline = ContinuousClock.now + timeout
-        var size = Self.size(of: events), since = ContinuousClock.now
-        while ContinuousClock.now - since < quiet {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("the disk never went quiet for \(quiet) within \(timeout):\n\(Self.text(of: events))")
-                break
-            }
-            try await Task.sleep(for: .milliseconds(100))
-            let now = Self.size(of: events)
-            if now != size { size = now; since = ContinuousClock.now }
+        // Quiet: the watcher's log of disk events not written to for `quiet` (inotify on it).
+        if !(await untilQuiet([events], for: quiet, deadline: timeout)) {
+            Issue.record("the disk never went quiet for \(quiet) within \(timeout):\n\(Self.text(of: events))")
         }
-        start = size
+        start = Self.size(of: events)
         settling = String(Self.text(of: events).utf8.prefix(start)) ?? ""
     }
 

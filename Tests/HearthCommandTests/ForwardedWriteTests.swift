@@ -24,7 +24,8 @@ import Testing
     /// Starts `hearth ARGS` (a one-shot command on `device`'s store) and returns once it holds the store.
     static func holding(_ arguments: [String], on device: Device) async throws -> ChildProcess {
         let child = try HearthCLI.start(arguments + device.store + device.directories)
-        let held = await eventually(timeout: .seconds(30)) { holdsAStore(child.pid, device) }
+        // Its lock file, written under the data folder: an inotify event there, not a poll.
+        let held = await untilFilesChange([device.data], deadline: .seconds(30)) { holdsAStore(child.pid, device) }
         try #require(held && child.isRunning, "\(arguments) never held the store: \(child.errorOutput)")
         return child
     }
@@ -96,7 +97,7 @@ import Testing
         let refused = attempts.filter { $0.status != 0 && $0.status != CommandError.Status.outcomeUnknown.rawValue }
         // Every confirmed or saved write reaches the peer (the restarted serve passes on what it has).
         var kitchenValues: [String: PropertyListValue] = [:]
-        let converged = try await eventually(timeout: .seconds(60)) {
+        let converged = try await kitchen.untilSaved(deadline: .seconds(60)) {
             kitchenValues = try await Self.values(kitchen)
             return succeeded.allSatisfy { kitchenValues[$0.key] == .string($0.value) }
         }

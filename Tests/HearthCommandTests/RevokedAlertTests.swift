@@ -47,7 +47,7 @@ struct RevokedAlertTests {
         var daemon = try await startLaptop()
         defer { daemon.terminate() }
         // Refused twice: the daemon dialled again (a refusal, not a removal).
-        #expect(await eventually(timeout: .seconds(30)) { refusals() >= 2 }, "\(daemon.errorOutput)")
+        #expect(await logs.until { refusals() >= 2 }, "\(daemon.errorOutput)")
         let status = try await HearthCLI.run(["status"] + laptop.directories, environment: environment)
         #expect(!status.output.contains("removed"), "\(status.output)")
         #expect(daemon.errorOutput.contains("without the signed removal record"), "\(daemon.errorOutput)")
@@ -59,7 +59,7 @@ struct RevokedAlertTests {
         #expect(await daemon.wait(upTo: .seconds(30)) == 0)
         let before = refusals()
         daemon = try await startLaptop()
-        #expect(await eventually(timeout: .seconds(30)) { refusals() > before }, "\(daemon.errorOutput)")
+        #expect(await logs.until { refusals() > before }, "\(daemon.errorOutput)")
         let after = try await HearthCLI.run(["status"] + laptop.directories, environment: environment)
         #expect(!after.output.contains("removed"), "\(after.output)")
         await listener.close()

@@ -37,8 +37,7 @@ import Testing
             for await change in changes { return change }
             return nil
         }
-        Task { try? await Task.sleep(for: .seconds(10)); first.cancel() }
-        #expect(await first.value == ChangeEvent(reason: .serverChange, keys: ["greeting"]))
+        #expect(await first.bounded(by: .seconds(10)).value == ChangeEvent(reason: .serverChange, keys: ["greeting"]))
         #expect(app.string(forKey: "greeting") == "hello")
 
         // watch stops: the app takes the store over, and keeps every value.

@@ -63,7 +63,7 @@ struct StoreAdoptionTests {
         func kitchenWrites(_ store: String, _ value: String) async throws {
             let set = try await run(["set", "--store", store, "k", value, "--wait", "0"] + kitchen.directories, try environment(kitchen.name))
             try #require(set.status == 0, "\(set.error)")
-            let held = try await eventually(timeout: .seconds(60)) { try await holds(store, laptop) }
+            let held = try await laptop.untilSaved(deadline: .seconds(60)) { try await holds(store, laptop) }
             #expect(held, "\(store) not held by the victim:\n\(victim.errorOutput.suffix(3000))")
             let read = try await run(["get", "--store", store, "k"] + laptop.directories, try environment(laptop.name))
             #expect(read.output == "\(value)\n", "\(read.error)")
@@ -121,7 +121,7 @@ struct StoreAdoptionTests {
         #expect(record().contains("com.example.during") && record().contains("com.example.after"), "\(record())")
         let local = try await run(["set", "--store", "com.example.during", "k", "5"] + laptop.directories, try environment(laptop.name))
         #expect(local.status == 0, "\(local.error)")
-        #expect(await eventually(timeout: .seconds(10)) { !record().contains("com.example.during") }, "\(record())")
+        #expect(await untilFilesChange([laptop.data], deadline: .seconds(10)) { !record().contains("com.example.during") }, "\(record())")
         #expect(record().contains("com.example.after"))
         let descriptorsAfter = try Self.descriptors(victim.pid)
         print("point 3: victim after a restart: \(descriptorsAfter) descriptors, RSS \(try Self.rssMegabytes(victim.pid)) MB")
@@ -158,13 +158,15 @@ struct StoreAdoptionTests {
 final class JunkLink: Sendable {
     private let outgoing: AsyncStream<[UInt8]>.Continuation
     private let state = Locked<(pongs: Int, closed: Bool)>((0, false))
+    /// Signalled at each pong and when the link closes: what the waits below wake on.
+    private let changes = ChangeSignal()
     private let task: Task<Void, Never>
 
     init(identity: DeviceIdentity, port: Int) async throws {
         let connection = try await PeerTransport(identity: identity, logger: Logger(label: "test")).connect(host: "127.0.0.1", port: port)
         let (stream, outgoing) = AsyncStream<[UInt8]>.makeStream()
         self.outgoing = outgoing
-        let state = self.state
+        let state = self.state, changes = self.changes
         let sender = connection.peer.deviceID.data
         task = Task {
             _ = try? await connection.executeThenClose { inbound, outbound in
@@ -175,7 +177,9 @@ final class JunkLink: Sendable {
                             guard let message = try? SyncMessage(decoding: Data(frame.readableBytesView), sender: sender) else { continue }
                             switch message {
                             case .ping: if let pong = try? SyncMessage.pong([:]).encoded() { outgoing.yield(Array(pong)) }
-                            case .pong: state.withLock { $0.pongs += 1 }
+                            case .pong:
+                                state.withLock { $0.pongs += 1 }
+                                changes.signal()
                             default: break
                             }
                         }
@@ -185,15 +189,14 @@ final class JunkLink: Sendable {
                 }
             }
             state.withLock { $0.closed = true }
+            changes.signal()
         }
     }
 
     func send(_ message: SyncMessage) throws { outgoing.yield(Array(try message.encoded())) }
 
     func waitForPong(within timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while state.withLock({ $0.pongs == 0 }), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        return state.withLock { $0.pongs > 0 }
+        await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [changes] }) { state.withLock { $0.pongs > 0 } }
     }
 
     /// Whether the victim still answers on this link.
@@ -201,8 +204,9 @@ final class JunkLink: Sendable {
         get async throws {
             let before = state.withLock { $0.pongs }
             try send(.ping([:]))
-            let deadline = ContinuousClock.now + .seconds(20)
-            while state.withLock({ $0.pongs == before && !$0.closed }), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+            _ = await ChangeSignal.waitUntil(ContinuousClock.now + .seconds(20), observing: { [changes] }) {
+                state.withLock { $0.pongs > before || $0.closed }
+            }
             return state.withLock { $0.pongs > before }
         }
     }

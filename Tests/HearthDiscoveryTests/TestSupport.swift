@@ -1,4 +1,5 @@
 import Foundation
+import HearthCore
 import HearthDiscovery
 import HearthTestSupport
 import Synchronization
@@ -39,6 +40,8 @@ func makeService(_ name: String, port: UInt16, account: String = randomHash(), s
 final class EventRecorder: Sendable {
     private final class Storage: Sendable {
         let events = Mutex<[PeerEvent]>([])
+        /// Signalled at each event: what ``wait(upTo:until:)`` wakes on.
+        let arrived = ChangeSignal()
     }
 
     private let storage = Storage()
@@ -47,7 +50,10 @@ final class EventRecorder: Sendable {
     init(_ discovery: any PeerDiscovery) {
         let stream = discovery.events()
         task = Task { [storage] in
-            for await event in stream { storage.events.withLock { $0.append(event) } }
+            for await event in stream {
+                storage.events.withLock { $0.append(event) }
+                storage.arrived.signal()
+            }
         }
     }
 
@@ -58,13 +64,9 @@ final class EventRecorder: Sendable {
     /// Waits until `condition` holds over the events so far; returns how long it took, or nil.
     @discardableResult
     func wait(upTo timeout: Duration = .seconds(5), until condition: ([PeerEvent]) -> Bool) async -> Duration? {
-        let clock = ContinuousClock()
-        let start = clock.now
-        while clock.now - start < timeout {
-            if condition(all) { return clock.now - start }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return condition(all) ? clock.now - start : nil
+        let start = ContinuousClock.now
+        let held = await ChangeSignal.waitUntil(start + timeout, observing: { [storage.arrived] }) { condition(all) }
+        return held ? ContinuousClock.now - start : nil
     }
 
     /// The current peers implied by the events (by id).

@@ -43,25 +43,26 @@ struct Household {
 }
 
 /// What each device's screen shows, for a "person" who compares them.
-actor Screens {
-    private var shown: [String: PairingCode] = [:]
+final class Screens: Sendable {
+    private let shown = Locked<[String: PairingCode]>([:])
+    /// Signalled when a screen shows a code: what ``code(on:within:)`` waits on.
+    private let changes = ChangeSignal()
 
-    func show(_ code: PairingCode, on screen: String) { shown[screen] = code }
+    func show(_ code: PairingCode, on screen: String) {
+        shown.withLock { $0[screen] = code }
+        changes.signal()
+    }
 
     /// The code `screen` shows, waiting for it up to `timeout`.
     func code(on screen: String, within timeout: Duration = .seconds(20)) async -> PairingCode? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let code = shown[screen] { return code }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return nil
+        _ = await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [changes] }) { shown.withLock { $0[screen] } != nil }
+        return shown.withLock { $0[screen] }
     }
 
     /// A person at `screen` who approves when `other` shows the same code.
-    nonisolated func person(at screen: String, comparingWith other: String) -> @Sendable (PairingOffer) async -> PairingDecision {
+    func person(at screen: String, comparingWith other: String) -> @Sendable (PairingOffer) async -> PairingDecision {
         { offer in
-            await self.show(offer.code, on: screen)
+            self.show(offer.code, on: screen)
             let seen = await self.code(on: other)
             return seen == offer.code ? .approve : .refuse("the codes differ")
         }
@@ -152,7 +153,7 @@ struct LoopbackPairingTests {
         let request = try await home.request()
         let screens = Screens()
         let joined = Task { try await request.waitForGrant(timeout: .seconds(60)) { offer in
-            await screens.show(offer.code, on: "kitchen")
+            screens.show(offer.code, on: "kitchen")
             return .refuse("the codes differ")
         } }
         await #expect {
@@ -211,13 +212,13 @@ struct LoopbackPairingTests {
         let joined = Task { try await request.waitForGrant(timeout: .seconds(60), confirm: screens.person(at: "kitchen", comparingWith: "laptop")) }
         // The relay approves whatever it sees, and asks the real newcomer while the member talks to it.
         let relayJoined = Task { try await relayFacingMember.waitForGrant(timeout: .seconds(60)) { offer in
-            await screens.show(offer.code, on: "relay toward laptop")
+            screens.show(offer.code, on: "relay toward laptop")
             return .approve
         } }
         let relayGrant = Task {
             try await PairingApprover(accounts: relayAccount, logger: Logger(label: "test"))
                 .approve(PairingCandidate(name: "kitchen", host: "127.0.0.1", port: request.port),
-                         confirm: { offer in await screens.show(offer.code, on: "relay toward kitchen"); return .approve },
+                         confirm: { offer in screens.show(offer.code, on: "relay toward kitchen"); return .approve },
                          passphrase: { "relay" })
         }
         // The real member, tricked into dialling the relay.

@@ -75,10 +75,10 @@ struct AccountTests {
             #expect(b.accountID == nil && !b.isSyncing)
             b.set("B's older", forKey: "both")
             b.set("offline", forKey: "local")
-            try await Task.sleep(for: .milliseconds(5))
+            await b.pastStamp(of: "both")
             a.set("A's newer", forKey: "both")
             a.set("from A", forKey: "shared")
-            try await Task.sleep(for: .milliseconds(5))
+            await a.pastStamp(of: "both")
             b.set("B's newest", forKey: "newest")
 
             let events = EventLog(b)

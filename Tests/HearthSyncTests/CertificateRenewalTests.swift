@@ -33,14 +33,17 @@ struct CertificateRenewalTests {
         return try authority.makeDevice(named: name, notBefore: now.addingTimeInterval(-3600), notAfter: now.addingTimeInterval(days * 86_400))
     }
 
+    /// On the in-memory network, which checks a certificate as the handshake does; that TLS
+    /// presents the renewed certificate is `RenewedIdentityTests` (HearthTransportTests).
     @Test("A device 10 days from expiry renews from a peer with the CA unlocked, and a third device accepts the new certificate")
     func renewsFromUnlockedPeer() async throws {
         try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
             let authority = try AccountAuthority.create(displayName: "Renewal household")
             let a = try authority.makeDevice(named: "A"), c = try authority.makeDevice(named: "C")
             let b = try Self.device(authority, "B", expiringIn: 10)
-            let (engineA, portA) = try await Self.engine(a, authority: authority)
-            let (engineB, portB) = try await Self.engine(b)
+            let (engineA, portA) = try await Self.engine(a, authority: authority, network: network)
+            let (engineB, portB) = try await Self.engine(b, network: network)
             cleanup { await engineA.stop(); await engineB.stop() }
             let saved = Locked<[DeviceIdentity]>([])
             engineB.onCertificateRenewed = { [changes = engineB.changes] renewed in
@@ -59,13 +62,14 @@ struct CertificateRenewalTests {
             #expect(saved.withLock { $0.map(\.certificate) } == [renewed.certificate])
             _ = try authority.account.trust.validateDevice(renewed.certificate)
 
-            // C, which never met A, accepts B's new certificate in a handshake.
-            let connection = try await PeerTransport(identity: c, logger: Logger(label: "test")).connect(host: "127.0.0.1", port: portB)
+            // C, which never met A, accepts B's new certificate when it connects.
+            let endpoint = try network.maker(PeerNetworkSetup(identity: c, removals: nil, removalNotice: nil, logger: Logger(label: "test")))
+            let connection = try await endpoint.dial(host: "memory", port: portB, expecting: nil)
             #expect(connection.peer.deviceID == b.deviceID)
             #expect(connection.peer.certificate.notValidAfter > yearFromNow)
             await connection.close()
             // And a C engine syncs with it.
-            let (engineC, _) = try await Self.engine(c)
+            let (engineC, _) = try await Self.engine(c, network: network)
             cleanup { await engineC.stop() }
             engineC.addPeer(host: "127.0.0.1", port: portB)
             try await engineC.until("C connected to B") { engineC.connectedPeers.contains(b.deviceID) }

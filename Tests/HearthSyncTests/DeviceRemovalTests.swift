@@ -147,7 +147,7 @@ struct DeviceRemovalTests {
             engineV.addPeer(host: "127.0.0.1", port: try #require(listener.port))
             engineV.addPeer(host: "127.0.0.1", port: portH)
             // Refused twice: the victim dialled again after the first alert (it is not a removal).
-            let refusedTwice = await eventually("the rogue to refuse the victim twice") {
+            let refusedTwice = await rogueLogs.until {
                 rogueLogs.all.filter { $0.text.contains("removed from the account") }.count >= 2
             }
             #expect(refusedTwice, "\(rogueLogs.all.map(\.text))")

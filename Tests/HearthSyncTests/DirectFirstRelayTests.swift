@@ -84,9 +84,11 @@ struct DirectFirstRelayTests {
             // The writer pushes to B, then dies before pushing to C.
             try toB.send(writer.delta([try writer.entry("mid-push", "written", origin: writer.origin(), sequence: 1)]))
             try await cluster.until("B to apply the writer's entry") { b.string(forKey: "mid-push") == "written" }
-            // Direct first: B leaves the writer's own write to the writer's link to C. A window,
-            // not an event: what C gets from B cannot be told apart here from the writer's pongs.
-            try await Task.sleep(for: .milliseconds(500))
+            // Direct first: B leaves the writer's own write to the writer's link to C. B's own
+            // write after it goes to C in a delta of all C lacks from B, less what is left to the
+            // writer's link: once C holds it, B has had its chance to relay the writer's.
+            b.set("after", forKey: "marker")
+            try await cluster.until("C to receive B's write made after the writer's") { c.string(forKey: "marker") == "after" }
             // (Unless B and C made a new connection meanwhile: its first delta is whole, by design.)
             if b.syncMetrics?.sessions == sessions {
                 #expect(c.string(forKey: "mid-push") == nil, "B relayed although C is linked to the writer")

@@ -97,8 +97,9 @@ final class HostileLink: Sendable {
     /// no faster than it likes): a flood keeps this bounded rather than its own memory growing.
     private let unwritten = Locked(0)
     private let task: Task<Void, Never>
-    /// Signalled at each message received and when the link closes: what ``next(within:where:)``
-    /// and ``waitUntilClosed(within:)`` wait on (no polling).
+    /// Signalled at each message received, each frame written and when the link closes: what
+    /// ``next(within:where:)``, ``waitUntilClosed(within:)`` and ``waitForRoom(below:until:)``
+    /// wait on (no polling).
     private let arrivals = ChangeSignal()
 
     convenience init(_ link: any PeerLink, reading: Bool = true) {
@@ -119,6 +120,7 @@ final class HostileLink: Sendable {
                         for await payload in stream {
                             try await outbound.writeFrames([ByteBuffer(bytes: payload)])
                             unwritten.withLock { $0 -= 1 }
+                            arrivals.signal()
                         }
                     }
                     group.addTask {
@@ -162,6 +164,12 @@ final class HostileLink: Sendable {
 
     /// Frames sent and not yet written to the socket.
     var queued: Int { unwritten.withLock { $0 } }
+
+    /// Waits until fewer than `limit` frames wait to be written (the honest end read some), or
+    /// the link closed; false if neither by `deadline`.
+    func waitForRoom(below limit: Int, until deadline: ContinuousClock.Instant) async -> Bool {
+        await ChangeSignal.waitUntil(deadline, observing: { [arrivals] }) { queued < limit || isClosed }
+    }
 
     /// The next message received that `matches`, skipping others; `nil` after `timeout`.
     func next(within timeout: Duration = .seconds(20), where matches: (SyncMessage) -> Bool = { _ in true }) async -> SyncMessage? {

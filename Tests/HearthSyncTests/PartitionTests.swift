@@ -20,7 +20,7 @@ struct PartitionTests {
             await c.stopSync()                                   // partition C off
             try await cluster.until("A and B to see C gone") { a.connectedPeerCount == 1 && b.connectedPeerCount == 1 }
             c.set("C's stale edit", forKey: "x")                 // older than A's delete below
-            try await Task.sleep(for: .milliseconds(5))
+            await c.pastStamp(of: "x")
             a.removeObject(forKey: "x")                          // the delete wins by timestamp
             c.set("C's edit", forKey: "y")
             try await cluster.until("B to apply the delete") { b.object(forKey: "x") == nil }
@@ -65,7 +65,7 @@ struct PartitionTests {
 
             await stores[d].stopSync()                           // D goes away…
             stores[d].set("D's stale edit", forKey: "k")         // …and edits k, which nobody sees
-            try await Task.sleep(for: .milliseconds(5))
+            await stores[d].pastStamp(of: "k")
             stores[b].removeObject(forKey: "k")                  // a later delete, which wins
 
             stores[s].resumeSync()                               // S joins and gets the tombstone from B

@@ -51,7 +51,8 @@ struct PeerFloodLiveTests {
                 link.send(raw: try frame())
                 sent += 1
             }
-            try await Task.sleep(for: .milliseconds(5))
+            // More when the victim has read some (a frame written), not on a timer.
+            _ = await link.waitForRoom(below: inFlight, until: start + duration)
         }
         // The legitimate device wrote every 200 ms meanwhile: most of it reached the victim.
         #expect(household.legitCounterAtVictim > counter + 10, "the legitimate device's counter went from \(counter) to \(household.legitCounterAtVictim) during the attack")

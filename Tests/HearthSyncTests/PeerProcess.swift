@@ -1,6 +1,7 @@
 import Foundation
 import HearthCore
 import HearthTestSupport
+import Testing
 
 /// A `hearth-sync-peer` child process (Tests/HearthSyncPeer) with its stdout and stderr in
 /// one file, readable while it runs.
@@ -14,6 +15,8 @@ final class PeerProcess {
     init(name: String, data: String, arguments: [String]) throws {
         self.name = name
         self.data = data
+        // Made here, not by the peer, so that a wait can watch it from the start.
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         child = try ChildProcess(Self.executable, ["--data", data, "--name", name] + arguments,
                                  output: .oneFile(path: "\(data).\(UUID().uuidString).out"))
     }
@@ -39,6 +42,15 @@ final class PeerProcess {
         guard let bytes = FileManager.default.contents(atPath: "\(data)/snapshot.bplist"),
               let value = try? BinaryPropertyList.decode(bytes), let values = value.dictionaryValue else { return [:] }
         return values
+    }
+
+    /// Waits until `condition` holds, checking it at each write of the peer's snapshot (every
+    /// 100 ms while it runs) or of its output, never on a timer of ours; false if it does not
+    /// hold by `deadline` (then, with `what`, a test issue names it).
+    @discardableResult
+    func until(_ what: String? = nil, deadline: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
+               _ condition: () -> Bool) async -> Bool {
+        await untilFilesChange([data, child.outputFile], what, deadline: deadline, sourceLocation: sourceLocation, condition)
     }
 
     enum Stop { case kill, term }

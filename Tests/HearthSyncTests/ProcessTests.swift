@@ -29,6 +29,9 @@ final class ProcessCluster {
         }
     }
 
+    /// The highest write the running processes have confirmed, each.
+    var confirmedNow: [Int64] { processes.map { $0?.confirmed ?? 0 } }
+
     func start(_ i: Int, writing: Bool = true, extra: [String] = []) throws {
         var arguments = ["--config", "\(root)/config\(i)", "--port", "\(ports[i])"] + extra
         if avahi {
@@ -53,7 +56,7 @@ final class ProcessCluster {
             guard let process else { continue }
             // SIGUSR1 kills a process that has not set up its handler yet: wait for the peer's own
             // "listening N" line, printed after that (the engine's "sync listening" log may come first).
-            await eventually("\(names[i]) to start") {
+            await process.until("\(names[i]) to start") {
                 process.output.split(separator: "\n").contains { $0.hasPrefix("listening ") }
             }
             process.stopWriting()
@@ -61,17 +64,20 @@ final class ProcessCluster {
         }
     }
 
+    /// Waits until `condition` holds, checked at each snapshot or output line of any process
+    /// (inotify on their data directories), never on a timer; false if not by `deadline`.
+    func until(deadline: Duration, _ condition: () -> Bool) async -> Bool {
+        await untilFilesChange((0..<3).map { "\(root)/data\($0)" }, deadline: deadline, condition)
+    }
+
     /// Waits until the three snapshots are equal and non-empty; returns them.
     func converged(timeout: Duration) async throws -> [[String: PropertyListValue]] {
-        let deadline = ContinuousClock.now + timeout
         var snapshots: [[String: PropertyListValue]] = []
-        while ContinuousClock.now < deadline {
+        let equal = await until(deadline: timeout) {
             snapshots = processes.map { $0?.snapshot ?? [:] }
-            if !snapshots[0].isEmpty, snapshots.allSatisfy({ $0 == snapshots[0] }) { return snapshots }
-            try await Task.sleep(for: .milliseconds(100))
+            return !snapshots[0].isEmpty && snapshots.allSatisfy { $0 == snapshots[0] }
         }
-        snapshots = processes.map { $0?.snapshot ?? [:] }   // the deadline may pass while we wait
-        if !snapshots[0].isEmpty, snapshots.allSatisfy({ $0 == snapshots[0] }) { return snapshots }
+        if equal { return snapshots }
         let states = processes.map { p -> String in
             guard let p else { return "none" }
             let stat = (try? String(contentsOfFile: "/proc/\(p.pid)/stat", encoding: .utf8)) ?? "gone"
@@ -97,11 +103,19 @@ struct ProcessTests {
         var rng = SystemRandomNumberGenerator()
         var kills = 0
         while kills < 10 {
-            try await Task.sleep(for: .milliseconds(Int.random(in: 300...900, using: &rng)))
+            // A kill after a random number of writes confirmed (saved: each writer says "confirmed N"
+            // at every tenth, 5 ms apart; 200 to 500 of them in all is about the 300 to 900 ms this
+            // waited before): at a moment the writes choose, not a timer.
             let victim = Int.random(in: 0..<3, using: &rng)
+            let before = cluster.confirmedNow.reduce(0, +), more = 10 * Int64.random(in: 20...50, using: &rng)
+            #expect(await cluster.until(deadline: .seconds(30)) { cluster.confirmedNow.reduce(0, +) >= before + more },
+                    "no writes confirmed; \(cluster.confirmedNow)")
             cluster.kill(victim)
             kills += 1
-            try await Task.sleep(for: .milliseconds(Int.random(in: 50...300, using: &rng)))
+            // Down while the others confirm some writes (30 to 90: about the 50 to 300 ms before).
+            let down = cluster.confirmedNow.reduce(0, +), meanwhile = 10 * Int64.random(in: 3...9, using: &rng)
+            #expect(await cluster.until(deadline: .seconds(30)) { cluster.confirmedNow.reduce(0, +) >= down + meanwhile },
+                    "no writes confirmed while \(cluster.names[victim]) was down; \(cluster.confirmedNow)")
             try cluster.start(victim)
         }
         try await cluster.stopWriting()
@@ -127,7 +141,11 @@ struct ProcessTests {
         let cluster = try ProcessCluster(avahi: true)
         defer { cluster.shutdown() }
         for i in 0..<3 { try cluster.start(i) }
-        try await Task.sleep(for: .seconds(3))
+        // Found each other through Avahi: each holds the others' counters.
+        let found = await cluster.until(deadline: .seconds(30)) {
+            cluster.processes.allSatisfy { process in cluster.names.allSatisfy { process?.snapshot["\($0)-counter"] != nil } }
+        }
+        #expect(found, "the processes did not all reach each other through Avahi")
         try await cluster.stopWriting()
         let snapshots = try await cluster.converged(timeout: .seconds(20))
         for name in cluster.names {
@@ -141,14 +159,15 @@ struct ProcessTests {
         defer { cluster.shutdown() }
         for i in 0..<2 { try cluster.start(i, writing: false, extra: ["--timeout", "1500"]) }
         let (alpha, beta) = (cluster.processes[0]!, cluster.processes[1]!)
-        await eventually(timeout: .seconds(20), "alpha and beta to connect") { alpha.output.contains("connected") && beta.output.contains("connected") }
+        await cluster.until(deadline: .seconds(20)) { alpha.output.contains("connected") && beta.output.contains("connected") }
+        #expect(alpha.output.contains("connected") && beta.output.contains("connected"), "alpha and beta did not connect")
         kill(beta.pid, SIGSTOP)
-        await eventually(timeout: .seconds(10), "alpha to declare the link dead") { alpha.output.contains("the link is dead") }
+        await alpha.until("alpha to declare the link dead", deadline: .seconds(10)) { alpha.output.contains("the link is dead") }
         kill(beta.pid, SIGCONT)
         let before = alpha.output.components(separatedBy: "] connected").count
         // Under load (4 CPU hogs beside the suite) a stopped-and-resumed debug process may need
         // a dial back-off and a handshake more than 15 s to be seen connected (failed once so).
-        let reconnected = await eventually(timeout: .seconds(40)) {
+        let reconnected = await alpha.until(deadline: .seconds(40)) {
             alpha.output.components(separatedBy: "] connected").count > before
         }
         #expect(reconnected, "alpha did not reconnect within 40 s; alpha's last lines:\n\(alpha.output.split(separator: "\n").suffix(15).joined(separator: "\n"))\nbeta's:\n\(beta.output.split(separator: "\n").suffix(15).joined(separator: "\n"))")

@@ -28,9 +28,11 @@ struct TwoPeerTests {
 
 @Suite("synchronize() with sync")
 struct SynchronizeTests {
+    /// On the in-memory network: what it shows is the store's (the save, the wait for the ack);
+    /// `TwoPeerTests` is the end-to-end run of two stores over TLS.
     @Test("synchronize() saves to disk and the peer has the value")
     func synchronizeSavesAndPushes() async throws {
-        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.synchronize", linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.synchronize", linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             let (a, b) = (cluster[0], cluster[1])
             try await cluster.waitUntilConnected()

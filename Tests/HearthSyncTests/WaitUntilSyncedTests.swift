@@ -12,9 +12,10 @@ import Testing
 struct WaitUntilSyncedTests {
     static let far = Duration.seconds(60)
 
-    /// Two connected devices syncing one store: `body` gets each one's store.
+    /// Two connected devices syncing one store on the in-memory network (the waits are the
+    /// store's and the engine's, whatever the transport): `body` gets each one's store.
     static func withTwoDevices(_ body: (UbiquitousKeyValueStore, UbiquitousKeyValueStore) async throws -> Void) async throws {
-        try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.waiting", linkTimeout: UnderLoad.linkTimeout,
+        try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.waiting", linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()
             try await body(cluster[0], cluster[1])

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// A child process of a test, with its output collected in files (no pipe can fill up and
 /// block it), readable while it runs.
@@ -97,6 +98,9 @@ public final class ChildProcess {
         }
     }
 
+    /// The file standard output goes to: to wait on its writes (``untilFilesChange(_:_:deadline:sourceLocation:_:)``).
+    public var outputFile: String { outputPath }
+
     /// Standard output so far (with `.oneFile`, standard error too).
     public var output: String { Self.read(outputPath) }
     /// Standard error so far (with `.oneFile`, the same as `output`).
@@ -117,26 +121,22 @@ public final class ChildProcess {
     }
 
     /// Waits for exit up to `timeout` (then stops it); returns the exit status, or nil on timeout.
+    /// Woken by the exit itself (a pidfd), not a poll.
     public func wait(upTo timeout: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
-        while isRunning {   // checked once more after the deadline: it may pass while we sleep
-            if ContinuousClock.now > deadline {
-                terminate()
-                return nil
-            }
-            try? await Task.sleep(for: .milliseconds(10))
+        if isRunning, let exit = ProcessExit(pid) { _ = await exit.wait(until: deadline) }
+        guard !isRunning else {   // checked once more after the deadline: it may end just then
+            terminate()
+            return nil
         }
         return exitStatus
     }
 
-    /// Waits until stdout (or stderr) contains `text`; false on timeout.
+    /// Waits until stdout (or stderr) contains `text`; false on timeout. Woken by each write to
+    /// the output file (inotify), not a poll.
     public func waitForOutput(_ text: String, inErrors: Bool = false, upTo timeout: Duration = .seconds(10)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if (inErrors ? errorOutput : output).contains(text) { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return (inErrors ? errorOutput : output).contains(text)   // the deadline may pass while we wait
+        let path = inErrors ? (errorPath ?? outputPath) : outputPath
+        return await untilFilesChange([path], deadline: timeout) { Self.read(path).contains(text) }
     }
 
     /// Sends `signal` (unless the child has been reaped: its pid may belong to another process).
@@ -152,13 +152,14 @@ public final class ChildProcess {
         reap()
     }
 
-    /// SIGTERM, then SIGKILL after two seconds; always reaps.
+    /// SIGTERM, then SIGKILL if it has not ended two seconds later; always reaps.
     public func terminate() {
         guard isRunning else { return }
+        let exit = ProcessExit(pid)
         Glibc.kill(pid, SIGTERM)
-        for _ in 0..<200 {
-            if !isRunning { return }
-            usleep(10_000)
+        if let exit, exit.block(until: ContinuousClock.now + .seconds(2)) {
+            reap()
+            return
         }
         Glibc.kill(pid, SIGKILL)
         reap()
@@ -184,10 +185,11 @@ public final class ChildProcess {
         return (status, child.output, child.errorOutput)
     }
 
-    /// Runs a short command to completion from synchronous code (a defer), up to five seconds.
+    /// Runs a short command to completion from synchronous code (a defer), up to five seconds
+    /// (then it is stopped with the object).
     public static func runBlocking(_ executable: String, _ arguments: [String]) {
-        guard let child = try? ChildProcess(executable, arguments) else { return }
-        for _ in 0..<500 where child.isRunning { usleep(10_000) }
+        guard let child = try? ChildProcess(executable, arguments), let exit = ProcessExit(child.pid) else { return }
+        _ = exit.block(until: ContinuousClock.now + .seconds(5))
     }
 
     /// An executable built next to this test binary (swift build --build-tests builds them);

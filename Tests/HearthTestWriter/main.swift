@@ -53,6 +53,20 @@ enum Shown {
     }
 }
 
+/// Blocks until the file at `path` exists, woken by inotify on its folder (the test makes it
+/// when it is ready), not a poll.
+func waitForFile(_ path: String) {
+    let watch = inotify_init1(Int32(IN_CLOEXEC))
+    defer { close(watch) }
+    guard watch >= 0, inotify_add_watch(watch, (path as NSString).deletingLastPathComponent, UInt32(IN_CREATE | IN_MOVED_TO)) >= 0 else {
+        say("error inotify: errno \(errno)")
+        exit(70)
+    }
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    // Watched first, then checked: a file made in between is seen either way.
+    while !FileManager.default.fileExists(atPath: path) { _ = read(watch, &buffer, buffer.count) }
+}
+
 /// Unbuffered, so the parent sees each line even when this process is killed.
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
@@ -168,16 +182,19 @@ case "share":
     let store = open()
     Shown.notifications(of: store)
     say("opened \(store.isAttached ? "attached" : "host")")
-    while !FileManager.default.fileExists(atPath: arguments[2] + "/go") { usleep(10_000) }
+    waitForFile(arguments[2] + "/go")
     for i in 1...count {
         store.set(Int64(i), forKey: "\(name)-\(i)")
         usleep(5_000)
     }
-    var waited = 0
-    while store.object(forKey: "\(other)-\(count)") == nil, waited < 3000 {
-        usleep(10_000)
-        waited += 1
+    // Woken by the store's notifications (the other's writes arriving), for at most 30 s.
+    let arrived = DispatchSemaphore(value: 0)
+    let observer = NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { _ in
+        arrived.signal()
     }
+    let until = DispatchTime.now() + .seconds(30)
+    while store.object(forKey: "\(other)-\(count)") == nil, arrived.wait(timeout: until) == .success {}
+    NotificationCenter.default.removeObserver(observer)
     say("saw \(store.object(forKey: "\(other)-\(count)") != nil)")
     say("synced \(store.synchronize())")
     // Give the other process time to see our last writes through us, should we host.
@@ -203,7 +220,7 @@ case "count":
         if i % 10 == 0 { say("wrote \(i)") }
         if let pause, pause.count == 2, Int(pause[0]) == i {
             say("paused \(i)")
-            while !FileManager.default.fileExists(atPath: pause[1]) { usleep(10_000) }
+            waitForFile(pause[1])
         }
         usleep(interval * 1000)
     }

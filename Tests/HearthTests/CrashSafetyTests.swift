@@ -27,13 +27,13 @@ struct CrashSafetyTests {
         let t = try TemporaryStore()
         defer { t.cleanUp() }
         t.store.set("soon", forKey: "k")
-        let deadline = ContinuousClock.now + .seconds(3)
+        // Checked as the folder changes (inotify), within the 3 s this allows.
         var onDisk: PropertyListValue?
-        while ContinuousClock.now < deadline, onDisk == nil {
-            try await Task.sleep(for: .milliseconds(100))
+        try await untilFilesChange([t.directory], deadline: .seconds(3)) {
             if let data = FileManager.default.contents(atPath: t.location.filePath) {
                 onDisk = try ReplicaFile.decode(data, path: t.location.filePath).replica.value(forKey: "k")
             }
+            return onDisk != nil
         }
         #expect(onDisk == "soon")
     }
@@ -50,10 +50,14 @@ struct CrashSafetyTests {
         for round in 1...50 {
             let writer = try TestWriter.start(["loop", dir, "crash"])
             // Kill it at a random moment once it is writing and confirming (on a busy machine the
-            // start alone can take longer than any fixed delay). Task.sleep, never usleep: a
-            // blocked cooperative thread would stall the other tests.
+            // start alone can take longer than any fixed delay): after a random number of further
+            // confirmations, 0 to 20, each seen as its line is written (inotify), not after a timer.
             _ = await writer.waitForOutput("confirmed ")
-            try await Task.sleep(for: .milliseconds(Int.random(in: 0...200, using: &rng)))
+            let more = Int.random(in: 0...20, using: &rng)
+            let first = writer.output.split(separator: "\n").filter { $0.hasPrefix("confirmed ") }.count
+            await untilFilesChange([writer.outputFile], deadline: .seconds(30)) {
+                writer.output.split(separator: "\n").filter { $0.hasPrefix("confirmed ") }.count >= first + more || !writer.isRunning
+            }
             writer.kill()
             let lines = writer.output.split(separator: "\n").filter { $0.hasPrefix("confirmed ") }
             let confirmed = lines.compactMap { Int64($0.dropFirst("confirmed ".count)) }.max() ?? 0

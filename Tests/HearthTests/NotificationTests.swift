@@ -12,6 +12,8 @@ final class NotificationProbe: Sendable {
     }
 
     private let notes = Mutex<[Note]>([])
+    /// Signalled at each note: what ``first(timeout:)`` waits on.
+    private let arrivals = ChangeSignal()
     // The observer token is only handed back to NotificationCenter in deinit.
     nonisolated(unsafe) private var token: (any NSObjectProtocol)?
 
@@ -22,6 +24,7 @@ final class NotificationProbe: Sendable {
             let reason = note.userInfo?[NSUbiquitousKeyValueStoreChangeReasonKey] as? Int
             let keys = note.userInfo?[NSUbiquitousKeyValueStoreChangedKeysKey] as? [String]
             self?.notes.withLock { $0.append(Note(reason: reason, keys: keys)) }
+            self?.arrivals.signal()
         }
     }
 
@@ -33,12 +36,7 @@ final class NotificationProbe: Sendable {
 
     /// The first note, waiting up to `timeout` for it.
     func first(timeout: Duration = .seconds(30)) async -> Note? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let note = all.first { return note }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        // Once more: a busy machine may have let the deadline pass while this task waited.
+        _ = await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [arrivals] }) { !all.isEmpty }
         return all.first
     }
 }

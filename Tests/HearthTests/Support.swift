@@ -40,9 +40,7 @@ final class ChangeRecorder: Sendable {
 
     /// The events, once `count` have arrived or `timeout` passed.
     func events(timeout: Duration = .seconds(5)) async -> [ChangeEvent] {
-        let task = self.task
-        Task { try? await Task.sleep(for: timeout); task.cancel() }
-        return await task.value
+        await task.bounded(by: timeout).value
     }
 }
 

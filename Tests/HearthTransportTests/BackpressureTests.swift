@@ -1,4 +1,5 @@
 import Foundation
+import HearthCore
 import HearthIdentity
 @testable import HearthTransport
 import HearthTesting
@@ -20,11 +21,12 @@ extension TransportTests {
             let serverTransport = try PeerTransport(configuration: TLSConfiguration(identity: home.server, logger: logs.logger("server")))
             let listener = try await serverTransport.listen(host: "127.0.0.1", port: 0)
             let frameCount = 100, frameSize = 1 << 20
-            let paused = Mutex<Bool>(true)
+            let paused = Mutex<Bool>(true), resumed = ChangeSignal()
             let reader = Task { () -> Int in
                 var iterator = listener.connections.makeAsyncIterator()
                 guard let connection = await iterator.next() else { return -1 }
-                while paused.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+                // Reads once told to (a signal, not a poll).
+                _ = await ChangeSignal.waitUntil(ContinuousClock.now + .seconds(120), observing: { [resumed] }) { !paused.withLock { $0 } }
                 return (try? await connection.executeThenClose { inbound, _ in
                     var received = 0
                     for try await frame in inbound {
@@ -67,6 +69,7 @@ extension TransportTests {
             #expect(suspended, "the writer kept going for 20 s")
             #expect(whilePaused < frameCount, "the writer should wait for the reader, it wrote \(whilePaused) MiB")
             paused.withLock { $0 = false }
+            resumed.signal()
             #expect(await reader.value == frameCount)
             _ = try? await writer.value
             #expect(written.value.load(ordering: .relaxed) == frameCount)

@@ -1,6 +1,8 @@
 import Foundation
 import HearthIdentity
 @testable import HearthTransport
+import HearthCore
+import HearthTestSupport
 import HearthTesting
 import Logging
 import NIOCore
@@ -41,6 +43,8 @@ final class EchoServer: Sendable {
 
     final class ServerState: Sendable {
         let outcomes = Mutex<[(DeviceID, (any Error)?)]>([])
+        /// Signalled as each served connection ends (an outcome recorded).
+        let ended = ChangeSignal()
         let framesReceived = Mutex<Int>(0)
     }
 
@@ -70,6 +74,7 @@ final class EchoServer: Sendable {
                         } catch {
                             state.outcomes.withLock { $0.append((connection.peer.deviceID, error)) }
                         }
+                        state.ended.signal()
                     }
                 }
             }
@@ -81,13 +86,10 @@ final class EchoServer: Sendable {
         await task.value
     }
 
-    /// Waits for `count` served connections to end.
+    /// Waits for `count` served connections to end (woken as each one ends, not on a timer).
     func waitForOutcomes(_ count: Int, timeout: Duration = .seconds(10)) async -> [(DeviceID, (any Error)?)] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let current = state.outcomes.withLock { $0 }
-            if current.count >= count { return current }
-            try? await Task.sleep(for: .milliseconds(10))
+        _ = await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [state.ended] }) {
+            state.outcomes.withLock { $0.count } >= count
         }
         return state.outcomes.withLock { $0 }
     }
@@ -183,12 +185,12 @@ func runProcess(_ executable: String, _ arguments: [String], environment: [Strin
         }
     }
     // Keep stdin open a while: `openssl s_client` exits at EOF on stdin, and it must stay
-    // long enough for the server's verdict to arrive.
-    let deadline = ContinuousClock.now + holdStdin
-    while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+    // long enough for the server's verdict to arrive. Both waits end when the process does
+    // (its pidfd), the deadlines only bound them.
+    let exit = ProcessExit(process.processIdentifier)
+    if let exit, process.isRunning { _ = await exit.wait(until: ContinuousClock.now + holdStdin) }
     try? stdin.fileHandleForWriting.close()
-    let hardDeadline = ContinuousClock.now + timeout
-    while process.isRunning && ContinuousClock.now < hardDeadline { try await Task.sleep(for: .milliseconds(20)) }
+    if let exit, process.isRunning { _ = await exit.wait(until: ContinuousClock.now + timeout) }
     if process.isRunning { process.terminate() }
     process.waitUntilExit()
     let output = await reader.value
