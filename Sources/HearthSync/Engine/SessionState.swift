@@ -354,6 +354,44 @@ package struct SessionState<Store: Sendable>: Sendable {
         return true
     }
 
+    /// The peer says it has `claimed` of `name`: its ack or a delta's vector (`known`: it has what
+    /// we sent too), or its ping's or links' (only what it says). Counters of origins `ours` does
+    /// not name are kept aside (bounded, ``claimsNowKnown(of:in:)``); the rest is noted, and
+    /// returned for the replica (settling, tombstone collection). Nil if `name` is not synced here.
+    package mutating func acknowledge(_ claimed: VersionVector, of name: String, ours: VersionVector, known: Bool) -> ReplicaEffect? {
+        let vector = claimed.restricted(to: ours)
+        keepUnknownClaims(claimed, of: name, ours: ours)
+        return peerHas(vector, of: name, known: known) ? .notePeer(acknowledged: vector) : nil
+    }
+
+    /// A delta of `name` from the peer was checked and applied: `carried` entries (undecodable
+    /// ones included), `accepted` of them verified, `changed` whether any key changed, `refused`
+    /// what was not applied, `applied` our vector after it. The peer is told the refusals and,
+    /// if the delta carried anything, our vector; returned is what the other sessions are to do
+    /// (``Routing/targets(of:from:)``): relay what changed, note claims about origins now known,
+    /// and tell peers linked to the writers our vector.
+    package mutating func deltaApplied(_ name: String, carried: Int, accepted: [Entry], changed: Bool, refused: [RefusedEntry],
+                                       clock: @autoclosure () -> UInt64, applied: VersionVector) -> [RelayEffect] {
+        // An empty delta teaches the peer nothing new about us: its hello already did.
+        self.applied(name, refused: refused, clock: refused.isEmpty ? 0 : clock(), ack: carried == 0 ? nil : applied)
+        var effects: [RelayEffect] = []
+        if changed { effects.append(.push(name)) }
+        if !accepted.isEmpty {
+            effects.append(.originsLearned(name))
+            effects.append(.tellLinkedPeers(name, writers: Set(accepted.map(\.origin.devicePrefix))))
+        }
+        return effects
+    }
+
+    /// Whether to tell the peer our vector of `name` soon, after entries of `writers` (device
+    /// prefixes) arrived from another peer: if it is linked to one of them (it left their writes
+    /// to them, so no ack of ours says we have them), once however many arrive meanwhile
+    /// (``vectorTellDue(of:)``).
+    package mutating func tellVectorSoon(of name: String, ifLinkedTo writers: Set<UInt64>) -> Bool {
+        guard shares(name), peerLinks.contains(where: { writers.contains(ReplicaID.devicePrefix(of: $0.data)) }) else { return false }
+        return scheduleVectorTell(of: name)
+    }
+
     /// Stores whose vector we are to tell the peer soon (``scheduleVectorTell(of:)``).
     package private(set) var vectorTells = Set<String>()
 

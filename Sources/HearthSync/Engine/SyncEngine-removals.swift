@@ -35,17 +35,16 @@ extension SyncEngine {
         let removed = Set(added.map(\.device))
         // Their diallers stop once the session ends (cancelling one now would cut the session
         // before the peer is told why).
-        let sessions = state.withLock { Array($0.sessions.values) }
+        let sessions = state.withLock { $0.sessions.sessions }
         let selfRemoved = removed.contains(identity.deviceID)
         for session in sessions {
-            if removed.contains(session.peer.deviceID) {
+            switch Routing<SyncSession>.onRemovals(removed, peer: session.peer.deviceID, us: identity.deviceID) {
+            case .expel:
                 logger.notice("closing the connection to \(session.peer), removed from the account")
                 // It is told why (the signed record) before the connection closes.
                 session.expel()
-            } else if selfRemoved {
-                session.close()
-            } else {
-                session.relayRemovals()
+            case .close: session.close()
+            case .relay: session.relayRemovals()
             }
         }
         if selfRemoved {

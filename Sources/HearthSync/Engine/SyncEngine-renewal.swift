@@ -19,7 +19,7 @@ extension SyncEngine {
             if let newValue { precondition(newValue.account.id == identity.account.id, "the authority is another account's") }
             let sessions = state.withLock { s in
                 s.authority = newValue
-                return Array(s.sessions.values)
+                return s.sessions.sessions
             }
             // Peers that asked before the CA was unlocked are answered now.
             if newValue != nil { for session in sessions where session.state.withLock({ $0.renewal.askedByPeer }) { issueRenewal(to: session) } }

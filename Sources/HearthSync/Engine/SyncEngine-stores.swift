@@ -37,7 +37,7 @@ extension SyncEngine {
             guard s.stores.count < SyncMessage.maximumStores else { throw .tooManyStores() }
             s.stores[identifier] = store
             if let peer { s.peerOnly[identifier] = peer }
-            return s.sessions.values.filter { peer == nil || $0.peer.deviceID == peer }
+            return s.sessions.sessions.filter { peer == nil || $0.peer.deviceID == peer }
         }
         store.replica.onLocalChange { [weak self] in self?.changed(identifier) }
         for session in sessions { session.announce(store) }
@@ -50,7 +50,7 @@ extension SyncEngine {
     package func detach(storeIdentifier: String) {
         let (store, sessions) = state.withLock { s in
             s.peerOnly[storeIdentifier] = nil
-            return (s.stores.removeValue(forKey: storeIdentifier), Array(s.sessions.values))
+            return (s.stores.removeValue(forKey: storeIdentifier), s.sessions.sessions)
         }
         guard let store else { return }
         store.replica.close()
@@ -119,7 +119,7 @@ extension SyncEngine {
 
     /// The sessions that sync `store` right now.
     func sessions(sharing store: String) -> [SyncSession] {
-        state.withLock { Array($0.sessions.values) }.filter { $0.shares(store) }
+        state.withLock { $0.sessions.sessions }.filter { $0.shares(store) }
     }
 
     /// This device's hello: every store it serves, by digests (TLS has authenticated the

@@ -54,7 +54,8 @@ package final class SyncEngine: Sendable {
     }
 
     struct State: ~Copyable {
-        var sessions: [DeviceID: SyncSession] = [:]
+        /// One session per peer device (``Routing``: the duplicate rule, whom an event goes to).
+        var sessions = Routing<SyncSession>()
         var listener: (any PeerLinkListener)?
         var tasks: [Task<Void, Never>] = []
         /// Ticks every session's heartbeat (``restartHeartbeat()``).
@@ -246,7 +247,7 @@ package final class SyncEngine: Sendable {
     }
 
     /// The devices connected right now.
-    package var connectedPeers: [DeviceID] { state.withLock { Array($0.sessions.keys) } }
+    package var connectedPeers: [DeviceID] { state.withLock { $0.sessions.devices } }
 
     /// Dials `host:port` and keeps the connection up (reconnecting with back-off) until
     /// ``stop()``; for peers known by address rather than discovery.
@@ -265,10 +266,10 @@ package final class SyncEngine: Sendable {
         let (listener, tasks, sessions, discoveries, stores, observer, watch) = state.withLock { s in
             s.stopped = true
             defer {
-                s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = []; s.stores = [:]; s.heartbeat = nil
+                s.tasks = []; s.dialers = [:]; s.discoveries = []; s.stores = [:]; s.heartbeat = nil
                 s.removalsObserver = nil; s.removalsWatch = nil
             }
-            return (s.listener, s.tasks + Array(s.dialers.values) + (s.heartbeat.map { [$0] } ?? []), Array(s.sessions.values), s.discoveries, Array(s.stores.values),
+            return (s.listener, s.tasks + Array(s.dialers.values) + (s.heartbeat.map { [$0] } ?? []), s.sessions.removeAll(), s.discoveries, Array(s.stores.values),
                     s.removalsObserver, s.removalsWatch)
         }
         if let observer { removals.removeObserver(observer) }
@@ -294,23 +295,23 @@ package final class SyncEngine: Sendable {
     /// Pushes `store` to every connected peer serving it (after a local write, or to relay what
     /// one peer sent).
     func changed(_ store: String) {
-        let sessions = state.withLock { Array($0.sessions.values) }
+        let sessions = state.withLock { $0.sessions.sessions }
         for session in sessions { session.push(store) }
     }
 
-    /// Entries of new origins may have been applied to `store`: every session notes what its
-    /// peer said it had of them before we knew them.
-    func originsLearned(in store: SyncStore) {
-        for session in sessions(sharing: store.identifier) { session.noteClaimsNowKnown(of: store) }
-    }
-
-    /// After entries of `writers` (device prefixes) were applied to `store` from `device`: the
-    /// other peers linked to one of those writers (they left its writes to it, so no ack of
-    /// ours will tell them we have them) are told our vector within ``vectorTellDelay``,
-    /// coalesced: their `pending` figures and settling do not wait for a sparse ping.
-    func tellLinkedPeers(of store: SyncStore, writers: Set<UInt64>, except device: DeviceID) {
-        for session in sessions(sharing: store.identifier) where session.peer.deviceID != device {
-            session.tellVectorSoon(of: store.identifier, ifLinkedTo: writers, after: Self.vectorTellDelay)
+    /// Runs what a session's state decided the other sessions are to do (``RelayEffect``), on
+    /// the sessions ``Routing`` names; each one's own state decides what it means there.
+    func route(_ effects: [RelayEffect], from device: DeviceID, in store: SyncStore) {
+        for effect in effects {
+            let targets = state.withLock { $0.sessions.targets(of: effect, from: device) }
+            switch effect {
+            case .push(let name):
+                for session in targets { session.push(name) }
+            case .originsLearned(let name):
+                for session in targets where session.shares(name) { session.noteClaimsNowKnown(of: store) }
+            case .tellLinkedPeers(let name, let writers):
+                for session in targets { session.tellVectorSoon(of: name, ifLinkedTo: writers, after: Self.vectorTellDelay) }
+            }
         }
     }
 
@@ -320,7 +321,7 @@ package final class SyncEngine: Sendable {
     /// The devices this engine has a session with now, except `device`, sorted: what a
     /// `links` message tells `device`.
     func linkedDevices(except device: DeviceID) -> [DeviceID] {
-        state.withLock { $0.sessions.keys.filter { $0 != device }.sorted() }
+        state.withLock { $0.sessions.linked(except: device) }
     }
 
     /// The devices whose sessions sync `store` now (so they are known to serve it).
@@ -330,15 +331,15 @@ package final class SyncEngine: Sendable {
 
     /// `device` no longer serves `store`: the other sessions stop leaving its writes to it.
     func left(_ store: String, by device: DeviceID) {
-        let sessions = state.withLock { Array($0.sessions.values) }
-        for session in sessions where session.peer.deviceID != device {
+        let sessions = state.withLock { $0.sessions.sessions(except: device) }
+        for session in sessions {
             session.update { $0.forgetDeferred(device, of: store) }
         }
     }
 
     /// The set of sessions changed: every peer is told our links.
     private func linksChanged() {
-        let sessions = state.withLock { Array($0.sessions.values) }
+        let sessions = state.withLock { $0.sessions.sessions }
         for session in sessions { session.update { $0.relayLinks() } }
     }
 
@@ -348,32 +349,20 @@ package final class SyncEngine: Sendable {
     /// a removed device. Checked under the engine's lock, so a removal learned meanwhile either
     /// sees this session (and closes it) or is seen here.
     func register(_ session: SyncSession) -> Registration {
-        enum Decision { case accept(replacing: SyncSession?), reject, removed }
-        let decision: Decision = state.withLock { s in
-            guard !s.stopped else { return .reject }
-            let device = session.peer.deviceID
-            // A device removed from the account, or this one: an honest removed device keeps
-            // what it writes from now on to itself (peers that have not heard yet would take it).
-            guard !removals.isRemoved(device), !removals.isRemoved(identity.deviceID) else { return .removed }
-            guard let existing = s.sessions[device] else {
-                s.sessions[device] = session
-                return .accept(replacing: nil)
-            }
-            // Both ends apply the same rule to the same pair, so they keep the same connection:
-            // the one dialled by the smaller device ID; between two dialled by the same device, the newer.
-            guard session.initiator <= existing.initiator else { return .reject }
-            s.sessions[device] = session
-            return .accept(replacing: existing)
+        let decision = state.withLock { s -> Routing<SyncSession>.Admission in
+            guard !s.stopped else { return .duplicate }
+            let removed = removals.isRemoved(session.peer.deviceID) || removals.isRemoved(identity.deviceID)
+            return s.sessions.admit(session, peer: session.peer.deviceID, initiator: session.initiator, removed: removed)
         }
         switch decision {
-        case .accept(let replaced):
+        case .accepted(let replaced):
             replaced?.close()
             devices?.note(session.peer.certificate, seen: true)
             if replaced == nil { linksChanged() }
             ensureHeartbeat()
             changes.signal()
             return .accepted
-        case .reject:
+        case .duplicate:
             return .duplicate
         case .removed:
             return .removed
@@ -405,7 +394,7 @@ package final class SyncEngine: Sendable {
                 s.heartbeat = nil
                 return nil
             }
-            return Array(s.sessions.values)
+            return s.sessions.sessions
         }
         guard let sessions else { return nil }
         let base = min(options.heartbeatInterval, options.timeout / 3)
@@ -415,8 +404,7 @@ package final class SyncEngine: Sendable {
     func unregister(_ session: SyncSession) {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>]? in
             let device = session.peer.deviceID
-            guard s.sessions[device] === session else { return nil }
-            s.sessions[device] = nil
+            guard s.sessions.remove(session, peer: device) else { return nil }
             devices?.note(session.peer.certificate, seen: true)
             return s.sessionWaiters.removeValue(forKey: device).map { Array($0.values) } ?? []
         }

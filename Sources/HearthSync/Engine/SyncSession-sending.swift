@@ -63,21 +63,10 @@ extension SyncSession {
     private func sendDelta(of name: String, to outbound: FrameBatch) async throws {
         guard let (store, known, linked) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
         try await store.signPending()
-        // Direct first: what a device the peer is linked to wrote, that device pushes to the
-        // peer itself (it pushes its writes to every peer): we leave it out, so that in a mesh
-        // a change crosses each of its writer's links once, not every link. Only for devices
-        // we sync this store with (so we know they serve it), never our own writes.
-        var basis = known
-        var deferred = VersionVector()
-        var leftOut = Set<UInt64>()
-        if !linked.isEmpty, let sharers = engine?.sharers(of: name) {
-            let writers = linked.intersection(sharers).subtracting([context.identity.deviceID, peer.deviceID])
-            leftOut = Set(writers.map { ReplicaID.devicePrefix(of: $0.data) })
-            if !leftOut.isEmpty {
-                deferred = store.replica.syncVector.filter { leftOut.contains($0.devicePrefix) }
-                basis.formUnion(deferred)
-            }
-        }
+        // Direct first: what the peer's links will bring it is left out (DeltaPlan decides).
+        let plan = DeltaPlan(known: known, linked: linked, sharers: engine?.sharers(of: name) ?? [],
+                             us: context.identity.deviceID, peer: peer.deviceID, vector: store.replica.syncVector)
+        let basis = plan.basis
         var (entries, vector) = store.replica.syncDelta(for: basis)
         // A write made since signPending() is signed by the one signer too (so each write is
         // signed once, whichever sessions send it); never send an unsigned entry. A writer
@@ -87,11 +76,8 @@ extension SyncSession {
             (entries, vector) = store.replica.syncDelta(for: basis)
         }
         entries = try store.signed(entries)
-        // Nothing the peer lacks (its state showed it has it all, or an earlier delta carried
-        // these writes): send nothing. The peer drew the same conclusion from our state, so
-        // an empty first delta is not needed to end its initial sync.
-        guard !entries.isEmpty || !basis.dominates(vector) else {
-            state.withLock { $0.deltaSent(VersionVector(), deferred: deferred, of: name) }
+        guard plan.worthSending(entries: entries.count, vector: vector) else {
+            state.withLock { $0.deltaSent(VersionVector(), deferred: plan.deferred, of: name) }
             return
         }
         // A big batch (a newcomer's first download) goes as several deltas, each well under the
@@ -106,9 +92,7 @@ extension SyncSession {
             try await send(.delta(delta), to: outbound)
             context.metrics.sentEntries(part.count)
         }
-        // What was left to the peer's links is not known to be the peer's: only deferred.
-        let sent = leftOut.isEmpty ? vector : vector.filter { !leftOut.contains($0.devicePrefix) }
-        state.withLock { $0.deltaSent(sent, deferred: deferred, of: name) }
+        state.withLock { $0.deltaSent(plan.sent(vector), deferred: plan.deferred, of: name) }
     }
 
     /// Splits entries into deltas of at most ``SyncMessage/maximumDeltaEntries`` entries and

@@ -93,11 +93,7 @@ final class SyncSession: Sendable {
     /// If the peer is linked to one of `writers` (device prefixes), sends it our vector of
     /// `store` after `delay` (one `store` message however many changes meanwhile).
     func tellVectorSoon(of store: String, ifLinkedTo writers: Set<UInt64>, after delay: Duration) {
-        let schedule = state.withLock { s -> Bool in
-            guard s.shares(store), s.peerLinks.contains(where: { writers.contains(ReplicaID.devicePrefix(of: $0.data)) }) else { return false }
-            return s.scheduleVectorTell(of: store)
-        }
-        guard schedule else { return }
+        guard state.withLock({ $0.tellVectorSoon(of: store, ifLinkedTo: writers) }) else { return }
         Task { [weak self] in
             try? await self?.context.clock.sleep(delay)
             self?.update { $0.vectorTellDue(of: store) }
@@ -237,43 +233,38 @@ final class SyncSession: Sendable {
                 post { $0.hello = true }
                 // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
                 var greeted = false
+                let helloCheck = HelloCheck(account: Data(context.identity.account.id.bytes))
                 for try await frame in inbound {
                     let now = context.clock.now()
                     state.withLock { $0.heard(at: now) }
                     context.metrics.received(bytes: frame.readableBytes + 4)
-                    // Until the peer has proved who it is, only a small frame is even decoded.
-                    if !greeted, frame.readableBytes > SyncMessage.maximumHelloSize {
-                        throw SyncProtocolError("a first frame of \(frame.readableBytes) bytes, more than a hello may take (\(SyncMessage.maximumHelloSize))")
-                    }
+                    if !greeted { try HelloCheck.admitFrame(of: frame.readableBytes) }
                     let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
                     context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
                     if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
-                    if !greeted, case .removals(let records) = message {
-                        // A member refusing us as removed sends the signed record instead of a
-                        // hello (TLSConfiguration.removalNotice): only that marks us removed.
-                        engine?.learn(records, from: self)
-                        guard engine?.removals.isRemoved(context.identity.deviceID) == true else {
-                            throw SyncProtocolError("a removals message instead of the hello, not naming this device")
-                        }
-                        return .removedByPeer
-                    }
                     if !greeted {
-                        let hello = try receiveHello(message)
-                        switch engine?.register(self) {
-                        case .accepted?: break
-                        case .removed?:
-                            logger.notice("the peer was removed from the account; closing the connection")
-                            return .peerRemoved
-                        case .duplicate?, nil:
-                            logger.debug("another connection to this peer is kept; closing this one")
-                            return .duplicate
+                        switch try helloCheck.check(message) {
+                        case .removals(let records):
+                            engine?.learn(records, from: self)
+                            try HelloCheck.removedByPeer(namingUs: engine?.removals.isRemoved(context.identity.deviceID) == true)
+                            return .removedByPeer
+                        case .hello(let hello):
+                            switch engine?.register(self) {
+                            case .accepted?: break
+                            case .removed?:
+                                logger.notice("the peer was removed from the account; closing the connection")
+                                return .peerRemoved
+                            case .duplicate?, nil:
+                                logger.debug("another connection to this peer is kept; closing this one")
+                                return .duplicate
+                            }
+                            greeted = true
+                            context.metrics.sessionStarted()
+                            await greet(hello)
+                            logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
+                            engine?.changes.signal()   // the stores it shares are known now
+                            continue
                         }
-                        greeted = true
-                        context.metrics.sessionStarted()
-                        await greet(hello)
-                        logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
-                        engine?.changes.signal()   // the stores it shares are known now
-                        continue
                     }
                     try await handle(message)
                     // What the peer confirmed or refused may have changed (waitUntilSynced).
@@ -312,21 +303,6 @@ final class SyncSession: Sendable {
         for identifier in attached where !listed.contains(identifier) && engine?.announces(identifier, to: peer.deviceID) == true {
             if let store = engine?.store(identifier) { announce(store) }
         }
-    }
-
-    private func receiveHello(_ message: SyncMessage) throws -> SyncMessage.Hello {
-        guard case .hello(let hello) = message else {
-            throw SyncProtocolError("the first message was not a hello")
-        }
-        guard hello.protocolVersion == SyncMessage.protocolVersion else {
-            throw SyncProtocolError("peer speaks protocol \(hello.protocolVersion), we speak \(SyncMessage.protocolVersion); no data exchanged")
-        }
-        // TLS accepted only a certificate of our account's CA; a hello naming another account is a
-        // device that is confused (or lying), and nothing is exchanged with it.
-        guard hello.account == Data(context.identity.account.id.bytes) else {
-            throw SyncProtocolError("peer is of account \(Hex.encode(hello.account.prefix(4))), we are \(context.identity.account.id.short); no data exchanged")
-        }
-        return hello
     }
 
     private func writeLoop(_ channel: some PeerLinkWriter) async throws {
