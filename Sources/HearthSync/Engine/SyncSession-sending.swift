@@ -89,7 +89,7 @@ extension SyncSession {
             let certificates = state.withLock { $0.certificatesToSend(candidates, of: name) }
             let delta = SyncMessage.Delta(store: name, entries: part, certificates: certificates, vector: vector,
                                           more: index < parts.count - 1)
-            try await send(.delta(delta), to: outbound)
+            try await send(.delta(delta), to: outbound, payload: store.payload(of: delta, sender: context.identity.deviceID.data))
             context.metrics.sentEntries(part.count)
         }
         state.withLock { $0.deltaSent(plan.sent(vector), deferred: plan.deferred, of: name) }

@@ -321,16 +321,18 @@ final class SyncSession: Sendable {
         }
     }
 
-    func send(_ message: SyncMessage, to outbound: FrameBatch) async throws {
-        let payload = try message.encoded(sender: context.identity.deviceID.data)
-        logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.count + 4)"])
-        context.metrics.sent(bytes: payload.count + 4, type: message.kind)
+    /// Sends `message`, encoded here unless its `payload` was made already (a delta shared by
+    /// several links: ``SyncStore/payload(of:sender:)``).
+    func send(_ message: SyncMessage, to outbound: FrameBatch, payload made: ByteBuffer? = nil) async throws {
+        let payload = try made ?? ByteBuffer(bytes: message.encoded(sender: context.identity.deviceID.data))
+        logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.readableBytes + 4)"])
+        context.metrics.sent(bytes: payload.readableBytes + 4, type: message.kind)
         let now = context.clock.now()
         state.withLock { s in
             s.sent(at: now)
             if !message.isHeartbeat { s.active(at: now) }
         }
-        try await outbound.append(ByteBuffer(bytes: payload))
+        try await outbound.append(payload)
     }
 
     /// Drops a peer that sends no hello within the hello timeout. Once the hello is in, the
