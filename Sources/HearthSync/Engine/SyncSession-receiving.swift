@@ -81,7 +81,7 @@ extension SyncSession {
     private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool,
                              ours: VersionVector? = nil) {
         let ours = ours ?? store.replica.syncVector
-        if let effect = state.withLock({ $0.acknowledge(claimed, of: name, ours: ours, known: known) }) { perform([effect], on: store) }
+        if let effect = state.withLock({ $0.acknowledge(claimed, of: name, ours: ours, known: known) }) { store.perform([effect], for: peer) }
     }
 
     /// Notes what the peer said it has of origins we have only now come to know (an entry
@@ -127,11 +127,11 @@ extension SyncSession {
             state.withLock { $0.ignore(message) }
             return
         }
-        let view = view(of: store)
+        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync)
         let ours = context.identity.deviceID
         let effects = state.withLock { $0.receive(message, for: store, view: view, ourDevice: ours) }
         // Before the writer wakes: the peer's entries are checked against its certificate.
-        perform(effects, on: store)
+        store.perform(effects, for: peer)
         wake()
     }
 

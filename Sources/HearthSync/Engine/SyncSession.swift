@@ -10,26 +10,13 @@ import NIOCore
 /// side lacks, each side's delta of what the other lacks, pushes as changes happen,
 /// acknowledgements; heartbeats for the connection as a whole.
 ///
-/// The protocol itself is a value, ``SessionState``; this is its I/O shell. It keeps the state
-/// under one lock, reads the replicas and applies the state's effects to them outside it (a
-/// replica takes its own lock), and runs three tasks on the connection: a reader (verifies and
-/// applies what arrives), a writer (the only one that writes, so frames never interleave), and
-/// a heartbeat that finds dead links. The first to end ends the session.
+/// The protocol itself is values (``SessionState``, ``HelloCheck``, ``DeltaPlan``); this is their
+/// I/O shell. It keeps the state under one lock, reads the replicas and applies the state's
+/// effects to them outside it (a replica takes its own lock), and runs three tasks on the
+/// connection: a reader (verifies and applies what arrives), a writer (``SessionWriter``), and
+/// a hello timeout. The first to end ends the session.
 final class SyncSession: Sendable {
-    enum Outcome: Sendable {
-        /// The connection ended after the hello exchange (peer closed, error, or replaced).
-        case ended
-        /// Refused by the duplicate rule before any data: another connection to this peer won.
-        case duplicate
-        /// The peer sent the account-signed record of this device's removal.
-        case removedByPeer
-        /// The peer refused our certificate with a bare `certificate_revoked` alert: any member
-        /// can say that, so it is only a refused connection (issue 26).
-        case refusedAsRevoked
-        /// The peer is a device removed from the account.
-        case peerRemoved
-    }
-
+    typealias Outcome = SessionOutcome
     typealias State = SessionState<SyncStore>
 
     let peer: TLSPeer
@@ -42,7 +29,7 @@ final class SyncSession: Sendable {
     let state: Locked<State>
     /// Wakes the writer; holds at most one wake-up (the state's mailbox holds what to send).
     private let wakeUp: AsyncStream<Void>.Continuation
-    private let wakeUps: AsyncStream<Void>
+    let wakeUps: AsyncStream<Void>
     /// Closes the link: the way to stop the reader, which waits on it.
     private let closeChannel = Locked<(@Sendable () -> Void)?>(nil)
     let logger: Logger
@@ -124,23 +111,6 @@ final class SyncSession: Sendable {
         update { change(&$0.mailbox) }
     }
 
-    /// Does to `store`'s replica what the state decided, outside the state's lock.
-    func perform(_ effects: [State.ReplicaEffect], on store: SyncStore) {
-        for effect in effects {
-            switch effect {
-            case .keepPeerCertificate: store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
-            case .learnOfDevices(let devices): store.replica.learnOfDevices(devices)
-            case .notePeer(let vector): store.replica.notePeer(peer.deviceID, acknowledged: vector)
-            case .initialSyncCompleted: store.replica.initialSyncCompleted()
-            }
-        }
-    }
-
-    /// What the state needs to know of `store`'s replica now.
-    func view(of store: SyncStore) -> State.ReplicaView {
-        State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync)
-    }
-
     /// Ends the session (its connection closes).
     func close() {
         state.withLock { $0.closed = true }
@@ -160,7 +130,7 @@ final class SyncSession: Sendable {
         let (ours, vector) = store.announcement()
         let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync)
         let effects = update { $0.open(store, named: store.identifier, listed: listed, ours: ours, view: view) }
-        perform(effects, on: store)
+        store.perform(effects, for: peer)
     }
 
     /// Starts syncing `store`, attached on this device since the hellos: the peer is told our
@@ -224,7 +194,7 @@ final class SyncSession: Sendable {
             try await withThrowingTaskGroup(of: Void.self, returning: Outcome.self) { group in
                 defer { group.cancelAll() }
                 group.addTask {
-                    do { try await self.writeLoop(outbound) } catch is CancellationError {} catch { self.fail(error) }
+                    do { try await SessionWriter(session: self, outbound: FrameBatch(outbound)).run(self.wakeUps) } catch is CancellationError {} catch { self.fail(error) }
                 }
                 // From the start: a peer that never says hello is dropped like a silent one.
                 group.addTask {
@@ -303,36 +273,6 @@ final class SyncSession: Sendable {
         for identifier in attached where !listed.contains(identifier) && engine?.announces(identifier, to: peer.deviceID) == true {
             if let store = engine?.store(identifier) { announce(store) }
         }
-    }
-
-    private func writeLoop(_ channel: some PeerLinkWriter) async throws {
-        let outbound = FrameBatch(channel)
-        for await _ in wakeUps {
-            while let item = state.withLock({ $0.next() }) {
-                try await send(item, to: outbound)
-                if case .removals = item, state.withLock({ $0.expelled }) {
-                    try await outbound.flush()
-                    close()
-                    return
-                }
-            }
-            // The mailbox is empty: what it held goes out in one flush (one TLS record when small).
-            try await outbound.flush()
-        }
-    }
-
-    /// Sends `message`, encoded here unless its `payload` was made already (a delta shared by
-    /// several links: ``SyncStore/payload(of:sender:)``).
-    func send(_ message: SyncMessage, to outbound: FrameBatch, payload made: ByteBuffer? = nil) async throws {
-        let payload = try made ?? ByteBuffer(bytes: message.encoded(sender: context.identity.deviceID.data))
-        logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.readableBytes + 4)"])
-        context.metrics.sent(bytes: payload.readableBytes + 4, type: message.kind)
-        let now = context.clock.now()
-        state.withLock { s in
-            s.sent(at: now)
-            if !message.isHeartbeat { s.active(at: now) }
-        }
-        try await outbound.append(payload)
     }
 
     /// Drops a peer that sends no hello within the hello timeout. Once the hello is in, the

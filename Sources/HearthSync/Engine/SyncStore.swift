@@ -2,6 +2,7 @@ import Foundation
 import HearthCore
 import HearthDiscovery
 import HearthIdentity
+import HearthTransport
 import Logging
 import NIOCore
 
@@ -273,6 +274,19 @@ package final class SyncStore: Sendable {
     func keep(peerCertificate certificate: Certificate, of device: DeviceID) {
         if (try? certificates.admit(certificate)) != nil {
             replica.keepCertificate(Data(certificate.derEncoded), signer: device.data)
+        }
+    }
+
+    /// Does to the replica what a session's state decided about `peer` (``SessionReplicaEffect``),
+    /// outside the session's lock.
+    func perform(_ effects: [SessionReplicaEffect], for peer: TLSPeer) {
+        for effect in effects {
+            switch effect {
+            case .keepPeerCertificate: keep(peerCertificate: peer.certificate, of: peer.deviceID)
+            case .learnOfDevices(let devices): replica.learnOfDevices(devices)
+            case .notePeer(let vector): replica.notePeer(peer.deviceID, acknowledged: vector)
+            case .initialSyncCompleted: replica.initialSyncCompleted()
+            }
         }
     }
 
