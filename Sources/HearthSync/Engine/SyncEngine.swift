@@ -75,16 +75,12 @@ package final class SyncEngine: Sendable {
         var nextWaiter: UInt64 = 0
         /// The peers that said this device was removed (each logged once).
         var removalNoticesFrom = Set<DeviceID>()
-        /// This device's identity with its latest certificate (renewed while running).
-        var currentIdentity: DeviceIdentity
-        /// The account CA, when the owner unlocked it here: peers' renewals are answered.
-        var authority: AccountAuthority?
-        var onCertificateRenewed: (@Sendable (DeviceIdentity) -> Void)?
         var removalsObserver: UInt64?
         /// The watch on the account directory's `removals` file (``init(identity:setup:accounts:logger:)``).
         var removalsWatch: (watcher: AccountDirectoryWatcher, directory: String, token: UInt64)?
     }
 
+    typealias Context = EngineContext
     /// What the engine and its sessions share, made once: the identity it started with, its
     /// options, its logger, its counters.
     let context: Context
@@ -102,6 +98,8 @@ package final class SyncEngine: Sendable {
     var options: Options { context.options }
     var logger: Logger { context.logger }
     let certificates: DeviceCertificateCache
+    /// Renewals of this device's certificate and its peers' (``CertificateRenewal``).
+    let renewal: CertificateRenewal
     let state: Locked<State>
     let provider = Locked<(@Sendable (String, DeviceID) -> (any SyncReplica)?)?>(nil)
     /// Signalled when a session comes or goes and after each message a session handled (an
@@ -121,7 +119,7 @@ package final class SyncEngine: Sendable {
     ///   TCP by default; a test's own to run engines in memory, ``SyncEnvironment``).
     package init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
                 devices: KnownDevices? = nil, environment: SyncEnvironment = .system, logger: Logger) throws {
-        state = Locked(State(currentIdentity: identity))
+        state = Locked(State())
         var logger = logger
         logger[metadataKey: "device"] = "\(identity.deviceID.short)"
         // Peers read at most 10 pings and pongs a second (SessionState.heartbeatSpacing): with
@@ -142,6 +140,7 @@ package final class SyncEngine: Sendable {
         }, logger: logger))
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
+        renewal = CertificateRenewal(identity: identity, context: context, network: network, certificates: certificates)
         environment.observeChanges?(changes)
         let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
         state.withLock { $0.removalsObserver = token }

@@ -27,10 +27,10 @@ extension SyncSession {
             engine?.learn(records, from: self)
             return
         case .renew:
-            engine?.renewalAsked(by: self)
+            engine?.renewal.asked(by: self)
             return
         case .certificate(let der):
-            engine?.renewed(der, from: self)
+            engine?.renewal.renewed(der, from: self)
             return
         case .links(let links):
             receive(links)

@@ -73,7 +73,7 @@ final class SyncSession: Sendable {
     /// Asks the peer for a renewed certificate, once per connection, if ours is within its
     /// renewal window and the peer understands renewals.
     func askForRenewalIfDue() {
-        guard let engine, engine.certificateIsDue else { return }
+        guard let engine, engine.renewal.isDue else { return }
         update { $0.askForRenewal() }
     }
 
