@@ -62,19 +62,12 @@ package final class SyncEngine: Sendable {
         var heartbeat: Task<Void, Never>?
         var acceptor: Task<Void, Never>?
         var discoveries: [any PeerDiscovery] = []
-        var dialers: [String: Task<Void, Never>] = [:]
-        var knownDevices: [String: DeviceID] = [:]
         var stores: [String: SyncStore] = [:]
         /// Stores attached for one peer only (a store that peer named, taken up in memory):
         /// neither in hellos nor announced to other peers, who would otherwise take them up
         /// too, charged to this device (see `attach(_:onlyFor:)`).
         var peerOnly: [String: DeviceID] = [:]
         var stopped = false
-        /// Diallers waiting until a device's session (which the peer dialled) ends.
-        var sessionWaiters: [DeviceID: [UInt64: CheckedContinuation<Void, Never>]] = [:]
-        var nextWaiter: UInt64 = 0
-        /// The peers that said this device was removed (each logged once).
-        var removalNoticesFrom = Set<DeviceID>()
         var removalsObserver: UInt64?
         /// The watch on the account directory's `removals` file (``init(identity:setup:accounts:logger:)``).
         var removalsWatch: (watcher: AccountDirectoryWatcher, directory: String, token: UInt64)?
@@ -98,6 +91,10 @@ package final class SyncEngine: Sendable {
     var options: Options { context.options }
     var logger: Logger { context.logger }
     let certificates: DeviceCertificateCache
+    /// Keeps a connection up to each peer discovery reports (``PeerDialler``).
+    let dialler = PeerDialler()
+    /// Removals learned, and what each session does about them (``RemovalCoordinator``).
+    let removalCoordinator: RemovalCoordinator
     /// Renewals of this device's certificate and its peers' (``CertificateRenewal``).
     let renewal: CertificateRenewal
     let state: Locked<State>
@@ -140,9 +137,11 @@ package final class SyncEngine: Sendable {
         }, logger: logger))
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
+        let sessions = state
+        removalCoordinator = RemovalCoordinator(removals: removals, context: context) { sessions.withLock { $0.sessions.sessions } }
         renewal = CertificateRenewal(identity: identity, context: context, network: network, certificates: certificates)
         environment.observeChanges?(changes)
-        let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
+        let token = removals.observe { [weak self] added in self?.removalCoordinator.removalsAdded(added) }
         state.withLock { $0.removalsObserver = token }
     }
 
@@ -229,7 +228,7 @@ package final class SyncEngine: Sendable {
         let following = Task { [weak self] in
             for await event in discovery.events() {
                 guard let self else { return }
-                self.handle(event)
+                self.dialler.handle(event, for: self)
             }
         }
         state.withLock { $0.tasks.append(following) }
@@ -254,7 +253,7 @@ package final class SyncEngine: Sendable {
         let peer = DiscoveredPeer(id: "manual:\(host):\(port)", name: "\(host):\(port)",
                                   addresses: [PeerAddress(host: host, family: host.contains(":") ? .ipv6 : .ipv4)],
                                   port: UInt16(port))
-        handle(.appeared(peer))
+        dialler.handle(.appeared(peer), for: self)
     }
 
     /// Stops dialling, closes every connection and the listener.
@@ -265,12 +264,13 @@ package final class SyncEngine: Sendable {
         let (listener, tasks, sessions, discoveries, stores, observer, watch) = state.withLock { s in
             s.stopped = true
             defer {
-                s.tasks = []; s.dialers = [:]; s.discoveries = []; s.stores = [:]; s.heartbeat = nil
+                s.tasks = []; s.discoveries = []; s.stores = [:]; s.heartbeat = nil
                 s.removalsObserver = nil; s.removalsWatch = nil
             }
-            return (s.listener, s.tasks + Array(s.dialers.values) + (s.heartbeat.map { [$0] } ?? []), s.sessions.removeAll(), s.discoveries, Array(s.stores.values),
+            return (s.listener, s.tasks + (s.heartbeat.map { [$0] } ?? []), s.sessions.removeAll(), s.discoveries, Array(s.stores.values),
                     s.removalsObserver, s.removalsWatch)
         }
+        for dialer in dialler.stop() { dialer.cancel() }
         if let observer { removals.removeObserver(observer) }
         if let watch { watch.watcher.unsubscribe(watch.directory, token: watch.token) }
         for store in stores { store.replica.close() }
@@ -401,38 +401,19 @@ package final class SyncEngine: Sendable {
     }
 
     func unregister(_ session: SyncSession) {
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>]? in
-            let device = session.peer.deviceID
-            guard s.sessions.remove(session, peer: device) else { return nil }
-            devices?.note(session.peer.certificate, seen: true)
-            return s.sessionWaiters.removeValue(forKey: device).map { Array($0.values) } ?? []
-        }
-        guard let waiters else { return }
+        let device = session.peer.deviceID
+        guard state.withLock({ $0.sessions.remove(session, peer: device) }) else { return }
+        devices?.note(session.peer.certificate, seen: true)
         linksChanged()
-        for waiter in waiters { waiter.resume() }
+        // After the session is out: a dialler that registers from now on finds none.
+        dialler.sessionEnded(with: device)
         changes.signal()
     }
 
-    /// Returns once `device` has no session (or the calling dialler is cancelled). Woken by
-    /// ``unregister(_:)``, not by polling: an idle device with peers that dialled it must not
-    /// wake every few hundred milliseconds per peer.
-    private func waitUntilNoSession(with device: DeviceID) async {
-        let id = state.withLock { s in defer { s.nextWaiter &+= 1 }; return s.nextWaiter }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
-                    guard s.sessions[device] != nil, !s.stopped, !Task.isCancelled else { return true }
-                    s.sessionWaiters[device, default: [:]][id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { s in s.sessionWaiters[device]?.removeValue(forKey: id) }?.resume()
-        }
-    }
+    /// Whether `device` has a session now.
+    func hasSession(with device: DeviceID) -> Bool { state.withLock { $0.sessions[device] != nil } }
 
-    private func runSession(_ link: any PeerLink, initiatedLocally: Bool) async -> SyncSession.Outcome {
+    func runSession(_ link: any PeerLink, initiatedLocally: Bool) async -> SyncSession.Outcome {
         guard link.peer.deviceID != identity.deviceID else {
             logger.debug("connected to ourselves; closing")
             await link.close()
@@ -440,74 +421,5 @@ package final class SyncEngine: Sendable {
         }
         let session = SyncSession(peer: link.peer, initiatedLocally: initiatedLocally, context: context, engine: self)
         return await session.run(link)
-    }
-
-    // MARK: Dialling
-
-    private func handle(_ event: PeerEvent) {
-        switch event {
-        case .appeared(let peer), .updated(let peer):
-            state.withLock { s in
-                guard !s.stopped, s.dialers[peer.id] == nil else { return }
-                // A removed device is not dialled (once known by its certificate).
-                if let device = s.knownDevices[peer.id], removals.isRemoved(device) { return }
-                s.dialers[peer.id] = Task { [weak self] in await self?.dial(peer) }
-            }
-        case .gone(let peer):
-            state.withLock { $0.dialers.removeValue(forKey: peer.id) }?.cancel()
-        }
-    }
-
-    /// Keeps a connection to `peer` up: connect, run, and after a failure wait a jittered,
-    /// doubling back-off before trying again. Waits while another connection to the same
-    /// device is up (it may have dialled us).
-    private func dial(_ peer: DiscoveredPeer) async {
-        var backoff = options.minimumBackoff
-        while !Task.isCancelled {
-            if let device = state.withLock({ $0.knownDevices[peer.id] }), state.withLock({ $0.sessions[device] != nil }) {
-                await waitUntilNoSession(with: device)
-                continue
-            }
-            var connected = false
-            for address in peer.addresses.sorted() where !Task.isCancelled {
-                do {
-                    let connection = try await network.dial(host: address.connectHost, port: Int(peer.port), expecting: nil)
-                    connected = true
-                    backoff = options.minimumBackoff
-                    if connection.peer.deviceID == identity.deviceID {
-                        logger.debug("\(peer.name) is this device; not dialling it")
-                        await connection.close()
-                        return
-                    }
-                    state.withLock { $0.knownDevices[peer.id] = connection.peer.deviceID }
-                    switch await runSession(connection, initiatedLocally: true) {
-                    case .removedByPeer:
-                        // It sent the account-signed record naming this device (noted by learn()).
-                        return
-                    case .refusedAsRevoked:
-                        // A bare alert is any member's word: a refused connection, tried again.
-                        noteRefusedAsRevoked(by: connection.peer)
-                        connected = false   // backs off as a failed dial does
-                    case .peerRemoved:
-                        return
-                    case .ended, .duplicate:
-                        // Removed while connected (its session was closed for it), or this device was.
-                        if removals.isRemoved(connection.peer.deviceID) || removals.isRemoved(identity.deviceID) { return }
-                    }
-                    break
-                } catch let error as TLSError where error.code == .peerRemoved {
-                    logger.info("\(peer.name) is a device removed from the account; not dialling it")
-                    return
-                } catch let error as TLSError where error.code == .removedByPeer {
-                    logger.debug("could not connect to \(peer.name) at \(address): \(error)")
-                    noteRefusedAsRevoked(by: nil, name: peer.name)
-                } catch {
-                    logger.debug("could not connect to \(peer.name) at \(address): \(error)")
-                }
-            }
-            let jitter = context.random.number(in: 0.5...1.5)
-            try? await context.clock.sleep((connected ? options.minimumBackoff : backoff) * jitter)
-            if !connected { backoff = min(backoff * 2, options.maximumBackoff) }
-        }
     }
 }

@@ -24,7 +24,7 @@ extension SyncSession {
             return
         case .removals(let records):
             try await pace(\.removalMessages, "removals", wait: { $0.removalsArrived(at: $1) })
-            engine?.learn(records, from: self)
+            engine?.removalCoordinator.learn(records, from: self)
             return
         case .renew:
             engine?.renewal.asked(by: self)

@@ -215,7 +215,7 @@ final class SyncSession: Sendable {
                     if !greeted {
                         switch try helloCheck.check(message) {
                         case .removals(let records):
-                            engine?.learn(records, from: self)
+                            engine?.removalCoordinator.learn(records, from: self)
                             try HelloCheck.removedByPeer(namingUs: engine?.removals.isRemoved(context.identity.deviceID) == true)
                             return .removedByPeer
                         case .hello(let hello):
