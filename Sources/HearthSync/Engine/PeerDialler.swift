@@ -101,7 +101,7 @@ final class PeerDialler: Sendable {
                     state.withLock { $0.knownDevices[peer.id] = connection.peer.deviceID }
                     switch await engine.runSession(connection, initiatedLocally: true) {
                     case .removedByPeer:
-                        // It sent the account-signed record naming this device (noted by learn()).
+                        // It sent the account-signed record naming this device (noted by RemovalCoordinator.learn).
                         return
                     case .refusedAsRevoked:
                         // A bare alert is any member's word: a refused connection, tried again.

@@ -6,12 +6,14 @@ import HearthIdentity
 /// to have of each shared store, what is owed to it (the ``SessionMailbox``), and the flags of
 /// the hello, renewal and removal exchanges. No I/O, no locks, no clock of its own: a method
 /// takes a message (or the time) and what it needs of the replicas, changes the state, and
-/// returns what the caller must do to them (``ReplicaEffect``); what to send is left in the
-/// mailbox, which ``next()`` empties in protocol order.
+/// returns what the caller must do to them (``ReplicaEffect``) and to the other sessions
+/// (``RelayEffect``); what to send is left in the mailbox, which ``next()`` empties in protocol
+/// order. The link's liveness is its ``SessionHeartbeat``.
 ///
 /// ``SyncSession`` is its I/O shell: it keeps the state under one lock, reads replicas and
-/// applies effects outside it, and writes what ``next()`` gives. `SessionStateTests` drive two
-/// states against each other with no sockets at all.
+/// applies effects outside it, and its ``SessionWriter`` writes what ``next()`` gives.
+/// `SessionStateTests` drive two states against each other with no sockets at all;
+/// `RelayRoutingTests` the relay decisions.
 ///
 /// `Store` is what the session syncs each store with: ``SyncStore`` in the engine, anything in
 /// tests.
