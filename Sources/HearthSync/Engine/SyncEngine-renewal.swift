@@ -10,7 +10,7 @@ extension SyncEngine {
     /// the CA key is never stored in the clear.
     package var authority: AccountAuthority? {
         get { renewal.authority }
-        set { renewal.unlock(newValue) { state.withLock { $0.sessions.sessions } } }
+        set { renewal.unlock(newValue) { sessions } }
     }
 
     /// Called with the renewed identity each time this device's certificate is renewed (the

@@ -25,33 +25,8 @@ import NIOCore
 /// store this device does not serve is ignored, unless ``storeProvider`` supplies the store
 /// (an always-on device keeping stores it never opened).
 package final class SyncEngine: Sendable {
-    package struct Options: Sendable {
-        /// Where to listen (default: every interface, a free port).
-        package var host: String
-        package var port: Int
-        /// How long a link may be idle before it is pinged, and how long a silent link lives
-        /// (a dead peer is noticed within `timeout` plus a third of it).
-        package var heartbeatInterval: Duration
-        package var timeout: Duration
-        /// Reconnect back-off bounds (each wait is jittered by ±50 %).
-        package var minimumBackoff: Duration
-        package var maximumBackoff: Duration
-        /// How long before its certificate expires a device asks its peers for a renewed one
-        /// (any peer holding the unlocked account CA answers; see ``SyncEngine/authority``).
-        package var renewalWindow: Duration
-
-        package init(host: String = "0.0.0.0", port: Int = 0, heartbeatInterval: Duration = .seconds(30),
-                    timeout: Duration = .seconds(90), minimumBackoff: Duration = .milliseconds(200),
-                    maximumBackoff: Duration = .seconds(10), renewalWindow: Duration = .seconds(90 * 86_400)) {
-            self.renewalWindow = renewalWindow
-            self.host = host
-            self.port = port
-            self.heartbeatInterval = heartbeatInterval
-            self.timeout = timeout
-            self.minimumBackoff = minimumBackoff
-            self.maximumBackoff = maximumBackoff
-        }
-    }
+    /// How an engine listens, beats and backs off (``SyncEngineOptions``).
+    package typealias Options = SyncEngineOptions
 
     struct State: ~Copyable {
         /// One session per peer device (``Routing``: the duplicate rule, whom an event goes to).
@@ -62,11 +37,6 @@ package final class SyncEngine: Sendable {
         var heartbeat: Task<Void, Never>?
         var acceptor: Task<Void, Never>?
         var discoveries: [any PeerDiscovery] = []
-        var stores: [String: SyncStore] = [:]
-        /// Stores attached for one peer only (a store that peer named, taken up in memory):
-        /// neither in hellos nor announced to other peers, who would otherwise take them up
-        /// too, charged to this device (see `attach(_:onlyFor:)`).
-        var peerOnly: [String: DeviceID] = [:]
         var stopped = false
         var removalsObserver: UInt64?
         /// The watch on the account directory's `removals` file (``init(identity:setup:accounts:logger:)``).
@@ -98,12 +68,12 @@ package final class SyncEngine: Sendable {
     /// Renewals of this device's certificate and its peers' (``CertificateRenewal``).
     let renewal: CertificateRenewal
     let state: Locked<State>
-    let provider = Locked<(@Sendable (String, DeviceID) -> (any SyncReplica)?)?>(nil)
+    /// The attached stores (``StoreTable``).
+    let storeTable = StoreTable()
     /// Signalled when a session comes or goes and after each message a session handled (an
     /// ack, a refusal, a store it shares): what a caller waiting for peers to connect or to
     /// confirm having every write re-checks (``SyncStore/isSettled``), without polling.
     package let changes = ChangeSignal()
-    let servedHandler = Locked<(@Sendable (String, DeviceID) -> Void)?>(nil)
 
     /// The shortest heartbeat interval an engine uses (a shorter one is raised to it).
     package static var minimumHeartbeatInterval: Duration { .milliseconds(250) }
@@ -137,8 +107,7 @@ package final class SyncEngine: Sendable {
         }, logger: logger))
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
-        let sessions = state
-        removalCoordinator = RemovalCoordinator(removals: removals, context: context) { sessions.withLock { $0.sessions.sessions } }
+        removalCoordinator = RemovalCoordinator(removals: removals, context: context) { [state] in state.withLock { $0.sessions.sessions } }
         renewal = CertificateRenewal(identity: identity, context: context, network: network, certificates: certificates)
         environment.observeChanges?(changes)
         let token = removals.observe { [weak self] added in self?.removalCoordinator.removalsAdded(added) }
@@ -261,15 +230,16 @@ package final class SyncEngine: Sendable {
     /// A barrier: once it returns, no session of this engine changes the replica of any of its
     /// stores (see ``ReplicaGate``), even one that was still verifying a delta.
     package func stop() async {
-        let (listener, tasks, sessions, discoveries, stores, observer, watch) = state.withLock { s in
+        let (listener, tasks, sessions, discoveries, observer, watch) = state.withLock { s in
             s.stopped = true
             defer {
-                s.tasks = []; s.discoveries = []; s.stores = [:]; s.heartbeat = nil
+                s.tasks = []; s.discoveries = []; s.heartbeat = nil
                 s.removalsObserver = nil; s.removalsWatch = nil
             }
-            return (s.listener, s.tasks + (s.heartbeat.map { [$0] } ?? []), s.sessions.removeAll(), s.discoveries, Array(s.stores.values),
+            return (s.listener, s.tasks + (s.heartbeat.map { [$0] } ?? []), s.sessions.removeAll(), s.discoveries,
                     s.removalsObserver, s.removalsWatch)
         }
+        let stores = storeTable.closeAll()
         for dialer in dialler.stop() { dialer.cancel() }
         if let observer { removals.removeObserver(observer) }
         if let watch { watch.watcher.unsubscribe(watch.directory, token: watch.token) }
@@ -288,13 +258,12 @@ package final class SyncEngine: Sendable {
     /// Sends every connected peer what it lacks of every store, now (local writes and applied
     /// deltas already do).
     package func pushNow() {
-        for store in state.withLock({ Array($0.stores.keys) }) { changed(store) }
+        for store in storeTable.identifiers { changed(store) }
     }
 
     /// Pushes `store` to every connected peer serving it (after a local write, or to relay what
     /// one peer sent).
     func changed(_ store: String) {
-        let sessions = state.withLock { $0.sessions.sessions }
         for session in sessions { session.push(store) }
     }
 
@@ -330,15 +299,13 @@ package final class SyncEngine: Sendable {
 
     /// `device` no longer serves `store`: the other sessions stop leaving its writes to it.
     func left(_ store: String, by device: DeviceID) {
-        let sessions = state.withLock { $0.sessions.sessions(except: device) }
-        for session in sessions {
+        for session in state.withLock({ $0.sessions.sessions(except: device) }) {
             session.update { $0.forgetDeferred(device, of: store) }
         }
     }
 
     /// The set of sessions changed: every peer is told our links.
     private func linksChanged() {
-        let sessions = state.withLock { $0.sessions.sessions }
         for session in sessions { session.update { $0.relayLinks() } }
     }
 
