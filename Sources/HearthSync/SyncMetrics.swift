@@ -45,6 +45,9 @@ package final class SyncMetrics: Sendable {
     package typealias Snapshot = SyncCounters
 
     private let counters = Locked(Snapshot())
+    /// Deltas encoded (``SyncStore/payload(of:sender:)``): with ``SyncCounters/sentByType``'s
+    /// deltas, how many links shared one encoding. Not in the public counters.
+    private let encodedDeltas = Locked(0)
     /// For ``SyncCounters/lastEntriesMoved``: the engine's wall clock.
     private let clock: SyncClock
 
@@ -79,5 +82,8 @@ package final class SyncMetrics: Sendable {
         }
     }
     func signedEntries(_ n: Int) { counters.withLock { $0.entriesSigned += n } }
+    func deltaEncoded() { encodedDeltas.withLock { $0 += 1 } }
+    /// Deltas encoded since the engine started (several links may send one encoding).
+    package var deltasEncoded: Int { encodedDeltas.withLock { $0 } }
     func sessionStarted() { counters.withLock { $0.sessions += 1 } }
 }

@@ -6,94 +6,22 @@ import HearthIdentity
 /// to have of each shared store, what is owed to it (the ``SessionMailbox``), and the flags of
 /// the hello, renewal and removal exchanges. No I/O, no locks, no clock of its own: a method
 /// takes a message (or the time) and what it needs of the replicas, changes the state, and
-/// returns what the caller must do to them (``ReplicaEffect``); what to send is left in the
-/// mailbox, which ``next()`` empties in protocol order.
+/// returns what the caller must do to them (``ReplicaEffect``) and to the other sessions
+/// (``RelayEffect``); what to send is left in the mailbox, which ``next()`` empties in protocol
+/// order. The link's liveness is its ``SessionHeartbeat``.
 ///
 /// ``SyncSession`` is its I/O shell: it keeps the state under one lock, reads replicas and
-/// applies effects outside it, and writes what ``next()`` gives. `SessionStateTests` drive two
-/// states against each other with no sockets at all.
+/// applies effects outside it, and its ``SessionWriter`` writes what ``next()`` gives.
+/// `SessionStateTests` drive two states against each other with no sockets at all;
+/// `RelayRoutingTests` the relay decisions.
 ///
 /// `Store` is what the session syncs each store with: ``SyncStore`` in the engine, anything in
 /// tests.
 package struct SessionState<Store: Sendable>: Sendable {
-    /// A store both ends serve, as this connection sees it.
-    package struct Shared: Sendable {
-        package let store: Store
-        /// Whether we know what the peer has of it (equal hello digests, or its `store`
-        /// message): deltas wait until then.
-        package var ready = false
-        /// What the peer is known to have: its vector, what we sent, what it acknowledged.
-        package var peerKnown = VersionVector()
-        /// What the peer has confirmed having (its vector, acks and pings).
-        package var acknowledged = VersionVector()
-        /// The last vector of ours the peer was told (hello digest, state, ack or ping).
-        package var told: VersionVector?
-        /// Whether our `store` message has been sent (or posted) on this connection.
-        package var sentState = false
-        /// Certificates sent with this store's deltas: the peer keeps them, so each goes once.
-        package var sentCertificates = Set<Data>()
-        /// Whether the deltas received so far are the first batch (the initial download),
-        /// which lasts until a delta without `more`.
-        package var inFirstBatch = true
-        /// Whether our first delta of the store on this connection was sent (or none was
-        /// needed): from then on we relay direct first (``deltaBasis(of:)``). The first is
-        /// whole, so that a newcomer's initial download from any one peer is complete.
-        package var relaying = false
-        /// What we did not relay because a device the peer is linked to wrote it, and so
-        /// pushes it to the peer itself: taken as the peer's until the peer says that link
-        /// is gone (``peerLinked(_:)``) or that device leaves the store (``forgetDeferred(_:of:)``).
-        package var deferred = VersionVector()
-        /// What the peer said it has of origins we did not know yet (at most
-        /// ``maximumUnknownClaims``): noted once we know them (``claimsNowKnown(of:in:)``).
-        /// Otherwise a peer that got an entry directly from its writer, and told us before we
-        /// had it, would never be known to have it: nothing else would make it tell again.
-        package var unknownClaims = VersionVector()
-
-        package init(store: Store) { self.store = store }
-    }
-
-    /// Renewals on this connection: whether the peer understands them, whether we asked it for
-    /// a certificate, whether it asked us (kept, so a CA unlocked later can still answer), and
-    /// whether we issued it one (once per connection).
-    package struct Renewal: Sendable, Equatable {
-        package var peerRenews = false
-        package var asked = false
-        package var askedByPeer = false
-        package var issued = false
-    }
-
-    /// What a decision needs to know of a store's replica (read outside the session's lock).
-    package struct ReplicaView: Sendable {
-        package var vector: VersionVector
-        package var awaitingInitialSync: Bool
-
-        package init(vector: VersionVector, awaitingInitialSync: Bool = false) {
-            self.vector = vector
-            self.awaitingInitialSync = awaitingInitialSync
-        }
-    }
-
-    /// What the shell must do to a store's replica after a decision, in order.
-    package enum ReplicaEffect: Sendable, Equatable {
-        /// Admit the peer's certificate for the store's signature checks.
-        case keepPeerCertificate
-        /// The peer knows of these devices in the store (ours left out).
-        case learnOfDevices([DeviceID])
-        /// The peer has this much of the store (for settling and tombstone collection).
-        case notePeer(acknowledged: VersionVector)
-        /// The first download is done (the peer had nothing we lacked).
-        case initialSyncCompleted
-    }
-
-    /// What a heartbeat tick found (``heartbeat(now:timeout:interval:)``).
-    package enum Beat: Sendable, Equatable {
-        /// Nothing to do.
-        case alive
-        /// We sent nothing for an interval: a ping was posted.
-        case ping
-        /// The peer said nothing for too long: end the session with this reason.
-        case silent(String)
-    }
+    package typealias Shared = SharedStore<Store>
+    package typealias Renewal = SessionRenewal
+    package typealias ReplicaView = SessionReplicaView
+    package typealias ReplicaEffect = SessionReplicaEffect
 
     // MARK: State
 
@@ -111,8 +39,6 @@ package struct SessionState<Store: Sendable>: Sendable {
     package private(set) var listedInHello: Set<String>?
     /// The stores whose vector our hello carried: the peer knows it, and needs no `store` message.
     package private(set) var inlineInHello = Set<String>()
-    /// Set once the peer's hello is verified; before that no ping may be sent.
-    package private(set) var greeted = false
     /// Whether the peer's hello carried a removals digest: older builds are sent no removals.
     package private(set) var peerKnowsRemovals = false
     /// Whether the peer's hello said it understands `links`: older builds are sent none.
@@ -127,19 +53,7 @@ package struct SessionState<Store: Sendable>: Sendable {
     package private(set) var forgedEntries = 0
     /// Set when the peer was removed: the writer closes once it has sent the removals.
     package private(set) var expelled = false
-    /// Paces the peer's pings and pongs (``heartbeatArrived(at:)``).
-    package private(set) var heartbeats = Pacer(spacing: Self.heartbeatSpacing, burst: Self.heartbeatBurst)
-    /// Paces the peer's `removals` messages (``removalsArrived(at:)``).
-    package private(set) var removalMessages = Pacer(spacing: Self.removalsSpacing, burst: Self.removalsBurst)
     package var closed = false
-    package private(set) var lastHeard: ContinuousClock.Instant
-    package private(set) var lastSent: ContinuousClock.Instant
-    /// When a frame other than a ping or pong last went out or came in: how long the link has
-    /// been idle, which spaces its heartbeats out (``pingInterval(now:interval:)``).
-    package private(set) var lastActivity: ContinuousClock.Instant
-    /// Whether we dialled this connection: with a peer that takes sparse heartbeats, only the
-    /// dialler pings (the other answers).
-    package let dialled: Bool
 
     /// How many counters of origins we do not know yet are kept per store from a peer's claims:
     /// an honest peer's are the few writers whose entries are on their way to us; a lying peer
@@ -150,25 +64,8 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// pass on an entry whose signer's certificate it lacks, once).
     package static var maximumForgedEntries: Int { 64 }
 
-    /// Pings and pongs a peer may send at once, then one per ``heartbeatSpacing`` (10 a second).
-    /// An honest peer pings at most once per its heartbeat interval (30 s by default, 300 ms in
-    /// the fastest tests) and pongs once per our ping: far below. One that floods them has its
-    /// frames read at this pace: each costs a counter, and the answers ten small frames a second
-    /// (and after a minute of that, its link is closed: ``Pacer/exhausted``).
-    package static var heartbeatBurst: Int { 20 }
-    package static var heartbeatSpacing: Duration { .milliseconds(100) }
-
-    /// `removals` messages a peer may send at once, then one per ``removalsSpacing``. An honest
-    /// peer sends one after the hellos when the digests differ and one per removal it learns
-    /// (about one per device of the household when the owner removes one): far below.
-    package static var removalsBurst: Int { 16 }
-    package static var removalsSpacing: Duration { .seconds(1) }
-
     package init(now: ContinuousClock.Instant, dialled: Bool = false) {
-        lastHeard = now
-        lastSent = now
-        lastActivity = now
-        self.dialled = dialled
+        liveness = SessionHeartbeat(now: now, dialled: dialled)
     }
 
     /// Both ends serve `store` on this connection: ours is open here, and the peer listed it in
@@ -186,7 +83,8 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// The peer's hello, verified: what it serves and understands. `removalsDigest` is ours
     /// (nil when we know of no removal): different digests, and ours are sent.
     package mutating func greet(_ hello: SyncMessage.Hello, removalsDigest: Data?) {
-        greeted = true
+        liveness.greeted = true
+        liveness.sparse = hello.links
         if let digest = hello.removalsDigest {
             peerKnowsRemovals = true
             if let removalsDigest, digest != removalsDigest { mailbox.removals = true }
@@ -354,6 +252,44 @@ package struct SessionState<Store: Sendable>: Sendable {
         return true
     }
 
+    /// The peer says it has `claimed` of `name`: its ack or a delta's vector (`known`: it has what
+    /// we sent too), or its ping's or links' (only what it says). Counters of origins `ours` does
+    /// not name are kept aside (bounded, ``claimsNowKnown(of:in:)``); the rest is noted, and
+    /// returned for the replica (settling, tombstone collection). Nil if `name` is not synced here.
+    package mutating func acknowledge(_ claimed: VersionVector, of name: String, ours: VersionVector, known: Bool) -> ReplicaEffect? {
+        let vector = claimed.restricted(to: ours)
+        keepUnknownClaims(claimed, of: name, ours: ours)
+        return peerHas(vector, of: name, known: known) ? .notePeer(acknowledged: vector) : nil
+    }
+
+    /// A delta of `name` from the peer was checked and applied: `carried` entries (undecodable
+    /// ones included), `accepted` of them verified, `changed` whether any key changed, `refused`
+    /// what was not applied, `applied` our vector after it. The peer is told the refusals and,
+    /// if the delta carried anything, our vector; returned is what the other sessions are to do
+    /// (``Routing/targets(of:from:)``): relay what changed, note claims about origins now known,
+    /// and tell peers linked to the writers our vector.
+    package mutating func deltaApplied(_ name: String, carried: Int, accepted: [Entry], changed: Bool, refused: [RefusedEntry],
+                                       clock: @autoclosure () -> UInt64, applied: VersionVector) -> [RelayEffect] {
+        // An empty delta teaches the peer nothing new about us: its hello already did.
+        self.applied(name, refused: refused, clock: refused.isEmpty ? 0 : clock(), ack: carried == 0 ? nil : applied)
+        var effects: [RelayEffect] = []
+        if changed { effects.append(.push(name)) }
+        if !accepted.isEmpty {
+            effects.append(.originsLearned(name))
+            effects.append(.tellLinkedPeers(name, writers: Set(accepted.map(\.origin.devicePrefix))))
+        }
+        return effects
+    }
+
+    /// Whether to tell the peer our vector of `name` soon, after entries of `writers` (device
+    /// prefixes) arrived from another peer: if it is linked to one of them (it left their writes
+    /// to them, so no ack of ours says we have them), once however many arrive meanwhile
+    /// (``vectorTellDue(of:)``).
+    package mutating func tellVectorSoon(of name: String, ifLinkedTo writers: Set<UInt64>) -> Bool {
+        guard shares(name), peerLinks.contains(where: { writers.contains(ReplicaID.devicePrefix(of: $0.data)) }) else { return false }
+        return scheduleVectorTell(of: name)
+    }
+
     /// Stores whose vector we are to tell the peer soon (``scheduleVectorTell(of:)``).
     package private(set) var vectorTells = Set<String>()
 
@@ -443,13 +379,6 @@ package struct SessionState<Store: Sendable>: Sendable {
         return count > 0 && forgedEntries > Self.maximumForgedEntries
     }
 
-    /// A ping or pong arrived at `now`: how long the reader waits before handling it (zero
-    /// unless the peer sends them faster than ``heartbeatSpacing`` after a burst).
-    package mutating func heartbeatArrived(at now: ContinuousClock.Instant) -> Duration { heartbeats.arrived(at: now) }
-
-    /// A `removals` message arrived at `now`: how long the reader waits before handling it.
-    package mutating func removalsArrived(at now: ContinuousClock.Instant) -> Duration { removalMessages.arrived(at: now) }
-
     /// After applying a delta of `name`: the peer is told which entries were refused (bounded
     /// like the message that carries them) and, if the delta carried any, our vector (`applied`).
     package mutating func applied(_ name: String, refused: [RefusedEntry], clock: UInt64, ack applied: VersionVector?) {
@@ -466,16 +395,6 @@ package struct SessionState<Store: Sendable>: Sendable {
 
     /// The next thing to send (see ``SessionMailbox/next()``).
     package mutating func next() -> SessionOutgoing? { mailbox.next() }
-
-    /// A frame went out at `now`.
-    package mutating func sent(at now: ContinuousClock.Instant) { lastSent = now }
-
-    /// A frame arrived at `now`.
-    package mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
-
-    /// A frame other than a ping or pong went out or came in at `now`: the link is in use, and
-    /// its heartbeat is back to the interval.
-    package mutating func active(at now: ContinuousClock.Instant) { lastActivity = now }
 
     /// The peer was told `vector` of `name` (our state, an ack or a ping).
     package mutating func told(_ vector: VersionVector, of name: String) { shared[name]?.told = vector }
@@ -537,64 +456,37 @@ package struct SessionState<Store: Sendable>: Sendable {
         mailbox.renew = true
     }
 
-    // MARK: Heartbeat
+    // MARK: Heartbeat (``SessionHeartbeat``)
 
-    /// How many heartbeat intervals apart pings may get on an idle link.
-    package static var maximumIdleFactor: Int { 8 }
-
-    /// Whether the heartbeat is sparse: the peer's hello said it takes `links`, which builds
-    /// that space heartbeats out and answer pings with their vectors have said since.
-    package var sparse: Bool { peerTakesLinks }
-
-    /// How long the pinging side waits, having sent nothing, before it pings: the heartbeat
-    /// interval while the link is in use; once idle, a quarter of the time it has been idle,
-    /// up to ``maximumIdleFactor`` intervals (4 minutes by default). The kernel's TCP keepalive
-    /// and user timeout still drop a link to a vanished machine within 90 s, without waking us.
-    package func pingInterval(now: ContinuousClock.Instant, interval: Duration) -> Duration {
-        guard sparse else { return interval }
-        return min(interval * Self.maximumIdleFactor, max(interval, (now - lastActivity) / 4))
-    }
-
-    /// How long the peer may say nothing: the timeout, or two of its ping intervals once those
-    /// are longer (an idle peer that went quiet at the start of the idle time is still noticed
-    /// within the timeout: the allowance grows at half the speed of the silence).
+    /// When frames went and came, the pacing of the peer's pings and removals, when to ping.
+    package private(set) var liveness: SessionHeartbeat
+    package typealias Beat = SessionHeartbeat.Beat
+    /// Set once the peer's hello is verified; before that no ping may be sent.
+    package var greeted: Bool { liveness.greeted }
+    package var sparse: Bool { liveness.sparse }
+    package var pings: Bool { liveness.pings }
+    package var heartbeats: Pacer { liveness.heartbeats }
+    package var removalMessages: Pacer { liveness.removalMessages }
+    package static var heartbeatBurst: Int { SessionHeartbeat.heartbeatBurst }
+    package static var heartbeatSpacing: Duration { SessionHeartbeat.heartbeatSpacing }
+    package static var removalsBurst: Int { SessionHeartbeat.removalsBurst }
+    package mutating func heartbeatArrived(at now: ContinuousClock.Instant) -> Duration { liveness.heartbeatArrived(at: now) }
+    package mutating func removalsArrived(at now: ContinuousClock.Instant) -> Duration { liveness.removalsArrived(at: now) }
+    package mutating func sent(at now: ContinuousClock.Instant) { liveness.sent(at: now) }
+    package mutating func heard(at now: ContinuousClock.Instant) { liveness.heard(at: now) }
+    package mutating func active(at now: ContinuousClock.Instant) { liveness.active(at: now) }
+    package func pingInterval(now: ContinuousClock.Instant, interval: Duration) -> Duration { liveness.pingInterval(now: now, interval: interval) }
     package func allowedSilence(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Duration {
-        sparse ? max(timeout, pingInterval(now: now, interval: interval) * 2) : timeout
+        liveness.allowedSilence(now: now, timeout: timeout, interval: interval)
     }
-
-    /// Whether we ping on this link: always with an older build; with a sparse one, only the
-    /// side that dialled.
-    package var pings: Bool { !sparse || dialled }
-
-    /// How long until the next heartbeat tick: a few times per allowed silence, so that a dead
-    /// link is noticed within it plus a third; before the hello, by its shorter timeout.
     package func heartbeatDelay(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Duration {
-        let tick = tick(now: now, timeout: timeout, interval: interval)
-        return greeted ? tick : min(tick, Self.helloTimeout(timeout))
+        liveness.heartbeatDelay(now: now, timeout: timeout, interval: interval)
     }
 
-    /// A heartbeat tick at `now`: a peer silent for longer than allowed (or without a hello for
-    /// its shorter timeout) is dead; a link on which the pinging side sent nothing for a ping
-    /// interval gets a ping.
+    /// A heartbeat tick (``SessionHeartbeat/heartbeat(now:timeout:interval:)``); a ping due is posted.
     package mutating func heartbeat(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Beat {
-        let silence = now - lastHeard
-        guard greeted else {
-            let helloTimeout = Self.helloTimeout(timeout)
-            return silence > helloTimeout ? .silent("no hello from the peer within \(helloTimeout)") : .alive
-        }
-        if silence > allowedSilence(now: now, timeout: timeout, interval: interval) {
-            return .silent("no frame from the peer for \(silence); the link is dead")
-        }
-        guard pings else { return .alive }
-        let tick = tick(now: now, timeout: timeout, interval: interval)
-        guard now - lastSent >= pingInterval(now: now, interval: interval) - tick / 10 else { return .alive }
-        mailbox.ping = true
-        return .ping
-    }
-
-    private static func helloTimeout(_ timeout: Duration) -> Duration { min(timeout, .seconds(5)) }
-
-    private func tick(now: ContinuousClock.Instant, timeout: Duration, interval: Duration) -> Duration {
-        min(pingInterval(now: now, interval: interval), allowedSilence(now: now, timeout: timeout, interval: interval) / 3)
+        let beat = liveness.heartbeat(now: now, timeout: timeout, interval: interval)
+        if beat == .ping { mailbox.ping = true }
+        return beat
     }
 }

@@ -25,65 +25,25 @@ import NIOCore
 /// store this device does not serve is ignored, unless ``storeProvider`` supplies the store
 /// (an always-on device keeping stores it never opened).
 package final class SyncEngine: Sendable {
-    package struct Options: Sendable {
-        /// Where to listen (default: every interface, a free port).
-        package var host: String
-        package var port: Int
-        /// How long a link may be idle before it is pinged, and how long a silent link lives
-        /// (a dead peer is noticed within `timeout` plus a third of it).
-        package var heartbeatInterval: Duration
-        package var timeout: Duration
-        /// Reconnect back-off bounds (each wait is jittered by ±50 %).
-        package var minimumBackoff: Duration
-        package var maximumBackoff: Duration
-        /// How long before its certificate expires a device asks its peers for a renewed one
-        /// (any peer holding the unlocked account CA answers; see ``SyncEngine/authority``).
-        package var renewalWindow: Duration
-
-        package init(host: String = "0.0.0.0", port: Int = 0, heartbeatInterval: Duration = .seconds(30),
-                    timeout: Duration = .seconds(90), minimumBackoff: Duration = .milliseconds(200),
-                    maximumBackoff: Duration = .seconds(10), renewalWindow: Duration = .seconds(90 * 86_400)) {
-            self.renewalWindow = renewalWindow
-            self.host = host
-            self.port = port
-            self.heartbeatInterval = heartbeatInterval
-            self.timeout = timeout
-            self.minimumBackoff = minimumBackoff
-            self.maximumBackoff = maximumBackoff
-        }
-    }
+    /// How an engine listens, beats and backs off (``SyncEngineOptions``).
+    package typealias Options = SyncEngineOptions
 
     struct State: ~Copyable {
-        var sessions: [DeviceID: SyncSession] = [:]
+        /// One session per peer device (``Routing``: the duplicate rule, whom an event goes to).
+        var sessions = Routing<SyncSession>()
         var listener: (any PeerLinkListener)?
         var tasks: [Task<Void, Never>] = []
         /// Ticks every session's heartbeat (``restartHeartbeat()``).
         var heartbeat: Task<Void, Never>?
         var acceptor: Task<Void, Never>?
         var discoveries: [any PeerDiscovery] = []
-        var dialers: [String: Task<Void, Never>] = [:]
-        var knownDevices: [String: DeviceID] = [:]
-        var stores: [String: SyncStore] = [:]
-        /// Stores attached for one peer only (a store that peer named, taken up in memory):
-        /// neither in hellos nor announced to other peers, who would otherwise take them up
-        /// too, charged to this device (see `attach(_:onlyFor:)`).
-        var peerOnly: [String: DeviceID] = [:]
         var stopped = false
-        /// Diallers waiting until a device's session (which the peer dialled) ends.
-        var sessionWaiters: [DeviceID: [UInt64: CheckedContinuation<Void, Never>]] = [:]
-        var nextWaiter: UInt64 = 0
-        /// The peers that said this device was removed (each logged once).
-        var removalNoticesFrom = Set<DeviceID>()
-        /// This device's identity with its latest certificate (renewed while running).
-        var currentIdentity: DeviceIdentity
-        /// The account CA, when the owner unlocked it here: peers' renewals are answered.
-        var authority: AccountAuthority?
-        var onCertificateRenewed: (@Sendable (DeviceIdentity) -> Void)?
         var removalsObserver: UInt64?
         /// The watch on the account directory's `removals` file (``init(identity:setup:accounts:logger:)``).
         var removalsWatch: (watcher: AccountDirectoryWatcher, directory: String, token: UInt64)?
     }
 
+    typealias Context = EngineContext
     /// What the engine and its sessions share, made once: the identity it started with, its
     /// options, its logger, its counters.
     let context: Context
@@ -101,13 +61,19 @@ package final class SyncEngine: Sendable {
     var options: Options { context.options }
     var logger: Logger { context.logger }
     let certificates: DeviceCertificateCache
+    /// Keeps a connection up to each peer discovery reports (``PeerDialler``).
+    let dialler = PeerDialler()
+    /// Removals learned, and what each session does about them (``RemovalCoordinator``).
+    let removalCoordinator: RemovalCoordinator
+    /// Renewals of this device's certificate and its peers' (``CertificateRenewal``).
+    let renewal: CertificateRenewal
     let state: Locked<State>
-    let provider = Locked<(@Sendable (String, DeviceID) -> (any SyncReplica)?)?>(nil)
+    /// The attached stores (``EngineStores``).
+    let attachedStores = EngineStores()
     /// Signalled when a session comes or goes and after each message a session handled (an
     /// ack, a refusal, a store it shares): what a caller waiting for peers to connect or to
     /// confirm having every write re-checks (``SyncStore/isSettled``), without polling.
     package let changes = ChangeSignal()
-    let servedHandler = Locked<(@Sendable (String, DeviceID) -> Void)?>(nil)
 
     /// The shortest heartbeat interval an engine uses (a shorter one is raised to it).
     package static var minimumHeartbeatInterval: Duration { .milliseconds(250) }
@@ -120,7 +86,7 @@ package final class SyncEngine: Sendable {
     ///   TCP by default; a test's own to run engines in memory, ``SyncEnvironment``).
     package init(identity: DeviceIdentity, options: Options = Options(), removals: DeviceRemovals? = nil,
                 devices: KnownDevices? = nil, environment: SyncEnvironment = .system, logger: Logger) throws {
-        state = Locked(State(currentIdentity: identity))
+        state = Locked(State())
         var logger = logger
         logger[metadataKey: "device"] = "\(identity.deviceID.short)"
         // Peers read at most 10 pings and pongs a second (SessionState.heartbeatSpacing): with
@@ -141,8 +107,10 @@ package final class SyncEngine: Sendable {
         }, logger: logger))
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
+        removalCoordinator = RemovalCoordinator(removals: removals, context: context) { [state] in state.withLock { $0.sessions.sessions } }
+        renewal = CertificateRenewal(identity: identity, context: context, network: network, certificates: certificates)
         environment.observeChanges?(changes)
-        let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
+        let token = removals.observe { [weak self] added in self?.removalCoordinator.removalsAdded(added) }
         state.withLock { $0.removalsObserver = token }
     }
 
@@ -229,7 +197,7 @@ package final class SyncEngine: Sendable {
         let following = Task { [weak self] in
             for await event in discovery.events() {
                 guard let self else { return }
-                self.handle(event)
+                self.dialler.handle(event, for: self)
             }
         }
         state.withLock { $0.tasks.append(following) }
@@ -246,7 +214,7 @@ package final class SyncEngine: Sendable {
     }
 
     /// The devices connected right now.
-    package var connectedPeers: [DeviceID] { state.withLock { Array($0.sessions.keys) } }
+    package var connectedPeers: [DeviceID] { state.withLock { $0.sessions.devices } }
 
     /// Dials `host:port` and keeps the connection up (reconnecting with back-off) until
     /// ``stop()``; for peers known by address rather than discovery.
@@ -254,7 +222,7 @@ package final class SyncEngine: Sendable {
         let peer = DiscoveredPeer(id: "manual:\(host):\(port)", name: "\(host):\(port)",
                                   addresses: [PeerAddress(host: host, family: host.contains(":") ? .ipv6 : .ipv4)],
                                   port: UInt16(port))
-        handle(.appeared(peer))
+        dialler.handle(.appeared(peer), for: self)
     }
 
     /// Stops dialling, closes every connection and the listener.
@@ -262,15 +230,17 @@ package final class SyncEngine: Sendable {
     /// A barrier: once it returns, no session of this engine changes the replica of any of its
     /// stores (see ``ReplicaGate``), even one that was still verifying a delta.
     package func stop() async {
-        let (listener, tasks, sessions, discoveries, stores, observer, watch) = state.withLock { s in
+        let (listener, tasks, sessions, discoveries, observer, watch) = state.withLock { s in
             s.stopped = true
             defer {
-                s.tasks = []; s.dialers = [:]; s.sessions = [:]; s.discoveries = []; s.stores = [:]; s.heartbeat = nil
+                s.tasks = []; s.discoveries = []; s.heartbeat = nil
                 s.removalsObserver = nil; s.removalsWatch = nil
             }
-            return (s.listener, s.tasks + Array(s.dialers.values) + (s.heartbeat.map { [$0] } ?? []), Array(s.sessions.values), s.discoveries, Array(s.stores.values),
+            return (s.listener, s.tasks + (s.heartbeat.map { [$0] } ?? []), s.sessions.removeAll(), s.discoveries,
                     s.removalsObserver, s.removalsWatch)
         }
+        let stores = attachedStores.closeAll()
+        for dialer in dialler.stop() { dialer.cancel() }
         if let observer { removals.removeObserver(observer) }
         if let watch { watch.watcher.unsubscribe(watch.directory, token: watch.token) }
         for store in stores { store.replica.close() }
@@ -288,29 +258,28 @@ package final class SyncEngine: Sendable {
     /// Sends every connected peer what it lacks of every store, now (local writes and applied
     /// deltas already do).
     package func pushNow() {
-        for store in state.withLock({ Array($0.stores.keys) }) { changed(store) }
+        for store in attachedStores.identifiers { changed(store) }
     }
 
     /// Pushes `store` to every connected peer serving it (after a local write, or to relay what
     /// one peer sent).
     func changed(_ store: String) {
-        let sessions = state.withLock { Array($0.sessions.values) }
         for session in sessions { session.push(store) }
     }
 
-    /// Entries of new origins may have been applied to `store`: every session notes what its
-    /// peer said it had of them before we knew them.
-    func originsLearned(in store: SyncStore) {
-        for session in sessions(sharing: store.identifier) { session.noteClaimsNowKnown(of: store) }
-    }
-
-    /// After entries of `writers` (device prefixes) were applied to `store` from `device`: the
-    /// other peers linked to one of those writers (they left its writes to it, so no ack of
-    /// ours will tell them we have them) are told our vector within ``vectorTellDelay``,
-    /// coalesced: their `pending` figures and settling do not wait for a sparse ping.
-    func tellLinkedPeers(of store: SyncStore, writers: Set<UInt64>, except device: DeviceID) {
-        for session in sessions(sharing: store.identifier) where session.peer.deviceID != device {
-            session.tellVectorSoon(of: store.identifier, ifLinkedTo: writers, after: Self.vectorTellDelay)
+    /// Runs what a session's state decided the other sessions are to do (``RelayEffect``), on
+    /// the sessions ``Routing`` names; each one's own state decides what it means there.
+    func route(_ effects: [RelayEffect], from device: DeviceID, in store: SyncStore) {
+        for effect in effects {
+            let targets = state.withLock { $0.sessions.targets(of: effect, from: device) }
+            switch effect {
+            case .push(let name):
+                for session in targets { session.push(name) }
+            case .originsLearned(let name):
+                for session in targets where session.shares(name) { session.noteClaimsNowKnown(of: store) }
+            case .tellLinkedPeers(let name, let writers):
+                for session in targets { session.tellVectorSoon(of: name, ifLinkedTo: writers, after: Self.vectorTellDelay) }
+            }
         }
     }
 
@@ -320,7 +289,7 @@ package final class SyncEngine: Sendable {
     /// The devices this engine has a session with now, except `device`, sorted: what a
     /// `links` message tells `device`.
     func linkedDevices(except device: DeviceID) -> [DeviceID] {
-        state.withLock { $0.sessions.keys.filter { $0 != device }.sorted() }
+        state.withLock { $0.sessions.linked(except: device) }
     }
 
     /// The devices whose sessions sync `store` now (so they are known to serve it).
@@ -330,15 +299,13 @@ package final class SyncEngine: Sendable {
 
     /// `device` no longer serves `store`: the other sessions stop leaving its writes to it.
     func left(_ store: String, by device: DeviceID) {
-        let sessions = state.withLock { Array($0.sessions.values) }
-        for session in sessions where session.peer.deviceID != device {
+        for session in state.withLock({ $0.sessions.sessions(except: device) }) {
             session.update { $0.forgetDeferred(device, of: store) }
         }
     }
 
     /// The set of sessions changed: every peer is told our links.
     private func linksChanged() {
-        let sessions = state.withLock { Array($0.sessions.values) }
         for session in sessions { session.update { $0.relayLinks() } }
     }
 
@@ -348,32 +315,20 @@ package final class SyncEngine: Sendable {
     /// a removed device. Checked under the engine's lock, so a removal learned meanwhile either
     /// sees this session (and closes it) or is seen here.
     func register(_ session: SyncSession) -> Registration {
-        enum Decision { case accept(replacing: SyncSession?), reject, removed }
-        let decision: Decision = state.withLock { s in
-            guard !s.stopped else { return .reject }
-            let device = session.peer.deviceID
-            // A device removed from the account, or this one: an honest removed device keeps
-            // what it writes from now on to itself (peers that have not heard yet would take it).
-            guard !removals.isRemoved(device), !removals.isRemoved(identity.deviceID) else { return .removed }
-            guard let existing = s.sessions[device] else {
-                s.sessions[device] = session
-                return .accept(replacing: nil)
-            }
-            // Both ends apply the same rule to the same pair, so they keep the same connection:
-            // the one dialled by the smaller device ID; between two dialled by the same device, the newer.
-            guard session.initiator <= existing.initiator else { return .reject }
-            s.sessions[device] = session
-            return .accept(replacing: existing)
+        let decision = state.withLock { s -> Routing<SyncSession>.Admission in
+            guard !s.stopped else { return .duplicate }
+            let removed = removals.isRemoved(session.peer.deviceID) || removals.isRemoved(identity.deviceID)
+            return s.sessions.admit(session, peer: session.peer.deviceID, initiator: session.initiator, removed: removed)
         }
         switch decision {
-        case .accept(let replaced):
+        case .accepted(let replaced):
             replaced?.close()
             devices?.note(session.peer.certificate, seen: true)
             if replaced == nil { linksChanged() }
             ensureHeartbeat()
             changes.signal()
             return .accepted
-        case .reject:
+        case .duplicate:
             return .duplicate
         case .removed:
             return .removed
@@ -405,7 +360,7 @@ package final class SyncEngine: Sendable {
                 s.heartbeat = nil
                 return nil
             }
-            return Array(s.sessions.values)
+            return s.sessions.sessions
         }
         guard let sessions else { return nil }
         let base = min(options.heartbeatInterval, options.timeout / 3)
@@ -413,39 +368,19 @@ package final class SyncEngine: Sendable {
     }
 
     func unregister(_ session: SyncSession) {
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>]? in
-            let device = session.peer.deviceID
-            guard s.sessions[device] === session else { return nil }
-            s.sessions[device] = nil
-            devices?.note(session.peer.certificate, seen: true)
-            return s.sessionWaiters.removeValue(forKey: device).map { Array($0.values) } ?? []
-        }
-        guard let waiters else { return }
+        let device = session.peer.deviceID
+        guard state.withLock({ $0.sessions.remove(session, peer: device) }) else { return }
+        devices?.note(session.peer.certificate, seen: true)
         linksChanged()
-        for waiter in waiters { waiter.resume() }
+        // After the session is out: a dialler that registers from now on finds none.
+        dialler.sessionEnded(with: device)
         changes.signal()
     }
 
-    /// Returns once `device` has no session (or the calling dialler is cancelled). Woken by
-    /// ``unregister(_:)``, not by polling: an idle device with peers that dialled it must not
-    /// wake every few hundred milliseconds per peer.
-    private func waitUntilNoSession(with device: DeviceID) async {
-        let id = state.withLock { s in defer { s.nextWaiter &+= 1 }; return s.nextWaiter }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
-                    guard s.sessions[device] != nil, !s.stopped, !Task.isCancelled else { return true }
-                    s.sessionWaiters[device, default: [:]][id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { s in s.sessionWaiters[device]?.removeValue(forKey: id) }?.resume()
-        }
-    }
+    /// Whether `device` has a session now.
+    func hasSession(with device: DeviceID) -> Bool { state.withLock { $0.sessions[device] != nil } }
 
-    private func runSession(_ link: any PeerLink, initiatedLocally: Bool) async -> SyncSession.Outcome {
+    func runSession(_ link: any PeerLink, initiatedLocally: Bool) async -> SyncSession.Outcome {
         guard link.peer.deviceID != identity.deviceID else {
             logger.debug("connected to ourselves; closing")
             await link.close()
@@ -453,74 +388,5 @@ package final class SyncEngine: Sendable {
         }
         let session = SyncSession(peer: link.peer, initiatedLocally: initiatedLocally, context: context, engine: self)
         return await session.run(link)
-    }
-
-    // MARK: Dialling
-
-    private func handle(_ event: PeerEvent) {
-        switch event {
-        case .appeared(let peer), .updated(let peer):
-            state.withLock { s in
-                guard !s.stopped, s.dialers[peer.id] == nil else { return }
-                // A removed device is not dialled (once known by its certificate).
-                if let device = s.knownDevices[peer.id], removals.isRemoved(device) { return }
-                s.dialers[peer.id] = Task { [weak self] in await self?.dial(peer) }
-            }
-        case .gone(let peer):
-            state.withLock { $0.dialers.removeValue(forKey: peer.id) }?.cancel()
-        }
-    }
-
-    /// Keeps a connection to `peer` up: connect, run, and after a failure wait a jittered,
-    /// doubling back-off before trying again. Waits while another connection to the same
-    /// device is up (it may have dialled us).
-    private func dial(_ peer: DiscoveredPeer) async {
-        var backoff = options.minimumBackoff
-        while !Task.isCancelled {
-            if let device = state.withLock({ $0.knownDevices[peer.id] }), state.withLock({ $0.sessions[device] != nil }) {
-                await waitUntilNoSession(with: device)
-                continue
-            }
-            var connected = false
-            for address in peer.addresses.sorted() where !Task.isCancelled {
-                do {
-                    let connection = try await network.dial(host: address.connectHost, port: Int(peer.port), expecting: nil)
-                    connected = true
-                    backoff = options.minimumBackoff
-                    if connection.peer.deviceID == identity.deviceID {
-                        logger.debug("\(peer.name) is this device; not dialling it")
-                        await connection.close()
-                        return
-                    }
-                    state.withLock { $0.knownDevices[peer.id] = connection.peer.deviceID }
-                    switch await runSession(connection, initiatedLocally: true) {
-                    case .removedByPeer:
-                        // It sent the account-signed record naming this device (noted by learn()).
-                        return
-                    case .refusedAsRevoked:
-                        // A bare alert is any member's word: a refused connection, tried again.
-                        noteRefusedAsRevoked(by: connection.peer)
-                        connected = false   // backs off as a failed dial does
-                    case .peerRemoved:
-                        return
-                    case .ended, .duplicate:
-                        // Removed while connected (its session was closed for it), or this device was.
-                        if removals.isRemoved(connection.peer.deviceID) || removals.isRemoved(identity.deviceID) { return }
-                    }
-                    break
-                } catch let error as TLSError where error.code == .peerRemoved {
-                    logger.info("\(peer.name) is a device removed from the account; not dialling it")
-                    return
-                } catch let error as TLSError where error.code == .removedByPeer {
-                    logger.debug("could not connect to \(peer.name) at \(address): \(error)")
-                    noteRefusedAsRevoked(by: nil, name: peer.name)
-                } catch {
-                    logger.debug("could not connect to \(peer.name) at \(address): \(error)")
-                }
-            }
-            let jitter = context.random.number(in: 0.5...1.5)
-            try? await context.clock.sleep((connected ? options.minimumBackoff : backoff) * jitter)
-            if !connected { backoff = min(backoff * 2, options.maximumBackoff) }
-        }
     }
 }

@@ -24,13 +24,13 @@ extension SyncSession {
             return
         case .removals(let records):
             try await pace(\.removalMessages, "removals", wait: { $0.removalsArrived(at: $1) })
-            engine?.learn(records, from: self)
+            engine?.removalCoordinator.learn(records, from: self)
             return
         case .renew:
-            engine?.renewalAsked(by: self)
+            engine?.renewal.asked(by: self)
             return
         case .certificate(let der):
-            engine?.renewed(der, from: self)
+            engine?.renewal.renewed(der, from: self)
             return
         case .links(let links):
             receive(links)
@@ -81,12 +81,7 @@ extension SyncSession {
     private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool,
                              ours: VersionVector? = nil) {
         let ours = ours ?? store.replica.syncVector
-        let vector = claimed.restricted(to: ours)
-        let noted = state.withLock { s in
-            s.keepUnknownClaims(claimed, of: name, ours: ours)
-            return s.peerHas(vector, of: name, known: known)
-        }
-        if noted { store.replica.notePeer(peer.deviceID, acknowledged: vector) }
+        if let effect = state.withLock({ $0.acknowledge(claimed, of: name, ours: ours, known: known) }) { store.perform([effect], for: peer) }
     }
 
     /// Notes what the peer said it has of origins we have only now come to know (an entry
@@ -132,11 +127,11 @@ extension SyncSession {
             state.withLock { $0.ignore(message) }
             return
         }
-        let view = view(of: store)
+        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync)
         let ours = context.identity.deviceID
         let effects = state.withLock { $0.receive(message, for: store, view: view, ourDevice: ours) }
         // Before the writer wakes: the peer's entries are checked against its certificate.
-        perform(effects, on: store)
+        store.perform(effects, for: peer)
         wake()
     }
 
@@ -168,23 +163,12 @@ extension SyncSession {
             context.limitedLog.log(.warning, "refused \(refused.count) of \(count) entries from the peer, applied the rest, and told the peer: \(Self.summary(refused))",
                                    kind: "refused entries of \(store.identifier)", peer: "\(peer.deviceID)", to: store.logger, metadata: ["peer": "\(peer)"])
         }
-        let clock = refused.isEmpty ? 0 : replica.wallMilliseconds()
-        // An empty delta teaches the peer nothing new about us: its hello already did.
-        let ack = delta.entries.isEmpty && delta.undecodable.isEmpty ? nil : applied
-        update { $0.applied(store.identifier, refused: refused, clock: clock, ack: ack) }
-        if !changed.isEmpty {
-            store.logger.debug("applied \(checked.accepted.count) entries; changed \(changed.count) keys")
-            // Relay: other peers may lack what this one brought.
-            engine?.changed(store.identifier)
+        let effects = update {
+            $0.deltaApplied(store.identifier, carried: delta.entries.count + delta.undecodable.count, accepted: checked.accepted,
+                            changed: !changed.isEmpty, refused: refused, clock: replica.wallMilliseconds(), applied: applied)
         }
-        // Peers that told us they had these entries before we did are known to have them now.
-        if !checked.accepted.isEmpty {
-            engine?.originsLearned(in: store)
-            // Peers linked to these entries' writers left them to the writers' own links, so
-            // nothing we send them would say we have them: tell them our vector, soon.
-            let writers = Set(checked.accepted.map(\.origin.devicePrefix))
-            engine?.tellLinkedPeers(of: store, writers: writers, except: peer.deviceID)
-        }
+        if !changed.isEmpty { store.logger.debug("applied \(checked.accepted.count) entries; changed \(changed.count) keys") }
+        engine?.route(effects, from: peer.deviceID, in: store)
     }
 
     /// The first few items, for a log line.

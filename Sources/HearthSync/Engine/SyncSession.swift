@@ -10,26 +10,13 @@ import NIOCore
 /// side lacks, each side's delta of what the other lacks, pushes as changes happen,
 /// acknowledgements; heartbeats for the connection as a whole.
 ///
-/// The protocol itself is a value, ``SessionState``; this is its I/O shell. It keeps the state
-/// under one lock, reads the replicas and applies the state's effects to them outside it (a
-/// replica takes its own lock), and runs three tasks on the connection: a reader (verifies and
-/// applies what arrives), a writer (the only one that writes, so frames never interleave), and
-/// a heartbeat that finds dead links. The first to end ends the session.
+/// The protocol itself is values (``SessionState``, ``HelloCheck``, ``DeltaPlan``); this is their
+/// I/O shell. It keeps the state under one lock, reads the replicas and applies the state's
+/// effects to them outside it (a replica takes its own lock), and runs three tasks on the
+/// connection: a reader (verifies and applies what arrives), a writer (``SessionWriter``), and
+/// a hello timeout. The first to end ends the session.
 final class SyncSession: Sendable {
-    enum Outcome: Sendable {
-        /// The connection ended after the hello exchange (peer closed, error, or replaced).
-        case ended
-        /// Refused by the duplicate rule before any data: another connection to this peer won.
-        case duplicate
-        /// The peer sent the account-signed record of this device's removal.
-        case removedByPeer
-        /// The peer refused our certificate with a bare `certificate_revoked` alert: any member
-        /// can say that, so it is only a refused connection (issue 26).
-        case refusedAsRevoked
-        /// The peer is a device removed from the account.
-        case peerRemoved
-    }
-
+    typealias Outcome = SessionOutcome
     typealias State = SessionState<SyncStore>
 
     let peer: TLSPeer
@@ -42,7 +29,7 @@ final class SyncSession: Sendable {
     let state: Locked<State>
     /// Wakes the writer; holds at most one wake-up (the state's mailbox holds what to send).
     private let wakeUp: AsyncStream<Void>.Continuation
-    private let wakeUps: AsyncStream<Void>
+    let wakeUps: AsyncStream<Void>
     /// Closes the link: the way to stop the reader, which waits on it.
     private let closeChannel = Locked<(@Sendable () -> Void)?>(nil)
     let logger: Logger
@@ -86,18 +73,14 @@ final class SyncSession: Sendable {
     /// Asks the peer for a renewed certificate, once per connection, if ours is within its
     /// renewal window and the peer understands renewals.
     func askForRenewalIfDue() {
-        guard let engine, engine.certificateIsDue else { return }
+        guard let engine, engine.renewal.isDue else { return }
         update { $0.askForRenewal() }
     }
 
     /// If the peer is linked to one of `writers` (device prefixes), sends it our vector of
     /// `store` after `delay` (one `store` message however many changes meanwhile).
     func tellVectorSoon(of store: String, ifLinkedTo writers: Set<UInt64>, after delay: Duration) {
-        let schedule = state.withLock { s -> Bool in
-            guard s.shares(store), s.peerLinks.contains(where: { writers.contains(ReplicaID.devicePrefix(of: $0.data)) }) else { return false }
-            return s.scheduleVectorTell(of: store)
-        }
-        guard schedule else { return }
+        guard state.withLock({ $0.tellVectorSoon(of: store, ifLinkedTo: writers) }) else { return }
         Task { [weak self] in
             try? await self?.context.clock.sleep(delay)
             self?.update { $0.vectorTellDue(of: store) }
@@ -128,23 +111,6 @@ final class SyncSession: Sendable {
         update { change(&$0.mailbox) }
     }
 
-    /// Does to `store`'s replica what the state decided, outside the state's lock.
-    func perform(_ effects: [State.ReplicaEffect], on store: SyncStore) {
-        for effect in effects {
-            switch effect {
-            case .keepPeerCertificate: store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
-            case .learnOfDevices(let devices): store.replica.learnOfDevices(devices)
-            case .notePeer(let vector): store.replica.notePeer(peer.deviceID, acknowledged: vector)
-            case .initialSyncCompleted: store.replica.initialSyncCompleted()
-            }
-        }
-    }
-
-    /// What the state needs to know of `store`'s replica now.
-    func view(of store: SyncStore) -> State.ReplicaView {
-        State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync)
-    }
-
     /// Ends the session (its connection closes).
     func close() {
         state.withLock { $0.closed = true }
@@ -164,7 +130,7 @@ final class SyncSession: Sendable {
         let (ours, vector) = store.announcement()
         let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync)
         let effects = update { $0.open(store, named: store.identifier, listed: listed, ours: ours, view: view) }
-        perform(effects, on: store)
+        store.perform(effects, for: peer)
     }
 
     /// Starts syncing `store`, attached on this device since the hellos: the peer is told our
@@ -228,7 +194,7 @@ final class SyncSession: Sendable {
             try await withThrowingTaskGroup(of: Void.self, returning: Outcome.self) { group in
                 defer { group.cancelAll() }
                 group.addTask {
-                    do { try await self.writeLoop(outbound) } catch is CancellationError {} catch { self.fail(error) }
+                    do { try await SessionWriter(session: self, outbound: FrameBatch(outbound)).run(self.wakeUps) } catch is CancellationError {} catch { self.fail(error) }
                 }
                 // From the start: a peer that never says hello is dropped like a silent one.
                 group.addTask {
@@ -237,43 +203,38 @@ final class SyncSession: Sendable {
                 post { $0.hello = true }
                 // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
                 var greeted = false
+                let helloCheck = HelloCheck(account: Data(context.identity.account.id.bytes))
                 for try await frame in inbound {
                     let now = context.clock.now()
                     state.withLock { $0.heard(at: now) }
                     context.metrics.received(bytes: frame.readableBytes + 4)
-                    // Until the peer has proved who it is, only a small frame is even decoded.
-                    if !greeted, frame.readableBytes > SyncMessage.maximumHelloSize {
-                        throw SyncProtocolError("a first frame of \(frame.readableBytes) bytes, more than a hello may take (\(SyncMessage.maximumHelloSize))")
-                    }
+                    if !greeted { try HelloCheck.admitFrame(of: frame.readableBytes) }
                     let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
                     context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
                     if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
-                    if !greeted, case .removals(let records) = message {
-                        // A member refusing us as removed sends the signed record instead of a
-                        // hello (TLSConfiguration.removalNotice): only that marks us removed.
-                        engine?.learn(records, from: self)
-                        guard engine?.removals.isRemoved(context.identity.deviceID) == true else {
-                            throw SyncProtocolError("a removals message instead of the hello, not naming this device")
-                        }
-                        return .removedByPeer
-                    }
                     if !greeted {
-                        let hello = try receiveHello(message)
-                        switch engine?.register(self) {
-                        case .accepted?: break
-                        case .removed?:
-                            logger.notice("the peer was removed from the account; closing the connection")
-                            return .peerRemoved
-                        case .duplicate?, nil:
-                            logger.debug("another connection to this peer is kept; closing this one")
-                            return .duplicate
+                        switch try helloCheck.check(message) {
+                        case .removals(let records):
+                            engine?.removalCoordinator.learn(records, from: self)
+                            try HelloCheck.removedByPeer(namingUs: engine?.removals.isRemoved(context.identity.deviceID) == true)
+                            return .removedByPeer
+                        case .hello(let hello):
+                            switch engine?.register(self) {
+                            case .accepted?: break
+                            case .removed?:
+                                logger.notice("the peer was removed from the account; closing the connection")
+                                return .peerRemoved
+                            case .duplicate?, nil:
+                                logger.debug("another connection to this peer is kept; closing this one")
+                                return .duplicate
+                            }
+                            greeted = true
+                            context.metrics.sessionStarted()
+                            await greet(hello)
+                            logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
+                            engine?.changes.signal()   // the stores it shares are known now
+                            continue
                         }
-                        greeted = true
-                        context.metrics.sessionStarted()
-                        await greet(hello)
-                        logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
-                        engine?.changes.signal()   // the stores it shares are known now
-                        continue
                     }
                     try await handle(message)
                     // What the peer confirmed or refused may have changed (waitUntilSynced).
@@ -312,49 +273,6 @@ final class SyncSession: Sendable {
         for identifier in attached where !listed.contains(identifier) && engine?.announces(identifier, to: peer.deviceID) == true {
             if let store = engine?.store(identifier) { announce(store) }
         }
-    }
-
-    private func receiveHello(_ message: SyncMessage) throws -> SyncMessage.Hello {
-        guard case .hello(let hello) = message else {
-            throw SyncProtocolError("the first message was not a hello")
-        }
-        guard hello.protocolVersion == SyncMessage.protocolVersion else {
-            throw SyncProtocolError("peer speaks protocol \(hello.protocolVersion), we speak \(SyncMessage.protocolVersion); no data exchanged")
-        }
-        // TLS accepted only a certificate of our account's CA; a hello naming another account is a
-        // device that is confused (or lying), and nothing is exchanged with it.
-        guard hello.account == Data(context.identity.account.id.bytes) else {
-            throw SyncProtocolError("peer is of account \(Hex.encode(hello.account.prefix(4))), we are \(context.identity.account.id.short); no data exchanged")
-        }
-        return hello
-    }
-
-    private func writeLoop(_ channel: some PeerLinkWriter) async throws {
-        let outbound = FrameBatch(channel)
-        for await _ in wakeUps {
-            while let item = state.withLock({ $0.next() }) {
-                try await send(item, to: outbound)
-                if case .removals = item, state.withLock({ $0.expelled }) {
-                    try await outbound.flush()
-                    close()
-                    return
-                }
-            }
-            // The mailbox is empty: what it held goes out in one flush (one TLS record when small).
-            try await outbound.flush()
-        }
-    }
-
-    func send(_ message: SyncMessage, to outbound: FrameBatch) async throws {
-        let payload = try message.encoded(sender: context.identity.deviceID.data)
-        logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.count + 4)"])
-        context.metrics.sent(bytes: payload.count + 4, type: message.kind)
-        let now = context.clock.now()
-        state.withLock { s in
-            s.sent(at: now)
-            if !message.isHeartbeat { s.active(at: now) }
-        }
-        try await outbound.append(ByteBuffer(bytes: payload))
     }
 
     /// Drops a peer that sends no hello within the hello timeout. Once the hello is in, the

@@ -2,7 +2,9 @@ import Foundation
 import HearthCore
 import HearthDiscovery
 import HearthIdentity
+import HearthTransport
 import Logging
+import NIOCore
 
 /// One store attached to a ``SyncEngine``: what the engine's connections need to sync it, and
 /// what its owner asks about it (who has it, what was refused).
@@ -35,6 +37,8 @@ package final class SyncStore: Sendable {
         var waiting: [CheckedContinuation<Void, Never>] = []
     }
     private weak let engine: SyncEngine?
+    /// The last delta encoded for this store's sessions, and its frame payload (``payload(of:sender:)``).
+    private let lastDelta = Locked<(delta: SyncMessage.Delta, payload: ByteBuffer)?>(nil)
 
     init(replica: any SyncReplica, identity: DeviceIdentity, certificates: DeviceCertificateCache, logger: Logger, engine: SyncEngine) {
         identifier = replica.storeIdentifier
@@ -210,6 +214,32 @@ package final class SyncStore: Sendable {
         next?.resume()
     }
 
+    /// Deltas of at most this many entries share their encoding between sessions: the changes
+    /// pushed as they happen. Larger ones (a newcomer's download, different per link) are each
+    /// encoded apart, outside any lock, and are not kept.
+    static let sharedEncodingLimit = 64
+
+    /// The frame payload of `delta`, sent by `sender`: made once for every session that sends
+    /// the same delta. A change pushed to every peer is the same message on each link (the same
+    /// entries and vector, and no certificate: the peer has ours from the handshake), so it is
+    /// encoded once and the same bytes are written to each link.
+    func payload(of delta: SyncMessage.Delta, sender: Data) throws -> ByteBuffer {
+        let metrics = self.metrics
+        func encode() throws -> ByteBuffer {
+            metrics.deltaEncoded()
+            return ByteBuffer(bytes: try SyncMessage.delta(delta).encoded(sender: sender))
+        }
+        guard delta.entries.count <= Self.sharedEncodingLimit else { return try encode() }
+        // Encoded under the lock (tens of microseconds for such a delta): the sessions a change
+        // woke at once wait for the first one's bytes instead of encoding the same message again.
+        return try lastDelta.withLock { last in
+            if let last, last.delta == delta { return last.payload }
+            let payload = try encode()
+            last = (delta, payload)
+            return payload
+        }
+    }
+
     /// Up to this many entries are signed or verified on the connection's event loop (about
     /// 0.1 ms each); more go to the global executor.
     static let verifiedInPlace = 8
@@ -244,6 +274,19 @@ package final class SyncStore: Sendable {
     func keep(peerCertificate certificate: Certificate, of device: DeviceID) {
         if (try? certificates.admit(certificate)) != nil {
             replica.keepCertificate(Data(certificate.derEncoded), signer: device.data)
+        }
+    }
+
+    /// Does to the replica what a session's state decided about `peer` (``SessionReplicaEffect``),
+    /// outside the session's lock.
+    func perform(_ effects: [SessionReplicaEffect], for peer: TLSPeer) {
+        for effect in effects {
+            switch effect {
+            case .keepPeerCertificate: keep(peerCertificate: peer.certificate, of: peer.deviceID)
+            case .learnOfDevices(let devices): replica.learnOfDevices(devices)
+            case .notePeer(let vector): replica.notePeer(peer.deviceID, acknowledged: vector)
+            case .initialSyncCompleted: replica.initialSyncCompleted()
+            }
         }
     }
 

@@ -1,48 +1,93 @@
 import Foundation
 import HearthCore
+import HearthTransport
+import Logging
 import NIOCore
 
-// What a session's writer sends for each item of its mailbox.
-extension SyncSession {
+/// A session's writer: the only one that writes to its link, so frames never interleave. It
+/// empties the state's mailbox each time it is woken and turns each item into a frame: our
+/// state and vectors read from the replicas, deltas computed as ``DeltaPlan`` says, signed by
+/// the store's one signer and encoded once for all links (``SyncStore/payload(of:sender:)``).
+struct SessionWriter {
+    let session: SyncSession
+    let outbound: FrameBatch
+
+    private var state: Locked<SyncSession.State> { session.state }
+    private var engine: SyncEngine? { session.engine }
+    private var context: SyncEngine.Context { session.context }
+    private var peer: TLSPeer { session.peer }
+    private var logger: Logger { session.logger }
+
+    /// Sends what the mailbox holds each time the session wakes the writer, until the link ends.
+    func run(_ wakeUps: AsyncStream<Void>) async throws {
+        for await _ in wakeUps {
+            while let item = state.withLock({ $0.next() }) {
+                try await send(item)
+                if case .removals = item, state.withLock({ $0.expelled }) {
+                    try await outbound.flush()
+                    session.close()
+                    return
+                }
+            }
+            // The mailbox is empty: what it held goes out in one flush (one TLS record when small).
+            try await outbound.flush()
+        }
+    }
+
+    /// Sends `message`, encoded here unless its `payload` was made already (a delta shared by
+    /// several links: ``SyncStore/payload(of:sender:)``).
+    func send(_ message: SyncMessage, payload made: ByteBuffer? = nil) async throws {
+        let payload = try made ?? ByteBuffer(bytes: message.encoded(sender: context.identity.deviceID.data))
+        logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.readableBytes + 4)"])
+        context.metrics.sent(bytes: payload.readableBytes + 4, type: message.kind)
+        let now = context.clock.now()
+        state.withLock { s in
+            s.sent(at: now)
+            if !message.isHeartbeat { s.active(at: now) }
+        }
+        try await outbound.append(payload)
+    }
+
+
     /// Sends one item; a write suspends while the peer does not read (NIO's backpressure), and
     /// meanwhile what is posted coalesces in the mailbox.
-    func send(_ item: SessionOutgoing, to outbound: FrameBatch) async throws {
+    func send(_ item: SessionOutgoing) async throws {
         switch item {
         case .hello:
             guard let hello = engine?.makeHello() else { throw CancellationError() }
             state.withLock { $0.helloSent(listing: Set(hello.stores.map(\.identifier)),
                                           inline: Set(hello.stores.filter { $0.vector != nil }.map(\.identifier))) }
-            try await send(.hello(hello), to: outbound)
+            try await send(.hello(hello))
         case .removals:
             guard let removals = engine?.removals.all, !removals.isEmpty else { return }
-            try await send(.removals(Array(removals.prefix(SyncMessage.maximumRemovals))), to: outbound)
-        case .renew: try await send(SyncMessage.renew, to: outbound)
-        case .certificate(let der): try await send(SyncMessage.certificate(der), to: outbound)
+            try await send(.removals(Array(removals.prefix(SyncMessage.maximumRemovals))))
+        case .renew: try await send(SyncMessage.renew)
+        case .certificate(let der): try await send(SyncMessage.certificate(der))
         case .state(let name, let withPeers):
             guard let store = state.withLock({ $0.shared[name]?.store }) else { return }
             let vector = store.replica.syncVector
             let peers = withPeers ? store.knownDevices.prefix(SyncMessage.maximumPeers).map(\.data) : nil
             state.withLock { $0.told(vector, of: name) }
-            try await send(.store(.init(store: name, vector: vector, peers: peers)), to: outbound)
+            try await send(.store(.init(store: name, vector: vector, peers: peers)))
         case .left(let name):
-            try await send(.store(.init(store: name, left: true)), to: outbound)
+            try await send(.store(.init(store: name, left: true)))
         case .delta(let name):
-            try await sendDelta(of: name, to: outbound)
+            try await sendDelta(of: name)
         case .ack(let ack):
             state.withLock { $0.told(ack.vector, of: ack.store) }
-            try await send(SyncMessage.ack(ack), to: outbound)
-        case .refused(let refusal): try await send(SyncMessage.refused(refusal), to: outbound)
+            try await send(SyncMessage.ack(ack))
+        case .refused(let refusal): try await send(SyncMessage.refused(refusal))
         case .links:
             // Sorted, so that the same set is the same list (and not told twice).
             let devices = (engine?.linkedDevices(except: peer.deviceID) ?? []).prefix(SyncMessage.maximumPeers).map(\.data)
             guard state.withLock({ $0.linksToTell(devices) }) else { return }
             // With our vectors: the peer then resumes, for a link that is gone, from what we have.
-            try await send(.links(.init(devices: devices, stores: changedVectors())), to: outbound)
+            try await send(.links(.init(devices: devices, stores: changedVectors())))
         case .ping:
-            try await send(.ping(changedVectors()), to: outbound)
+            try await send(.ping(changedVectors()))
         case .pong:
             // On a sparse link the answerer never pings: its pong says what changed here.
-            try await send(.pong(state.withLock({ $0.sparse }) ? changedVectors() : [:]), to: outbound)
+            try await send(.pong(state.withLock({ $0.sparse }) ? changedVectors() : [:]))
         }
     }
 
@@ -60,24 +105,13 @@ extension SyncSession {
         return changed
     }
 
-    private func sendDelta(of name: String, to outbound: FrameBatch) async throws {
+    private func sendDelta(of name: String) async throws {
         guard let (store, known, linked) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
         try await store.signPending()
-        // Direct first: what a device the peer is linked to wrote, that device pushes to the
-        // peer itself (it pushes its writes to every peer): we leave it out, so that in a mesh
-        // a change crosses each of its writer's links once, not every link. Only for devices
-        // we sync this store with (so we know they serve it), never our own writes.
-        var basis = known
-        var deferred = VersionVector()
-        var leftOut = Set<UInt64>()
-        if !linked.isEmpty, let sharers = engine?.sharers(of: name) {
-            let writers = linked.intersection(sharers).subtracting([context.identity.deviceID, peer.deviceID])
-            leftOut = Set(writers.map { ReplicaID.devicePrefix(of: $0.data) })
-            if !leftOut.isEmpty {
-                deferred = store.replica.syncVector.filter { leftOut.contains($0.devicePrefix) }
-                basis.formUnion(deferred)
-            }
-        }
+        // Direct first: what the peer's links will bring it is left out (DeltaPlan decides).
+        let plan = DeltaPlan(known: known, linked: linked, sharers: engine?.sharers(of: name) ?? [],
+                             us: context.identity.deviceID, peer: peer.deviceID, vector: store.replica.syncVector)
+        let basis = plan.basis
         var (entries, vector) = store.replica.syncDelta(for: basis)
         // A write made since signPending() is signed by the one signer too (so each write is
         // signed once, whichever sessions send it); never send an unsigned entry. A writer
@@ -87,11 +121,8 @@ extension SyncSession {
             (entries, vector) = store.replica.syncDelta(for: basis)
         }
         entries = try store.signed(entries)
-        // Nothing the peer lacks (its state showed it has it all, or an earlier delta carried
-        // these writes): send nothing. The peer drew the same conclusion from our state, so
-        // an empty first delta is not needed to end its initial sync.
-        guard !entries.isEmpty || !basis.dominates(vector) else {
-            state.withLock { $0.deltaSent(VersionVector(), deferred: deferred, of: name) }
+        guard plan.worthSending(entries: entries.count, vector: vector) else {
+            state.withLock { $0.deltaSent(VersionVector(), deferred: plan.deferred, of: name) }
             return
         }
         // A big batch (a newcomer's first download) goes as several deltas, each well under the
@@ -103,12 +134,10 @@ extension SyncSession {
             let certificates = state.withLock { $0.certificatesToSend(candidates, of: name) }
             let delta = SyncMessage.Delta(store: name, entries: part, certificates: certificates, vector: vector,
                                           more: index < parts.count - 1)
-            try await send(.delta(delta), to: outbound)
+            try await send(.delta(delta), payload: store.payload(of: delta, sender: context.identity.deviceID.data))
             context.metrics.sentEntries(part.count)
         }
-        // What was left to the peer's links is not known to be the peer's: only deferred.
-        let sent = leftOut.isEmpty ? vector : vector.filter { !leftOut.contains($0.devicePrefix) }
-        state.withLock { $0.deltaSent(sent, deferred: deferred, of: name) }
+        state.withLock { $0.deltaSent(plan.sent(vector), deferred: plan.deferred, of: name) }
     }
 
     /// Splits entries into deltas of at most ``SyncMessage/maximumDeltaEntries`` entries and
