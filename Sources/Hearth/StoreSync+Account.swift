@@ -63,7 +63,7 @@ extension StoreSync {
         let target = identity?.account.id.hex
         guard backend.isPersistent, let current = backend.location, current.account != target else { return }
         let started = ContinuousClock.now
-        await stop()
+        await stop(reason: .signedOut)
         let stopped = ContinuousClock.now
         await backend.flushOffPool()
         let location = StoreLocation(dataDirectory: backend.dataDirectory, storeIdentifier: storeIdentifier, account: target)

@@ -10,6 +10,26 @@ struct SyncParameters: Sendable {
     let settings: SyncSettings
 }
 
+/// Why a store does not sync, while it does not (``StoreSync/notSyncing``): what the daemon
+/// and `hearth serve` say of a store they hold, "signed out" being only one of the reasons.
+package enum NotSyncingReason: Sendable, Equatable, CustomStringConvertible {
+    /// No account to sync as (the default until a start).
+    case signedOut
+    /// The app stopped it (`stopSync()`) or opened the store with sync paused.
+    case paused
+    /// Sync was asked to start and could not: why (no device, the engine failed, or a store of
+    /// this identifier syncs as this device already from another data directory).
+    case cannotStart(String)
+
+    package var description: String {
+        switch self {
+        case .signedOut: "not syncing (signed out)"
+        case .paused: "not syncing (paused by the app)"
+        case .cannotStart(let why): "not syncing: cannot start sync: \(why)"
+        }
+    }
+}
+
 /// This store on a running sync engine (shared with the device's other stores of the same
 /// identity and settings) and what it needs to be stopped.
 struct SyncRun: Sendable {
@@ -34,6 +54,8 @@ final class StoreSync: Sendable {
         /// The device whose table holds the store: its engines sync it, its watcher follows the
         /// account directory. Nil for a memory-only store and a device daemon's memory copies.
         var owner: HearthDevice?
+        /// Why it does not sync, meaningful while `run` is nil.
+        var notSyncing = NotSyncingReason.signedOut
     }
 
     let state = Locked(State())
@@ -55,6 +77,9 @@ final class StoreSync: Sendable {
     /// This store on its sync engine, while it syncs.
     var engine: SyncStore? { state.withLock { $0.run?.store } }
 
+    /// Why this store does not sync; nil while it does.
+    var notSyncing: NotSyncingReason? { state.withLock { $0.run == nil ? $0.notSyncing : nil } }
+
     /// The device the store belongs to (set by its device's table when it opens the store).
     var owner: HearthDevice? {
         get { state.withLock { $0.owner } }
@@ -66,7 +91,7 @@ final class StoreSync: Sendable {
     /// already.
     func start(_ replica: StoreBackend, identity: DeviceIdentity, settings: SyncSettings) {
         guard let engines = owner?.engines else {
-            logger.error("cannot start sync: the store belongs to no device", metadata: ["store": "\(storeIdentifier)"])
+            failedToStart("the store belongs to no device")
             return
         }
         let lease: DeviceEngines.Lease
@@ -74,7 +99,7 @@ final class StoreSync: Sendable {
         do {
             lease = try engines.acquire(identity: identity, settings: settings, logger: logger)
         } catch {
-            logger.error("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
+            failedToStart("\(error)")
             return
         }
         do {
@@ -82,7 +107,7 @@ final class StoreSync: Sendable {
         } catch {
             // Attached already: a store of this identifier in another data directory syncs as
             // this device already (or a concurrent start of this one won).
-            logger.warning("cannot start sync: \(error)", metadata: ["store": "\(storeIdentifier)"])
+            failedToStart("\(error)", level: .warning)
             Task { await lease.release() }
             return
         }
@@ -91,6 +116,7 @@ final class StoreSync: Sendable {
             guard s.run == nil else { return false }
             s.run = SyncRun(lease: lease, store: store)
             s.parameters = SyncParameters(identity: identity, settings: settings)
+            s.notSyncing = .signedOut   // for after a stop that does not say why
             return true
         }
         if !kept {
@@ -102,11 +128,18 @@ final class StoreSync: Sendable {
         }
     }
 
+    /// Logs why sync did not start and keeps it for ``notSyncing`` (unless a concurrent start won).
+    private func failedToStart(_ why: String, level: Logger.Level = .error) {
+        logger.log(level: level, "cannot start sync: \(why)", metadata: ["store": "\(storeIdentifier)"])
+        state.withLock { s in if s.run == nil { s.notSyncing = .cannotStart(why) } }
+    }
+
     /// Records how to sync without starting: ``restart(_:)`` starts it (for
     /// ``UbiquitousKeyValueStore/Configuration/syncStartsPaused``).
     func prepare(identity: DeviceIdentity, settings: SyncSettings) {
         state.withLock { s in
             if s.parameters == nil { s.parameters = SyncParameters(identity: identity, settings: settings) }
+            if s.run == nil { s.notSyncing = .paused }
         }
     }
 
@@ -125,9 +158,13 @@ final class StoreSync: Sendable {
     }
 
     /// Stops syncing this store: a barrier (once it returns no session changes the replica);
-    /// the engine stops with the last of its stores.
-    func stop() async {
-        guard let run = state.withLock({ s -> SyncRun? in defer { s.run = nil }; return s.run }) else { return }
+    /// the engine stops with the last of its stores. `reason`: what ``notSyncing`` says from now.
+    func stop(reason: NotSyncingReason = .paused) async {
+        guard let run = state.withLock({ s -> SyncRun? in
+            defer { s.run = nil }
+            s.notSyncing = reason
+            return s.run
+        }) else { return }
         changes.signal()
         run.lease.engine.detach(storeIdentifier: storeIdentifier)
         await run.lease.release()

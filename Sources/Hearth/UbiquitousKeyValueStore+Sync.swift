@@ -22,6 +22,10 @@ extension UbiquitousKeyValueStore {
     /// Whether a sync engine runs for this store (the user is signed in and sync is enabled).
     public var isSyncing: Bool { backend.syncEngine != nil }
 
+    /// Why this store does not sync (signed out, paused by the app, or why sync could not
+    /// start); nil while it syncs. For the daemon's and `hearth serve`'s first line.
+    package var notSyncingReason: NotSyncingReason? { backend.sync.notSyncing }
+
     /// Waits until the sync listener is up and returns its TCP port; `nil` if not syncing.
     public func syncPort() async throws -> Int? {
         try await backend.waitForSync()

@@ -20,7 +20,7 @@ struct StoreSession {
             return
         }
         note("\(label) \(access.storeIdentifier) as \(access.whoAmI)"
-             + (hosted.syncPort.map { "; listening on port \($0)" } ?? "; not syncing (signed out)")
+             + (hosted.syncPort.map { "; listening on port \($0)" } ?? "; \(hosted.notSyncing)")
              + "; peers: \(access.peering.discoveryDescription). Ctrl-C to stop.")
         let reason = await signals.wait()
         // Whoever closed our output does not want to read more, notes included.

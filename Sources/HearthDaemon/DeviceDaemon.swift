@@ -235,7 +235,7 @@ package final class DeviceDaemon: Sendable {
             // The note before the signal: a hold waiting on it answers the app, which may then
             // read the daemon's notes (the in-process tests do) and must find this line there.
             if kept, let hosted {
-                options.output.note("daemon: holding store \(identifier)\(why)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", not syncing (signed out)"))
+                options.output.note("daemon: holding store \(identifier)\(why)" + (hosted.syncPort.map { ", syncing on port \($0)" } ?? ", \(hosted.notSyncing)"))
             }
             openings.signal()
             if !kept, let hosted { await hosted.close() }

@@ -112,8 +112,12 @@ package final class HostedStore: Sendable {
     /// What `hearth status` and `hearth peers` are told about this store.
     package let liveStatus: @Sendable () -> LiveStatus
 
-    /// The sync port, once listening; nil when not syncing (signed out).
+    /// The sync port, once listening; nil when not syncing (``notSyncing`` says why).
     package var syncPort: Int? { port.withLock { $0 } }
+
+    /// Why the store does not sync, as the daemon and `serve` say it: "not syncing (signed out)",
+    /// or "not syncing: cannot start sync: …" when signed in and the start failed.
+    package var notSyncing: String { (store.notSyncingReason ?? .signedOut).description }
 
     /// Stops answering, saves and closes the store.
     package func close() async {

@@ -5,6 +5,10 @@ import HearthCore
 /// What became of a write: how many peer devices confirmed having it, of how many required.
 package enum WriteOutcome: Sendable, Equatable {
     case local
+    /// Saved, not synced from this process, for the reason given: the store is attached to the
+    /// process that holds it (an app), which syncs it and alone hears peers' answers; or, signed
+    /// in, sync is paused or could not start (``UbiquitousKeyValueStore/notSyncingReason``).
+    case notSyncing(String)
     case confirmed(peers: Int, required: Int)
     case unconfirmed(peers: Int, required: Int)
     /// Peer devices refused it (each reason, for people); the rest of sync goes on.
@@ -14,6 +18,7 @@ package enum WriteOutcome: Sendable, Equatable {
     package var sentence: String {
         switch self {
         case .local: "saved on this device (signed out: not synced)"
+        case .notSyncing(let reason): "saved on this device (\(reason))"
         case .confirmed(let peers, _): "confirmed by \(peers) peer device\(peers == 1 ? "" : "s")"
         case .unconfirmed(let peers, let required):
             (peers == 0 ? "saved on this device; no peer confirmed it in time"
@@ -36,6 +41,7 @@ package enum WriteOutcome: Sendable, Equatable {
     package var jsonFields: String {
         switch self {
         case .local: "\"synced\":false,\"peers\":0"
+        case .notSyncing(let reason): "\"synced\":false,\"peers\":0,\"notSyncing\":\(PropertyListJSON.quote(reason))"
         case .confirmed(let peers, let required): "\"synced\":true,\"peers\":\(peers),\"required\":\(required)"
         case .unconfirmed(let peers, let required): "\"synced\":false,\"peers\":\(peers),\"required\":\(required)"
         case .refused(let reasons): "\"synced\":false,\"peers\":0,\"refused\":\(PropertyListJSON.quote(reasons))"
@@ -47,6 +53,8 @@ package enum WriteOutcome: Sendable, Equatable {
     package var replyFields: JSONObject {
         switch self {
         case .local: JSONObject(["outcome": .string("local")])
+        // "local" with the reason: a holder of an older build reads it as it did.
+        case .notSyncing(let reason): JSONObject(["outcome": .string("local"), "message": .string(reason)])
         case .confirmed(let peers, let required):
             JSONObject(["outcome": .string("confirmed"), "peers": .integer(Int64(peers)), "required": .integer(Int64(required))])
         case .unconfirmed(let peers, let required):
@@ -59,7 +67,7 @@ package enum WriteOutcome: Sendable, Equatable {
     package init(replyFields object: JSONObject) throws {
         let peers = Int(object.integer("peers") ?? 0), required = Int(object.integer("required") ?? 1)
         switch object.string("outcome") {
-        case "local": self = .local
+        case "local": self = object.string("message").map(WriteOutcome.notSyncing) ?? .local
         case "confirmed": self = .confirmed(peers: peers, required: required)
         case "unconfirmed": self = .unconfirmed(peers: peers, required: required)
         case "failed": self = .failed(object.string("message") ?? "unknown")
@@ -73,7 +81,13 @@ package enum WriteOutcome: Sendable, Equatable {
     /// peer refused `key`'s write (most often: this device's clock is hours ahead).
     package static func deliver(_ store: UbiquitousKeyValueStore, key: String, wait: Double, minimumPeers: Int) async -> WriteOutcome {
         await store.synchronizeOffPool()
-        guard store.isSyncing else { return .local }
+        guard store.isSyncing else {
+            // Attached, the write goes to the process that holds the store: it syncs it, and
+            // peers' confirmations and refusals (a clock ahead, say) go to it, not here.
+            if store.isAttached { return .notSyncing("the process that holds the store syncs it; peers answer it, not this command") }
+            guard let reason = store.notSyncingReason, reason != .signedOut else { return .local }
+            return .notSyncing(reason.description)
+        }
         do {
             _ = try await store.syncPort()
         } catch {

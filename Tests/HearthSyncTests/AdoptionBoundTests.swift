@@ -80,6 +80,22 @@ struct AdoptionBoundTests {
         sync.didOpen("com.example.window")
     }
 
+    @Test("A store whose file's copy cannot attach, as its memory copy serves a peer already, says why it does not sync: not 'signed out' (issue 27)")
+    func unattachedStoreSaysWhy() async throws {
+        let (root, configuration) = try Self.daemon("why")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let sync = try #require(try DeviceSync.start(configuration: configuration) { _ in nil })
+        let peer = try #require(DeviceID(bytes: Data(repeating: 7, count: 32)))
+        let provide = try #require(sync.engine.storeProvider)
+        #expect(provide("com.example.why", peer) != nil)
+        // Opened with its file without the daemon's claim: the engine has the memory copy.
+        let store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.why", configuration: configuration)
+        #expect(!store.isSyncing)
+        #expect(store.notSyncingReason == .cannotStart("store \"com.example.why\" is attached already"))
+        await store.close()
+        await sync.stop()
+    }
+
     @Test("At most 16 per peer, in memory (no file), one warning per peer a minute; another peer has its own 16; a store a local app claims, or a second member serves, frees a slot")
     func boundPerPeer() async throws {
         let logs = LogCapture()

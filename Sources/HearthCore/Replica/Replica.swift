@@ -85,12 +85,17 @@ package struct Replica: Sendable, Equatable {
         package var origin: ReplicaID
         /// How far ahead of this device's wall clock the replaced entry was stamped, in ms.
         package var lead: UInt64
+        /// Whose write it is when not this replica's: a process attached to this one (`hearth
+        /// set` through an app that holds the store), which stamped it after the value it
+        /// replaced in its own copy; this replica's engine is the one told of its refusal.
+        package var writer: ReplicaID?
 
-        package init(sequence: UInt64, signer: Data?, origin: ReplicaID, lead: UInt64) {
+        package init(sequence: UInt64, signer: Data?, origin: ReplicaID, lead: UInt64, writer: ReplicaID? = nil) {
             self.sequence = sequence
             self.signer = signer
             self.origin = origin
             self.lead = lead
+            self.writer = writer
         }
     }
 
@@ -183,7 +188,7 @@ package struct Replica: Sendable, Equatable {
             // dragged into that future (where peers whose clocks are behind refuse them).
             timestamp = HybridLogicalClock.successor(of: current.timestamp)
         }
-        notePerKeyStamp(timestamp, forKey: key, wall: wall)
+        notePerKeyStamp(timestamp, forKey: key, wall: wall, sequence: sequence)
         let entry = Entry(key: key, value: value, timestamp: timestamp, origin: id, sequence: sequence, quotaSize: size)
         store(entry)
         vector.advance(origin: id, to: sequence)
@@ -454,18 +459,28 @@ package struct Replica: Sendable, Equatable {
 
     /// Records (or forgets) why `key`'s new local write is stamped `timestamp`: beyond what this
     /// device's clock allows, the replaced entry set it (kept across rewrites of the key here).
-    private mutating func notePerKeyStamp(_ timestamp: HLCTimestamp, forKey key: StoreKey, wall: UInt64) {
+    /// `writer`: an attached process's write (``noteAttachedStamp(_:wall:)``), nil for this replica's.
+    private mutating func notePerKeyStamp(_ timestamp: HLCTimestamp, forKey key: StoreKey, wall: UInt64,
+                                          writer: ReplicaID? = nil, sequence: UInt64) {
         guard timestamp.milliseconds > wall &+ HybridLogicalClock.maximumLead, let current = entries[key] else {
             if !imposedLeads.isEmpty { imposedLeads[key] = nil }
             return
         }
-        if current.origin == id, var kept = imposedLeads[key] {
+        if current.origin == (writer ?? id), var kept = imposedLeads[key], kept.writer == writer {
             kept.sequence = sequence
             imposedLeads[key] = kept
             return
         }
         imposedLeads[key] = ImposedLead(sequence: sequence, signer: current.signature?.signer, origin: current.origin,
-                                        lead: current.timestamp.milliseconds &- min(wall, current.timestamp.milliseconds))
+                                        lead: current.timestamp.milliseconds &- min(wall, current.timestamp.milliseconds), writer: writer)
+    }
+
+    /// As for a local write, for a write an attached process of this device made (before it
+    /// replaces the current entry): the attached process knows why it stamped it ahead, but a
+    /// peer's refusal of it comes to this replica's engine, which would otherwise blame this
+    /// device's clock ("0.0 h ahead").
+    package mutating func noteAttachedStamp(_ entry: Entry, wall: UInt64) {
+        notePerKeyStamp(entry.timestamp, forKey: entry.key, wall: wall, writer: entry.origin, sequence: entry.sequence)
     }
 
     private mutating func store(_ entry: Entry) {

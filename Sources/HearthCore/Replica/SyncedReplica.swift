@@ -135,6 +135,7 @@ package struct SyncedReplica: Sendable {
         // One that loses to the current entry changes nothing: only strict mode refuses it.
         let wins = replica.entries[entry.key].map { entry.wins(over: $0) } ?? true
         try admitLocalWrite(wins ? entry.value : nil, forKey: entry.key, size: entry.quotaSize, strict: strict)
+        if wins { replica.noteAttachedStamp(entry, wall: wall) }
         let changed = replica.apply([entry], coveredBy: nil, wall: wall)
         unsignedKeys.insert(entry.key)
         if let device, !entry.origin.isBound(to: device) {
@@ -184,10 +185,11 @@ package struct SyncedReplica: Sendable {
         replica.keepCertificate(der, signer: signer)
     }
 
-    /// Why the local write (`origin`, `sequence`) of `key` was stamped far ahead of this
-    /// device's clock (``Replica/imposedLeads``); `nil` if it was not, or is not the latest.
+    /// Why the local write (`origin`, `sequence`) of `key`, this replica's or an attached
+    /// process's, was stamped far ahead of this device's clock (``Replica/imposedLeads``); `nil`
+    /// if it was not, or is not the latest.
     package func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
-        guard origin == replica.id, let lead = replica.imposedLeads[key], lead.sequence == sequence else { return nil }
+        guard let lead = replica.imposedLeads[key], lead.sequence == sequence, origin == lead.writer ?? replica.id else { return nil }
         return lead
     }
 
