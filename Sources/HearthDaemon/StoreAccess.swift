@@ -105,11 +105,17 @@ package struct StoreAccess: Sendable {
     /// waits up to `timeout` for the reply. If the holder has no control socket (an app), attaches
     /// to it: the write goes through the app, which hosts the store (docs/local-attach.md).
     /// A store opened here with `syncPaused` syncs only once the caller calls `resumeSync()`.
-    package func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false) async throws -> Reach {
+    /// `lockHeld`: a ``HolderWatch`` saw the lock held just now; the file is not tried then (a
+    /// failed open closes the lock file, which would wake every process waiting for it).
+    package func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false,
+                       lockHeld: Bool = false) async throws -> Reach {
         // With a daemon running, the daemon holds the store (and syncs it after we exit): the
         // request goes to it, as to any holder.
         _ = try await DaemonControl.askToHold(location)
         do {
+            guard !lockHeld else {
+                throw CommandError(.storeLocked, "store \(storeIdentifier) is open in another process; quit that app first, or let it make the change")
+            }
             return .opened(try open(syncPaused: syncPaused))
         } catch let error as CommandError where error.status == .storeLocked {
             switch try await ControlSocket.exchange(request(), with: ControlSocket.path(for: location, under: folders.controlSocketBase), timeout: timeout) {
