@@ -131,7 +131,8 @@ package final class HostedStore: Sendable {
                                     stopped: ChangeSignal?) async throws -> UbiquitousKeyValueStore? {
         var noted = false
         var watch: HolderWatch?
-        while !shouldStop() {
+        // A cancelled task stops too (its waits would end at once).
+        while !shouldStop(), !Task.isCancelled {
             // Not while the lock is known to be held: a failed open closes the lock file, which
             // wakes every process waiting for it (this one included), again and again.
             if watch?.lockIsHeld != true {
@@ -156,40 +157,5 @@ package final class HostedStore: Sendable {
             await watch.wait(until: nil, orUntil: stopped, shouldStop)
         }
         return nil
-    }
-}
-
-extension StoreAccess {
-    /// What tells a process waiting for this store that its holder may have changed: its lock
-    /// let go, the holder's exit, and the holder's sockets (the store's attach socket, the
-    /// command's control socket, the daemon's) appearing or going (``HolderWatch``). The
-    /// folders are made if missing (private, as their owners make them): a folder that does not
-    /// exist cannot be watched, and the wait would re-check once a second instead.
-    package func holderWatch() -> HolderWatch {
-        let control = ControlSocket.path(for: location, under: folders.controlSocketBase)
-        let attach = LocalSocketDirectory.socketPath(dataDirectory: folders.storeDataDirectory, storeIdentifier: storeIdentifier)
-        for path in [control, attach] {
-            try? PrivateFolder.prepare((path as NSString).deletingLastPathComponent)
-        }
-        return HolderWatch(socketPaths: [control, attach], lockPath: location.lockPath)
-    }
-}
-
-extension HolderWatch {
-    /// Waits, off the cooperative pool, for the holder to change (see ``HolderWatch``), for
-    /// `deadline` (none: `nil`), or for `shouldStop` to hold, checked at once and again each
-    /// time `stopped` is signalled: a process told to stop does not wait for the holder.
-    package func wait(until deadline: ContinuousClock.Instant?, orUntil stopped: ChangeSignal?,
-                      _ shouldStop: @escaping @Sendable () -> Bool) async {
-        guard let stopped else { return await wait(until: deadline) }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.wait(until: deadline) }
-            group.addTask {
-                // Ended by the group's cancellation once the holder's wait returns.
-                _ = await ChangeSignal.waitUntil(deadline ?? .now + .seconds(86_400 * 365), observing: { [stopped] }, shouldStop)
-            }
-            await group.next()
-            group.cancelAll()
-        }
     }
 }

@@ -16,6 +16,9 @@ package struct StoreAccess: Sendable {
     /// The device the store opens on: the daemon's own. Nil for a command, whose store opens on
     /// the process's default device of the data folder (saved at exit, as an app's is).
     package var device: HearthDevice?
+    /// How long a wait for this store's holder lasts at most where no event can tell that it
+    /// changed (milliseconds; ``HolderWatch``): tests lengthen it, so that a missed event shows.
+    package var holderBlindInterval = 1_000
 
     /// A given store of the given identity (the daemon's stores, one per file it finds).
     package init(folders: DeviceFolders, peering: PeerSettings, storeIdentifier: String, identity: DeviceIdentity?) {
@@ -106,7 +109,8 @@ package struct StoreAccess: Sendable {
     /// to it: the write goes through the app, which hosts the store (docs/local-attach.md).
     /// A store opened here with `syncPaused` syncs only once the caller calls `resumeSync()`.
     /// `lockHeld`: a ``HolderWatch`` saw the lock held just now; the file is not tried then (a
-    /// failed open closes the lock file, which would wake every process waiting for it).
+    /// failed open closes the lock file, which would wake every process waiting for it), nor an
+    /// attach while the store has no attach socket.
     package func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false,
                        lockHeld: Bool = false) async throws -> Reach {
         // With a daemon running, the daemon holds the store (and syncs it after we exit): the
@@ -122,6 +126,11 @@ package struct StoreAccess: Sendable {
             case .reply(let line): return .answered(line)
             case .noReply: return .noReply
             case .noListener:
+                // Nothing to attach to while the lock is held (the caller's watch follows the
+                // socket's appearance, with its own deadline).
+                if lockHeld, !FileManager.default.fileExists(atPath: attachSocketPath) {
+                    return .held(StoreHolder(lockPath: location.lockPath), error)
+                }
                 // Opening may wait for the host's snapshot (or its lock): not on the cooperative pool.
                 let attached = await withCheckedContinuation { continuation in
                     Thread.detachNewThread { continuation.resume(returning: try? open(attach: .automatic)) }

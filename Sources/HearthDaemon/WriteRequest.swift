@@ -97,7 +97,8 @@ package struct WriteRequest: Sendable {
                 lastHolder = holder
                 noReply = false
             }
-            guard ContinuousClock.now < deadline else {
+            // A cancelled task gives up as at the deadline (its waits would end at once).
+            guard ContinuousClock.now < deadline, !Task.isCancelled else {
                 if handedOver {
                     throw CommandError(.outcomeUnknown, "outcome unknown: the write may or may not have been applied (the hearth process it "
                                        + "was sent to stopped before answering, and store \(store) did not become free in time); "
