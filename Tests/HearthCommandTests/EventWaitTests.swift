@@ -17,21 +17,26 @@ struct EventWaitTests {
 
     // MARK: A write's wait for peers (WriteOutcome.deliver, UbiquitousKeyValueStore.waitForSync)
 
-    static func withTwoDevices(_ body: (UbiquitousKeyValueStore, UbiquitousKeyValueStore) async throws -> Void) async throws {
+    static func withTwoDevices(_ body: (LoopbackCluster) async throws -> Void) async throws {
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.delivery",
                                       linkTimeout: .seconds(60), connectTimeout: .seconds(60)) { cluster in
             try await cluster.waitUntilConnected()
-            try await body(cluster[0], cluster[1])
+            try await body(cluster)
         }
     }
 
     @Test("A write's wait for peers ends on the peer's acknowledgement, well before its deadline")
     func deliveryOnAck() async throws {
-        try await Self.withTwoDevices { a, b in
+        try await Self.withTwoDevices { cluster in
+            let (a, b) = (cluster[0], cluster[1])
+            // The peer away: the wait is asleep before it can confirm anything.
+            await cluster.isolate(1)
             try a.setValue("now", forKey: "k")
             let start = ContinuousClock.now
-            let outcome = await WriteOutcome.deliver(a, key: "k", wait: Double(Self.far.components.seconds), minimumPeers: 1)
-            #expect(outcome == .confirmed(peers: 1, required: 1))
+            async let outcome = WriteOutcome.deliver(a, key: "k", wait: Double(Self.far.components.seconds), minimumPeers: 1)
+            while !a.syncSignals.contains(where: { $0.waiting > 0 }) { await Task.yield() }
+            try await cluster.heal(timeout: Self.far)
+            #expect(await outcome == .confirmed(peers: 1, required: 1))
             #expect(ContinuousClock.now - start < Self.far, "the wait ran into its deadline: no signal woke it")
             #expect(b.string(forKey: "k") == "now")
         }
@@ -39,7 +44,8 @@ struct EventWaitTests {
 
     @Test("Fewer peers than required: the wait ends at its deadline, unconfirmed; while nothing changes its condition is not checked again")
     func deliveryDeadline() async throws {
-        try await Self.withTwoDevices { a, _ in
+        try await Self.withTwoDevices { cluster in
+            let a = cluster[0]
             try a.setValue("v", forKey: "k")
             let start = ContinuousClock.now
             let outcome = await WriteOutcome.deliver(a, key: "k", wait: 0.5, minimumPeers: 2)
@@ -178,6 +184,10 @@ struct EventWaitTests {
                                        shouldStop: { stop.withLock { $0 } }, stopped: stopped)
         }
         #expect(await notes.waitFor("waiting for it to be free"))
+        // Asleep on the holder and on the stop signal (the test's own wait, bounded).
+        let asleep = ContinuousClock.now + Self.far
+        while stopped.waiting == 0, ContinuousClock.now < asleep { await Task.yield() }
+        #expect(stopped.waiting > 0, "the open does not wait on the stop signal")
         let start = ContinuousClock.now
         stop.withLock { $0 = true }
         stopped.signal()
