@@ -59,14 +59,27 @@ extension UbiquitousKeyValueStore {
     /// let delivered = await store.waitUntilSynced(peers: 1, timeout: .seconds(5))
     /// ```
     public func waitUntilSynced(peers: Int = 1, timeout: Duration) async -> Bool {
-        // Woken by the engine when a peer connects, leaves, acknowledges or refuses, and by the
-        // store when its engine changes; checked once more at the deadline (no polling).
         let backend = self.backend
-        return await ChangeSignal.waitUntil(ContinuousClock.now + timeout,
-                                            observing: { [backend.syncChanges] + (backend.syncEngine?.changes.map { [$0] } ?? []) }) {
+        return await waitForSync(until: ContinuousClock.now + timeout) {
             guard let engine = backend.syncEngine else { return false }
             return engine.connectedPeers.count >= peers && engine.isSettled
         }
+    }
+
+    /// What announces a change of this store's sync state: the store's own signal (its engine
+    /// started or stopped) and its engine's (a peer connected, left, acknowledged or refused).
+    /// Asked anew before each wait: the engine changes with sync stopped and resumed.
+    package var syncSignals: [ChangeSignal] {
+        [backend.syncChanges] + (backend.syncEngine?.changes.map { [$0] } ?? [])
+    }
+
+    /// Waits until `condition` (about this store's sync: ``confirmingPeerCount``,
+    /// ``syncRefusals``, ``connectedPeerCount``...) holds (true) or `deadline` passes (false):
+    /// checked at once, again at each of ``syncSignals``, and once more at the deadline (a busy
+    /// machine may run this task only after it). No polling. For the `hearth` command's wait for
+    /// peers, where ``waitUntilSynced(peers:timeout:)`` says too little.
+    package func waitForSync(until deadline: ContinuousClock.Instant, _ condition: () -> Bool) async -> Bool {
+        await ChangeSignal.waitUntil(deadline, observing: { syncSignals }, condition)
     }
 
     /// What peer devices refused of this device's writes, each with why, for as long as the

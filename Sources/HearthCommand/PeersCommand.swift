@@ -53,8 +53,13 @@ struct PeersCommand: AsyncParsableCommand {
     /// does not answer yet (a `serve` starting, a one-shot `set`) is waited for, a little.
     private func observe(_ access: StoreAccess, identity: DeviceIdentity) async throws -> (LiveStatus, String, Int32?) {
         let deadline = ContinuousClock.now + .milliseconds(Int(max(0, wait) * 1000)) + WriteRequest.grace
+        // Made before the first wait (a try follows it): the holder's exit, its lock let go,
+        // its control socket appearing (``HolderWatch``), as a write waits.
+        var watch: HolderWatch?
+        var noReply = false
         while true {
-            switch try await access.reach(asking: ControlRequest.status(store: access.storeIdentifier).line, timeout: .seconds(5)) {
+            switch try await access.reach(asking: ControlRequest.status(store: access.storeIdentifier).line, timeout: .seconds(5),
+                                          lockHeld: watch?.lockIsHeld == true) {
             case .answered(let reply):
                 let live = try LiveStatus(ControlRequest.fields(ofReply: reply))
                 return (live, "from process \(live.pid), which holds the store", live.pid)
@@ -73,10 +78,19 @@ struct PeersCommand: AsyncParsableCommand {
                 guard ContinuousClock.now < deadline else {
                     throw CommandError(.general, "the hearth process that holds store \(access.storeIdentifier) does not answer")
                 }
+                noReply = true
             case .held(let holder, let error):
                 guard holder.mayLetGoSoon, ContinuousClock.now < deadline else { throw error }
+                noReply = false
             }
-            try await Task.sleep(for: .milliseconds(50))
+            try Task.checkCancellation()
+            guard let watch else {
+                watch = access.holderWatch()
+                continue
+            }
+            // A holder that dropped the request but lives on says nothing when it can take one
+            // again: asked again within a quarter second (see WriteRequest.perform).
+            await watch.wait(until: noReply ? min(deadline, .now + .milliseconds(250)) : deadline)
         }
     }
 }

@@ -30,10 +30,13 @@ final class SignalWaiter {
         func stop(_ reason: StopReason) {
             first.withLock { if $0 == nil { $0 = reason } }
             continuation.yield(reason)
+            stopped.signal()
         }
 
-        /// The first reason received, if any (for loops that poll while they wait for something else).
+        /// The first reason received, if any.
         var reason: StopReason? { first.withLock { $0 } }
+        /// Signalled at each stop: a wait for something else checks ``reason`` then.
+        let stopped = ChangeSignal()
     }
 
     init(_ signals: [Int32] = [SIGINT, SIGTERM]) {

@@ -15,7 +15,7 @@ struct StoreSession {
         let signals = SignalWaiter()
         let stopper = signals.stopper
         guard let hosted = try await HostedStore.open(access, label: label, output: .standardStreams, printChanges: printChanges, json: json,
-                                                      shouldStop: { stopper.reason != nil }) else {
+                                                      shouldStop: { stopper.reason != nil }, stopped: stopper.stopped) else {
             note("\(label): \(stopper.reason.map(Self.describe) ?? "stopped") while waiting for the store; nothing was opened")
             return
         }

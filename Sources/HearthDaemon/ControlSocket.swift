@@ -138,15 +138,21 @@ package final class ControlServer: Sendable {
         } catch {
             throw CommandError(error)
         }
-        guard var address = LocalSocketDirectory.address(path) else { throw CommandError(.general, "socket path too long: \(path)") }
+        guard LocalSocketDirectory.address(path) != nil else { throw CommandError(.general, "socket path too long: \(path)") }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw CommandError(.general, "socket: \(String(cString: strerror(errno)))") }
-        unlink(path)    // a socket left by a holder that was killed; we hold the store's lock now
-        let bound = withUnsafePointer(to: &address) {
+        // Bound under a name of its own and renamed into place once it listens (over a socket
+        // left by a holder that was killed; we hold the store's lock now): a command woken by the
+        // socket's appearance (``HolderWatch``) connects after the listen, never before it.
+        let next = String(path.dropLast(5)) + ".next"   // as long as ".sock": fits where it does
+        guard var nextAddress = LocalSocketDirectory.address(next) else { throw CommandError(.general, "socket path too long: \(path)") }
+        unlink(next)
+        let bound = withUnsafePointer(to: &nextAddress) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard bound == 0, chmod(path, 0o600) == 0, listen(fd, 16) == 0 else {
+        guard bound == 0, chmod(next, 0o600) == 0, listen(fd, 16) == 0, rename(next, path) == 0 else {
             let reason = String(cString: strerror(errno))
+            unlink(next)
             close(fd)
             throw CommandError(.general, "cannot listen on \(path): \(reason)")
         }

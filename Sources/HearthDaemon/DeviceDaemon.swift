@@ -78,7 +78,8 @@ package final class DeviceDaemon: Sendable {
 
     private let state = Locked(State())
     private let lifecycle = Locked(Lifecycle())
-    /// Signalled when a store's opening ends (held, or failed) and at stop: what ``hold(_:timeout:)`` waits on.
+    /// Signalled when a store's opening ends (held, or failed) and at stop: what ``hold(_:timeout:)``
+    /// waits on, and an opening waiting for another process to let go of its store.
     private let openings = ChangeSignal()
 
     private init(_ options: DaemonOptions, authority: AccountAuthority?, lock: DaemonLock, device: HearthDevice, ownsDevice: Bool) {
@@ -225,7 +226,8 @@ package final class DeviceDaemon: Sendable {
         sync?.claim(identifier, byApp: byApp)
         defer { sync?.didOpen(identifier) }
         do {
-            let hosted = try await HostedStore.open(access, label: "daemon", output: options.output, saveEachChange: false, opened: opened, shouldStop: { state.withLock { $0.stopping } })
+            let hosted = try await HostedStore.open(access, label: "daemon", output: options.output, saveEachChange: false, opened: opened,
+                                                   shouldStop: { state.withLock { $0.stopping } }, stopped: openings)
             let kept = state.withLock { s -> Bool in
                 s.opening[identifier] = nil
                 guard let hosted, !s.stopping else { return false }

@@ -19,7 +19,8 @@ package final class HostedStore: Sendable {
     /// Opens the store, waiting while another process holds it (a one-shot `hearth set`, say:
     /// a serving process that gave up would leave the device with no process serving the
     /// store), creates its file if it has none, and starts serving it. Nil if `shouldStop`
-    /// said so before the store was free.
+    /// said so before the store was free: checked whenever `stopped` is signalled (and whenever
+    /// the holder changes).
     ///
     /// `opened`: the store, opened already by the caller (the daemon, for a store a peer serves).
     ///
@@ -29,12 +30,12 @@ package final class HostedStore: Sendable {
     /// fifth of its CPU under a busy app.
     package static func open(_ access: StoreAccess, label: String, output: DaemonOutput, printChanges: Bool = false, json: Bool = false,
                      saveEachChange: Bool = true, opened: UbiquitousKeyValueStore? = nil,
-                     shouldStop: @Sendable () -> Bool) async throws -> HostedStore? {
+                     shouldStop: @escaping @Sendable () -> Bool, stopped: ChangeSignal? = nil) async throws -> HostedStore? {
         let store: UbiquitousKeyValueStore
         if let opened {
             store = opened
         } else {
-            guard let waited = try await openWaiting(access, label: label, note: output.note, shouldStop: shouldStop) else { return nil }
+            guard let waited = try await openWaiting(access, label: label, note: output.note, shouldStop: shouldStop, stopped: stopped) else { return nil }
             store = waited
         }
         // Help says serve creates the store; a fresh store with nothing in it would otherwise
@@ -126,22 +127,38 @@ package final class HostedStore: Sendable {
         await store.close()
     }
 
+    /// Opens the store, waiting while another process holds it for that process to let go
+    /// or exit (``HolderWatch``: inotify on the lock file, a pidfd of its holder; an event, not
+    /// a period), or for `shouldStop`, checked at once and whenever `stopped` is signalled.
     private static func openWaiting(_ access: StoreAccess, label: String, note: @Sendable (String) -> Void,
-                                    shouldStop: @Sendable () -> Bool) async throws -> UbiquitousKeyValueStore? {
+                                    shouldStop: @escaping @Sendable () -> Bool,
+                                    stopped: ChangeSignal?) async throws -> UbiquitousKeyValueStore? {
         var noted = false
-        while !shouldStop() {
-            do {
-                // Owning the store, not attached: the holder hosts it (apps attach to it), and its
-                // listener, status and delivery figures are this process's (docs/command.md).
-                return try access.open(logLevel: .warning)
-            } catch let error as CommandError where error.status == .storeLocked {
-                if !noted {
-                    let holder = StoreHolder(lockPath: access.location.lockPath)
-                    note("\(label): store \(access.storeIdentifier) is open in \(holder); waiting for it to be free (Ctrl-C to stop)")
-                    noted = true
+        var watch: HolderWatch?
+        // A cancelled task stops too (its waits would end at once).
+        while !shouldStop(), !Task.isCancelled {
+            // Not while the lock is known to be held: a failed open closes the lock file, which
+            // wakes every process waiting for it (this one included), again and again.
+            if watch?.lockIsHeld != true {
+                do {
+                    // Owning the store, not attached: the holder hosts it (apps attach to it), and its
+                    // listener, status and delivery figures are this process's (docs/command.md).
+                    return try access.open(logLevel: .warning)
+                } catch let error as CommandError where error.status == .storeLocked {
+                    if !noted {
+                        let holder = StoreHolder(lockPath: access.location.lockPath)
+                        note("\(label): store \(access.storeIdentifier) is open in \(holder); waiting for it to be free (Ctrl-C to stop)")
+                        noted = true
+                    }
                 }
-                try? await Task.sleep(for: .milliseconds(100))
             }
+            guard let watch else {
+                // Watched from now on, and tried once more before the first wait, so that a
+                // release since the try above is not missed.
+                watch = access.holderWatch()
+                continue
+            }
+            await watch.wait(until: nil, orUntil: stopped, shouldStop)
         }
         return nil
     }

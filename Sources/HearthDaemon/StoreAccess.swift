@@ -16,6 +16,9 @@ package struct StoreAccess: Sendable {
     /// The device the store opens on: the daemon's own. Nil for a command, whose store opens on
     /// the process's default device of the data folder (saved at exit, as an app's is).
     package var device: HearthDevice?
+    /// How long a wait for this store's holder lasts at most where no event can tell that it
+    /// changed (milliseconds; ``HolderWatch``): tests lengthen it, so that a missed event shows.
+    package var holderBlindInterval = 1_000
 
     /// A given store of the given identity (the daemon's stores, one per file it finds).
     package init(folders: DeviceFolders, peering: PeerSettings, storeIdentifier: String, identity: DeviceIdentity?) {
@@ -105,17 +108,29 @@ package struct StoreAccess: Sendable {
     /// waits up to `timeout` for the reply. If the holder has no control socket (an app), attaches
     /// to it: the write goes through the app, which hosts the store (docs/local-attach.md).
     /// A store opened here with `syncPaused` syncs only once the caller calls `resumeSync()`.
-    package func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false) async throws -> Reach {
+    /// `lockHeld`: a ``HolderWatch`` saw the lock held just now; the file is not tried then (a
+    /// failed open closes the lock file, which would wake every process waiting for it), nor an
+    /// attach while the store has no attach socket.
+    package func reach(asking request: @autoclosure () -> String, timeout: Duration, syncPaused: Bool = false,
+                       lockHeld: Bool = false) async throws -> Reach {
         // With a daemon running, the daemon holds the store (and syncs it after we exit): the
         // request goes to it, as to any holder.
         _ = try await DaemonControl.askToHold(location)
         do {
+            guard !lockHeld else {
+                throw CommandError(.storeLocked, "store \(storeIdentifier) is open in another process; quit that app first, or let it make the change")
+            }
             return .opened(try open(syncPaused: syncPaused))
         } catch let error as CommandError where error.status == .storeLocked {
             switch try await ControlSocket.exchange(request(), with: ControlSocket.path(for: location, under: folders.controlSocketBase), timeout: timeout) {
             case .reply(let line): return .answered(line)
             case .noReply: return .noReply
             case .noListener:
+                // Nothing to attach to while the lock is held (the caller's watch follows the
+                // socket's appearance, with its own deadline).
+                if lockHeld, !FileManager.default.fileExists(atPath: attachSocketPath) {
+                    return .held(StoreHolder(lockPath: location.lockPath), error)
+                }
                 // Opening may wait for the host's snapshot (or its lock): not on the cooperative pool.
                 let attached = await withCheckedContinuation { continuation in
                     Thread.detachNewThread { continuation.resume(returning: try? open(attach: .automatic)) }

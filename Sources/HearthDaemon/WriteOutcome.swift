@@ -94,18 +94,21 @@ package enum WriteOutcome: Sendable, Equatable {
             return .failed("\(error)")
         }
         let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
-        while true {
+        var confirmed = 0
+        var refusals: [SyncRefusal] = []
+        // Checked again each time the engine says a peer connected, left, acknowledged or
+        // refused (no polling), and once more after the deadline: on a busy machine it may pass
+        // while this task waits to run.
+        let done = await store.waitForSync(until: deadline) {
             // A peer that refused a write of another key has answered for it: it counts as confirming.
             // Counted before the refusals are read: a peer's refusal arrives before its ack.
-            let confirmed = store.confirmingPeerCount
-            let refusals = store.syncRefusals.filter { $0.entry.key == StoreKey(key) }
-            if !refusals.isEmpty {
-                return .refused(refusals.map(\.description).joined(separator: "; "))
-            }
-            if confirmed >= minimumPeers { return .confirmed(peers: confirmed, required: minimumPeers) }
-            // Checked once more after the deadline: on a busy machine it may pass while this task waits to run.
-            guard ContinuousClock.now < deadline else { return .unconfirmed(peers: confirmed, required: minimumPeers) }
-            try? await Task.sleep(for: .milliseconds(10))
+            confirmed = store.confirmingPeerCount
+            refusals = store.syncRefusals.filter { $0.entry.key == StoreKey(key) }
+            return !refusals.isEmpty || confirmed >= minimumPeers
         }
+        if !refusals.isEmpty {
+            return .refused(refusals.map(\.description).joined(separator: "; "))
+        }
+        return done ? .confirmed(peers: confirmed, required: minimumPeers) : .unconfirmed(peers: confirmed, required: minimumPeers)
     }
 }

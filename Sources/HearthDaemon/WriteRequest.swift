@@ -65,11 +65,15 @@ package struct WriteRequest: Sendable {
         var request = self
         var handedOver = false
         var lastHolder: StoreHolder?
+        // Made before the first wait (and a try made after it): see ``HolderWatch``.
+        var watch: HolderWatch?
+        var noReply = false
         while true {
             let timeout = max(deadline - ContinuousClock.now, .seconds(1))
             // Opened here: sync starts once the write is made, so the first hello carries it
             // (a peer's first sync with this device then includes it, as the peer expects).
-            switch try await access.reach(asking: ControlRequest.write(request).line, timeout: timeout, syncPaused: true) {
+            switch try await access.reach(asking: ControlRequest.write(request).line, timeout: timeout, syncPaused: true,
+                                          lockHeld: watch?.lockIsHeld == true) {
             case .opened(let store):
                 let outcome: WriteOutcome
                 do {
@@ -87,11 +91,14 @@ package struct WriteRequest: Sendable {
                 // apply it here once the store is free.
                 handedOver = true
                 request.isRetry = true
+                noReply = true
             case .held(let holder, let error):
                 if !handedOver && !holder.mayLetGoSoon { throw error }
                 lastHolder = holder
+                noReply = false
             }
-            guard ContinuousClock.now < deadline else {
+            // A cancelled task gives up as at the deadline (its waits would end at once).
+            guard ContinuousClock.now < deadline, !Task.isCancelled else {
                 if handedOver {
                     throw CommandError(.outcomeUnknown, "outcome unknown: the write may or may not have been applied (the hearth process it "
                                        + "was sent to stopped before answering, and store \(store) did not become free in time); "
@@ -100,7 +107,14 @@ package struct WriteRequest: Sendable {
                 throw CommandError(.storeLocked, "store \(store) is open in \(lastHolder?.description ?? "another process"), "
                                    + "which took no writes within \(Self.seconds(.milliseconds(Int(wait * 1000)) + Self.grace)) s; nothing was written")
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            guard let watch else {
+                watch = access.holderWatch()
+                continue
+            }
+            // Until the holder lets go or exits, or a holder's socket appears (no period). A
+            // holder that dropped the request but lives on (at its connection limit, say) says
+            // nothing when it can take one again: asked again within a quarter second.
+            await watch.wait(until: noReply ? min(deadline, .now + .milliseconds(250)) : deadline)
         }
     }
 

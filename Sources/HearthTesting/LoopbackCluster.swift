@@ -293,18 +293,15 @@ public final class LoopbackCluster: Sendable {
         }
     }
 
-    /// Whether `condition` held by `deadline`. On the in-memory network it is checked again at
-    /// each signalled change (no polling); over TLS the replicas' engines are out of reach
-    /// (the `Hearth` module keeps them), so it is checked every 20 ms there.
+    /// Whether `condition` held by `deadline`, checked again at each change signalled by a
+    /// replica's notifications and by the in-memory network or, over TLS, by each replica's sync
+    /// (its engine started or stopped, a peer connected, left, acknowledged or refused:
+    /// `syncSignals`): no polling on either.
     private func wait(until deadline: ContinuousClock.Instant, _ condition: () -> Bool) async throws -> Bool {
         if let network {
             return await InMemoryNetwork.wait(until: deadline, observing: { [changes] + network.signals }, condition)
         }
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return false }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+        return await ChangeSignal.waitUntil(deadline, observing: { [changes] + stores.flatMap(\.syncSignals) }, condition)
     }
 
     // MARK: Partitions and restarts

@@ -18,6 +18,10 @@ import HearthCore
 ///   finds it free. (An `IN_CLOSE_WRITE` made by the kernel closing a killed host's files comes
 ///   just before the lock is dropped, so it alone could leave a waiter asleep on a held lock.)
 ///
+/// `hearth`'s own waits (HearthDaemon: a write waiting for the store's holder, `serve` for its
+/// lock) watch the command's control socket's folder too, and wait off the cooperative pool
+/// (``wait(until:)`` async).
+///
 /// Where one of these cannot be watched (no inotify instance left, the socket folder missing,
 /// no pidfd for the holder), the wait re-checks at least once a second.
 ///
@@ -25,12 +29,13 @@ import HearthCore
 /// for the tries that follow. While the lock is held, the caller does not try to open the
 /// file (``lockIsHeld``): a failed open closes the lock file, an event that would wake every
 /// waiter, this one included, again and again.
-final class HolderWatch: Sendable {
-    let lockPath: String?
+package final class HolderWatch: Sendable {
+    package let lockPath: String?
     private let inotify: Int32
-    /// Names in the socket folder whose events matter.
-    private let names: Set<String>
-    private let socketWatch: Int32
+    /// For each watched socket folder (its inotify watch), the names in it whose events matter.
+    private let names: [Int32: Set<String>]
+    /// One of the socket folders could not be watched (no inotify instance, the folder missing).
+    private let socketsBlind: Bool
     private let lockWatch: Int32
     /// A read-only descriptor of the lock file, for ``lockIsHeld`` and the holder's pid (closing
     /// a read-only descriptor makes no `IN_CLOSE_WRITE`), or -1.
@@ -42,22 +47,39 @@ final class HolderWatch: Sendable {
     private let exited = Locked<pid_t>(0)
     /// How many waits have gone to sleep (for tests: what a wait sleeps on is armed by then).
     private let sleeps = Locked(0)
-    var sleepCount: Int { sleeps.withLock { $0 } }
+    package var sleepCount: Int { sleeps.withLock { $0 } }
 
     /// How long a wait lasts at most (milliseconds) where no event can say that something changed.
     private let blindInterval: Int
 
     /// Watches the folder of `socketPath` (that socket and the daemon's) and, when given, the
     /// lock file at `lockPath`. `blindInterval`: see the type (tests lengthen it).
-    init(socketPath: String, lockPath: String?, blindInterval: Int = 1_000) {
+    package convenience init(socketPath: String, lockPath: String?, blindInterval: Int = 1_000) {
+        self.init(socketPaths: [socketPath], lockPath: lockPath, blindInterval: blindInterval)
+    }
+
+    /// Watches the folders of `socketPaths` (each of those sockets, and the daemon's) and, when
+    /// given, the lock file at `lockPath`.
+    package init(socketPaths: [String], lockPath: String?, blindInterval: Int = 1_000) {
         self.lockPath = lockPath
         self.blindInterval = blindInterval
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        let folder = (socketPath as NSString).deletingLastPathComponent
-        names = [(socketPath as NSString).lastPathComponent, DaemonHoldRequest.socketName]
-        socketWatch = inotify >= 0
-            ? inotify_add_watch(inotify, folder, UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF))
-            : -1
+        var names: [Int32: Set<String>] = [:]
+        var socketsBlind = false
+        for socketPath in socketPaths {
+            let folder = (socketPath as NSString).deletingLastPathComponent
+            // Two paths in one folder get the same watch descriptor: their names are merged.
+            let watch = inotify >= 0
+                ? inotify_add_watch(inotify, folder, UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF))
+                : -1
+            guard watch >= 0 else {
+                socketsBlind = true
+                continue
+            }
+            names[watch, default: [DaemonHoldRequest.socketName]].insert((socketPath as NSString).lastPathComponent)
+        }
+        self.names = names
+        self.socketsBlind = socketsBlind
         if let lockPath, inotify >= 0 {
             lockWatch = inotify_add_watch(inotify, lockPath, UInt32(IN_CLOSE_WRITE | IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF))
         } else {
@@ -73,7 +95,7 @@ final class HolderWatch: Sendable {
 
     /// Whether another open file holds the store's lock now. Tried on this watch's own
     /// descriptor and let go at once; false when there is no lock file (nobody holds it).
-    var lockIsHeld: Bool {
+    package var lockIsHeld: Bool {
         guard probe >= 0 else { return false }
         if flock(probe, LOCK_EX | LOCK_NB) == 0 {
             flock(probe, LOCK_UN)
@@ -84,7 +106,7 @@ final class HolderWatch: Sendable {
 
     /// Ends a ``wait(until:recheckWithin:)`` in progress (or the next one) at once: the store
     /// was closed.
-    func wake() {
+    package func wake() {
         guard wakeup.write >= 0 else { return }
         var one: UInt8 = 1
         _ = write(wakeup.write, &one, 1)
@@ -92,7 +114,7 @@ final class HolderWatch: Sendable {
 
     /// Returns once something that matters changed (see the type), ``wake()`` was called,
     /// `deadline` passed, or `recheckWithin` did (for a failure no event announces).
-    func wait(until deadline: DispatchTime?, recheckWithin: DispatchTimeInterval? = nil) {
+    package func wait(until deadline: DispatchTime?, recheckWithin: DispatchTimeInterval? = nil) {
         let held = lockIsHeld
         // Let go since the caller's try (by a holder whose close this watch cannot see, say):
         // the next try takes it. Not after a try that failed for another reason: that one is
@@ -102,7 +124,7 @@ final class HolderWatch: Sendable {
         defer { if holder >= 0 { close(holder) } }
         // Nothing would tell: no inotify (or the socket folder is missing), no lock file to
         // watch, or a held lock whose holder cannot be watched.
-        let blind = socketWatch < 0 || (lockPath != nil && probe < 0) || (held && (holder < 0 || lockWatch < 0))
+        let blind = socketsBlind || inotify < 0 || (lockPath != nil && probe < 0) || (held && (holder < 0 || lockWatch < 0))
         var until = deadline
         if blind { until = min(until ?? .distantFuture, .now() + .milliseconds(blindInterval)) }
         if let recheckWithin { until = min(until ?? .distantFuture, .now() + recheckWithin) }
@@ -137,6 +159,30 @@ final class HolderWatch: Sendable {
         }
     }
 
+    /// ``wait(until:recheckWithin:)`` for a task (no deadline: `nil`): on a thread of its own
+    /// (it blocks in `poll(2)`; the cooperative pool must not), ended at once if the task is
+    /// cancelled (``wake()``; the next wait may then return at once: one more try, no more).
+    package func wait(until deadline: ContinuousClock.Instant?) async {
+        var until: DispatchTime?
+        if let deadline {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return }
+            let (seconds, attoseconds) = remaining.components
+            until = DispatchTime.now() + .nanoseconds(Int(min(seconds, 86_400 * 365) * 1_000_000_000 + attoseconds / 1_000_000_000))
+        }
+        let end = until
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread { [self] in
+                    wait(until: end)
+                    continuation.resume()
+                }
+            }
+        } onCancel: {
+            wake()
+        }
+    }
+
     /// Reads the queued inotify events; true if one names what this watch is for.
     private func readEvents() -> Bool {
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -147,8 +193,9 @@ final class HolderWatch: Sendable {
             for event in InotifyEvent.parse(buffer, count: n) {
                 if event.mask & UInt32(IN_Q_OVERFLOW) != 0 || event.watch == lockWatch { relevant = true }
                 // The folder itself removed or moved: nothing more will come from it.
-                if event.watch == socketWatch, event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { relevant = true }
-                if event.watch == socketWatch, names.contains(event.name) { relevant = true }
+                guard let watched = names[event.watch] else { continue }
+                if event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { relevant = true }
+                if watched.contains(event.name) { relevant = true }
             }
         }
     }
