@@ -379,6 +379,8 @@ struct LocalAttachTests {
         #expect(Set(events.flatMap(\.keys)) == Set((1...5).map { "child-\($0)" }))
         #expect(events.allSatisfy { $0.reason == .serverChange })
         #expect(store.synchronize())
+        // The child hosts: it stays until this process says it saw the child's writes.
+        _ = FileManager.default.createFile(atPath: place.directory + "/saw-parent", contents: nil)
         #expect(await child.wait(upTo: .seconds(30)) == 0, "\(child.output)\(child.errorOutput)")
         #expect(Self.notified(child.output)[0] == Set((1...5).map { "parent-\($0)" }), "\(child.output)")
         await store.close()
