@@ -15,8 +15,7 @@
 //   hearth-test-writer release-on-loop DIR STORE K=V…
 //                                           the same, but the last reference goes on an event loop of
 //                                           the store's connection (the writes queued behind it), which
-//                                           stays busy until this process has begun to exit (an atexit
-//                                           handler that runs before Hearth's) ("exiting released")
+//                                           stays busy 300 ms after; exits 50 ms after it ("exiting released")
 //   hearth-test-writer share DIR STORE NAME COUNT OTHER
 //                                           open (hosting or attached, printed as "opened host|attached"),
 //                                           wait for the file DIR/go, write NAME-1…NAME-COUNT, each after
@@ -69,9 +68,6 @@ func waitForFile(_ path: String) {
     // Watched first, then checked: a file made in between is seen either way.
     while !FileManager.default.fileExists(atPath: path) { _ = read(watch, &buffer, buffer.count) }
 }
-
-/// Entered by release-on-loop, left by its atexit handler: what its event loops wait on.
-nonisolated(unsafe) let exitBegan = DispatchGroup()
 
 /// Unbuffered, so the parent sees each line even when this process is killed.
 func say(_ line: String) {
@@ -158,10 +154,6 @@ case "release-on-loop":
     // queued behind it, and stays busy from the deinit on until after this process began to exit.
     let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
     let (started, go, dropped) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
-    // Registered after the store's device registered its exit hook, so it runs first: the loops
-    // are released only once exit() has begun, and the hook must wait for the writes behind them.
-    exitBegan.enter()
-    atexit { exitBegan.leave() }
     for (index, loop) in loops.enumerated() {
         loop.execute {
             started.signal()
@@ -170,7 +162,7 @@ case "release-on-loop":
                 holder.store = nil   // the last reference: the deinit runs here
                 dropped.signal()
             }
-            exitBegan.wait()
+            usleep(300_000)
         }
     }
     for _ in loops { started.wait() }
@@ -183,6 +175,7 @@ case "release-on-loop":
     store = nil
     for _ in loops { go.signal() }
     dropped.wait()
+    usleep(50_000)
     say("exiting \(released == nil ? "released" : "still held")")
     exit(0)
 case "share":
