@@ -429,12 +429,17 @@ enum RawLocalClient {
         reply.connected = true
         var timeout = timeval(tv_sec: Int(wait), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        for frame in frames {
-            _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            usleep(50_000)
-        }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
+        for (index, frame) in frames.enumerated() {
+            _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            // Each frame but the last (a hello) is answered before the next goes: the host's
+            // answer arriving is the event, not a pause.
+            if index < frames.count - 1, pollReadable(fd, until: .now + .seconds(Int(wait))) {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n > 0 { received += buffer[0..<n] }
+            }
+        }
         while true {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n == 0 { reply.closed = true; break }
