@@ -1,6 +1,5 @@
 import Foundation
 import Hearth
-import HearthTestSupport
 import Testing
 
 /// Seed 002's pattern: external changes are copied into the local defaults database.
@@ -18,16 +17,20 @@ struct UserDefaultsMirrorTests {
         t.store.applyExternal([peer.write(3, forKey: "backgroundColor"), peer.write("x", forKey: "unmirrored"),
                                peer.write("here", forKey: "gone")])
         let defaults = try #require(UserDefaults(suiteName: suite))
-        // The mirror saves each batch (`synchronize()`): woken by its file being written, a
-        // copy that never reaches the disk fails. Both keys: the mirror copies them one by one.
-        let file = defaultsFile(ofSuite: suite)
-        let name = (file as NSString).lastPathComponent
-        await untilFilesChange([file], "both keys in the defaults", names: { $0 == name }) {
-            defaults.integer(forKey: "backgroundColor") == 3 && defaults.string(forKey: "gone") == "here"
-        }
+        // Both keys: the mirror copies them one by one, so one may land before the other.
+        try await waitUntil { defaults.integer(forKey: "backgroundColor") == 3 && defaults.string(forKey: "gone") == "here" }
         #expect(defaults.object(forKey: "unmirrored") == nil)
         t.store.applyExternal([peer.write(nil, forKey: "gone")])
-        await untilFilesChange([file], "the removal in the defaults", names: { $0 == name }) { defaults.object(forKey: "gone") == nil }
+        try await waitUntil { defaults.object(forKey: "gone") == nil }
         mirror.stop()
+    }
+
+    func waitUntil(_ condition: () -> Bool) async throws {
+        // Generous: under ThreadSanitizer beside CPU hogs a copy can take seconds.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { Issue.record("timed out"); return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
     }
 }
