@@ -117,12 +117,12 @@ let package = Package(
         .target(name: "HearthTestSupport", dependencies: [], path: "Tests/HearthTestSupport", swiftSettings: strict),
         .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer", "HearthTesting", "HearthTestSupport", "HearthFuzzTargets",
                                                             .product(name: "NIOCore", package: "swift-nio"),
-                                                            .product(name: "NIOPosix", package: "swift-nio"),
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthTesting", "HearthTestSupport", "hearth-test-writer",
+        .testTarget(name: "HearthTests", dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthSync", "HearthTransport", "HearthTesting", "HearthTestSupport", "hearth-test-writer",
                                                         .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                                                        .product(name: "NIOPosix", package: "swift-nio"),
                                                         .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         // Examples.
@@ -179,7 +179,7 @@ let package = Package(
         .testTarget(name: "HearthCommandTests", dependencies: ["HearthCommand", "HearthDaemon", "hearth-color-sync", "hearth-test-writer", "Hearth", "HearthCore", "HearthIdentity",
                                                                "HearthTesting", "HearthTestSupport", "HearthTransport", "HearthSync", .product(name: "NIOCore", package: "swift-nio"),
                                                                .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "Hearth", "HearthCore"], swiftSettings: strict),
+        .testTarget(name: "HearthTestingTests", dependencies: ["HearthTesting", "HearthTestSupport", "Hearth", "HearthCore"], swiftSettings: strict),
 
         // The fuzz targets' decoders and seeds (Fuzz/, scripts/fuzz.sh), also replayed by a unit test.
         .target(

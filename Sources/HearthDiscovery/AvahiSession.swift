@@ -448,7 +448,8 @@ final class AvahiSession: Sendable {
             return (s.stale, s.staleTimer)
         }
         if let timer { hearth_avahi_timeout_free(pollAPI, timer.pointer) }
-        if !stale.isEmpty { logger.debug("\(stale.count) sighting(s) not confirmed after the daemon restart") }
+        // Logged even when all were confirmed: the end of the grace period is an event a test waits on.
+        logger.debug("grace period after the daemon restart over: \(stale.count) sighting(s) not confirmed")
         for key in stale { remove(key) }
     }
 

@@ -49,8 +49,9 @@ extension AvahiTestNet {
             let newcomer = AvahiDiscovery(service: makeService("Newcomer-\(tag)", port: 7503, account: account, store: store), logger: Logger(label: "test"))
             try await newcomer.start()
             #expect(await recorder.wait(upTo: .seconds(5)) { _ in recorder.peer(named: newcomer.service.instanceName) != nil } != nil)
-            // After the stale grace period the neighbour must still be there (it was re-seen).
-            try await Task.sleep(for: .seconds(3.5))
+            // After the stale grace period (its sweep logs its end) the neighbour must still be
+            // there (it was re-seen).
+            #expect(await logs.until(deadline: .seconds(20)) { logs.all.contains { $0.message.hasPrefix("grace period after the daemon restart over") } })
             #expect(Set(a.peers.map(\.name)) == [b.service.instanceName, newcomer.service.instanceName])
 
             await newcomer.stop()

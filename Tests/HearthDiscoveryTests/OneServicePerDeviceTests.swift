@@ -32,15 +32,14 @@ extension AvahiTestNet {
                     .map { $0.split(separator: ";", omittingEmptySubsequences: false).map(String.init) }
                     .filter { $0.count >= 10 && $0[9].contains(device) }
             }
-            var found: [[String]] = []
-            let deadline = ContinuousClock.now + .seconds(20)
-            while found.isEmpty, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(200))
-                found = try await ours()
-            }
+            // First sighting: a browser that stays prints each resolved service as avahi-daemon
+            // reports it (a line per event, read through inotify), no poll.
+            let browser = try ChildProcess("/usr/bin/avahi-browse", ["-rp", "_hearth._tcp"])
+            defer { browser.kill() }
+            #expect(await browser.waitForOutput(device, upTo: .seconds(20)), "\(browser.output)")
             // Give a second or third publication time to show up, if there were one.
             try await Task.sleep(for: .seconds(2))
-            found = try await ours()
+            let found = try await ours()
             for store in stores { await store.stopSync() }
             #expect(Set(found.map { $0[3] }).count == 1, "services of this device: \(found.map { $0[3] })")
             #expect(found.allSatisfy { $0[8] == "\(ports.first ?? 0)" })

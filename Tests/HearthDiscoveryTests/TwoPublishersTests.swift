@@ -1,4 +1,5 @@
 import HearthDiscovery
+import HearthTesting
 import Logging
 import Testing
 import HearthTestSupport
@@ -9,8 +10,9 @@ extension AvahiTestNet {
         @Test("see each other within 2 s with addresses, port and TXT; a stopped one is gone; other accounts and stores are ignored")
         func seeEachOther() async throws {
             let account = randomHash(), store = randomHash()
-            let a = AvahiDiscovery(service: makeService("Alpha-\(account.prefix(6))", port: 7101, account: account, store: store), logger: Logger(label: "test"))
-            let b = AvahiDiscovery(service: makeService("Beta-\(account.prefix(6))", port: 7102, account: account, store: store), logger: Logger(label: "test"))
+            let logs = LogCapture()
+            let a = AvahiDiscovery(service: makeService("Alpha-\(account.prefix(6))", port: 7101, account: account, store: store), logger: logs.logger("A"))
+            let b = AvahiDiscovery(service: makeService("Beta-\(account.prefix(6))", port: 7102, account: account, store: store), logger: logs.logger("B"))
             let otherAccount = AvahiDiscovery(service: makeService("Other-account-\(account.prefix(6))", port: 7103, store: store), logger: Logger(label: "test"))
             let otherStore = AvahiDiscovery(service: makeService("Other-store-\(account.prefix(6))", port: 7104, account: account), logger: Logger(label: "test"))
             let recordA = EventRecorder(a), recordB = EventRecorder(b)
@@ -41,9 +43,17 @@ extension AvahiTestNet {
             #expect(peerB.record == b.service.record)
             #expect(peerB.id.hasPrefix("mdns:"))
 
-            // The other account's and store's services are published by now (they started
-            // first); give their resolutions time to arrive, then check they were dropped.
-            try await Task.sleep(for: .milliseconds(700))
+            // The other account's and store's services (started first) reach both, resolved, and
+            // are dropped: each says so in its log, and only then is "never reported" shown.
+            let foreign = [otherAccount.service.instanceName, otherStore.service.instanceName]
+            let dropped = await logs.until(deadline: .seconds(10)) {
+                ["A", "B"].allSatisfy { label in
+                    foreign.allSatisfy { name in
+                        logs.all.contains { $0.label == label && $0.message.hasPrefix("ignoring service \"\(name)\"") }
+                    }
+                }
+            }
+            #expect(dropped, "\(logs.all.filter { $0.message.hasPrefix("ignoring") }.map { "\($0.label): \($0.message)" })")
             for recorder in [recordA, recordB] {
                 #expect(!recorder.saw(named: otherAccount.service.instanceName))
                 #expect(!recorder.saw(named: otherStore.service.instanceName))

@@ -160,9 +160,8 @@ struct LoopbackPairingTests {
             _ = try await PairingApprover(accounts: home.member, logger: Logger(label: "test"))
                 .approve(PairingCandidate(name: "kitchen", host: "127.0.0.1", port: request.port),
                          confirm: { offer in
-                             // Decide only once the newcomer has: its refusal is on the way or here.
-                             _ = await screens.code(on: "kitchen")
-                             try? await Task.sleep(for: .milliseconds(200))
+                             // Decide only once the newcomer has ended, its refusal sent.
+                             _ = await joined.result
                              return .approve
                          }, passphrase: { Household.passphrase })
         } throws: { error in

@@ -206,3 +206,13 @@ extension Task where Failure == Never {
         return self
     }
 }
+
+/// The file Foundation on Linux keeps the defaults suite `suite` in
+/// (`$XDG_CONFIG_HOME/<suite>.plist`, else `~/.config/<suite>.plist`): it posts no
+/// `UserDefaults.didChangeNotification` for another instance's writes, but
+/// `synchronize()` writes this file, an event ``untilFilesChange`` can wait on.
+public func defaultsFile(ofSuite suite: String) -> String {
+    let environment = ProcessInfo.processInfo.environment
+    let home = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory() + "/.config"
+    return "\(home)/\(suite).plist"
+}

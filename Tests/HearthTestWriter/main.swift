@@ -18,9 +18,11 @@
 //                                           stays busy 300 ms after; exits 50 ms after it ("exiting released")
 //   hearth-test-writer share DIR STORE NAME COUNT OTHER
 //                                           open (hosting or attached, printed as "opened host|attached"),
-//                                           wait for the file DIR/go, write NAME-1…NAME-COUNT, print
-//                                           each notification ("notify REASON KEY,KEY"), wait until
-//                                           OTHER-COUNT is visible, synchronize(), print "synced BOOL"
+//                                           wait for the file DIR/go, write NAME-1…NAME-COUNT, each after
+//                                           OTHER's write of the one before (in step), print each
+//                                           notification ("notify REASON KEY,KEY"), wait until OTHER-COUNT
+//                                           is visible, print "saw BOOL", synchronize(), print "synced BOOL",
+//                                           make DIR/saw-NAME and exit once DIR/saw-OTHER exists
 //   hearth-test-writer watch DIR STORE KEY  open, print "opened host|attached KEY=VALUE", then each
 //                                           notification as "notify REASON KEYS KEY=VALUE" (VALUE
 //                                           "absent" when none), until killed
@@ -182,23 +184,30 @@ case "share":
     let store = open()
     Shown.notifications(of: store)
     say("opened \(store.isAttached ? "attached" : "host")")
-    waitForFile(arguments[2] + "/go")
-    for i in 1...count {
-        store.set(Int64(i), forKey: "\(name)-\(i)")
-        usleep(5_000)
-    }
-    // Woken by the store's notifications (the other's writes arriving), for at most 30 s.
+    // Woken by the store's notifications (the other's writes arriving), for at most 30 s in all.
     let arrived = DispatchSemaphore(value: 0)
     let observer = NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { _ in
         arrived.signal()
     }
     let until = DispatchTime.now() + .seconds(30)
-    while store.object(forKey: "\(other)-\(count)") == nil, arrived.wait(timeout: until) == .success {}
+    func seen(_ key: String) -> Bool {
+        while store.object(forKey: key) == nil, arrived.wait(timeout: until) == .success {}
+        return store.object(forKey: key) != nil
+    }
+    waitForFile(arguments[2] + "/go")
+    // In step: write i goes after the other's write i − 1 arrived, so the two processes'
+    // writes interleave however the machine schedules them.
+    for i in 1...count {
+        if i > 1 { _ = seen("\(other)-\(i - 1)") }
+        store.set(Int64(i), forKey: "\(name)-\(i)")
+    }
+    let saw = seen("\(other)-\(count)")
     NotificationCenter.default.removeObserver(observer)
-    say("saw \(store.object(forKey: "\(other)-\(count)") != nil)")
+    say("saw \(saw)")
     say("synced \(store.synchronize())")
-    // Give the other process time to see our last writes through us, should we host.
-    usleep(300_000)
+    // Should we host, the other sees our last writes through us: stay until it says it has.
+    _ = FileManager.default.createFile(atPath: arguments[2] + "/saw-\(name)", contents: nil)
+    waitForFile(arguments[2] + "/saw-\(other)")
     exit(0)
 case "watch":
     guard arguments.count == 5 else { exit(64) }

@@ -1,5 +1,6 @@
 import Foundation
 import Hearth
+import HearthTestSupport
 import HearthTesting
 import Testing
 
@@ -46,14 +47,12 @@ import Testing
         let mirror = UserDefaultsMirror(store: cluster[1], suiteName: suite, keys: ["backgroundColor"])
         try cluster.write(.integer(3), forKey: "backgroundColor", on: 0)
         _ = try await cluster.nextNotification(on: 1, reason: .serverChange)
-        // The mirror copies on the same notification; give its task a moment. (A poll: the
-        // mirror's copy announces itself nowhere, and Foundation on Linux posts no
-        // UserDefaults.didChangeNotification for it.)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while mirror.defaults.integer(forKey: "backgroundColor") != 3, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
+        // The mirror copies on the same notification, in its own task, and saves the suite
+        // (Foundation on Linux posts no UserDefaults.didChangeNotification): its file written is the event.
+        let file = defaultsFile(ofSuite: suite)
+        await untilFilesChange([file], "the mirror's copy on disk", names: { $0 == (file as NSString).lastPathComponent }) {
+            mirror.defaults.integer(forKey: "backgroundColor") == 3
         }
-        #expect(mirror.defaults.integer(forKey: "backgroundColor") == 3)
         mirror.stop()
     }
 }

@@ -379,6 +379,8 @@ struct LocalAttachTests {
         #expect(Set(events.flatMap(\.keys)) == Set((1...5).map { "child-\($0)" }))
         #expect(events.allSatisfy { $0.reason == .serverChange })
         #expect(store.synchronize())
+        // The child hosts: it stays until this process says it saw the child's writes.
+        _ = FileManager.default.createFile(atPath: place.directory + "/saw-parent", contents: nil)
         #expect(await child.wait(upTo: .seconds(30)) == 0, "\(child.output)\(child.errorOutput)")
         #expect(Self.notified(child.output)[0] == Set((1...5).map { "parent-\($0)" }), "\(child.output)")
         await store.close()
@@ -427,12 +429,17 @@ enum RawLocalClient {
         reply.connected = true
         var timeout = timeval(tv_sec: Int(wait), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        for frame in frames {
-            _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            usleep(50_000)
-        }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
+        for (index, frame) in frames.enumerated() {
+            _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            // Each frame but the last (a hello) is answered before the next goes: the host's
+            // answer arriving is the event, not a pause.
+            if index < frames.count - 1, pollReadable(fd, until: .now + .seconds(Int(wait))) {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n > 0 { received += buffer[0..<n] }
+            }
+        }
         while true {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n == 0 { reply.closed = true; break }

@@ -121,18 +121,13 @@ func drain(_ connection: PeerConnection, frames limit: Int = .max, timeout: Dura
 
 struct TimeoutError: Error {}
 
-/// Runs `body`, or returns nil if it takes longer than `timeout` (and cancels it).
+/// Runs `body`, or returns nil if it takes longer than `timeout` (then it is cancelled, and
+/// waited for). The bound is `Task.bounded(by:)`'s (HearthTestSupport), not a timer of its own.
 func withTimeout<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
-    await withTaskGroup(of: T?.self) { group in
-        group.addTask { await body() }
-        group.addTask {
-            try? await Task.sleep(for: timeout)
-            return nil
-        }
-        let first = await group.next()!
-        group.cancelAll()
-        return first
-    }
+    await Task { () async -> T? in
+        let value = await body()
+        return Task.isCancelled ? nil : value
+    }.bounded(by: timeout).value
 }
 
 /// Writes PEM files for the openssl command-line tool.

@@ -1,4 +1,5 @@
 import Foundation
+import HearthCore
 import HearthIdentity
 @testable import HearthTransport
 import HearthTesting
@@ -82,10 +83,10 @@ extension TransportTests {
                 await #expect(throws: (any Error).self) { try await client.connect(host: "127.0.0.1", port: try #require(listener.port)) }
             }
             // The reset may reach the client before the error has gone down the listener's
-            // pipeline: wait until all three were counted (a bound, not a pace).
-            let deadline = ContinuousClock.now + .seconds(30)
-            while server.localFailures.occurrences("accept") < 3, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
+            // pipeline: wait until all three were counted, woken at each count.
+            let failures = server.localFailures
+            _ = await ChangeSignal.waitUntil(ContinuousClock.now + .seconds(30), observing: { [failures.changes] }) {
+                failures.occurrences("accept") >= 3
             }
             #expect(server.localFailures.occurrences("accept") == 3)
             let errors = logs.all.filter { $0.level == .error }

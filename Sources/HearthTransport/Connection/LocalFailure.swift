@@ -40,6 +40,9 @@ package enum LocalFailure {
 /// with back-off every few seconds must not fill the log with the same line.
 package final class LocalFailureLog: Sendable {
     private let seen = Locked<[String: Int]>([:])
+    /// Signalled after each failure counted, so a test waits for a count (``occurrences(_:)``)
+    /// on it rather than polling.
+    package let changes = ChangeSignal()
 
     /// Reports `error` if its cause is local; returns whether it was.
     @discardableResult
@@ -50,6 +53,7 @@ package final class LocalFailureLog: Sendable {
             counts[key, default: 0] += 1
             return counts[key] == 1
         }
+        defer { changes.signal() }
         if first {
             logger.error("cannot \(doing) peer connections: \(cause), a cause on this machine (permissions or limits), not the peer; retrying will not help until it is fixed, and it is logged only this once",
                          metadata: ["error": "\(error)"])
