@@ -105,7 +105,7 @@ final class StoreBackend: Sendable {
 
     func value(forKey key: String) -> PropertyListValue? {
         let key = StoreKey(key)
-        return state.withLock { $0.replica.entries[key]?.value }
+        return state.withLock { $0.replica.value(forKey: key) }
     }
 
     /// Every visible key (exactly as written) and value.

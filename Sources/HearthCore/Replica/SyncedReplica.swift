@@ -58,6 +58,13 @@ package struct SyncedReplica: Sendable {
         replica[keyPath: keyPath]
     }
 
+    /// The value of `key` (nil for a tombstone or no entry): the store's `get`, called directly.
+    /// Through the key-path member above, a read cost three times as much (6.4 M/s against
+    /// 18.8 M/s for a small string, hearth-benchmarks --only local).
+    package func value(forKey key: StoreKey) -> PropertyListValue? {
+        replica.value(forKey: key)
+    }
+
     /// Puts another replica in this one's place (an account switch, a store taken over from
     /// the process that hosted it, an attached copy's new view): nothing stays held back, and
     /// its unsigned entries are the ones to sign.
