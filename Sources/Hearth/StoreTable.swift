@@ -74,6 +74,10 @@ final class StoreTable: Sendable {
     /// lock should that process be exiting (docs/local-attach.md).
     static let attachTimeout: DispatchTimeInterval = .seconds(10)
 
+    /// How soon an open asks a host again that took its connection but did not serve it
+    /// (``ErrorCode/notServed``): nothing the watch sees announces when that host can.
+    static let unservedRecheck: DispatchTimeInterval = .milliseconds(250)
+
     /// Opens the store's file; if another process holds it and `configuration.attach` allows,
     /// attaches to that process instead. Tries both again (a host may be starting or exiting)
     /// whenever the holder's socket or lock changes (``HolderWatch``: an event, not a sleep),
@@ -124,7 +128,9 @@ final class StoreTable: Sendable {
                 watch = HolderWatch(socketPath: socketPath, lockPath: location.lockPath)
                 continue
             }
-            watch.wait(until: deadline)
+            // A host that took the connection and dropped it (or was slow to answer) stays as
+            // it is: no event comes, so it is asked again soon instead of at the deadline.
+            watch.wait(until: deadline, recheckWithin: failure.code == .notServed ? unservedRecheck : nil)
         }
     }
 

@@ -165,4 +165,74 @@ struct HolderWatchTests {
         }
         #expect(DispatchTime.now() >= start + StoreTable.attachTimeout)
     }
+
+    /// A host that takes each connection at the store's socket and closes it unserved (as a
+    /// host not ready yet did), on a thread of its own; `accepted` hears the count of each.
+    final class DroppingHost: Sendable {
+        let fd: Int32
+        let done = DispatchSemaphore(value: 0)
+
+        init(path: String, accepted: @escaping @Sendable (Int) -> Void) throws {
+            var address = try #require(LocalSocketDirectory.address(path))
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            try #require(fd >= 0 && bound == 0 && listen(fd, 8) == 0, "cannot listen on \(path): errno \(errno)")
+            Thread.detachNewThread { [fd, done] in
+                var count = 0
+                while true {
+                    let connection = accept(fd, nil, nil)
+                    guard connection >= 0 else { break }    // shut down by stop()
+                    count += 1
+                    accepted(count)
+                    close(connection)
+                }
+                done.signal()
+            }
+        }
+
+        func stop() {
+            shutdown(fd, Int32(SHUT_RDWR))
+            done.wait()
+            close(fd)
+        }
+    }
+
+    @Test("An attach a host takes and drops is tried again before the open's deadline, though no event follows (its socket, lock and holder stay); the open then takes the freed store")
+    func droppedAttachIsRetried() async throws {
+        let place = try Place()
+        defer { place.cleanUp() }
+        let location = StoreLocation(dataDirectory: place.directory, storeIdentifier: "dropped")
+        try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
+        // The lock held here, in the name of a live process: the open's watch sleeps on that
+        // process's pidfd, armed (not blind, which would re-check each second anyway).
+        let holder = Locked<FileLock?>(try FileLock(path: location.lockPath))
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        sleeper.arguments = ["60"]
+        try sleeper.run()
+        defer { kill(sleeper.processIdentifier, SIGKILL); sleeper.waitUntilExit() }
+        try Data("\(sleeper.processIdentifier)\n".utf8).write(to: URL(fileURLWithPath: location.lockPath))
+        let socketPath = LocalSocketDirectory.socketPath(dataDirectory: place.directory, storeIdentifier: "dropped")
+        try LocalSocketDirectory.prepare((socketPath as NSString).deletingLastPathComponent)
+        // The open tries twice before its first wait (once, then again once watched); a third
+        // connection comes only from a retry no event asked for. It lets go of the lock then
+        // (an event), so that the open ends at once, with the store.
+        let host = try DroppingHost(path: socketPath) { count in
+            if count == 3 { holder.withLock { $0 = nil } }
+        }
+        defer { host.stop(); unlink(socketPath) }
+        let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: place.directory, sync: .disabled)
+        let outcome = await Self.onThread { () -> Result<UbiquitousKeyValueStore, KeyValueStoreError> in
+            Result { () throws(KeyValueStoreError) in try UbiquitousKeyValueStore(storeIdentifier: "dropped", configuration: configuration) }
+        }
+        switch outcome {
+        case .success(let store):
+            #expect(!store.isAttached)
+            await store.close()
+        case .failure(let error):
+            Issue.record("the host that dropped the attach was not asked again before the deadline: \(error)")
+        }
+    }
 }

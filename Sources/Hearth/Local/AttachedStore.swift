@@ -81,8 +81,8 @@ final class AttachedStore: Sendable {
                 if s.attachment?.channel === channel { s.attachment?.channel = nil }
             }
             channel.close(promise: nil)
-            throw LocalAttachError(attached == nil ? "the process hosting the store did not answer in time"
-                                                   : "the process hosting the store closed the connection")
+            throw LocalAttachError(.notServed, attached == nil ? "the process hosting the store did not answer in time"
+                                                               : "the process hosting the store closed the connection")
         }
     }
 

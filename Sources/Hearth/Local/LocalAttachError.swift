@@ -10,6 +10,9 @@ enum LocalAttachErrors: HearthErrorDomain {}
 extension ErrorCode where Domain == LocalAttachErrors {
     /// The store could not be hosted for, or attached to, another process.
     static var unavailable: Self { Self("unavailable") }
+    /// A host took the connection but did not serve it (closed it, or sent no snapshot in
+    /// time): its socket and lock stay as they were, so no event will say when to try again.
+    static var notServed: Self { Self("notServed") }
 }
 
 extension HearthError where Domain == LocalAttachErrors {

@@ -98,15 +98,19 @@ final class StoreHost: Sendable {
             unlink(bound)
             throw LocalAttachError("cannot listen on \(path): \(error)")
         }
+        // Ready before the socket is in place: a process woken by the rename connects at once,
+        // and a connection accepted before the host is set is closed (a waiter whose attach
+        // failed that way had no event left to wake it: it slept to its deadline).
+        let host = StoreHost(path: path, server: server, backend: backend)
+        hostBox.withLock { $0 = host }
         // Replaces a socket left by a host that died, in one step.
         guard rename(bound, path) == 0 else {
             let code = errno
+            hostBox.withLock { $0 = nil }
             unlink(bound)
             server.close(promise: nil)
             throw LocalAttachError("cannot listen on \(path): rename: \(String(cString: strerror(code)))")
         }
-        let host = StoreHost(path: path, server: server, backend: backend)
-        hostBox.withLock { $0 = host }
         backend.logger.debug("hosting the store for other processes", metadata: ["store": "\(backend.storeIdentifier)", "socket": "\(path)"])
         return host
     }
