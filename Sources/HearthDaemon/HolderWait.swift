@@ -17,7 +17,8 @@ extension StoreAccess {
         for path in [control, attachSocketPath] {
             try? PrivateFolder.prepare((path as NSString).deletingLastPathComponent)
         }
-        return HolderWatch(socketPaths: [control, attachSocketPath], lockPath: location.lockPath, blindInterval: holderBlindInterval)
+        return HolderWatch(socketPaths: [control, attachSocketPath], lockPath: location.lockPath, blindInterval: holderBlindInterval,
+                           asleep: holderWaitAsleep)
     }
 
     /// The store's attach socket (docs/local-attach.md), whoever hosts it.

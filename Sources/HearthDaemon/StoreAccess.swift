@@ -19,6 +19,9 @@ package struct StoreAccess: Sendable {
     /// How long a wait for this store's holder lasts at most where no event can tell that it
     /// changed (milliseconds; ``HolderWatch``): tests lengthen it, so that a missed event shows.
     package var holderBlindInterval = 1_000
+    /// Signalled each time this process's wait for the store's holder goes to sleep
+    /// (``HolderWatch``): tests act on the holder then, not after a pause.
+    package var holderWaitAsleep: ChangeSignal?
 
     /// A given store of the given identity (the daemon's stores, one per file it finds).
     package init(folders: DeviceFolders, peering: PeerSettings, storeIdentifier: String, identity: DeviceIdentity?) {

@@ -2,6 +2,7 @@ import Foundation
 import Hearth
 import HearthCore
 import HearthDaemon
+import HearthTestSupport
 import HearthTesting
 import Testing
 
@@ -119,6 +120,13 @@ struct EventWaitTests {
             try Data("\(holder.processIdentifier)\n".utf8).write(to: URL(fileURLWithPath: lockPath))
         }
 
+        /// ``access``, its waits for the holder signalling `asleep` as each goes to sleep.
+        func access(signalling asleep: ChangeSignal) -> StoreAccess {
+            var access = access
+            access.holderWaitAsleep = asleep
+            return access
+        }
+
         func kill() {
             if holder.isRunning { Foundation.kill(holder.processIdentifier, SIGKILL) }
             holder.waitUntilExit()
@@ -152,22 +160,22 @@ struct EventWaitTests {
         let held = try HeldStore()
         defer { held.cleanUp() }
         let notes = Notes()
-        let stop = Locked(false)
+        let asleep = ChangeSignal()
+        let access = held.access(signalling: asleep)
+        // Waiting on the stop signal too, as serve does; it never comes here.
         let stopped = ChangeSignal()
         let start = ContinuousClock.now
-        async let opened = HostedStore.open(held.access, label: "serve", output: notes.output,
-                                            shouldStop: { stop.withLock { $0 } }, stopped: stopped)
-        #expect(await notes.waitFor("waiting for it to be free"))
-        held.kill()
-        // Only the stop signal could end a wait that missed the holder's exit: sent at `far`.
-        let bound = Task {
-            try await Task.sleep(for: Self.far)
-            stop.withLock { $0 = true }
-            stopped.signal()
+        let opening = Task {
+            try await HostedStore.open(access, label: "serve", output: notes.output, shouldStop: { false }, stopped: stopped)
         }
-        let hosted = try await opened
-        bound.cancel()
-        #expect(hosted != nil, "the open was stopped at the test's bound: the holder's exit did not end its wait")
+        #expect(await notes.waitFor("waiting for it to be free"))
+        // Killed once the open's watch is asleep on the holder: only its pidfd can tell then.
+        #expect(await ChangeSignal.waitUntil(ContinuousClock.now + Self.far, observing: { [asleep] }) { asleep.generation > 0 })
+        held.kill()
+        // A wait that missed the holder's exit ends only when the test gives up on it at `far`
+        // (cancelled, the open returns nil).
+        let hosted = try await opening.bounded(by: Self.far).value
+        #expect(hosted != nil, "the open was cancelled at the test's bound: the holder's exit did not end its wait")
         #expect(ContinuousClock.now - start < Self.far)
         await hosted?.close()
     }
@@ -191,13 +199,8 @@ struct EventWaitTests {
         let start = ContinuousClock.now
         stop.withLock { $0 = true }
         stopped.signal()
-        // A wait that missed the signal ends only when the test gives up on it (cancelled).
-        let bound = Task {
-            try await Task.sleep(for: Self.far)
-            opening.cancel()
-        }
-        let hosted = try await opening.value
-        bound.cancel()
+        // A wait that missed the signal ends only when the test gives up on it (cancelled at `far`).
+        let hosted = try await opening.bounded(by: Self.far).value
         #expect(hosted == nil)
         #expect(ContinuousClock.now - start < Self.far, "the stop signal did not end the wait")
     }
@@ -207,11 +210,15 @@ struct EventWaitTests {
         let held = try HeldStore()
         defer { held.cleanUp() }
         let request = WriteRequest(store: "com.example.held", key: "k", value: .string("v"), wait: 25, minimumPeers: 1)
+        let asleep = ChangeSignal()
+        let access = held.access(signalling: asleep)
         let start = ContinuousClock.now
-        async let performed = request.perform(held.access)
+        async let performed = request.perform(access)
         // The first try waits in the library's open (10 s at most, for the store's socket or
-        // lock); the ones after it wait in perform's watch. The holder exits in the second.
-        try await Task.sleep(for: .seconds(13))
+        // lock: that wait is the library's, not this signal's); the ones after it wait in
+        // perform's watch. The holder exits once perform's watch is asleep on it.
+        let waiting = await ChangeSignal.waitUntil(ContinuousClock.now + Self.far, observing: { [asleep] }) { asleep.generation > 0 }
+        #expect(waiting, "perform never waited on its holder watch")
         held.kill()
         let (outcome, route) = try await performed
         #expect(outcome == .local)

@@ -188,10 +188,10 @@ public final class ProcessExit {
     }
 }
 
-extension Task where Failure == Never {
+extension Task {
     /// Cancels this task if it has not ended once `bound` has passed: the bound of a wait that
-    /// ends on its own event (a notification, a stream's element), so that a missing event fails
-    /// the test instead of hanging it. Returns the task, to await.
+    /// ends on its own event (a notification, a stream's element, a process's exit), so that a
+    /// missing event fails the test instead of hanging it. Returns the task, to await.
     ///
     /// ```swift
     /// let first = Task { for await change in changes { return change }; return nil }.bounded(by: .seconds(10))

@@ -48,6 +48,9 @@ package final class HolderWatch: Sendable {
     /// How many waits have gone to sleep (for tests: what a wait sleeps on is armed by then).
     private let sleeps = Locked(0)
     package var sleepCount: Int { sleeps.withLock { $0 } }
+    /// Signalled each time a wait goes to sleep (its events armed): a test's event for "the
+    /// waiter is asleep on the holder now", to act then instead of after a guessed pause.
+    private let asleep: ChangeSignal?
 
     /// How long a wait lasts at most (milliseconds) where no event can say that something changed.
     private let blindInterval: Int
@@ -59,10 +62,11 @@ package final class HolderWatch: Sendable {
     }
 
     /// Watches the folders of `socketPaths` (each of those sockets, and the daemon's) and, when
-    /// given, the lock file at `lockPath`.
-    package init(socketPaths: [String], lockPath: String?, blindInterval: Int = 1_000) {
+    /// given, the lock file at `lockPath`. `asleep`: signalled as each wait goes to sleep.
+    package init(socketPaths: [String], lockPath: String?, blindInterval: Int = 1_000, asleep: ChangeSignal? = nil) {
         self.lockPath = lockPath
         self.blindInterval = blindInterval
+        self.asleep = asleep
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         var names: [Int32: Set<String>] = [:]
         var socketsBlind = false
@@ -132,6 +136,7 @@ package final class HolderWatch: Sendable {
                            pollfd(fd: wakeup.read, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: holder, events: Int16(POLLIN), revents: 0)]   // poll skips a negative fd
         sleeps.withLock { $0 += 1 }
+        asleep?.signal()
         while true {
             var timeout: Int32 = -1
             if let until {
