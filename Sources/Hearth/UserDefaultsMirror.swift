@@ -18,6 +18,9 @@ public final class UserDefaultsMirror: Sendable {
     private let suiteName: String?
     private let keys: Set<String>?
     private let task = Locked<Task<Void, Never>?>(nil)
+    /// Signalled after each batch is copied (and synchronized): Foundation on Linux announces
+    /// no change of a defaults suite, so this is what a test waits on.
+    package let copied = ChangeSignal()
 
     /// Mirrors `keys` (all keys when `nil`) of `store` into the defaults suite `suiteName`
     /// (`nil`: the standard defaults).
@@ -62,5 +65,6 @@ public final class UserDefaultsMirror: Sendable {
             }
         }
         defaults.synchronize()
+        copied.signal()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Hearth
+import HearthCore
 import Testing
 
 /// Seed 002's pattern: external changes are copied into the local defaults database.
@@ -18,19 +19,16 @@ struct UserDefaultsMirrorTests {
                                peer.write("here", forKey: "gone")])
         let defaults = try #require(UserDefaults(suiteName: suite))
         // Both keys: the mirror copies them one by one, so one may land before the other.
-        try await waitUntil { defaults.integer(forKey: "backgroundColor") == 3 && defaults.string(forKey: "gone") == "here" }
+        #expect(await copied(by: mirror) { defaults.integer(forKey: "backgroundColor") == 3 && defaults.string(forKey: "gone") == "here" })
         #expect(defaults.object(forKey: "unmirrored") == nil)
         t.store.applyExternal([peer.write(nil, forKey: "gone")])
-        try await waitUntil { defaults.object(forKey: "gone") == nil }
+        #expect(await copied(by: mirror) { defaults.object(forKey: "gone") == nil })
         mirror.stop()
     }
 
-    func waitUntil(_ condition: () -> Bool) async throws {
-        // Generous: under ThreadSanitizer beside CPU hogs a copy can take seconds.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { Issue.record("timed out"); return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+    /// Whether `condition` holds, checked now and after each batch `mirror` copies; the deadline
+    /// only bounds a failure (generous: under ThreadSanitizer beside CPU hogs a copy can take seconds).
+    func copied(by mirror: UserDefaultsMirror, _ condition: () -> Bool) async -> Bool {
+        await ChangeSignal.waitUntil(ContinuousClock.now + .seconds(30), observing: { [mirror.copied] }, condition)
     }
 }
