@@ -3,10 +3,14 @@
 // virtual host of scripts/testnet/multihost.sh, and with no Avahi daemon for the fallback.
 //
 //   hearth-discovery-probe [--name N] [--port P] [--account H] [--store H] [--device H]
-//                          [--expect COUNT] [--timeout SECONDS] [--linger SECONDS] [--fallback]
+//                          [--expect COUNT] [--addresses N] [--timeout SECONDS] [--together] [--fallback]
 //
-// Exits 0 once COUNT peers were seen (and, with --fallback, TCP-connected), 1 on timeout,
-// 2 on a usage or discovery error. Output lines:
+// Exits 0 once COUNT peers were seen, each with N addresses at least (default 1; and, with
+// --fallback, TCP-connected), 1 on timeout,
+// 2 on a usage or discovery error. With --together (on multihost.sh's hosts), it keeps
+// publishing after that until every host's probe is done too (each marks it in the folder
+// $HEARTH_SHARED, HEARTH_HOSTS in all), so that a slower host still sees it; the timeout
+// bounds that wait too. Output lines:
 //   published NAME | appeared NAME PORT ADDR… | gone NAME | unavailable REASON |
 //   static PEERS | connected HOST:PORT | done | timeout
 import Foundation
@@ -19,7 +23,7 @@ var options: [String: String] = [:]
 var flags: Set<String> = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
-    if argument == "--fallback" {
+    if argument == "--fallback" || argument == "--together" {
         flags.insert(argument)
     } else if argument.hasPrefix("--"), let value = arguments.popFirst() {
         options[String(argument.dropFirst(2))] = value
@@ -43,10 +47,35 @@ let service = ServiceDescription(
     storeHash: options["store"] ?? "00000000000000bb",
     deviceHash: options["device"] ?? String(format: "%016llx", UInt64.random(in: 1...UInt64.max)))
 let expected = Int(options["expect"] ?? "1") ?? 1
+let addresses = Int(options["addresses"] ?? "1") ?? 1
 let timeout = Double(options["timeout"] ?? "20") ?? 20
-let linger = Double(options["linger"] ?? "0") ?? 0
 var logger = Logger(label: "probe")
 logger.logLevel = .info
+
+/// Marks this host's probe done in `folder` and returns once `hosts` probes have (on a thread
+/// of its own: inotify on the folder, no poll); the watchdog ends the process otherwise.
+func together(in folder: String, hosts: Int) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        Thread.detachNewThread {
+            let watch = inotify_init1(Int32(IN_CLOEXEC))
+            // Watched before this probe's mark and the count: no other mark can be missed.
+            if watch < 0 || inotify_add_watch(watch, folder, UInt32(IN_CREATE | IN_MOVED_TO)) < 0 {
+                say("error cannot watch \(folder): errno \(errno)")
+                exit(2)
+            }
+            _ = FileManager.default.createFile(atPath: "\(folder)/\(host)", contents: nil)
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while ((try? FileManager.default.contentsOfDirectory(atPath: folder))?.count ?? 0) < hosts {
+                guard read(watch, &buffer, buffer.count) > 0 || errno == EINTR else {
+                    say("error reading inotify: errno \(errno)")
+                    exit(2)
+                }
+            }
+            close(watch)
+            continuation.resume()
+        }
+    }
+}
 
 /// A plain TCP connect, enough to prove a statically listed peer is reachable.
 func tcpConnect(_ peer: DiscoveredPeer) -> Bool {
@@ -96,8 +125,9 @@ let watchdog = Task {
     exit(1)
 }
 
-// Print every event, including updates while lingering (e.g. an IPv6 address arriving
-// after the IPv4 one); `reached` resumes once `expected` peers are present.
+// Print every event, including updates after `done` (e.g. an IPv6 address arriving after
+// the IPv4 one); `reached` resumes once `expected` peers are present with `addresses`
+// addresses each.
 let (reached, reachedContinuation) = AsyncStream.makeStream(of: Void.self)
 let printer = Task {
     var seen: Set<String> = []
@@ -105,8 +135,9 @@ let printer = Task {
         switch event {
         case .appeared(let peer), .updated(let peer):
             let kind = if case .appeared = event { "appeared" } else { "updated" }
-            let addresses = peer.addresses.map(\.description).joined(separator: " ")
-            say("\(kind) \(peer.name.replacingOccurrences(of: " ", with: "_")) \(peer.port) \(addresses)")
+            say("\(kind) \(peer.name.replacingOccurrences(of: " ", with: "_")) \(peer.port) \(peer.addresses.map(\.description).joined(separator: " "))")
+            // Counted once it has what the caller checks (its second family or interface comes as an update).
+            guard peer.addresses.count >= addresses else { continue }
             if flags.contains("--fallback"), !seen.contains(peer.id) {
                 guard tcpConnect(peer) else { continue }
                 say("connected \(peer.name)")
@@ -122,8 +153,15 @@ let printer = Task {
 for await _ in reached { break }
 if let avahi = discovery as? AvahiDiscovery, let name = avahi.publishedName { say("published \(name)") }
 say("done")
-// Keep publishing a little so slower hosts can still see us.
-try? await Task.sleep(for: .seconds(linger))
+// Publishing on until the other hosts' probes have seen us too.
+if flags.contains("--together") {
+    let environment = ProcessInfo.processInfo.environment
+    guard let folder = environment["HEARTH_SHARED"], let hosts = environment["HEARTH_HOSTS"].flatMap(Int.init) else {
+        say("error --together needs HEARTH_SHARED and HEARTH_HOSTS (scripts/testnet/multihost.sh sets them)")
+        exit(2)
+    }
+    await together(in: folder, hosts: hosts)
+}
 watchdog.cancel()
 await discovery.stop()
 _ = await printer.value

@@ -12,7 +12,7 @@ extension AvahiTestNet {
             let probe = try #require(TestNet.probePath, "hearth-discovery-probe not built (swift build --build-tests)")
             let result = try await ChildProcess.run(
                 TestNet.script("multihost.sh"),
-                ["-n", "3", "--", probe, "--expect", "2", "--timeout", "20", "--linger", "2",
+                ["-n", "3", "--", probe, "--expect", "2", "--addresses", "2", "--timeout", "20", "--together",
                  "--account", "0123456789abcdef", "--store", "fedcba9876543210"],
                 timeout: .seconds(55))
             print(result.output)
@@ -40,7 +40,7 @@ extension AvahiTestNet {
             let probe = try #require(TestNet.probePath, "hearth-discovery-probe not built (swift build --build-tests)")
             let result = try await ChildProcess.run(
                 TestNet.script("multihost.sh"),
-                ["-n", "2", "-l", "2", "-4", "--", probe, "--expect", "1", "--timeout", "20", "--linger", "3"],
+                ["-n", "2", "-l", "2", "-4", "--", probe, "--expect", "1", "--addresses", "2", "--timeout", "20", "--together"],
                 timeout: .seconds(55))
             print(result.output)
             #expect(result.status == 0, "multihost.sh failed:\n\(result.output)\n\(result.error)")

@@ -9,7 +9,8 @@
 #            -l LINKS (default 1: each host has eth0..eth<LINKS-1>, one bridge per link)
 #
 # In CMD's environment: HEARTH_HOST (h1…), HEARTH_HOST_INDEX (1…), HEARTH_HOSTS (count),
-# HEARTH_HOST_ADDRESS (its eth0 address, 169.254.77.N; ethK has 169.254.(77+K).N).
+# HEARTH_HOST_ADDRESS (its eth0 address, 169.254.77.N; ethK has 169.254.(77+K).N),
+# HEARTH_SHARED (a folder every host's CMD can write, e.g. to wait for the others).
 # Exit status: 0 if CMD succeeded on every host.
 #
 # CMD runs as the unprivileged test user (scripts/user.sh), even with HEARTH_TEST_AS_ROOT=1:
@@ -51,6 +52,8 @@ unset DBUS_SYSTEM_BUS_ADDRESS
 tag="hmh$$"
 bridge="${tag}br"
 work="$(mktemp -d /tmp/hearth-multihost.XXXXXX)"
+shared="$(mktemp -d /tmp/hearth-multihost-shared.XXXXXX)"
+chown "$owner" "$shared"
 made_netns=()
 
 cleanup() {
@@ -65,7 +68,7 @@ cleanup() {
         for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
         ip netns del "$ns" 2>/dev/null || true
     done
-    rm -rf "$work"
+    rm -rf "$work" "$shared"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -159,7 +162,7 @@ fi
 pids=()
 for i in $(seq "$hosts"); do
     kpid="$(cat "$work/h$i/keeper.pid")"
-    HEARTH_HOST="h$i" HEARTH_HOST_INDEX="$i" HEARTH_HOSTS="$hosts" HEARTH_HOST_ADDRESS="169.254.77.$i" \
+    HEARTH_HOST="h$i" HEARTH_HOST_INDEX="$i" HEARTH_HOSTS="$hosts" HEARTH_HOST_ADDRESS="169.254.77.$i" HEARTH_SHARED="$shared" \
         nsenter -t "$kpid" -m -n --wd="$PWD" -- "${HEARTH_AS_USER[@]}" "$@" </dev/null >"$work/h$i/out" 2>"$work/h$i/err" &
     pids+=($!)
 done
