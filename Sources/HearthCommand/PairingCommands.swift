@@ -164,9 +164,18 @@ extension DeviceCommand {
                 throw CommandError(.general, "\(error); give the new device's address: hearth device approve --address HOST:PORT (it prints its port)")
             }
             defer { Task { await browser.stop() } }
+            // Looked at again whenever the browser reports a change, not on a timer.
+            let changed = ChangeSignal()
+            let events = browser.events()
+            let listener = Task {
+                for await _ in events { changed.signal() }
+            }
+            defer { listener.cancel() }
             let deadline = ContinuousClock.now + .seconds(timeout)
             var firstSeen: ContinuousClock.Instant?
             while ContinuousClock.now < deadline {
+                // Taken before looking: a change after the look ends the wait below at once.
+                let seen = changed.generation
                 let requests = browser.peers.compactMap(PairingCandidate.init(peer:))
                 let matching = device.map { name in requests.filter { Self.names($0.name, name) } } ?? requests
                 if !matching.isEmpty {
@@ -175,7 +184,8 @@ extension DeviceCommand {
                     if let firstSeen, ContinuousClock.now - firstSeen >= .seconds(1) { return matching[0] }
                     if firstSeen == nil { firstSeen = .now }
                 }
-                try await Task.sleep(for: .milliseconds(100))
+                try Task.checkCancellation()
+                await ChangeSignal.wait(for: [(changed, seen)], until: firstSeen.map { min(deadline, $0 + .seconds(1)) } ?? deadline)
             }
             let what = device.map { "from \($0) " } ?? ""
             throw CommandError(.pairingTimedOut, "no pairing request \(what)seen within \(timeout) s: run hearth account join --pair on the new device, on this network (or give --address)")
