@@ -32,6 +32,21 @@ struct HolderWatchTests {
             #expect(rename(temporary, sockets + "/" + name) == 0)
         }
 
+        /// Where store `name` of this place's data folder lives (its folder made).
+        func store(_ name: String) throws -> StoreLocation {
+            let location = StoreLocation(dataDirectory: directory, storeIdentifier: name)
+            try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
+            return location
+        }
+
+        /// Opens store `name` (sync off) on a thread of its own: the open may wait for its holder.
+        func open(_ name: String) async -> Result<UbiquitousKeyValueStore, KeyValueStoreError> {
+            let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: directory, sync: .disabled)
+            return await HolderWatchTests.onThread {
+                Result { () throws(KeyValueStoreError) in try UbiquitousKeyValueStore(storeIdentifier: name, configuration: configuration) }
+            }
+        }
+
         func cleanUp() { try? FileManager.default.removeItem(atPath: directory) }
     }
 
@@ -146,15 +161,11 @@ struct HolderWatchTests {
     func lockedUntilDeadline() async throws {
         let place = try Place()
         defer { place.cleanUp() }
-        let location = StoreLocation(dataDirectory: place.directory, storeIdentifier: "held")
-        try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
+        let location = try place.store("held")
         let holder = try FileLock(path: location.lockPath)
         defer { withExtendedLifetime(holder) {} }
-        let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: place.directory, sync: .disabled)
         let start = DispatchTime.now()
-        let outcome = await Self.onThread { () -> Result<UbiquitousKeyValueStore, KeyValueStoreError> in
-            Result { () throws(KeyValueStoreError) in try UbiquitousKeyValueStore(storeIdentifier: "held", configuration: configuration) }
-        }
+        let outcome = await place.open("held")
         switch outcome {
         case .success:
             Issue.record("opened a store whose lock is held")
@@ -203,8 +214,7 @@ struct HolderWatchTests {
     func droppedAttachIsRetried() async throws {
         let place = try Place()
         defer { place.cleanUp() }
-        let location = StoreLocation(dataDirectory: place.directory, storeIdentifier: "dropped")
-        try FileManager.default.createDirectory(atPath: location.directory, withIntermediateDirectories: true)
+        let location = try place.store("dropped")
         // The lock held here, in the name of a live process: the open's watch sleeps on that
         // process's pidfd, armed (not blind, which would re-check each second anyway).
         let holder = Locked<FileLock?>(try FileLock(path: location.lockPath))
@@ -223,11 +233,7 @@ struct HolderWatchTests {
             if count == 3 { holder.withLock { $0 = nil } }
         }
         defer { host.stop(); unlink(socketPath) }
-        let configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: place.directory, sync: .disabled)
-        let outcome = await Self.onThread { () -> Result<UbiquitousKeyValueStore, KeyValueStoreError> in
-            Result { () throws(KeyValueStoreError) in try UbiquitousKeyValueStore(storeIdentifier: "dropped", configuration: configuration) }
-        }
-        switch outcome {
+        switch await place.open("dropped") {
         case .success(let store):
             #expect(!store.isAttached)
             await store.close()
