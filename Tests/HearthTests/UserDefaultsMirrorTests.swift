@@ -27,8 +27,10 @@ struct UserDefaultsMirrorTests {
     }
 
     /// Whether `condition` holds, checked now and after each batch `mirror` copies; the deadline
-    /// only bounds a failure (generous: under ThreadSanitizer beside CPU hogs a copy can take seconds).
+    /// only bounds a failure (generous: under ThreadSanitizer beside CPU hogs a copy can take
+    /// seconds), and seen to hold only at it counts as not: no signal announced the copy.
     func copied(by mirror: UserDefaultsMirror, _ condition: () -> Bool) async -> Bool {
-        await ChangeSignal.waitUntil(ContinuousClock.now + .seconds(30), observing: { [mirror.copied] }, condition)
+        let deadline = ContinuousClock.now + .seconds(30)
+        return await ChangeSignal.waitUntil(deadline, observing: { [mirror.copied] }) { condition() && ContinuousClock.now < deadline }
     }
 }
