@@ -5,8 +5,8 @@ import HearthIdentity
 /// The wire encoding of ``SyncMessage``: each message as a binary property-list dictionary
 /// (docs/protocol.md, "Messages"), and back, refusing what breaks the protocol's bounds
 /// (``SyncMessage/maximumStores``, ``SyncMessage/maximumDeltaEntries``, …) with a
-/// ``SyncProtocolError``. One codec per peer: `sender`, its device ID, signed the delta
-/// entries that name no signer, so they travel without one.
+/// ``SyncProtocolError``. A codec is for the frames of one device, ``sender``: the delta entries
+/// it signed travel without their signer.
 struct SyncMessageCodec: Sendable {
     /// The sending device's 32-byte ID, or nil (a frame from no particular peer: the signer
     /// of every entry is written out).
