@@ -5,13 +5,13 @@ import Logging
 import NIOPosix
 
 /// The shared state behind every ``UbiquitousKeyValueStore`` instance of one store file
-/// in this process: the replica under one lock, write-behind persistence and change fan-out.
-/// What it does with other processes and with peers are types of their own, which it holds
-/// and forwards to: ``StoreHost`` (hosting the store for attached processes),
+/// in this process: the replica under one lock and write-behind persistence.
+/// The rest are types of their own, which it holds and forwards to: ``ChangeFanOut`` (who is
+/// told of a change), ``StoreHost`` (hosting the store for attached processes),
 /// ``AttachedStore`` (this process attached to another's store), ``StoreSync`` (the sync
 /// engine's run and account switches).
 ///
-/// All mutable state sits in one lock (`Locked`); no user code and no I/O ever runs while it is
+/// Its mutable state sits in one lock (`Locked`); no user code and no I/O ever runs while it is
 /// held, so any thread may call in, and observers may call the store back.
 final class StoreBackend: Sendable {
     struct State: ~Copyable {
@@ -22,9 +22,6 @@ final class StoreBackend: Sendable {
         /// Bumped by every change; compared with `savedGeneration` to know what is on disk.
         var generation: UInt64 = 0
         var flushScheduled = false
-        var instances: [ObjectIdentifier: WeakStore] = [:]
-        var streams: [UInt64: AsyncStream<ChangeEvent>.Continuation] = [:]
-        var nextStreamID: UInt64 = 0
         /// Called after each local change (the running sync engine's push).
         var localChangeHandler: (@Sendable () -> Void)?
         /// Apple's strict mode: refuse writes until the first download from peers.
@@ -44,10 +41,6 @@ final class StoreBackend: Sendable {
         var attachment: Attachment?
     }
 
-    struct WeakStore {
-        weak var store: UbiquitousKeyValueStore?
-    }
-
     let storeIdentifier: String
     /// Where replica files live, for the account switches that change the file.
     let dataDirectory: String
@@ -62,8 +55,8 @@ final class StoreBackend: Sendable {
     /// Where the store's blocking file work runs (saves with fsync, opening another file):
     /// never on the cooperative thread pool, where it would stall every task of the app.
     let ioQueue: DispatchQueue
-    /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does).
-    private let notifyQueue: DispatchQueue
+    /// The instances and `changes` sequences told of every change (``ChangeFanOut``).
+    let fanOut: ChangeFanOut
     /// Runs a delayed save (write-behind, a retry): nil, on ``ioQueue`` after the delay; a
     /// simulator's runs it at its virtual time (``HearthDevice/init(_:disk:eventLoopGroup:saveScheduler:)``).
     private let saveScheduler: SaveScheduler?
@@ -83,7 +76,7 @@ final class StoreBackend: Sendable {
         state = Locked(State(replica: SyncedReplica(replica), storage: storage))
         sync = StoreSync(storeIdentifier: storeIdentifier, logger: logger)
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
-        notifyQueue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
+        fanOut = ChangeFanOut(storeIdentifier: storeIdentifier)
         sync.bind(self)
     }
 
@@ -307,32 +300,11 @@ final class StoreBackend: Sendable {
         state.withLock { s in defer { s.localHost = nil }; return s.localHost }?.stop()
     }
 
-    // MARK: Observers
+    // MARK: Observers (``ChangeFanOut``)
 
-    func register(_ store: UbiquitousKeyValueStore) {
-        state.withLock { s in
-            s.instances = s.instances.filter { $0.value.store != nil }
-            s.instances[ObjectIdentifier(store)] = WeakStore(store: store)
-        }
-    }
-
-    /// Posts nothing for `store` any more (``UbiquitousKeyValueStore/stopPostingNotifications()``).
-    func unregister(_ store: UbiquitousKeyValueStore) {
-        state.withLock { _ = $0.instances.removeValue(forKey: ObjectIdentifier(store)) }
-    }
-
-    func makeStream() -> AsyncStream<ChangeEvent> {
-        let (stream, continuation) = AsyncStream<ChangeEvent>.makeStream(bufferingPolicy: .unbounded)
-        let id = state.withLock { s in
-            s.nextStreamID += 1
-            s.streams[s.nextStreamID] = continuation
-            return s.nextStreamID
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.streams.removeValue(forKey: id) }
-        }
-        return stream
-    }
+    func register(_ store: UbiquitousKeyValueStore) { fanOut.register(store) }
+    func unregister(_ store: UbiquitousKeyValueStore) { fanOut.unregister(store) }
+    func makeStream() -> AsyncStream<ChangeEvent> { fanOut.makeStream() }
 
     /// Posts `didChangeExternallyNotification` for every live instance and yields the
     /// event to every `changes` sequence, asynchronously and in order; and sends the change to
@@ -344,24 +316,5 @@ final class StoreBackend: Sendable {
 
     /// ``post(_:entries:)`` for this process only (an attached process's write: the host sends
     /// it to the other attached processes itself, not back to the writer).
-    func postHere(_ event: ChangeEvent) {
-        // Nobody to tell in this process (the device daemon): no hop to the notify queue.
-        guard state.withLock({ !$0.instances.isEmpty || !$0.streams.isEmpty }) else { return }
-        notifyQueue.async { [self] in deliver(event) }
-    }
-
-    private func deliver(_ event: ChangeEvent) {
-        let (stores, streams) = state.withLock { s in
-            (s.instances.values.compactMap(\.store), Array(s.streams.values))
-        }
-        let userInfo: [AnyHashable: Any] = [
-            NSUbiquitousKeyValueStoreChangeReasonKey: event.reason.rawValue,
-            NSUbiquitousKeyValueStoreChangedKeysKey: event.keys,
-        ]
-        for store in stores {
-            NotificationCenter.default.post(name: UbiquitousKeyValueStore.didChangeExternallyNotification,
-                                            object: store, userInfo: userInfo)
-        }
-        for continuation in streams { continuation.yield(event) }
-    }
+    func postHere(_ event: ChangeEvent) { fanOut.post(event) }
 }

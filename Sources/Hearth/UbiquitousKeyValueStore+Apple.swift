@@ -11,64 +11,43 @@ extension UbiquitousKeyValueStore {
     /// The value for `aKey` as a Foundation object (`String`, `Bool`, `NSNumber`, `Date`,
     /// `Data`, `[Any]`, `[String: Any]`), or `nil` if there is none.
     public func object(forKey aKey: String) -> Any? {
-        backend.value(forKey: aKey)?.foundationObject
+        CoercedValue(backend.value(forKey: aKey)).object
     }
 
     /// The string for `aKey`, or `nil` if absent or not a string.
     public func string(forKey aKey: String) -> String? {
-        backend.value(forKey: aKey)?.stringValue
+        CoercedValue(backend.value(forKey: aKey)).string
     }
 
     /// The array for `aKey`, or `nil` if absent or not an array.
     public func array(forKey aKey: String) -> [Any]? {
-        guard case .array(let elements)? = backend.value(forKey: aKey) else { return nil }
-        return elements.map(\.foundationObject)
+        CoercedValue(backend.value(forKey: aKey)).array
     }
 
     /// The dictionary for `aKey`, or `nil` if absent or not a dictionary.
     public func dictionary(forKey aKey: String) -> [String: Any]? {
-        guard case .dictionary(let entries)? = backend.value(forKey: aKey) else { return nil }
-        return entries.mapValues(\.foundationObject)
+        CoercedValue(backend.value(forKey: aKey)).dictionary
     }
 
     /// The data for `aKey`, or `nil` if absent or not data.
     public func data(forKey aKey: String) -> Data? {
-        backend.value(forKey: aKey)?.dataValue
+        CoercedValue(backend.value(forKey: aKey)).data
     }
 
     /// The integer for `aKey`; 0 if absent or not a number. A double is truncated toward
     /// zero (and clamped to `Int64`'s range), a Boolean is 0 or 1, as `NSNumber` does.
     public func longLong(forKey aKey: String) -> Int64 {
-        switch backend.value(forKey: aKey) {
-        case .integer(let v)?: return v
-        case .double(let v)?:
-            if v.isNaN { return 0 }
-            if v >= 9_223_372_036_854_775_807.0 { return .max }
-            if v <= -9_223_372_036_854_775_808.0 { return .min }
-            return Int64(v)
-        case .bool(let v)?: return v ? 1 : 0
-        default: return 0
-        }
+        CoercedValue(backend.value(forKey: aKey)).longLong
     }
 
     /// The double for `aKey`; 0 if absent or not a number (integers and Booleans convert).
     public func double(forKey aKey: String) -> Double {
-        switch backend.value(forKey: aKey) {
-        case .double(let v)?: return v
-        case .integer(let v)?: return Double(v)
-        case .bool(let v)?: return v ? 1 : 0
-        default: return 0
-        }
+        CoercedValue(backend.value(forKey: aKey)).double
     }
 
     /// The Boolean for `aKey`; `false` if absent or not a number (a non-zero number is `true`).
     public func bool(forKey aKey: String) -> Bool {
-        switch backend.value(forKey: aKey) {
-        case .bool(let v)?: return v
-        case .integer(let v)?: return v != 0
-        case .double(let v)?: return v != 0
-        default: return false
-        }
+        CoercedValue(backend.value(forKey: aKey)).bool
     }
 
     /// Every key and value, as Foundation objects.
@@ -77,7 +56,7 @@ extension UbiquitousKeyValueStore {
     /// two keys that differ only in Unicode normalisation: of such a pair it holds the value of
     /// the one that sorts last by UTF-8 bytes. ``keys`` lists every key exactly.
     public var dictionaryRepresentation: [String: Any] {
-        UbiquitousKeyValueStore.swiftDictionary(backend.visibleValues).mapValues(\.foundationObject)
+        backend.visibleValues.keyedByString.mapValues(\.foundationObject)
     }
 
     // MARK: Setters

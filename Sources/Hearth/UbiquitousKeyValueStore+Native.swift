@@ -54,7 +54,7 @@ extension UbiquitousKeyValueStore {
     /// Of two keys that differ only in Unicode normalisation (two keys in the store, one in a
     /// Swift dictionary), it holds the one that sorts last by UTF-8 bytes; ``keys`` lists both.
     public var values: [String: PropertyListValue] {
-        Self.swiftDictionary(backend.visibleValues)
+        backend.visibleValues.keyedByString
     }
 
     /// Every key that has a value, exactly as written, in ascending order of UTF-8 bytes.
@@ -63,19 +63,6 @@ extension UbiquitousKeyValueStore {
     /// `"caf\u{E9}"` and `"cafe\u{301}"` are two keys, both listed here.
     public var keys: [String] {
         backend.visibleValues.keys.sorted().map(\.string)
-    }
-
-    /// A Swift dictionary of `values`, deterministic where two keys collide in it.
-    static func swiftDictionary(_ values: [StoreKey: PropertyListValue]) -> [String: PropertyListValue] {
-        var result: [String: PropertyListValue] = [:]
-        result.reserveCapacity(values.count)
-        for (key, value) in values {
-            // A collision is two keys in two Unicode normalisations: the one last in UTF-8 order wins.
-            if let index = result.index(forKey: key.string), StoreKey(result[index].key) > key { continue }
-            result.removeValue(forKey: key.string)
-            result[key.string] = value
-        }
-        return result
     }
 
     /// How much of the quotas the store uses: bytes (of `StoreLimits.maximumTotalSize`)

@@ -65,14 +65,12 @@ public final class LoopbackCluster: Sendable {
     /// Signalled when a replica posts a change event (``notifications(of:)``) or is opened
     /// again: with the in-memory network's signals, what the cluster's waits follow.
     private let changes = ChangeSignal()
+    /// Each replica's change events (``notifications(of:)``), across its restarts.
+    private let recorder: NotificationRecorder
 
     private struct State {
         var configurations: [UbiquitousKeyValueStore.Configuration]
         var stores: [UbiquitousKeyValueStore]
-        var recorders: [Task<Void, Never>]
-        var events: [[ChangeEvent]]
-        /// Per replica, how many events ``nextNotification(on:reason:timeout:)`` has consumed.
-        var consumed: [Int]
         var isolated: Set<Int> = []
     }
 
@@ -153,8 +151,8 @@ public final class LoopbackCluster: Sendable {
             configuration.clockSkew = clockSkews?[i] ?? .zero
             return configuration
         }
-        state = Locked(State(configurations: configurations, stores: [], recorders: [], events: Array(repeating: [], count: replicas),
-                            consumed: Array(repeating: 0, count: replicas)))
+        state = Locked(State(configurations: configurations, stores: []))
+        recorder = NotificationRecorder(replicas: replicas, signal: changes)
         for i in 0..<replicas {
             let store = try open(i)
             _ = try await store.syncPort()
@@ -343,12 +341,12 @@ public final class LoopbackCluster: Sendable {
     ///     files what a tool, an older build or a damaged disk might.
     public func restart(_ index: Int, clockSkew: Duration? = nil, timeout: Duration = .seconds(30),
                         whileClosed: (_ dataDirectory: String) async throws -> Void = { _ in }) async throws {
-        let (old, recorder) = state.withLock { s in
+        let old = state.withLock { s in
             s.isolated.remove(index)
             if let clockSkew { s.configurations[index].clockSkew = clockSkew }
-            return (s.stores[index], s.recorders[index])
+            return s.stores[index]
         }
-        recorder.cancel()
+        recorder.stop(index)
         await old.close()
         try await whileClosed(configuration(for: index).dataDirectory)
         let store = try open(index)
@@ -361,7 +359,7 @@ public final class LoopbackCluster: Sendable {
     /// Every change event replica `index` has posted since the cluster started (the same
     /// events as its `didChangeExternallyNotification`s, in order).
     public func notifications(of index: Int) -> [ChangeEvent] {
-        state.withLock { $0.events[index] }
+        recorder.events(of: index)
     }
 
     /// The next change event of replica `index` with `reason` that this method has not yet
@@ -372,14 +370,7 @@ public final class LoopbackCluster: Sendable {
                                  timeout: Duration = .seconds(30)) async throws -> ChangeEvent {
         var found: ChangeEvent?
         let next = {
-            found = self.state.withLock { s -> ChangeEvent? in
-                while s.consumed[index] < s.events[index].count {
-                    let event = s.events[index][s.consumed[index]]
-                    s.consumed[index] += 1
-                    if event.reason == reason { return event }
-                }
-                return nil
-            }
+            found = self.recorder.consumeNext(of: index, reason: reason)
             return found != nil
         }
         guard try await wait(until: ContinuousClock.now + timeout, next), let found else {
@@ -392,8 +383,8 @@ public final class LoopbackCluster: Sendable {
 
     /// Stops every replica and deletes the temporary folder. Call it at the end of each test.
     public func shutdown() async {
-        let (stores, recorders) = state.withLock { ($0.stores, $0.recorders) }
-        for recorder in recorders { recorder.cancel() }
+        let stores = state.withLock { $0.stores }
+        recorder.stopAll()
         for store in stores { await store.close() }
         try? FileManager.default.removeItem(atPath: rootDirectory)
     }
@@ -404,21 +395,12 @@ public final class LoopbackCluster: Sendable {
     @discardableResult
     private func open(_ index: Int) throws -> UbiquitousKeyValueStore {
         let store = try UbiquitousKeyValueStore(storeIdentifier: storeIdentifier, configuration: configuration(for: index))
-        let changes = store.changes
-        let recorder = Task { [weak self] in
-            for await event in changes {
-                guard let self else { return }
-                self.state.withLock { $0.events[index].append(event) }
-                self.changes.signal()
-            }
-        }
+        recorder.record(store, as: index)
         state.withLock { s in
             if index < s.stores.count {
                 s.stores[index] = store
-                s.recorders[index] = recorder
             } else {
                 s.stores.append(store)
-                s.recorders.append(recorder)
             }
         }
         return store

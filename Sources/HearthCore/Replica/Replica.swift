@@ -406,53 +406,12 @@ package struct Replica: Sendable, Equatable {
     package static let maximumOriginsPerDevice = 2048
 
     /// Keeps counters only for origins that own a current entry, this replica's own and the
-    /// ``retiredOrigins``, at most ``maximumVectorOrigins`` of them.
-    ///
-    /// Dropping a counter is always safe for the data: a peer then sends that origin's entries
-    /// again, and each loses to (or equals) what this replica holds. It bounds what a hello
-    /// carries and what a peer can make a replica remember: a made-up origin lasts only as long
-    /// as one of its entries is current here (or, once its tombstones are collected, this run).
-    ///
-    /// Past the bound, the slots are shared fairly among devices (an origin's first 8 bytes
-    /// are its device's, ``ReplicaID/random(boundTo:)``): a device with more origins than its
-    /// share loses its extra ones (those owning the fewest entries, acknowledged by every peer
-    /// first), a device within it loses none. One device making up thousands of origins thus
-    /// evicts only its own; had the counters gone by entries owned, it would evict the
-    /// origins of honest devices, whose writes then reached this replica but were never
-    /// covered by its vector, so never confirmed.
+    /// ``retiredOrigins``, at most ``maximumVectorOrigins`` of them, shared fairly among
+    /// devices past that bound (``VectorCompaction``).
     package mutating func compactVector() {
-        var kept = vector.counters.filter { $0.key == id || originEntries[$0.key] != nil || retiredOrigins.contains($0.key) }
-        if kept.count > Self.maximumVectorOrigins {
-            let allowed = fairShare(of: kept.keys.filter { $0 != id }, slots: Self.maximumVectorOrigins - (kept[id] == nil ? 0 : 1)).union([id])
-            kept = kept.filter { allowed.contains($0.key) }
-        }
+        let kept = VectorCompaction(of: self).keptCounters
         if retiredOrigins.contains(where: { kept[$0] == nil }) { retiredOrigins = retiredOrigins.filter { kept[$0] != nil } }
         if kept.count != vector.counters.count { vector = VersionVector(kept) }
-    }
-
-    /// At most `slots` of `origins`: every origin of each device with at most a fair share,
-    /// the share of a device with more (the largest share that fits, its origins ranked by
-    /// whether some peer still lacks their entries, then by entries owned).
-    private func fairShare(of origins: [ReplicaID], slots: Int) -> Set<ReplicaID> {
-        let stable = stableVector
-        let byDevice = Dictionary(grouping: origins, by: \.devicePrefix).values.sorted { $0.count < $1.count }
-        var allowed = Set<ReplicaID>()
-        var left = slots
-        for (index, group) in byDevice.enumerated() {
-            let share = left / (byDevice.count - index)
-            guard group.count > share else {
-                allowed.formUnion(group)
-                left -= group.count
-                continue
-            }
-            func rank(_ origin: ReplicaID) -> (Int, Int, ReplicaID) {
-                let unacknowledged = stable.map { $0[origin] < vector[origin] } ?? true
-                return (unacknowledged ? 1 : 0, originEntries[origin] ?? 0, origin)
-            }
-            allowed.formUnion(group.map { (rank($0), $0) }.sorted { $0.0 > $1.0 }.prefix(share).map(\.1))
-            left -= share
-        }
-        return allowed
     }
 
     // MARK: Private

@@ -61,3 +61,19 @@ public struct StoreKey: Sendable, Hashable, Comparable, CustomStringConvertible,
     /// The key itself.
     public var description: String { string }
 }
+
+extension Dictionary where Key == StoreKey {
+    /// The same pairs keyed by `String`, where two store keys that differ only in Unicode
+    /// normalisation are one key: of such a pair, the one last in UTF-8 order is kept, so the
+    /// result does not depend on the dictionary's order.
+    package var keyedByString: [String: Value] {
+        var result: [String: Value] = [:]
+        result.reserveCapacity(count)
+        for (key, value) in self {
+            if let index = result.index(forKey: key.string), StoreKey(result[index].key) > key { continue }
+            result.removeValue(forKey: key.string)
+            result[key.string] = value
+        }
+        return result
+    }
+}

@@ -80,14 +80,14 @@ extension BinaryPropertyList {
         }
 
         private let data: Data
-        private let layout: Layout
+        private let layout: BinaryPropertyListReader.Layout
         private var budget: Budget
 
         /// Reads the trailer and checks the offset table fits the document.
         package init(_ data: Data) throws(PropertyListDecodingError) {
             self.data = data
-            let parsed: Result<Layout, PropertyListDecodingError> = data.withUnsafeBytes { raw in
-                do throws(PropertyListDecodingError) { return .success(try Layout(bytes: raw)) } catch { return .failure(error) }
+            let parsed: Result<BinaryPropertyListReader.Layout, PropertyListDecodingError> = data.withUnsafeBytes { raw in
+                do throws(PropertyListDecodingError) { return .success(try BinaryPropertyListReader.Layout(bytes: raw)) } catch { return .failure(error) }
             }
             layout = try parsed.get()
             budget = Budget(objects: 1_000_000 + data.count, bytes: 8 << 20 + 4 * data.count)
@@ -98,19 +98,19 @@ extension BinaryPropertyList {
 
         /// The object as a whole value, nesting at most `maximumDepth` levels below it.
         package mutating func value(_ object: Object, maximumDepth: Int = StoreLimits.maximumNestingDepth) throws(PropertyListDecodingError) -> PropertyListValue {
-            try withDecoder { (decoder) throws(PropertyListDecodingError) in try decoder.decodeObject(object.index, depth: 0, limit: maximumDepth) }
+            try withReader { (reader) throws(PropertyListDecodingError) in try reader.decodeObject(object.index, depth: 0, limit: maximumDepth) }
         }
 
         /// The object's keys and value references, in document order, if it is a dictionary;
         /// `nil` if it is another kind of object. Keys keep their exact spelling, and two keys
         /// that Swift's `String` would call equal are both returned.
         package mutating func dictionary(_ object: Object) throws(PropertyListDecodingError) -> [(key: String, value: Object)]? {
-            try withDecoder { (decoder) throws(PropertyListDecodingError) in
-                guard let (keys, values) = try decoder.dictionaryReferences(object.index) else { return nil }
+            try withReader { (reader) throws(PropertyListDecodingError) in
+                guard let (keys, values) = try reader.dictionaryReferences(object.index) else { return nil }
                 var pairs: [(key: String, value: Object)] = []
                 pairs.reserveCapacity(keys.count)
                 for (key, value) in zip(keys, values) {
-                    pairs.append((try decoder.decodeKey(key, in: object.index), Object(index: value)))
+                    pairs.append((try reader.decodeKey(key, in: object.index), Object(index: value)))
                 }
                 return pairs
             }
@@ -118,27 +118,33 @@ extension BinaryPropertyList {
 
         /// The object's element references, if it is an array; `nil` if it is another kind.
         package mutating func array(_ object: Object) throws(PropertyListDecodingError) -> [Object]? {
-            try withDecoder { (decoder) throws(PropertyListDecodingError) in
-                try decoder.arrayReferences(object.index)?.map { Object(index: $0) }
+            try withReader { (reader) throws(PropertyListDecodingError) in
+                try reader.arrayReferences(object.index)?.map { Object(index: $0) }
             }
         }
 
-        private mutating func withDecoder<T>(_ body: (inout Decoder) throws(PropertyListDecodingError) -> T) throws(PropertyListDecodingError) -> T {
+        private mutating func withReader<T>(_ body: (inout BinaryPropertyListReader) throws(PropertyListDecodingError) -> T) throws(PropertyListDecodingError) -> T {
             let layout = self.layout
             let start = budget
             let (result, left): (Result<T, PropertyListDecodingError>, Budget) = data.withUnsafeBytes { raw in
-                var decoder = Decoder(bytes: raw, layout: layout, budget: start)
+                var reader = BinaryPropertyListReader(bytes: raw, layout: layout, budget: start)
                 do throws(PropertyListDecodingError) {
-                    return (.success(try body(&decoder)), decoder.budget)
+                    return (.success(try body(&reader)), reader.budget)
                 } catch {
-                    return (.failure(error), decoder.budget)
+                    return (.failure(error), reader.budget)
                 }
             }
             budget = left
             return try result.get()
         }
     }
+}
 
+/// Reads the objects of one `bplist00` document from its bytes, for ``BinaryPropertyList/Document``:
+/// every offset, reference and length checked against the input before use, every decoded
+/// object and expanded byte charged to the document's budget, and a reference back to an
+/// object on the path being decoded refused as a cycle.
+struct BinaryPropertyListReader {
     /// Where the parts of a document are, from its trailer.
     struct Layout: Sendable {
         let offsetSize: Int
@@ -154,9 +160,9 @@ extension BinaryPropertyList {
             let t = bytes.count - 32
             offsetSize = Int(bytes[t + 6])
             refSize = Int(bytes[t + 7])
-            let count = Decoder.readUInt(bytes, at: t + 8, width: 8)
-            let root = Decoder.readUInt(bytes, at: t + 16, width: 8)
-            let table = Decoder.readUInt(bytes, at: t + 24, width: 8)
+            let count = BinaryPropertyListReader.readUInt(bytes, at: t + 8, width: 8)
+            let root = BinaryPropertyListReader.readUInt(bytes, at: t + 16, width: 8)
+            let table = BinaryPropertyListReader.readUInt(bytes, at: t + 24, width: 8)
             guard [1, 2, 4, 8].contains(offsetSize), [1, 2, 4, 8].contains(refSize) else {
                 throw PropertyListDecodingError(.badTrailer, "offset size \(offsetSize) or reference size \(refSize) is not 1, 2, 4 or 8")
             }
@@ -171,223 +177,221 @@ extension BinaryPropertyList {
         }
     }
 
-    struct Decoder {
-        let bytes: UnsafeRawBufferPointer
-        let layout: Layout
-        var budget: Document.Budget
-        var onPath: Set<Int> = []
+    let bytes: UnsafeRawBufferPointer
+    let layout: Layout
+    var budget: BinaryPropertyList.Document.Budget
+    var onPath: Set<Int> = []
 
-        init(bytes: UnsafeRawBufferPointer, layout: Layout, budget: Document.Budget) {
-            self.bytes = bytes
-            self.layout = layout
-            self.budget = budget
+    init(bytes: UnsafeRawBufferPointer, layout: Layout, budget: BinaryPropertyList.Document.Budget) {
+        self.bytes = bytes
+        self.layout = layout
+        self.budget = budget
+    }
+
+    static func readUInt(_ bytes: UnsafeRawBufferPointer, at offset: Int, width: Int) -> UInt64 {
+        var value: UInt64 = 0
+        for i in 0..<width { value = value << 8 | UInt64(bytes[offset + i]) }
+        return value
+    }
+
+    func offset(of object: Int) throws(PropertyListDecodingError) -> Int {
+        let offset = Self.readUInt(bytes, at: layout.tableOffset + object * layout.offsetSize, width: layout.offsetSize)
+        guard offset >= 8, offset < UInt64(layout.tableOffset) else {
+            throw PropertyListDecodingError(.badReference, "object \(object) has offset \(offset) outside the object area")
         }
+        return Int(offset)
+    }
 
-        static func readUInt(_ bytes: UnsafeRawBufferPointer, at offset: Int, width: Int) -> UInt64 {
-            var value: UInt64 = 0
-            for i in 0..<width { value = value << 8 | UInt64(bytes[offset + i]) }
-            return value
+    func need(_ count: Int, at offset: Int) throws(PropertyListDecodingError) {
+        guard count >= 0, offset <= layout.tableOffset, count <= layout.tableOffset - offset else {
+            throw PropertyListDecodingError(.truncated, "\(count) bytes at \(offset) run past the object area")
         }
+    }
 
-        func offset(of object: Int) throws(PropertyListDecodingError) -> Int {
-            let offset = Self.readUInt(bytes, at: layout.tableOffset + object * layout.offsetSize, width: layout.offsetSize)
-            guard offset >= 8, offset < UInt64(layout.tableOffset) else {
-                throw PropertyListDecodingError(.badReference, "object \(object) has offset \(offset) outside the object area")
+    /// Charges one object and `bytes` expanded bytes to the document's budget.
+    mutating func spend(bytes: Int) throws(PropertyListDecodingError) {
+        budget.objects -= 1
+        budget.bytes -= bytes
+        guard budget.objects >= 0, budget.bytes >= 0 else {
+            throw PropertyListDecodingError(.tooLarge, "shared objects expand beyond the decoding bound")
+        }
+    }
+
+    /// The count in a marker's low nibble, or the integer object after it.
+    func count(marker: UInt8, at offset: Int) throws(PropertyListDecodingError) -> (count: Int, start: Int) {
+        let nibble = Int(marker & 0x0F)
+        if nibble != 0x0F { return (nibble, offset + 1) }
+        try need(2, at: offset)
+        let intMarker = bytes[offset + 1]
+        guard intMarker & 0xF0 == 0x10, intMarker & 0x0F <= 3 else {
+            throw PropertyListDecodingError(.badObject, "a length at \(offset) is not an integer")
+        }
+        let width = 1 << Int(intMarker & 0x0F)
+        try need(2 + width, at: offset)
+        let value = Self.readUInt(bytes, at: offset + 2, width: width)
+        guard value <= UInt64(layout.tableOffset) else {
+            throw PropertyListDecodingError(.truncated, "length \(value) at \(offset) exceeds the document")
+        }
+        return (Int(value), offset + 2 + width)
+    }
+
+    func references(count: Int, at start: Int) throws(PropertyListDecodingError) -> [Int] {
+        let (total, overflow) = count.multipliedReportingOverflow(by: layout.refSize)
+        guard !overflow else { throw PropertyListDecodingError(.truncated, "\(count) references overflow") }
+        try need(total, at: start)
+        var refs: [Int] = []
+        refs.reserveCapacity(count)
+        for i in 0..<count {
+            let ref = Self.readUInt(bytes, at: start + i * layout.refSize, width: layout.refSize)
+            guard ref < UInt64(layout.objectCount) else {
+                throw PropertyListDecodingError(.badReference, "reference \(ref) beyond \(layout.objectCount) objects")
             }
-            return Int(offset)
+            refs.append(Int(ref))
         }
+        return refs
+    }
 
-        func need(_ count: Int, at offset: Int) throws(PropertyListDecodingError) {
-            guard count >= 0, offset <= layout.tableOffset, count <= layout.tableOffset - offset else {
-                throw PropertyListDecodingError(.truncated, "\(count) bytes at \(offset) run past the object area")
+    /// The element references of array `index`, or `nil` if it is not an array.
+    mutating func arrayReferences(_ index: Int) throws(PropertyListDecodingError) -> [Int]? {
+        let offset = try offset(of: index)
+        guard bytes[offset] >> 4 == 0xA else { return nil }
+        let (count, start) = try count(marker: bytes[offset], at: offset)
+        try spend(bytes: 5)
+        return try references(count: count, at: start)
+    }
+
+    /// The key and value references of dictionary `index`, or `nil` if it is not one.
+    mutating func dictionaryReferences(_ index: Int) throws(PropertyListDecodingError) -> (keys: [Int], values: [Int])? {
+        let offset = try offset(of: index)
+        guard bytes[offset] >> 4 == 0xD else { return nil }
+        let (count, start) = try count(marker: bytes[offset], at: offset)
+        try spend(bytes: 5)
+        let keys = try references(count: count, at: start)
+        return (keys, try references(count: count, at: start + count * layout.refSize))
+    }
+
+    mutating func decodeKey(_ index: Int, in dictionary: Int) throws(PropertyListDecodingError) -> String {
+        guard case .string(let key) = try decodeObject(index, depth: 0, limit: 0) else {
+            throw PropertyListDecodingError(.nonStringKey, "dictionary \(dictionary) has a key that is not a string")
+        }
+        return key
+    }
+
+    /// Decodes object `index`, found `depth` levels below where decoding started; arrays
+    /// and dictionaries may nest `limit` levels in all.
+    mutating func decodeObject(_ index: Int, depth: Int, limit: Int) throws(PropertyListDecodingError) -> PropertyListValue {
+        let offset = try offset(of: index)
+        let marker = bytes[offset]
+        switch marker >> 4 {
+        case 0x0:
+            try spend(bytes: 1)
+            switch marker {
+            case 0x08: return .bool(false)
+            case 0x09: return .bool(true)
+            default: throw PropertyListDecodingError(.unsupportedType, "marker 0x\(String(marker, radix: 16)) (null or fill) at \(offset)")
             }
-        }
-
-        /// Charges one object and `bytes` expanded bytes to the document's budget.
-        mutating func spend(bytes: Int) throws(PropertyListDecodingError) {
-            budget.objects -= 1
-            budget.bytes -= bytes
-            guard budget.objects >= 0, budget.bytes >= 0 else {
-                throw PropertyListDecodingError(.tooLarge, "shared objects expand beyond the decoding bound")
-            }
-        }
-
-        /// The count in a marker's low nibble, or the integer object after it.
-        func count(marker: UInt8, at offset: Int) throws(PropertyListDecodingError) -> (count: Int, start: Int) {
-            let nibble = Int(marker & 0x0F)
-            if nibble != 0x0F { return (nibble, offset + 1) }
-            try need(2, at: offset)
-            let intMarker = bytes[offset + 1]
-            guard intMarker & 0xF0 == 0x10, intMarker & 0x0F <= 3 else {
-                throw PropertyListDecodingError(.badObject, "a length at \(offset) is not an integer")
-            }
-            let width = 1 << Int(intMarker & 0x0F)
-            try need(2 + width, at: offset)
-            let value = Self.readUInt(bytes, at: offset + 2, width: width)
-            guard value <= UInt64(layout.tableOffset) else {
-                throw PropertyListDecodingError(.truncated, "length \(value) at \(offset) exceeds the document")
-            }
-            return (Int(value), offset + 2 + width)
-        }
-
-        func references(count: Int, at start: Int) throws(PropertyListDecodingError) -> [Int] {
-            let (total, overflow) = count.multipliedReportingOverflow(by: layout.refSize)
-            guard !overflow else { throw PropertyListDecodingError(.truncated, "\(count) references overflow") }
-            try need(total, at: start)
-            var refs: [Int] = []
-            refs.reserveCapacity(count)
-            for i in 0..<count {
-                let ref = Self.readUInt(bytes, at: start + i * layout.refSize, width: layout.refSize)
-                guard ref < UInt64(layout.objectCount) else {
-                    throw PropertyListDecodingError(.badReference, "reference \(ref) beyond \(layout.objectCount) objects")
+        case 0x1:
+            try spend(bytes: 9)
+            let width = 1 << Int(marker & 0x0F)
+            try need(1 + width, at: offset)
+            switch width {
+            case 1, 2, 4: return .integer(Int64(Self.readUInt(bytes, at: offset + 1, width: width)))
+            case 8: return .integer(Int64(bitPattern: Self.readUInt(bytes, at: offset + 1, width: 8)))
+            case 16:
+                // 128-bit: only values that fit Int64 are property-list integers here.
+                let high = Self.readUInt(bytes, at: offset + 1, width: 8)
+                let low = Self.readUInt(bytes, at: offset + 9, width: 8)
+                let value = Int64(bitPattern: low)
+                guard (high == 0 && value >= 0) || (high == UInt64.max && value < 0) else {
+                    throw PropertyListDecodingError(.integerOutOfRange, "128-bit integer at \(offset) does not fit 64 bits")
                 }
-                refs.append(Int(ref))
-            }
-            return refs
-        }
-
-        /// The element references of array `index`, or `nil` if it is not an array.
-        mutating func arrayReferences(_ index: Int) throws(PropertyListDecodingError) -> [Int]? {
-            let offset = try offset(of: index)
-            guard bytes[offset] >> 4 == 0xA else { return nil }
-            let (count, start) = try count(marker: bytes[offset], at: offset)
-            try spend(bytes: 5)
-            return try references(count: count, at: start)
-        }
-
-        /// The key and value references of dictionary `index`, or `nil` if it is not one.
-        mutating func dictionaryReferences(_ index: Int) throws(PropertyListDecodingError) -> (keys: [Int], values: [Int])? {
-            let offset = try offset(of: index)
-            guard bytes[offset] >> 4 == 0xD else { return nil }
-            let (count, start) = try count(marker: bytes[offset], at: offset)
-            try spend(bytes: 5)
-            let keys = try references(count: count, at: start)
-            return (keys, try references(count: count, at: start + count * layout.refSize))
-        }
-
-        mutating func decodeKey(_ index: Int, in dictionary: Int) throws(PropertyListDecodingError) -> String {
-            guard case .string(let key) = try decodeObject(index, depth: 0, limit: 0) else {
-                throw PropertyListDecodingError(.nonStringKey, "dictionary \(dictionary) has a key that is not a string")
-            }
-            return key
-        }
-
-        /// Decodes object `index`, found `depth` levels below where decoding started; arrays
-        /// and dictionaries may nest `limit` levels in all.
-        mutating func decodeObject(_ index: Int, depth: Int, limit: Int) throws(PropertyListDecodingError) -> PropertyListValue {
-            let offset = try offset(of: index)
-            let marker = bytes[offset]
-            switch marker >> 4 {
-            case 0x0:
-                try spend(bytes: 1)
-                switch marker {
-                case 0x08: return .bool(false)
-                case 0x09: return .bool(true)
-                default: throw PropertyListDecodingError(.unsupportedType, "marker 0x\(String(marker, radix: 16)) (null or fill) at \(offset)")
-                }
-            case 0x1:
-                try spend(bytes: 9)
-                let width = 1 << Int(marker & 0x0F)
-                try need(1 + width, at: offset)
-                switch width {
-                case 1, 2, 4: return .integer(Int64(Self.readUInt(bytes, at: offset + 1, width: width)))
-                case 8: return .integer(Int64(bitPattern: Self.readUInt(bytes, at: offset + 1, width: 8)))
-                case 16:
-                    // 128-bit: only values that fit Int64 are property-list integers here.
-                    let high = Self.readUInt(bytes, at: offset + 1, width: 8)
-                    let low = Self.readUInt(bytes, at: offset + 9, width: 8)
-                    let value = Int64(bitPattern: low)
-                    guard (high == 0 && value >= 0) || (high == UInt64.max && value < 0) else {
-                        throw PropertyListDecodingError(.integerOutOfRange, "128-bit integer at \(offset) does not fit 64 bits")
-                    }
-                    return .integer(value)
-                default:
-                    throw PropertyListDecodingError(.badObject, "integer of \(width) bytes at \(offset)")
-                }
-            case 0x2:
-                try spend(bytes: 9)
-                switch marker & 0x0F {
-                case 2:
-                    try need(5, at: offset)
-                    return .double(Double(Float(bitPattern: UInt32(Self.readUInt(bytes, at: offset + 1, width: 4)))))
-                case 3:
-                    try need(9, at: offset)
-                    return .double(Double(bitPattern: Self.readUInt(bytes, at: offset + 1, width: 8)))
-                default:
-                    throw PropertyListDecodingError(.badObject, "real of unsupported size at \(offset)")
-                }
-            case 0x3:
-                try spend(bytes: 9)
-                guard marker == 0x33 else { throw PropertyListDecodingError(.badObject, "date marker 0x\(String(marker, radix: 16)) at \(offset)") }
-                try need(9, at: offset)
-                return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: Self.readUInt(bytes, at: offset + 1, width: 8))))
-            case 0x4:
-                let (count, start) = try count(marker: marker, at: offset)
-                try need(count, at: start)
-                try spend(bytes: 5 + count)
-                return .data(Data(bytes[start..<(start + count)]))
-            case 0x5:
-                let (count, start) = try count(marker: marker, at: offset)
-                try need(count, at: start)
-                try spend(bytes: 5 + count)
-                // ASCII by the format; bytes over 0x7F are read as Latin-1 rather than refused.
-                let slice = bytes[start..<(start + count)]
-                if slice.allSatisfy({ $0 < 0x80 }) { return .string(String(decoding: slice, as: UTF8.self)) }
-                return .string(String(slice.map { Character(Unicode.Scalar($0)) }))
-            case 0x6:
-                let (count, start) = try count(marker: marker, at: offset)
-                let (size, overflow) = count.multipliedReportingOverflow(by: 2)
-                guard !overflow else { throw PropertyListDecodingError(.truncated, "string length overflows") }
-                try need(size, at: start)
-                try spend(bytes: 5 + 3 * count)
-                var units: [UInt16] = []
-                units.reserveCapacity(count)
-                for i in 0..<count { units.append(UInt16(bytes[start + 2 * i]) << 8 | UInt16(bytes[start + 2 * i + 1])) }
-                return .string(String(decoding: units, as: UTF16.self))
-            case 0x7:
-                // UTF-8 strings: written by some newer writers.
-                let (count, start) = try count(marker: marker, at: offset)
-                try need(count, at: start)
-                try spend(bytes: 5 + count)
-                return .string(String(decoding: bytes[start..<(start + count)], as: UTF8.self))
-            case 0xA:
-                guard depth < limit else { throw Self.tooDeep(limit) }
-                guard let refs = try arrayReferences(index) else { preconditionFailure("marker 0xA is an array") }
-                guard onPath.insert(index).inserted else {
-                    throw PropertyListDecodingError(.cycle, "array \(index) contains itself")
-                }
-                defer { onPath.remove(index) }
-                var elements: [PropertyListValue] = []
-                elements.reserveCapacity(refs.count)
-                for ref in refs { elements.append(try decodeObject(ref, depth: depth + 1, limit: limit)) }
-                return .array(elements)
-            case 0xD:
-                guard depth < limit else { throw Self.tooDeep(limit) }
-                guard let (keyRefs, valueRefs) = try dictionaryReferences(index) else { preconditionFailure("marker 0xD is a dictionary") }
-                guard onPath.insert(index).inserted else {
-                    throw PropertyListDecodingError(.cycle, "dictionary \(index) contains itself")
-                }
-                defer { onPath.remove(index) }
-                var dictionary: [String: PropertyListValue] = [:]
-                dictionary.reserveCapacity(keyRefs.count)
-                for (keyRef, valueRef) in zip(keyRefs, valueRefs) {
-                    let key = try decodeKey(keyRef, in: index)
-                    try spend(bytes: 4 + key.utf8.count)
-                    // Two keys Swift's String calls equal (the same text in two Unicode
-                    // normalisations) cannot both live in a Swift dictionary; keeping either
-                    // would silently drop the other, so the value is refused instead.
-                    guard dictionary.updateValue(try decodeObject(valueRef, depth: depth + 1, limit: limit), forKey: key) == nil else {
-                        throw PropertyListDecodingError(.duplicateKey, "dictionary \(index) has the key \(String(reflecting: key)) twice (or in two Unicode normalisations)")
-                    }
-                }
-                return .dictionary(dictionary)
+                return .integer(value)
             default:
-                throw PropertyListDecodingError(.unsupportedType, "marker 0x\(String(marker, radix: 16)) (UID, set or unknown) at \(offset)")
+                throw PropertyListDecodingError(.badObject, "integer of \(width) bytes at \(offset)")
             }
+        case 0x2:
+            try spend(bytes: 9)
+            switch marker & 0x0F {
+            case 2:
+                try need(5, at: offset)
+                return .double(Double(Float(bitPattern: UInt32(Self.readUInt(bytes, at: offset + 1, width: 4)))))
+            case 3:
+                try need(9, at: offset)
+                return .double(Double(bitPattern: Self.readUInt(bytes, at: offset + 1, width: 8)))
+            default:
+                throw PropertyListDecodingError(.badObject, "real of unsupported size at \(offset)")
+            }
+        case 0x3:
+            try spend(bytes: 9)
+            guard marker == 0x33 else { throw PropertyListDecodingError(.badObject, "date marker 0x\(String(marker, radix: 16)) at \(offset)") }
+            try need(9, at: offset)
+            return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: Self.readUInt(bytes, at: offset + 1, width: 8))))
+        case 0x4:
+            let (count, start) = try count(marker: marker, at: offset)
+            try need(count, at: start)
+            try spend(bytes: 5 + count)
+            return .data(Data(bytes[start..<(start + count)]))
+        case 0x5:
+            let (count, start) = try count(marker: marker, at: offset)
+            try need(count, at: start)
+            try spend(bytes: 5 + count)
+            // ASCII by the format; bytes over 0x7F are read as Latin-1 rather than refused.
+            let slice = bytes[start..<(start + count)]
+            if slice.allSatisfy({ $0 < 0x80 }) { return .string(String(decoding: slice, as: UTF8.self)) }
+            return .string(String(slice.map { Character(Unicode.Scalar($0)) }))
+        case 0x6:
+            let (count, start) = try count(marker: marker, at: offset)
+            let (size, overflow) = count.multipliedReportingOverflow(by: 2)
+            guard !overflow else { throw PropertyListDecodingError(.truncated, "string length overflows") }
+            try need(size, at: start)
+            try spend(bytes: 5 + 3 * count)
+            var units: [UInt16] = []
+            units.reserveCapacity(count)
+            for i in 0..<count { units.append(UInt16(bytes[start + 2 * i]) << 8 | UInt16(bytes[start + 2 * i + 1])) }
+            return .string(String(decoding: units, as: UTF16.self))
+        case 0x7:
+            // UTF-8 strings: written by some newer writers.
+            let (count, start) = try count(marker: marker, at: offset)
+            try need(count, at: start)
+            try spend(bytes: 5 + count)
+            return .string(String(decoding: bytes[start..<(start + count)], as: UTF8.self))
+        case 0xA:
+            guard depth < limit else { throw Self.tooDeep(limit) }
+            guard let refs = try arrayReferences(index) else { preconditionFailure("marker 0xA is an array") }
+            guard onPath.insert(index).inserted else {
+                throw PropertyListDecodingError(.cycle, "array \(index) contains itself")
+            }
+            defer { onPath.remove(index) }
+            var elements: [PropertyListValue] = []
+            elements.reserveCapacity(refs.count)
+            for ref in refs { elements.append(try decodeObject(ref, depth: depth + 1, limit: limit)) }
+            return .array(elements)
+        case 0xD:
+            guard depth < limit else { throw Self.tooDeep(limit) }
+            guard let (keyRefs, valueRefs) = try dictionaryReferences(index) else { preconditionFailure("marker 0xD is a dictionary") }
+            guard onPath.insert(index).inserted else {
+                throw PropertyListDecodingError(.cycle, "dictionary \(index) contains itself")
+            }
+            defer { onPath.remove(index) }
+            var dictionary: [String: PropertyListValue] = [:]
+            dictionary.reserveCapacity(keyRefs.count)
+            for (keyRef, valueRef) in zip(keyRefs, valueRefs) {
+                let key = try decodeKey(keyRef, in: index)
+                try spend(bytes: 4 + key.utf8.count)
+                // Two keys Swift's String calls equal (the same text in two Unicode
+                // normalisations) cannot both live in a Swift dictionary; keeping either
+                // would silently drop the other, so the value is refused instead.
+                guard dictionary.updateValue(try decodeObject(valueRef, depth: depth + 1, limit: limit), forKey: key) == nil else {
+                    throw PropertyListDecodingError(.duplicateKey, "dictionary \(index) has the key \(String(reflecting: key)) twice (or in two Unicode normalisations)")
+                }
+            }
+            return .dictionary(dictionary)
+        default:
+            throw PropertyListDecodingError(.unsupportedType, "marker 0x\(String(marker, radix: 16)) (UID, set or unknown) at \(offset)")
         }
+    }
 
-        static func tooDeep(_ limit: Int) -> PropertyListDecodingError {
-            PropertyListDecodingError(.tooDeep, "arrays and dictionaries nest more than \(limit) levels deep")
-        }
+    static func tooDeep(_ limit: Int) -> PropertyListDecodingError {
+        PropertyListDecodingError(.tooDeep, "arrays and dictionaries nest more than \(limit) levels deep")
     }
 }

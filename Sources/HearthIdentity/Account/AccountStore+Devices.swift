@@ -5,9 +5,7 @@ import Logging
 extension AccountStore {
     /// The file that keeps the device removals of account `id`.
     package func removalsFile(of id: AccountID) -> URL {
-        directory.appendingPathComponent("accounts", isDirectory: true)
-            .appendingPathComponent(id.hex, isDirectory: true)
-            .appendingPathComponent("removals")
+        files.removalsFile(of: id)
     }
 
     /// The device removals of account `id` in this directory: one instance per file in
@@ -21,7 +19,7 @@ extension AccountStore {
 
     /// The file that keeps the devices of account `id` met on this device.
     package func knownDevicesFile(of id: AccountID) -> URL {
-        removalsFile(of: id).deletingLastPathComponent().appendingPathComponent("devices")
+        files.knownDevicesFile(of: id)
     }
 
     /// The devices of account `id` met on this device (one instance in ``records``, like ``removals(of:)``).
@@ -38,7 +36,7 @@ extension AccountStore {
         let current = try loadIdentity(id)
         _ = try DeviceIdentity(account: current.account, privateKey: current.privateKey, certificate: certificate)
         try current.account.trust.validateDevice(certificate)
-        try SecureFile.write(Array(certificate.pemEncoded.utf8), to: removalsFile(of: id).deletingLastPathComponent().appendingPathComponent("device.pem"))
+        try files.writeDeviceCertificate(certificate, of: id)
     }
 
     /// Removes `device` from account `id`: signs a removal record with the account CA (so it

@@ -48,21 +48,21 @@ extension AccountStore {
         let id = account.id
         if let existing = try? loadIdentity(id) {
             if let sealed {
-                switch try? storedCAKey(id) {
+                switch try? files.storedCAKey(id) {
                 case .sealed?: break
-                case .clear?: try writeCAKey(sealed, of: id, scrubbingReplaced: true)
-                case .absent?, nil: try writeCAKey(sealed, of: id, scrubbingReplaced: false)
+                case .clear?: try files.writeCAKey(sealed, of: id, scrubbingReplaced: true)
+                case .absent?, nil: try files.writeCAKey(sealed, of: id, scrubbingReplaced: false)
                 }
             }
             try signIn(id)
             return existing
         }
         let keep: EncryptedPrivateKeyInfo?
-        switch try? storedCAKey(id) {
+        switch try? files.storedCAKey(id) {
         case .sealed?: keep = nil           // this device's own copy, from before
         default: keep = sealed
         }
-        try save(account: account, sealedKey: keep, device: identity)
+        try files.save(account: account, sealedKey: keep, device: identity)
         try signIn(id)
         return identity
     }
@@ -73,7 +73,7 @@ extension AccountStore {
     /// - Throws: ``IdentityError/Code/caKeyInClear``, ``IdentityError/Code/caKeyAbsent``.
     package func sealedCAKey(_ id: AccountID) throws -> EncryptedPrivateKeyInfo {
         _ = try loadAccount(id)
-        switch try storedCAKey(id) {
+        switch try files.storedCAKey(id) {
         case .sealed(let sealed): return sealed
         case .clear: throw Self.inClear(id)
         case .absent: throw Self.absent(id)

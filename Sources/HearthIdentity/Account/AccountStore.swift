@@ -4,18 +4,7 @@ import Logging
 /// The accounts this user has on this device, in the user's config directory, shared by
 /// every app of the user (like the system's iCloud account).
 ///
-/// Layout (directories mode 0700, files mode 0600, every file replaced atomically):
-///
-/// ```text
-/// $XDG_CONFIG_HOME/hearth/            (fallback ~/.config/hearth/)
-///   current                           hex account ID of the signed-in account; absent when signed out
-///   accounts/<account ID hex>/
-///     ca.pem                          the account CA certificate
-///     ca.key                          the account CA private key, encrypted         secret, sealed
-///                                     under the account passphrase (may be absent)
-///     device.key                      this device's private key for the account     secret
-///     device.pem                      this device's certificate, signed by the CA
-/// ```
+/// Its files, one directory per account, are ``AccountFiles``'s.
 ///
 /// Each account has its own device key, so a device's ID in one household cannot be
 /// linked to its ID in another. Signing out removes only the `current` pointer: the
@@ -31,7 +20,9 @@ import Logging
 /// Stateless apart from the files, so any number of processes may use the same directory;
 /// apps learn of a switch by re-reading ``currentAccountID()``.
 package struct AccountStore: Sendable {
-    package let directory: URL
+    /// Where the account files are, and reading and writing each.
+    let files: AccountFiles
+    package var directory: URL { files.directory }
     let logger: Logger
     /// The scrypt cost of the CA keys this store seals (``ScryptParameters/standard`` unless
     /// a test chose cheaper ones). What it reads is bounded by ``ScryptParameters/maximum``
@@ -60,7 +51,7 @@ package struct AccountStore: Sendable {
     package init(directory: URL, logger: Logger, scrypt: ScryptParameters = .standard, records: HouseholdRecords,
                  watcher: AccountDirectoryWatcher?) {
         precondition(scrypt.isWithinMaximum, "scrypt \(scrypt) is beyond what readers accept")
-        self.directory = directory
+        files = AccountFiles(directory: directory)
         self.logger = logger
         self.scrypt = scrypt
         self.records = records
@@ -84,11 +75,7 @@ package struct AccountStore: Sendable {
             .appendingPathComponent("hearth", isDirectory: true)
     }
 
-    // MARK: Paths
-
-    private var currentFile: URL { directory.appendingPathComponent("current") }
-    private var accountsDirectory: URL { directory.appendingPathComponent("accounts", isDirectory: true) }
-    func accountDirectory(_ id: AccountID) -> URL { accountsDirectory.appendingPathComponent(id.hex, isDirectory: true) }
+    func accountDirectory(_ id: AccountID) -> URL { files.accountDirectory(id) }
 
     // MARK: Accounts
 
@@ -107,7 +94,7 @@ package struct AccountStore: Sendable {
         let authority = try AccountAuthority.create(displayName: displayName)
         let identity = try authority.makeDevice(named: deviceName)
         let sealed = try authority.privateKey.sealed(passphrase: passphrase, scrypt: scrypt)
-        try save(account: authority.account, sealedKey: sealed, device: identity)
+        try files.save(account: authority.account, sealedKey: sealed, device: identity)
         try signIn(authority.account.id)
         logger.info("created account", metadata: ["account": "\(authority.account.id.short)", "device": "\(identity.deviceID.short)"])
         return identity
@@ -115,25 +102,19 @@ package struct AccountStore: Sendable {
 
     /// The accounts stored on this device.
     package func accounts() throws -> [Account] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: accountsDirectory.path) else { return [] }
-        return try names.compactMap { AccountID(hex: $0) }.sorted().map { try loadAccount($0) }
+        try files.accountIDs().map { try loadAccount($0) }
     }
 
     /// The signed-in account's ID, or nil when signed out.
     package func currentAccountID() throws -> AccountID? {
-        guard let bytes = try SecureFile.read(currentFile) else { return nil }
-        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let id = AccountID(hex: text) else {
-            throw IdentityError(code: .damagedAccount, message: "\(currentFile.path) does not hold an account ID")
-        }
-        return id
+        try files.readCurrent()
     }
 
     /// Makes `id` the current account. Signing in to another account while signed in is
     /// a switch.
     package func signIn(_ id: AccountID) throws {
         _ = try loadAccount(id)  // only point at an account that exists
-        try SecureFile.write(Array((id.hex + "\n").utf8), to: currentFile)
+        try files.writeCurrent(id)
         logger.info("signed in", metadata: ["account": "\(id.short)"])
     }
 
@@ -142,23 +123,19 @@ package struct AccountStore: Sendable {
 
     /// Signs out: no current account. The account's files stay.
     package func signOut() throws {
-        try SecureFile.remove(currentFile)
+        try files.removeCurrent()
         logger.info("signed out")
     }
 
     /// Deletes an account's files from this device, signing out first if it is current.
     package func removeAccount(_ id: AccountID) throws {
         if try currentAccountID() == id { try signOut() }
-        let dir = accountDirectory(id)
-        for name in ["device.key", "device.pem", "ca.key", "ca.pem"] {
-            try SecureFile.remove(dir.appendingPathComponent(name))
-        }
-        if rmdir(dir.path) != 0 && errno != ENOENT { throw IdentityError.fileSystem("removing", path: dir.path) }
+        try files.removeAccount(id)
     }
 
     /// The account `id` (public parts only).
     package func loadAccount(_ id: AccountID) throws -> Account {
-        let certificate = try Certificate(pemEncoded: try readText("ca.pem", of: id))
+        let certificate = try Certificate(pemEncoded: try files.readText("ca.pem", of: id))
         let account = try Account(caCertificate: certificate)
         guard account.id == id else {
             throw IdentityError(code: .damagedAccount, message: "the CA certificate in \(accountDirectory(id).path) is another account's")
@@ -177,7 +154,7 @@ package struct AccountStore: Sendable {
     package func loadAuthority(_ id: AccountID, passphrase: String) throws -> AccountAuthority {
         let account = try loadAccount(id)
         let sealed: EncryptedPrivateKeyInfo
-        switch try storedCAKey(id) {
+        switch try files.storedCAKey(id) {
         case .sealed(let key): sealed = key
         case .clear: throw Self.inClear(id)
         case .absent: throw Self.absent(id)
@@ -193,7 +170,7 @@ package struct AccountStore: Sendable {
     ///   when `ca.key` holds neither kind of key.
     package func caKeyStatus(_ id: AccountID) throws -> CAKeyStatus {
         _ = try loadAccount(id)
-        switch try storedCAKey(id) {
+        switch try files.storedCAKey(id) {
         case .sealed(let key): return .protected(key.parameters)
         case .clear: return .clear
         case .absent: return .absent
@@ -219,7 +196,7 @@ package struct AccountStore: Sendable {
     package func protectAuthority(_ id: AccountID, passphrase: String) throws -> Bool {
         guard !passphrase.isEmpty else { throw IdentityError(code: .invalidArgument, message: "the account passphrase is empty") }
         let account = try loadAccount(id)
-        switch try storedCAKey(id) {
+        switch try files.storedCAKey(id) {
         case .absent:
             throw Self.absent(id)
         case .sealed(let sealed):
@@ -232,7 +209,7 @@ package struct AccountStore: Sendable {
             } catch {
                 throw IdentityError(code: .damagedAccount, message: "the clear CA key in \(accountDirectory(id).path) is not the account CA certificate's")
             }
-            try writeCAKey(try authority.privateKey.sealed(passphrase: passphrase, scrypt: scrypt), of: id, scrubbingReplaced: true)
+            try files.writeCAKey(try authority.privateKey.sealed(passphrase: passphrase, scrypt: scrypt), of: id, scrubbingReplaced: true)
             logger.info("encrypted the CA key under the account passphrase", metadata: ["account": "\(id.short)", "scrypt": "\(scrypt)"])
             return true
         }
@@ -241,8 +218,8 @@ package struct AccountStore: Sendable {
     /// This device's identity in account `id`.
     package func loadIdentity(_ id: AccountID) throws -> DeviceIdentity {
         let account = try loadAccount(id)
-        let key = try Ed25519PrivateKey(pemRepresentation: readText("device.key", of: id))
-        let certificate = try Certificate(pemEncoded: readText("device.pem", of: id))
+        let key = try Ed25519PrivateKey(pemRepresentation: files.readText("device.key", of: id))
+        let certificate = try Certificate(pemEncoded: files.readText("device.pem", of: id))
         let identity = try DeviceIdentity(account: account, privateKey: key, certificate: certificate)
         try account.trust.validateDevice(certificate)
         return identity
@@ -269,7 +246,7 @@ package struct AccountStore: Sendable {
     ///   this device holds none.
     package func exportJoinBundle(_ id: AccountID) throws -> Data {
         let account = try loadAccount(id)
-        switch try storedCAKey(id) {
+        switch try files.storedCAKey(id) {
         case .sealed(let sealed): return JoinBundle.make(certificate: account.caCertificate, sealedKey: sealed)
         case .clear: throw Self.inClear(id)
         case .absent: throw Self.absent(id)
@@ -297,16 +274,16 @@ package struct AccountStore: Sendable {
         }
         let id = authority.account.id
         if let existing = try? loadIdentity(id) {
-            switch try? storedCAKey(id) {
+            switch try? files.storedCAKey(id) {
             case .sealed?: break
-            case .clear?: try writeCAKey(try sealed(), of: id, scrubbingReplaced: true)
-            case .absent?, nil: try writeCAKey(try sealed(), of: id, scrubbingReplaced: false)
+            case .clear?: try files.writeCAKey(try sealed(), of: id, scrubbingReplaced: true)
+            case .absent?, nil: try files.writeCAKey(try sealed(), of: id, scrubbingReplaced: false)
             }
             try signIn(id)
             return existing
         }
         let identity = try authority.makeDevice(named: deviceName)
-        try save(account: authority.account, sealedKey: try sealed(), device: identity)
+        try files.save(account: authority.account, sealedKey: try sealed(), device: identity)
         try signIn(id)
         logger.info("joined account", metadata: ["account": "\(id.short)", "device": "\(identity.deviceID.short)"])
         return identity
@@ -318,48 +295,7 @@ package struct AccountStore: Sendable {
         return name.isEmpty ? "device" : name
     }
 
-    // MARK: Files
-
-    /// Writes an account's files; with no `sealedKey`, `ca.key` is left as it is (absent on a new account).
-    func save(account: Account, sealedKey: EncryptedPrivateKeyInfo?, device: DeviceIdentity) throws {
-        let dir = accountDirectory(account.id)
-        try SecureFile.write(Array(account.caCertificate.pemEncoded.utf8), to: dir.appendingPathComponent("ca.pem"))
-        if let sealedKey { try writeCAKey(sealedKey, of: account.id, scrubbingReplaced: false) }
-        try SecureFile.write(Array(try device.privateKey.pemRepresentation().utf8), to: dir.appendingPathComponent("device.key"))
-        try SecureFile.write(Array(device.certificate.pemEncoded.utf8), to: dir.appendingPathComponent("device.pem"))
-    }
-
-    func writeCAKey(_ sealed: EncryptedPrivateKeyInfo, of id: AccountID, scrubbingReplaced: Bool) throws {
-        try SecureFile.write(Array(sealed.pem.utf8), to: accountDirectory(id).appendingPathComponent("ca.key"),
-                             scrubbingReplaced: scrubbingReplaced)
-    }
-
-    /// What `ca.key` holds. Only parsed: nothing is derived or decrypted.
-    enum StoredCAKey {
-        case sealed(EncryptedPrivateKeyInfo)
-        case clear(Ed25519PrivateKey)
-        case absent
-    }
-
-    func storedCAKey(_ id: AccountID) throws -> StoredCAKey {
-        let url = accountDirectory(id).appendingPathComponent("ca.key")
-        guard let bytes = try SecureFile.read(url) else { return .absent }
-        let text = String(decoding: bytes, as: UTF8.self)
-        if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
-            do {
-                return .sealed(try EncryptedPrivateKeyInfo(pem: text))
-            } catch where error.code == .keyDerivationRefused {
-                throw IdentityError(code: .keyDerivationRefused, message: "\(url.path): \(error.message)")
-            } catch {
-                throw IdentityError(code: .damagedAccount, message: "\(url.path) is damaged: \(error.message)")
-            }
-        }
-        if text.contains("-----BEGIN PRIVATE KEY-----"), let key = try? Ed25519PrivateKey(pemRepresentation: text) {
-            return .clear(key)
-        }
-        OpenSSLErrorQueue.clear()
-        throw IdentityError(code: .damagedAccount, message: "\(url.path) holds no readable CA key")
-    }
+    // MARK: The CA key
 
     private func unseal(_ sealed: EncryptedPrivateKeyInfo, of account: Account, passphrase: String) throws -> AccountAuthority {
         let key: Ed25519PrivateKey
@@ -383,16 +319,5 @@ package struct AccountStore: Sendable {
 
     static func absent(_ id: AccountID) -> IdentityError {
         IdentityError(code: .caKeyAbsent, message: "this device holds no CA key for account \(id.short)")
-    }
-
-    private func readText(_ name: String, of id: AccountID) throws -> String {
-        let url = accountDirectory(id).appendingPathComponent(name)
-        guard let bytes = try SecureFile.read(url) else {
-            if !FileManager.default.fileExists(atPath: accountDirectory(id).path) {
-                throw IdentityError(code: .unknownAccount, message: "no account \(id.short) on this device")
-            }
-            throw IdentityError(code: .damagedAccount, message: "\(url.path) is missing")
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
