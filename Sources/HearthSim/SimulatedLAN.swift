@@ -1,0 +1,218 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import HearthSync
+import HearthTesting
+import HearthTransport
+import NIOCore
+
+/// The household's network: HearthTesting's `InMemoryNetwork` (FIFO links, frames split as on
+/// TCP, certificates checked as the handshake does), with the faults of a home LAN on top:
+/// partitions (a dial across one is refused, the links across it are cut), connection resets,
+/// and a device cut off while it is down. Every link end is known here, so a fault finds it.
+final class SimulatedLAN: Sendable {
+    private struct LinkEnd {
+        let local: Int
+        let remote: Int
+        let close: @Sendable () -> Void
+    }
+
+    private struct State {
+        /// Each device's side of the current partition (all 0: no partition).
+        var side: [Int]
+        /// Devices that are down (crashed): nothing reaches them.
+        var down: Set<Int> = []
+        var ends: [UInt64: LinkEnd] = [:]
+        var nextEnd: UInt64 = 0
+        /// Port → the device listening on it.
+        var owners: [Int: Int] = [:]
+        var devices: [DeviceID: Int] = [:]
+    }
+
+    let memory: InMemoryNetwork
+    private let state: Locked<State>
+    private let trace: Trace
+
+    init(devices: Int, date: @escaping @Sendable () -> Date, trace: Trace) {
+        memory = InMemoryNetwork(date: date)
+        state = Locked(State(side: Array(repeating: 0, count: devices)))
+        self.trace = trace
+    }
+
+    /// Names `device` by `index` in the trace, and says which port it listens on.
+    func register(_ device: DeviceID, index: Int, port: Int) {
+        state.withLock { s in
+            s.devices[device] = index
+            s.owners[port] = index
+        }
+    }
+
+    /// Device `index`'s network, for its engine's environment.
+    func maker(for index: Int) -> @Sendable (PeerNetworkSetup) throws -> any PeerNetwork {
+        { [self] setup in Endpoint(lan: self, index: index, inner: try memory.maker(setup)) }
+    }
+
+    // MARK: Faults
+
+    /// Splits the devices: `side[i]` is device i's side. Links across are cut.
+    func partition(_ side: [Int]) {
+        let cut = state.withLock { s -> [LinkEnd] in
+            s.side = side
+            return s.ends.values.filter { side[$0.local] != side[$0.remote] }
+        }
+        for end in cut { end.close() }
+    }
+
+    /// Ends the partition.
+    func heal() {
+        state.withLock { s in s.side = Array(repeating: 0, count: s.side.count) }
+    }
+
+    /// The link ends up now, as (local, remote) pairs, sorted (for a seeded choice).
+    var links: [(local: Int, remote: Int, id: UInt64)] {
+        state.withLock { s in s.ends.map { (local: $0.value.local, remote: $0.value.remote, id: $0.key) } }
+            .sorted { $0.id < $1.id }
+    }
+
+    /// Resets the connection of link end `id` (both ends see it end).
+    func reset(_ id: UInt64) {
+        state.withLock { $0.ends[id] }?.close()
+    }
+
+    /// Device `index` is down (crashed): its links are cut, and none is made to or from it.
+    func setDown(_ index: Int, _ down: Bool) {
+        let cut = state.withLock { s -> [LinkEnd] in
+            if down { s.down.insert(index) } else { s.down.remove(index) }
+            return down ? s.ends.values.filter { $0.local == index || $0.remote == index } : []
+        }
+        for end in cut { end.close() }
+    }
+
+    fileprivate func reachable(from local: Int, port: Int) -> Int? {
+        state.withLock { s in
+            guard let remote = s.owners[port], !s.down.contains(local), !s.down.contains(remote),
+                  s.side[local] == s.side[remote] else { return nil }
+            return remote
+        }
+    }
+
+    fileprivate func index(of device: DeviceID) -> Int {
+        state.withLock { $0.devices[device] } ?? -1
+    }
+
+    fileprivate func opened(local: Int, remote: Int, close: @escaping @Sendable () -> Void) -> UInt64? {
+        let id = state.withLock { s -> UInt64? in
+            // Cut meanwhile (a partition or crash between the dial and the session's start).
+            guard !s.down.contains(local), !s.down.contains(remote), s.side[local] == s.side[remote] else { return nil }
+            s.nextEnd += 1
+            s.ends[s.nextEnd] = LinkEnd(local: local, remote: remote, close: close)
+            return s.nextEnd
+        }
+        if id != nil { trace.log("link d\(local)->d\(remote) up") }
+        return id
+    }
+
+    fileprivate func closed(_ id: UInt64) {
+        guard let end = state.withLock({ $0.ends.removeValue(forKey: id) }) else { return }
+        trace.log("link d\(end.local)->d\(end.remote) down")
+    }
+
+    fileprivate func sent(_ frames: Int, from local: Int, to remote: Int) {
+        trace.log("d\(local)->d\(remote) \(frames) frame\(frames == 1 ? "" : "s")")
+    }
+
+    // MARK: One device's view
+
+    private final class Endpoint: PeerNetwork {
+        let lan: SimulatedLAN
+        let index: Int
+        let inner: any PeerNetwork
+
+        init(lan: SimulatedLAN, index: Int, inner: any PeerNetwork) {
+            self.lan = lan
+            self.index = index
+            self.inner = inner
+        }
+
+        func listenForLinks(host: String, port: Int) async throws -> any PeerLinkListener {
+            Listener(lan: lan, index: index, inner: try await inner.listenForLinks(host: host, port: port))
+        }
+
+        func dial(host: String, port: Int, expecting: DeviceID?) async throws -> any PeerLink {
+            guard lan.reachable(from: index, port: port) != nil else {
+                throw SimulationError("d\(index) cannot reach port \(port) (partitioned or down)")
+            }
+            return lan.wrap(try await inner.dial(host: host, port: port, expecting: expecting), local: index)
+        }
+
+        func replaceIdentity(_ identity: DeviceIdentity) throws { try inner.replaceIdentity(identity) }
+    }
+
+    private final class Listener: PeerLinkListener {
+        let lan: SimulatedLAN
+        let index: Int
+        let inner: any PeerLinkListener
+        var port: Int? { inner.port }
+
+        init(lan: SimulatedLAN, index: Int, inner: any PeerLinkListener) {
+            self.lan = lan
+            self.index = index
+            self.inner = inner
+        }
+
+        func forEachLink(_ handle: (any PeerLink) async -> Void) async {
+            await inner.forEachLink { link in await handle(lan.wrap(link, local: index)) }
+        }
+
+        func close() async { await inner.close() }
+    }
+
+    fileprivate func wrap(_ link: some PeerLink, local: Int) -> any PeerLink {
+        SimulatedLink(inner: link, lan: self, local: local, remote: index(of: link.peer.deviceID))
+    }
+}
+
+/// One end of a link on the simulated LAN: the in-memory link, known to the LAN while a
+/// session runs on it (so a fault can cut it), its frames traced.
+struct SimulatedLink<Inner: PeerLink>: PeerLink {
+    let inner: Inner
+    let lan: SimulatedLAN
+    let local: Int
+    let remote: Int
+
+    struct Writer: PeerLinkWriter {
+        let inner: Inner.Outbound
+        let lan: SimulatedLAN
+        let local: Int
+        let remote: Int
+
+        func writeFrames(_ frames: [ByteBuffer]) async throws {
+            lan.sent(frames.count, from: local, to: remote)
+            try await inner.writeFrames(frames)
+        }
+    }
+
+    var peer: TLSPeer { inner.peer }
+    var eventLoop: (any EventLoop)? { nil }
+
+    func executeThenClose<Result>(_ body: (Inner.Inbound, Writer) async throws -> Result) async throws -> Result {
+        let inner = inner
+        guard let id = lan.opened(local: local, remote: remote, close: { inner.closeSoon() }) else {
+            await inner.close()
+            throw SimulationError("the link d\(local)->d\(remote) was cut before its session began")
+        }
+        defer { lan.closed(id) }
+        return try await inner.executeThenClose { inbound, outbound in
+            try await body(inbound, Writer(inner: outbound, lan: lan, local: local, remote: remote))
+        }
+    }
+
+    func close() async { await inner.close() }
+    func closeSoon() { inner.closeSoon() }
+}
+
+/// A failure of the simulation itself (an argument, a fault refused), with its reason.
+struct SimulationError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
