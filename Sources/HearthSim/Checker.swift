@@ -105,7 +105,9 @@ final class Checker: Sendable {
     func saved(_ replica: Replica, device: Int, store: String) {
         let place = Place(device: device, store: store)
         state.withLock { s in
-            s.durable[place] = replica.entries
+            // The model's view, not the file's: it keeps the tombstones the replica collected
+            // (the replica equals it but for those, as checked at every change).
+            s.durable[place] = s.held[place] ?? [:]
             for entry in replica.entries.values where prefixes[entry.origin.devicePrefix] == device {
                 if Self.beats(entry, s.acknowledged[store]?[entry.key]) { s.acknowledged[store, default: [:]][entry.key] = entry }
             }
@@ -129,7 +131,7 @@ final class Checker: Sendable {
         for key in Set(expected.keys).union(replica.entries.keys) where !Self.same(expected[key], replica.entries[key]) {
             fail("durability", "d\(device) \(store) loaded \(Self.describe(replica.entries[key])) for \(key.string), saved \(Self.describe(expected[key]))")
         }
-        state.withLock { $0.held[place] = replica.entries }
+        state.withLock { $0.held[place] = expected }
     }
 
     // MARK: At quiescence

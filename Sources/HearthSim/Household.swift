@@ -146,7 +146,7 @@ final class Household: Sendable {
             if unit() < writeRate / (writeRate + faultRate) { write() } else { crashed = await fault() || crashed }
         }
         trace.log("workload over: healing, restarting, then \(Self.quietSpell) of quiet")
-        lan.heal()
+        if lan.heal() { trace.log("heal") }
         for member in members { await restart(member) }
         try? await executor.sleep(for: Self.quietSpell)
         var replicas: [String: [(device: Int, replica: Replica)]] = [:]
@@ -222,15 +222,21 @@ final class Household: Sendable {
 
     // MARK: Workload and faults
 
-    /// A set (4 in 5) or a removal of a random key of a random store, on a random device that is up.
+    /// A set (4 in 5) or a removal of a random key of a random store, on a random device that is
+    /// up; one in 8 is a conflict: two devices write the key in the same millisecond, so their
+    /// stamps are often equal and the origin decides.
     private func write() {
         let up = members.filter { $0.run.withLock { $0 != nil } }
         guard !up.isEmpty else { return }
-        let member = up[draw(below: up.count)]
+        let writers = up.count > 1 && draw(below: 8) == 0 ? 2 : 1
+        var chosen = up
+        for i in 0..<writers { chosen.swapAt(i, i + draw(below: chosen.count - i)) }
         let store = settings.stores[draw(below: settings.stores.count)]
         let key = StoreKey("k\(draw(below: settings.keys))")
-        let value: PropertyListValue? = draw(below: 5) == 0 ? nil : .integer(Int64(draw(below: 1_000_000)))
-        member.run.withLock { $0 }?.stores[store]?.write(value, forKey: key)
+        for member in chosen.prefix(writers) {
+            let value: PropertyListValue? = draw(below: 5) == 0 ? nil : .integer(Int64(draw(below: 1_000_000)))
+            member.run.withLock { $0 }?.stores[store]?.write(value, forKey: key)
+        }
     }
 
     /// One fault drawn from the seed. Returns whether a device crashed.
@@ -245,10 +251,9 @@ final class Household: Sendable {
             for device in order.prefix(cut) { side[device] = 1 }
             let lasting = duration(10...600)
             trace.log("partition \(side.map(String.init).joined()) for \(lasting)")
-            lan.partition(side)
+            let number = lan.partition(side)
             executor.after(lasting) { [lan, trace] in
-                trace.log("heal")
-                lan.heal()
+                if lan.heal(number) { trace.log("heal") }
             }
             return false
         case 1:

@@ -20,6 +20,8 @@ final class SimulatedLAN: Sendable {
     private struct State {
         /// Each device's side of the current partition (all 0: no partition).
         var side: [Int]
+        /// Counts partitions: a heal names the one it ends.
+        var partitions: UInt64 = 0
         /// Devices that are down (crashed): nothing reaches them.
         var down: Set<Int> = []
         var ends: [UInt64: LinkEnd] = [:]
@@ -54,18 +56,27 @@ final class SimulatedLAN: Sendable {
 
     // MARK: Faults
 
-    /// Splits the devices: `side[i]` is device i's side. Links across are cut.
-    func partition(_ side: [Int]) {
-        let cut = state.withLock { s -> [LinkEnd] in
+    /// Splits the devices: `side[i]` is device i's side (replacing any partition). Links across
+    /// are cut. Returns the partition's number, for ``heal(_:)``.
+    func partition(_ side: [Int]) -> UInt64 {
+        let (cut, number) = state.withLock { s -> ([LinkEnd], UInt64) in
             s.side = side
-            return s.ends.values.filter { side[$0.local] != side[$0.remote] }
+            s.partitions += 1
+            return (s.ends.values.filter { side[$0.local] != side[$0.remote] }, s.partitions)
         }
         for end in cut { end.close() }
+        return number
     }
 
-    /// Ends the partition.
-    func heal() {
-        state.withLock { s in s.side = Array(repeating: 0, count: s.side.count) }
+    /// Ends partition `number` if it is still the current one (any partition if nil). Returns
+    /// whether it did.
+    @discardableResult
+    func heal(_ number: UInt64? = nil) -> Bool {
+        state.withLock { s in
+            guard number == nil || number == s.partitions, s.side.contains(where: { $0 != 0 }) else { return false }
+            s.side = Array(repeating: 0, count: s.side.count)
+            return true
+        }
     }
 
     /// The link ends up now, as (local, remote) pairs, sorted (for a seeded choice).
