@@ -22,6 +22,7 @@ final class Household: Sendable {
         var keys = 24
         var logLevel = Logger.Level.critical
         var echo = false
+        var plant: SimulatedStore.Plant?
     }
 
     struct Outcome: Sendable {
@@ -185,7 +186,7 @@ final class Household: Sendable {
                                                                  wall: wall, random: { member.ids.withLock { $0.next() } })
                 checker.loaded(replica, device: member.index, store: name)
                 stores[name] = SimulatedStore(device: member.index, storeIdentifier: name, replica: replica, storage: storage, wall: wall,
-                                              checker: checker, executor: executor, trace: trace)
+                                              checker: checker, executor: executor, trace: trace, plant: settings.plant)
             }
             let engine = try SyncEngine(identity: member.identity, options: .init(host: "memory", port: member.port),
                                         environment: environment(for: member), logger: logger)

@@ -29,11 +29,20 @@ final class SimulatedStore: SyncReplica {
     private let checker: Checker
     private let executor: SimulationExecutor
     private let trace: Trace
+    /// A bug planted on purpose (`--plant`), to show that the invariants catch it.
+    private let plant: Plant?
     /// How long after the first unsaved change a save comes (the store's default).
     static let writeBehind = Duration.seconds(1)
 
+    /// The bugs `--plant` puts in every store, to see the invariants fail (the simulator's own test).
+    enum Plant: String, Sendable, CaseIterable {
+        /// A peer's removals are not applied (the vector still advances past them).
+        case dropRemoteDeletes = "drop-remote-deletes"
+    }
+
     init(device: Int, storeIdentifier: String, replica: Replica, storage: ReplicaStorage, wall: @escaping @Sendable () -> UInt64,
-         checker: Checker, executor: SimulationExecutor, trace: Trace) {
+         checker: Checker, executor: SimulationExecutor, trace: Trace, plant: Plant?) {
+        self.plant = plant
         self.device = device
         self.storeIdentifier = storeIdentifier
         state = Locked(State(synced: SyncedReplica(replica)))
@@ -131,7 +140,8 @@ final class SimulatedStore: SyncReplica {
         let now = wall()
         guard let result = state.withLock({ s -> (changed: [StoreKey], refused: [RefusedEntry])? in
             guard !s.dead else { return nil }
-            let result = s.synced.applyRemote(entries, heldBack: heldBack, wall: now)
+            let given = plant == .dropRemoteDeletes ? entries.filter { !$0.isTombstone } : entries
+            let result = s.synced.applyRemote(given, heldBack: heldBack, wall: now)
             s.generation += 1
             return result
         }) else { return ([], []) }

@@ -26,6 +26,7 @@ let usage = """
       --twice        run each seed twice and fail unless both runs give the same digest
       --trace        print every event of the trace as it happens
       --log-level L  the engines' log level (default critical)
+      --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
     """
 
 func fail(_ message: String) -> Never {
@@ -60,6 +61,11 @@ while let argument = arguments.popFirst() {
     case "--log-level":
         guard let level = Logger.Level(rawValue: value(of: argument)) else { fail("--log-level takes trace, debug, info, notice, warning, error or critical") }
         settings.logLevel = level
+    case "--plant":
+        guard let plant = SimulatedStore.Plant(rawValue: value(of: argument)) else {
+            fail("--plant takes \(SimulatedStore.Plant.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        settings.plant = plant
     case "-h", "--help":
         print(usage)
         exit(0)
