@@ -202,6 +202,8 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        .testTarget(name: "HearthSimTests", dependencies: ["hearth-sim", "HearthTestSupport"], swiftSettings: strict),
+
         // The benchmark suite (docs/benchmarks.md, scripts/bench.sh); not run by the tests.
         .executableTarget(
             name: "hearth-benchmarks",

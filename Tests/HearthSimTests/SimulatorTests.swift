@@ -1,0 +1,61 @@
+import Foundation
+import HearthTestSupport
+import Testing
+
+/// The household simulator (hearth-sim, docs/simulator.md) as a child process: a few short
+/// seeds pass every invariant, one seed run twice gives the same trace digest, and a bug
+/// planted in the stores is caught. Each run is virtual time: seconds of CPU, no sleeps.
+@Suite("The household simulator")
+struct SimulatorTests {
+    static func simulate(_ arguments: [String]) async throws -> (status: Int32?, output: String) {
+        let binary = try #require(ChildProcess.builtProduct("hearth-sim"), "hearth-sim is built with --build-tests")
+        let (status, output, error) = try await ChildProcess.run(binary, arguments, timeout: .seconds(240))
+        return (status, output + error)
+    }
+
+    /// The summary line's digest (and the whole line).
+    static func summary(of output: String) throws -> (line: String, digest: String) {
+        let line = try #require(output.split(separator: "\n").last.map(String.init))
+        #expect(line.hasPrefix("sim: "), "the output ends with the summary line: \(line)")
+        let digest = try #require(line.split(separator: " ").last.map(String.init))
+        #expect(digest.count == 64 && digest.allSatisfy(\.isHexDigit), "a SHA-256 digest ends the summary: \(line)")
+        return (line, digest)
+    }
+
+    @Test("Three seeds of 4 devices for a quarter of an hour each pass every invariant, each seed giving the same digest twice")
+    func fewSeedsPass() async throws {
+        let (status, output) = try await Self.simulate(["--seeds", "3", "--devices", "4", "--hours", "0.25", "--twice"])
+        #expect(status == 0, "\(output)")
+        let (line, _) = try Self.summary(of: output)
+        #expect(line.contains("sim: 3 seeds, 3 simulated device-hours, "), "\(line)")
+        #expect(line.contains(", 0 violations, "), "\(line)")
+    }
+
+    @Test("Two processes running one seed print the same digest; another seed another")
+    func sameSeedSameDigest() async throws {
+        let arguments = ["--devices", "5", "--hours", "0.25"]
+        let first = try Self.summary(of: try await Self.simulate(["--seed", "11"] + arguments).output).digest
+        let again = try Self.summary(of: try await Self.simulate(["--seed", "11"] + arguments).output).digest
+        let other = try Self.summary(of: try await Self.simulate(["--seed", "12"] + arguments).output).digest
+        #expect(first == again)
+        #expect(first != other)
+    }
+
+    @Test("A store that drops its peers' removals is caught: the run fails, naming the seed, the invariant and the last events")
+    func plantedBugIsCaught() async throws {
+        let (status, output) = try await Self.simulate(["--seed", "1", "--devices", "4", "--hours", "0.25", "--plant", "drop-remote-deletes"])
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("FAILED seed 1 (replay: scripts/sim.sh --seed 1 "), "\(output)")
+        #expect(output.contains("deletes never come back: "), "\(output)")
+        #expect(output.contains("the last "), "\(output)")
+        let (line, _) = try Self.summary(of: output)
+        #expect(!line.contains(", 0 violations, "), "\(line)")
+    }
+
+    @Test("A bad argument is refused with a clear error and the usage")
+    func badArgumentsAreRefused() async throws {
+        let (status, output) = try await Self.simulate(["--devices", "17"])
+        #expect(status == 2)
+        #expect(output.contains("--devices takes 2 to 16"), "\(output)")
+    }
+}
