@@ -102,7 +102,8 @@ final class Household: Sendable {
         let ca = try CertificateIssuer.issue(kind: .authority, commonName: "Simulated household", publicKey: caKey.publicKey,
                                              issuer: nil, signingKey: caKey, notBefore: notBefore, notAfter: notAfter)
         let authority = try AccountAuthority(account: Account(caCertificate: ca), privateKey: caKey)
-        let lan = SimulatedLAN(devices: settings.devices, date: { start.addingTimeInterval(executor.now / .seconds(1)) }, trace: trace)
+        let lan = SimulatedLAN(devices: settings.devices, date: { start.addingTimeInterval(executor.now / .seconds(1)) }, trace: trace,
+                               executor: executor, seed: keys.next())
         self.lan = lan
         var members: [Member] = []
         for index in 0..<settings.devices {

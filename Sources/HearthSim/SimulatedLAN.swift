@@ -8,8 +8,9 @@ import NIOCore
 
 /// The household's network: HearthTesting's `InMemoryNetwork` (FIFO links, frames split as on
 /// TCP, certificates checked as the handshake does), with the faults of a home LAN on top:
-/// partitions (a dial across one is refused, the links across it are cut), connection resets,
-/// and a device cut off while it is down. Every link end is known here, so a fault finds it.
+/// a delay on every write (1 to 20 ms, the link staying FIFO), partitions (a dial across one is
+/// refused, the links across it are cut), connection resets, and a device cut off while it is
+/// down. Every link end is known here, so a fault finds it.
 final class SimulatedLAN: Sendable {
     private struct LinkEnd {
         let local: Int
@@ -34,11 +35,25 @@ final class SimulatedLAN: Sendable {
     let memory: InMemoryNetwork
     private let state: Locked<State>
     private let trace: Trace
+    private let executor: SimulationExecutor
+    /// Draws each write's delay.
+    private let delays: Locked<SplitMix64>
+    /// A write reaches the peer this long after it is made, at most (drawn from 1 ms up).
+    static let maximumDelay = 20
 
-    init(devices: Int, date: @escaping @Sendable () -> Date, trace: Trace) {
+    init(devices: Int, date: @escaping @Sendable () -> Date, trace: Trace, executor: SimulationExecutor, seed: UInt64) {
         memory = InMemoryNetwork(date: date)
         state = Locked(State(side: Array(repeating: 0, count: devices)))
         self.trace = trace
+        self.executor = executor
+        delays = Locked(SplitMix64(seed: seed))
+    }
+
+    /// The LAN's delay for one write: the writer waits it out before its frames arrive, so the
+    /// link stays FIFO, as TCP is, and what is posted meanwhile goes out with the next write.
+    fileprivate func delay() async throws {
+        let milliseconds = 1 + delays.withLock { $0.next() } % UInt64(Self.maximumDelay)
+        try await executor.sleep(for: .milliseconds(Int64(milliseconds)))
     }
 
     /// Names `device` by `index` in the trace, and says which port it listens on.
@@ -198,6 +213,7 @@ struct SimulatedLink<Inner: PeerLink>: PeerLink {
         let remote: Int
 
         func writeFrames(_ frames: [ByteBuffer]) async throws {
+            try await lan.delay()
             lan.sent(frames.count, from: local, to: remote)
             try await inner.writeFrames(frames)
         }
