@@ -71,10 +71,17 @@ final class Checker: Sendable {
 
     // MARK: As the run goes
 
-    func wrote(_ entry: Entry, replacing prior: Entry?, device: Int, store: String, now: (StoreKey) -> Entry?) {
+    /// A local write. `prior` is the entry it replaced in the replica; `restamp` says the
+    /// replica wrote one of its own entries again (its clock set right), not a new write.
+    func wrote(_ entry: Entry, replacing prior: Entry?, restamp: Bool = false, device: Int, store: String, now: (StoreKey) -> Entry?) {
         let place = Place(device: device, store: store)
-        if let prior, !Self.beats(entry, prior) {
-            fail("causality", "d\(device) \(store): its write \(Self.describe(entry)) does not beat the value it saw, \(Self.describe(prior))")
+        // What the device saw of the key: the replica's entry, or a removal it has collected
+        // since (the model keeps it).
+        let kept = state.withLock { $0.held[place]?[entry.key] }
+        let seen = [prior, kept].compactMap { $0 }.max { Self.beats($1, $0) }
+        if !restamp, let seen, !Self.beats(entry, seen) {
+            fail("causality", "d\(device) \(store): its write \(Self.describe(entry)) does not beat what it saw, \(Self.describe(seen))"
+                 + (prior == nil ? " (a removal it had collected)" : ""))
         }
         state.withLock { $0.held[place, default: [:]][entry.key] = entry }
         compare([entry.key], at: place, now: now)

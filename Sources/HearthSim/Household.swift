@@ -23,6 +23,9 @@ final class Household: Sendable {
         var logLevel = Logger.Level.critical
         var echo = false
         var plant: SimulatedStore.Plant?
+        /// Clock jumps among the faults (`--clock-faults`): off by default while the violations
+        /// they bring are open (docs/simulator.md, "Findings").
+        var clockFaults = false
     }
 
     struct Outcome: Sendable {
@@ -54,6 +57,8 @@ final class Household: Sendable {
         let ids: Locked<SplitMix64>
         /// Crashed and not restarted yet.
         let down = Locked(false)
+        /// How far its clock is off, in milliseconds (a clock fault).
+        let skew = Locked<Int64>(0)
 
         init(index: Int, identity: DeviceIdentity, disk: SimulatedDisk, port: Int, seed: UInt64) {
             self.index = index
@@ -147,7 +152,8 @@ final class Household: Sendable {
             guard executor.now < end else { break }
             if unit() < writeRate / (writeRate + faultRate) { write() } else { crashed = await fault() || crashed }
         }
-        trace.log("workload over: healing, restarting, then \(Self.quietSpell) of quiet")
+        trace.log("workload over: clocks set right, healing, restarting, then \(Self.quietSpell) of quiet")
+        for member in members { member.skew.withLock { $0 = 0 } }
         if lan.heal() { trace.log("heal") }
         for member in members { await restart(member) }
         try? await executor.sleep(for: Self.quietSpell)
@@ -165,10 +171,18 @@ final class Household: Sendable {
 
     // MARK: Devices
 
+    /// The device's wall clock: the virtual one, off by its skew.
+    private func wall(of member: Member) -> @Sendable () -> UInt64 {
+        { [executor] in
+            let now = executor.now.components
+            return UInt64(clamping: Int64(Self.t0) + now.seconds * 1000 + now.attoseconds / 1_000_000_000_000_000 + member.skew.withLock { $0 })
+        }
+    }
+
     private func environment(for member: Member) -> SyncEnvironment {
         let executor = executor
         let base = ContinuousClock.now
-        let clock = SyncClock(wallMilliseconds: { Self.t0 + UInt64(executor.now / .milliseconds(1)) },
+        let clock = SyncClock(wallMilliseconds: wall(of: member),
                               now: { base.advanced(by: executor.now) },
                               sleep: { try await executor.sleep(for: $0) })
         var jitter = SplitMix64(seed: seed ^ (0xD1A1 &* UInt64(member.index + 1)))
@@ -177,7 +191,7 @@ final class Household: Sendable {
 
     /// Opens the device's stores from its disk and starts its engine, dialling the devices after it.
     private func start(_ member: Member) async {
-        let wall: @Sendable () -> UInt64 = { [executor] in Self.t0 + UInt64(executor.now / .milliseconds(1)) }
+        let wall = wall(of: member)
         var stores: [String: SimulatedStore] = [:]
         do {
             for name in settings.stores {
@@ -243,7 +257,17 @@ final class Household: Sendable {
 
     /// One fault drawn from the seed. Returns whether a device crashed.
     private func fault() async -> Bool {
-        switch draw(below: 3) {
+        switch draw(below: settings.clockFaults ? 4 : 3) {
+        case 3:
+            // A device's clock jumps: set right if it was off, else off by up to 11 hours either
+            // way, or (1 in 4) 13 to 20 hours ahead, beyond the bound peers accept (12 h).
+            let member = members[draw(below: members.count)]
+            let skew: Int64 = member.skew.withLock { $0 } != 0 ? 0
+                : draw(below: 4) == 0 ? Int64(duration(46_800...72_000).components.seconds * 1000)
+                : Int64(duration(-39_600...39_600).components.seconds * 1000)
+            member.skew.withLock { $0 = skew }
+            trace.log("d\(member.index) clock off by \(skew) ms")
+            return false
         case 0:
             // Two sides, each with at least one device; healed after up to 10 minutes.
             let cut = 1 + draw(below: settings.devices - 1)

@@ -64,18 +64,32 @@ final class SimulatedStore: SyncReplica {
             return
         }
         let now = wall()
-        let outcome = state.withLock { s -> (entry: Entry?, prior: Entry?, handler: (@Sendable () -> Void)?)? in
+        let outcome = state.withLock { s -> (entry: Entry?, prior: Entry?, restamped: [StoreKey], handler: (@Sendable () -> Void)?)? in
             guard !s.dead else { return nil }
+            // Seen before the write re-stamps what its clock wrote in the future (then not the prior).
             let prior = s.synced.entries[key]
             guard let (entry, restamped) = try? s.synced.write(value, forKey: key, size: size, wall: now, strict: false) else { return nil }
             if entry != nil || !restamped.isEmpty { s.generation += 1 }
-            return (entry, prior, entry != nil || !restamped.isEmpty ? s.handler : nil)
+            return (entry, prior, restamped, entry != nil || !restamped.isEmpty ? s.handler : nil)
         }
-        guard let outcome, let entry = outcome.entry else { return }
-        trace.log("d\(device) \(storeIdentifier) write \(Checker.describe(entry))")
-        checker.wrote(entry, replacing: outcome.prior, device: device, store: storeIdentifier, now: entry(forKey:))
+        guard let outcome else { return }
+        restamped(outcome.restamped.filter { $0 != key })
+        if let entry = outcome.entry {
+            trace.log("d\(device) \(storeIdentifier) write \(Checker.describe(entry))")
+            let restamp = outcome.restamped.contains(key)
+            checker.wrote(entry, replacing: restamp ? nil : outcome.prior, restamp: restamp, device: device, store: storeIdentifier, now: entry(forKey:))
+        }
         outcome.handler?()
         scheduleSave()
+    }
+
+    /// Entries the replica wrote again with its clock set right: new local writes to the model.
+    private func restamped(_ keys: [StoreKey]) {
+        guard !keys.isEmpty else { return }
+        trace.log("d\(device) \(storeIdentifier) restamped \(keys.count) entries")
+        for key in keys {
+            if let entry = entry(forKey: key) { checker.wrote(entry, replacing: nil, restamp: true, device: device, store: storeIdentifier, now: entry(forKey:)) }
+        }
     }
 
     // MARK: Saving
@@ -167,8 +181,7 @@ final class SimulatedStore: SyncReplica {
             return (keys, keys.isEmpty ? nil : s.handler)
         }
         guard !keys.isEmpty else { return false }
-        trace.log("d\(device) \(storeIdentifier) restamped \(keys.count) entries")
-        for key in keys { if let entry = entry(forKey: key) { checker.wrote(entry, replacing: nil, device: device, store: storeIdentifier, now: self.entry(forKey:)) } }
+        restamped(keys)
         handler?()
         scheduleSave()
         return true

@@ -18,7 +18,7 @@ if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
 SimulationExecutors.install()
 
 let usage = """
-    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--trace] [--log-level LEVEL]
+    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--clock-faults] [--trace] [--log-level LEVEL]
       --seeds N      run seeds 1…N (default 10)
       --seed S       run seed S alone (a failure's replay)
       --devices D    devices in the household, 2…16 (default 8)
@@ -26,6 +26,7 @@ let usage = """
       --twice        run each seed twice and fail unless both runs give the same digest
       --trace        print every event of the trace as it happens
       --log-level L  the engines' log level (default critical)
+      --clock-faults adds clock jumps to the faults (within and beyond the 12 h bound, and back)
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
     """
 
@@ -57,6 +58,7 @@ while let argument = arguments.popFirst() {
         guard let h = Double(value(of: argument)), h > 0, h <= 10_000 else { fail("--hours takes a number of hours above 0") }
         settings.hours = h
     case "--twice": twice = true
+    case "--clock-faults": settings.clockFaults = true
     case "--trace": settings.echo = true
     case "--log-level":
         guard let level = Logger.Level(rawValue: value(of: argument)) else { fail("--log-level takes trace, debug, info, notice, warning, error or critical") }
