@@ -79,7 +79,15 @@ final class Checker: Sendable {
         // since (the model keeps it).
         let kept = state.withLock { $0.held[place]?[entry.key] }
         let seen = [prior, kept].compactMap { $0 }.max { Self.beats($1, $0) }
-        if !restamp, let seen, !Self.beats(entry, seen) {
+        if restamp {
+            // The same write under a new stamp: what was acknowledged of it now stands as this.
+            state.withLock { s in
+                if let acknowledged = s.acknowledged[store]?[entry.key], acknowledged.origin.devicePrefix == entry.origin.devicePrefix,
+                   acknowledged.value == entry.value, acknowledged.timestamp > entry.timestamp {
+                    s.acknowledged[store]?[entry.key] = entry
+                }
+            }
+        } else if let seen, !Self.beats(entry, seen) {
             fail("causality", "d\(device) \(store): its write \(Self.describe(entry)) does not beat what it saw, \(Self.describe(seen))"
                  + (prior == nil ? " (a removal it had collected)" : ""))
         }
