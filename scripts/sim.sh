@@ -8,6 +8,7 @@
 #   scripts/sim.sh --seeds 50 --hours 2   more
 #   scripts/sim.sh --seed 7 --trace       replay seed 7, printing every event
 #   scripts/sim.sh --seed 7 --twice       run seed 7 twice; fail unless the digests agree
+#   scripts/sim.sh --clock-faults         add clock jumps to the faults (docs/simulator.md, "Findings")
 #
 # The last line is the summary: `sim: N seeds, H simulated device-hours, E events in S s,
 # V violations, digest D`; the exit status is non-zero on any violation.
@@ -24,4 +25,6 @@ else
   swift build -c release --scratch-path .build-sim --product hearth-sim >&2
   binary=.build-sim/release/hearth-sim
 fi
-exec "$binary" "$@"
+# One process per core unless told (--jobs N, or HEARTH_SIM_JOBS): the output and the digest are
+# the same whatever the number.
+exec "$binary" --jobs "${HEARTH_SIM_JOBS:-$(nproc)}" "$@"

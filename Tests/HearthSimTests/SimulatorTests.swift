@@ -41,6 +41,18 @@ struct SimulatorTests {
         #expect(first != other)
     }
 
+    @Test("Four seeds run in 3 processes print what they print in one, the same digest included")
+    func workersGiveTheSameRun() async throws {
+        // Worker 0 runs seeds 1 and 4: their reports come back out of order.
+        let arguments = ["--seeds", "4", "--devices", "4", "--hours", "0.25"]
+        let one = try await Self.simulate(arguments)
+        let three = try await Self.simulate(arguments + ["--jobs", "3"])
+        #expect(one.status == 0 && three.status == 0, "\(one.output)\n\(three.output)")
+        #expect(try Self.summary(of: one.output).digest == Self.summary(of: three.output).digest)
+        // Every line but the summary's time.
+        #expect(one.output.split(separator: "\n").dropLast() == three.output.split(separator: "\n").dropLast())
+    }
+
     @Test("A store that drops its peers' removals is caught: the run fails, naming the seed, the invariant and the last events")
     func plantedBugIsCaught() async throws {
         let (status, output) = try await Self.simulate(["--seed", "1", "--devices", "4", "--hours", "0.25", "--plant", "drop-remote-deletes"])
