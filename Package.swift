@@ -191,6 +191,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The household simulator (issue 28, docs/simulator.md, scripts/sim.sh): devices of one
+        // account on one thread, a virtual clock and the in-memory network, faults from a seed.
+        .executableTarget(
+            name: "hearth-sim",
+            dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthSync", "HearthTesting", "HearthTransport",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log")],
+            path: "Sources/HearthSim",
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "HearthSimTests", dependencies: ["hearth-sim", "HearthTestSupport"], swiftSettings: strict),
+
         // The benchmark suite (docs/benchmarks.md, scripts/bench.sh); not run by the tests.
         .executableTarget(
             name: "hearth-benchmarks",

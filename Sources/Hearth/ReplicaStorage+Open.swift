@@ -9,7 +9,7 @@ extension ReplicaStorage {
     /// `device` is the signed-in device's ID (nil when signed out): an account's replica writes
     /// under an origin bound to it (see `ReplicaID.random(boundTo:)`), and its own entries under
     /// an origin that is not (an earlier build's, or signed-out writes) move to that origin.
-    static func open(_ location: StoreLocation, on disk: any StoreDisk, device: Data?, logger: Logger,
+    package static func open(_ location: StoreLocation, on disk: any StoreDisk, device: Data?, logger: Logger,
                      wall: @escaping @Sendable () -> UInt64, random: @escaping @Sendable () -> UInt64) throws(PersistenceError) -> (ReplicaStorage, Replica) {
         let storage = try ReplicaStorage(location: location, disk: disk, logger: logger, wall: wall, random: random)
         let id = ReplicaID.random(boundTo: device, bits: random)

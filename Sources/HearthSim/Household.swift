@@ -1,0 +1,302 @@
+import Foundation
+import Hearth
+import HearthCore
+import HearthIdentity
+import HearthSync
+import HearthTesting
+import Logging
+
+/// One run: a household of devices of one account, each with its own simulated disk and the
+/// production sync engine, on the simulated LAN and the virtual clock; a workload of writes
+/// and removals and the faults drawn from one seed; the invariants checked as it goes and once
+/// it is quiet (docs/simulator.md).
+final class Household: Sendable {
+    struct Settings: Sendable {
+        var devices = 8
+        var hours = 1.0
+        /// Writes per device per simulated minute.
+        var writesPerMinute = 1.0
+        /// Faults per simulated hour, for the household.
+        var faultsPerHour = 12.0
+        var stores = ["com.example.notes", "com.example.settings"]
+        var keys = 24
+        var logLevel = Logger.Level.critical
+        var echo = false
+        var plant: SimulatedStore.Plant?
+        /// Clock jumps among the faults (`--clock-faults`): off by default while the violations
+        /// they bring are open (docs/simulator.md, "Findings").
+        var clockFaults = false
+    }
+
+    struct Outcome: Sendable {
+        let seed: UInt64
+        let digest: [UInt8]
+        let events: Int
+        let jobs: Int
+        let violations: [Checker.Violation]
+        let lastEvents: [String]
+        let foreignEnqueues: Int
+        let strayTimers: Int
+    }
+
+    /// The virtual wall clock's start: 2026-01-01, whatever the day of the run.
+    static let t0: UInt64 = 1_767_225_600_000
+    /// The quiet spell before the final check: far longer than the longest back-off (10 s
+    /// and its jitter) and a heartbeat.
+    static let quietSpell = Duration.seconds(300)
+
+    /// A device as the household knows it.
+    private final class Member: Sendable {
+        let index: Int
+        let identity: DeviceIdentity
+        let disk: SimulatedDisk
+        let port: Int
+        /// Its run now (nil while it is down).
+        let run = Locked<Run?>(nil)
+        /// The source of its runs' replica IDs.
+        let ids: Locked<SplitMix64>
+        /// Crashed and not restarted yet.
+        let down = Locked(false)
+        /// How far its clock is off, in milliseconds (a clock fault).
+        let skew = Locked<Int64>(0)
+
+        init(index: Int, identity: DeviceIdentity, disk: SimulatedDisk, port: Int, seed: UInt64) {
+            self.index = index
+            self.identity = identity
+            self.disk = disk
+            self.port = port
+            ids = Locked(SplitMix64(seed: seed))
+        }
+    }
+
+    private struct Run: Sendable {
+        let engine: SyncEngine
+        let stores: [String: SimulatedStore]
+    }
+
+    let seed: UInt64
+    let settings: Settings
+    private let executor: SimulationExecutor
+    private let trace: Trace
+    private let checker: Checker
+    private let lan: SimulatedLAN
+    private let members: [Member]
+    private let logger: Logger
+    /// The workload's and the faults' draws (the engines draw from their own).
+    private let random: Locked<SplitMix64>
+
+    init(seed: UInt64, settings: Settings, executor: SimulationExecutor) throws {
+        self.seed = seed
+        self.settings = settings
+        self.executor = executor
+        let trace = Trace(clock: { executor.now }, echo: settings.echo)
+        self.trace = trace
+        var logger = Logger(label: "hearth-sim")
+        logger.logLevel = settings.logLevel
+        self.logger = logger
+        var keys = SplitMix64(seed: seed)
+        func key() throws -> Ed25519PrivateKey {
+            try Ed25519PrivateKey(rawRepresentation: (0..<4).flatMap { _ in withUnsafeBytes(of: keys.next()) { Array($0) } })
+        }
+        // Keys from the seed, so device IDs (which order sessions and origins) are the seed's;
+        // certificates dated around the virtual clock (their serials stay random: the trace
+        // never shows certificate bytes).
+        let start = Date(timeIntervalSince1970: Double(Self.t0) / 1000)
+        let (notBefore, notAfter) = (start.addingTimeInterval(-86_400), start.addingTimeInterval(5 * 365 * 86_400))
+        let caKey = try key()
+        let ca = try CertificateIssuer.issue(kind: .authority, commonName: "Simulated household", publicKey: caKey.publicKey,
+                                             issuer: nil, signingKey: caKey, notBefore: notBefore, notAfter: notAfter)
+        let authority = try AccountAuthority(account: Account(caCertificate: ca), privateKey: caKey)
+        let lan = SimulatedLAN(devices: settings.devices, date: { start.addingTimeInterval(executor.now / .seconds(1)) }, trace: trace,
+                               executor: executor, seed: keys.next())
+        self.lan = lan
+        var members: [Member] = []
+        for index in 0..<settings.devices {
+            let deviceKey = try key()
+            let certificate = try authority.issueDeviceCertificate(for: deviceKey.publicKey, deviceName: "d\(index)",
+                                                                   notBefore: notBefore, notAfter: notAfter)
+            let identity = try DeviceIdentity(account: authority.account, privateKey: deviceKey, certificate: certificate)
+            let port = lan.memory.reservePort()
+            lan.register(identity.deviceID, index: index, port: port)
+            members.append(Member(index: index, identity: identity, disk: SimulatedDisk(seed: seed &+ UInt64(index)), port: port,
+                                  seed: keys.next()))
+        }
+        self.members = members
+        checker = Checker(trace: trace, prefixes: Dictionary(uniqueKeysWithValues: members.map {
+            (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
+        }))
+        random = Locked(SplitMix64(seed: keys.next()))
+    }
+
+    private func draw() -> UInt64 { random.withLock { $0.next() } }
+    private func draw(below bound: Int) -> Int { Int(draw() % UInt64(bound)) }
+    private func unit() -> Double { Double(draw() >> 11) / Double(1 << 53) }
+
+    /// A duration drawn uniformly from `range` (seconds), in whole milliseconds.
+    private func duration(_ range: ClosedRange<Double>) -> Duration {
+        .milliseconds(Int64((range.lowerBound + (range.upperBound - range.lowerBound) * unit()) * 1000))
+    }
+
+    // MARK: The run
+
+    func run() async -> Outcome {
+        for member in members { await start(member) }
+        let end = Duration.seconds(settings.hours * 3600)
+        let writeRate = Double(settings.devices) * settings.writesPerMinute / 60   // per second
+        let faultRate = settings.faultsPerHour / 3600
+        var crashed = false
+        while executor.now < end {
+            // The next event of a Poisson process of writes and faults.
+            let gap = -log(1 - unit()) / (writeRate + faultRate)
+            try? await executor.sleep(for: .milliseconds(Int64(gap * 1000)))
+            guard executor.now < end else { break }
+            if unit() < writeRate / (writeRate + faultRate) { write() } else { crashed = await fault() || crashed }
+        }
+        trace.log("workload over: clocks set right, healing, restarting, then \(Self.quietSpell) of quiet")
+        for member in members { member.skew.withLock { $0 = 0 } }
+        if lan.heal() { trace.log("heal") }
+        for member in members { await restart(member) }
+        try? await executor.sleep(for: Self.quietSpell)
+        var replicas: [String: [(device: Int, replica: Replica)]] = [:]
+        for member in members {
+            guard let run = member.run.withLock({ $0 }) else { continue }
+            for (name, store) in run.stores { replicas[name, default: []].append((member.index, store.replica)) }
+        }
+        checker.checkQuiescent(replicas)
+        for member in members { await member.run.withLock({ $0 })?.engine.stop() }
+        trace.log("end")
+        return Outcome(seed: seed, digest: trace.digest, events: trace.count, jobs: executor.jobsRun, violations: checker.violations,
+                       lastEvents: trace.lastEvents, foreignEnqueues: executor.foreignEnqueues, strayTimers: executor.strayTimers)
+    }
+
+    // MARK: Devices
+
+    /// The device's wall clock: the virtual one, off by its skew.
+    private func wall(of member: Member) -> @Sendable () -> UInt64 {
+        { [executor] in
+            let now = executor.now.components
+            return UInt64(clamping: Int64(Self.t0) + now.seconds * 1000 + now.attoseconds / 1_000_000_000_000_000 + member.skew.withLock { $0 })
+        }
+    }
+
+    private func environment(for member: Member) -> SyncEnvironment {
+        let executor = executor
+        let base = ContinuousClock.now
+        let clock = SyncClock(wallMilliseconds: wall(of: member),
+                              now: { base.advanced(by: executor.now) },
+                              sleep: { try await executor.sleep(for: $0) })
+        var jitter = SplitMix64(seed: seed ^ (0xD1A1 &* UInt64(member.index + 1)))
+        return SyncEnvironment(clock: clock, random: .seeded(SplitMix64(seed: jitter.next())), network: lan.maker(for: member.index))
+    }
+
+    /// Opens the device's stores from its disk and starts its engine, dialling the devices after it.
+    private func start(_ member: Member) async {
+        let wall = wall(of: member)
+        var stores: [String: SimulatedStore] = [:]
+        do {
+            for name in settings.stores {
+                let location = StoreLocation(dataDirectory: "/sim/d\(member.index)", storeIdentifier: name,
+                                             account: member.identity.account.id.hex)
+                let (storage, replica) = try ReplicaStorage.open(location, on: member.disk, device: member.identity.deviceID.data, logger: logger,
+                                                                 wall: wall, random: { member.ids.withLock { $0.next() } })
+                checker.loaded(replica, device: member.index, store: name)
+                stores[name] = SimulatedStore(device: member.index, storeIdentifier: name, replica: replica, storage: storage, wall: wall,
+                                              checker: checker, executor: executor, trace: trace, plant: settings.plant)
+            }
+            let engine = try SyncEngine(identity: member.identity, options: .init(host: "memory", port: member.port),
+                                        environment: environment(for: member), logger: logger)
+            for name in settings.stores { _ = try engine.attach(stores[name]!) }
+            try await engine.start()
+            member.run.withLock { $0 = Run(engine: engine, stores: stores) }
+            for other in members where other.index > member.index { engine.addPeer(host: "memory", port: other.port) }
+            trace.log("d\(member.index) up")
+        } catch {
+            checker.fail("start", "d\(member.index) could not start: \(error)")
+        }
+    }
+
+    /// Cuts the device's power: links gone, memory gone, the disk back to what was durable.
+    private func crash(_ member: Member) async {
+        guard let run = member.run.withLock({ s in defer { s = nil }; return s }) else { return }
+        member.down.withLock { $0 = true }
+        trace.log("d\(member.index) crashes")
+        lan.setDown(member.index, true)
+        for store in run.stores.values { store.crash() }
+        member.disk.crash()
+        checker.crashed(device: member.index, stores: settings.stores)
+        await run.engine.stop()
+    }
+
+    private func restart(_ member: Member) async {
+        // Once: the end of the workload restarts every device still down, and its timer may come after.
+        guard member.down.withLock({ d in defer { d = false }; return d }) else { return }
+        member.disk.restart()
+        lan.setDown(member.index, false)
+        trace.log("d\(member.index) restarts")
+        await start(member)
+    }
+
+    // MARK: Workload and faults
+
+    /// A set (4 in 5) or a removal of a random key of a random store, on a random device that is
+    /// up; one in 8 is a conflict: two devices write the key in the same millisecond, so their
+    /// stamps are often equal and the origin decides.
+    private func write() {
+        let up = members.filter { $0.run.withLock { $0 != nil } }
+        guard !up.isEmpty else { return }
+        let writers = up.count > 1 && draw(below: 8) == 0 ? 2 : 1
+        var chosen = up
+        for i in 0..<writers { chosen.swapAt(i, i + draw(below: chosen.count - i)) }
+        let store = settings.stores[draw(below: settings.stores.count)]
+        let key = StoreKey("k\(draw(below: settings.keys))")
+        for member in chosen.prefix(writers) {
+            let value: PropertyListValue? = draw(below: 5) == 0 ? nil : .integer(Int64(draw(below: 1_000_000)))
+            member.run.withLock { $0 }?.stores[store]?.write(value, forKey: key)
+        }
+    }
+
+    /// One fault drawn from the seed. Returns whether a device crashed.
+    private func fault() async -> Bool {
+        switch draw(below: settings.clockFaults ? 4 : 3) {
+        case 3:
+            // A device's clock jumps: set right if it was off, else off by up to 11 hours either
+            // way, or (1 in 4) 13 to 20 hours ahead, beyond the bound peers accept (12 h).
+            let member = members[draw(below: members.count)]
+            let skew: Int64 = member.skew.withLock { $0 } != 0 ? 0
+                : draw(below: 4) == 0 ? Int64(duration(46_800...72_000).components.seconds * 1000)
+                : Int64(duration(-39_600...39_600).components.seconds * 1000)
+            member.skew.withLock { $0 = skew }
+            trace.log("d\(member.index) clock off by \(skew) ms")
+            return false
+        case 0:
+            // Two sides, each with at least one device; healed after up to 10 minutes.
+            let cut = 1 + draw(below: settings.devices - 1)
+            var order = Array(0..<settings.devices)
+            for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, draw(below: i + 1)) }
+            var side = Array(repeating: 0, count: settings.devices)
+            for device in order.prefix(cut) { side[device] = 1 }
+            let lasting = duration(10...600)
+            trace.log("partition \(side.map(String.init).joined()) for \(lasting)")
+            let number = lan.partition(side)
+            executor.after(lasting) { [lan, trace] in
+                if lan.heal(number) { trace.log("heal") }
+            }
+            return false
+        case 1:
+            let links = lan.links
+            guard !links.isEmpty else { return false }
+            let link = links[draw(below: links.count)]
+            trace.log("reset d\(link.local)->d\(link.remote)")
+            lan.reset(link.id)
+            return false
+        default:
+            let up = members.filter { $0.run.withLock { $0 != nil } }
+            guard up.count > 1 else { return false }
+            let member = up[draw(below: up.count)]
+            let down = duration(5...300)
+            await crash(member)
+            executor.after(down) { [self] in Task { await restart(member) } }
+            return true
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import HearthSync
+
+/// One store of one simulated device: the product's `SyncedReplica` (every rule on what enters
+/// it) behind a lock, as the store's backend holds it, saved by the product's `ReplicaStorage`
+/// on the device's `SimulatedDisk` within ``writeBehind`` of the first unsaved change (the
+/// store's write-behind, on virtual time). Every change is shown to the ``Checker``.
+///
+/// Not the store backend itself (`StoreBackend`, Hearth): its notifications run on a
+/// `DispatchQueue`, off the simulation's thread (docs/simulator.md).
+final class SimulatedStore: SyncReplica {
+    private struct State {
+        var synced: SyncedReplica
+        var handler: (@Sendable () -> Void)?
+        var generation = 0
+        var savedGeneration = 0
+        var saveScheduled = false
+        /// The device crashed: this object is what its memory was, and does nothing more.
+        var dead = false
+    }
+
+    let storeIdentifier: String
+    let device: Int
+    private let state: Locked<State>
+    private let storage: ReplicaStorage
+    private let wall: @Sendable () -> UInt64
+    private let checker: Checker
+    private let executor: SimulationExecutor
+    private let trace: Trace
+    /// A bug planted on purpose (`--plant`), to show that the invariants catch it.
+    private let plant: Plant?
+    /// How long after the first unsaved change a save comes (the store's default).
+    static let writeBehind = Duration.seconds(1)
+
+    /// The bugs `--plant` puts in every store, to see the invariants fail (the simulator's own test).
+    enum Plant: String, Sendable, CaseIterable {
+        /// A peer's removals are not applied (the vector still advances past them).
+        case dropRemoteDeletes = "drop-remote-deletes"
+    }
+
+    init(device: Int, storeIdentifier: String, replica: Replica, storage: ReplicaStorage, wall: @escaping @Sendable () -> UInt64,
+         checker: Checker, executor: SimulationExecutor, trace: Trace, plant: Plant?) {
+        self.plant = plant
+        self.device = device
+        self.storeIdentifier = storeIdentifier
+        state = Locked(State(synced: SyncedReplica(replica)))
+        self.storage = storage
+        self.wall = wall
+        self.checker = checker
+        self.executor = executor
+        self.trace = trace
+    }
+
+    var replica: Replica { state.withLock { $0.synced.replica } }
+
+    /// An app's write (`nil` removes), as the store makes it: the same rules, unsigned (the
+    /// engine signs it), saved within a second.
+    func write(_ value: PropertyListValue?, forKey key: StoreKey) {
+        let size: Int
+        do { size = try StoreLimits.check(key: key, value: value) } catch {
+            trace.log("d\(device) \(storeIdentifier) write \(key.string) refused: \(error)")
+            return
+        }
+        let now = wall()
+        let outcome = state.withLock { s -> (entry: Entry?, prior: Entry?, restamped: [StoreKey], handler: (@Sendable () -> Void)?)? in
+            guard !s.dead else { return nil }
+            // Seen before the write re-stamps what its clock wrote in the future (then not the prior).
+            let prior = s.synced.entries[key]
+            guard let (entry, restamped) = try? s.synced.write(value, forKey: key, size: size, wall: now, strict: false) else { return nil }
+            if entry != nil || !restamped.isEmpty { s.generation += 1 }
+            return (entry, prior, restamped, entry != nil || !restamped.isEmpty ? s.handler : nil)
+        }
+        guard let outcome else { return }
+        restamped(outcome.restamped.filter { $0 != key })
+        if let entry = outcome.entry {
+            trace.log("d\(device) \(storeIdentifier) write \(Checker.describe(entry))")
+            let restamp = outcome.restamped.contains(key)
+            checker.wrote(entry, replacing: restamp ? nil : outcome.prior, restamp: restamp, device: device, store: storeIdentifier, now: entry(forKey:))
+        }
+        outcome.handler?()
+        scheduleSave()
+    }
+
+    /// Entries the replica wrote again with its clock set right: new local writes to the model.
+    private func restamped(_ keys: [StoreKey]) {
+        guard !keys.isEmpty else { return }
+        trace.log("d\(device) \(storeIdentifier) restamped \(keys.count) entries")
+        for key in keys {
+            if let entry = entry(forKey: key) { checker.wrote(entry, replacing: nil, restamp: true, device: device, store: storeIdentifier, now: entry(forKey:)) }
+        }
+    }
+
+    // MARK: Saving
+
+    private func scheduleSave() {
+        let schedule = state.withLock { s -> Bool in
+            guard !s.dead, !s.saveScheduled, s.generation != s.savedGeneration else { return false }
+            s.saveScheduled = true
+            return true
+        }
+        if schedule { executor.after(Self.writeBehind) { [weak self] in self?.save() } }
+    }
+
+    /// Saves what changed since the last save (the store's flush).
+    func save() {
+        guard let (snapshot, generation) = state.withLock({ s -> (Replica, Int)? in
+            s.saveScheduled = false
+            guard !s.dead, s.generation != s.savedGeneration else { return nil }
+            return (s.synced.replica, s.generation)
+        }) else { return }
+        do {
+            try storage.save(snapshot)
+            state.withLock { $0.savedGeneration = max($0.savedGeneration, generation) }
+            trace.log("d\(device) \(storeIdentifier) saved \(snapshot.entries.count) entries")
+            checker.saved(snapshot, device: device, store: storeIdentifier)
+        } catch {
+            trace.log("d\(device) \(storeIdentifier) save failed: \(error.reason)")
+        }
+    }
+
+    /// The device lost power: this replica is gone with its memory.
+    func crash() {
+        state.withLock { $0.dead = true }
+    }
+
+    private var isDead: Bool { state.withLock { $0.dead } }
+
+    // MARK: SyncReplica
+
+    func wallMilliseconds() -> UInt64 { wall() }
+
+    var syncVector: VersionVector { state.withLock { $0.synced.vector } }
+
+    func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) {
+        state.withLock { ($0.synced.delta(for: peer), $0.synced.vector) }
+    }
+
+    func unsignedEntries() -> [Entry] { state.withLock { $0.synced.unsignedEntries() } }
+
+    func attachSignatures(_ signed: [Entry]) {
+        state.withLock { s in
+            guard !s.dead else { return }
+            s.synced.attachSignatures(signed)
+            s.generation += 1
+        }
+        scheduleSave()
+    }
+
+    func winningEntries(_ entries: [Entry]) -> [Entry] { state.withLock { $0.synced.winningEntries(entries) } }
+
+    func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
+        let now = wall()
+        guard let result = state.withLock({ s -> (changed: [StoreKey], refused: [RefusedEntry])? in
+            guard !s.dead else { return nil }
+            let given = plant == .dropRemoteDeletes ? entries.filter { !$0.isTombstone } : entries
+            let result = s.synced.applyRemote(given, heldBack: heldBack, wall: now)
+            s.generation += 1
+            return result
+        }) else { return ([], []) }
+        trace.log("d\(device) \(storeIdentifier) applied \(entries.count) entries, \(result.changed.count) changed, \(result.refused.count) refused, \(heldBack.count) held back")
+        let accepted = entries.filter { entry in !result.refused.contains { $0.refers(to: entry) } }
+        checker.applied(accepted, device: device, store: storeIdentifier, now: entry(forKey:))
+        scheduleSave()
+        return result
+    }
+
+    func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }
+
+    func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
+        state.withLock { $0.synced.imposedLead(forKey: key, origin: origin, sequence: sequence) }
+    }
+
+    func restampIfNeeded() -> Bool {
+        let now = wall()
+        let (keys, handler) = state.withLock { s -> ([StoreKey], (@Sendable () -> Void)?) in
+            guard !s.dead else { return ([], nil) }
+            let keys = s.synced.restampFutureEntries(wall: now)
+            if !keys.isEmpty { s.generation += 1 }
+            return (keys, keys.isEmpty ? nil : s.handler)
+        }
+        guard !keys.isEmpty else { return false }
+        restamped(keys)
+        handler?()
+        scheduleSave()
+        return true
+    }
+
+    var signerCertificates: [Data: Data] { state.withLock { $0.synced.certificates } }
+    func keepCertificate(_ der: Data, signer: Data) { state.withLock { $0.synced.keepCertificate(der, signer: signer) } }
+
+    var knownDevices: [DeviceID] { state.withLock { $0.synced.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
+    func learnOfDevices(_ devices: [DeviceID]) { _ = state.withLock { $0.synced.learnOf(devices: devices.map(\.hex)) } }
+
+    func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
+        let now = wall()
+        let changed = state.withLock { s -> Bool in
+            guard !s.dead, s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return false }
+            s.generation += 1
+            return true
+        }
+        if changed { scheduleSave() }
+    }
+
+    func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
+    var awaitingInitialSync: Bool { state.withLock { !$0.synced.hasSynced } }
+    func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import HearthCore
+import HearthIdentity
+import Logging
+
+// hearth-sim: the household simulator (issue 28, docs/simulator.md).
+//
+// Swift seeds its hashing per process, so a dictionary's order (the engine's sessions, the
+// replica's entries) would differ between two runs of one seed: the simulator runs with
+// deterministic hashing, starting itself again with it if it was not asked for.
+if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
+    setenv("SWIFT_DETERMINISTIC_HASHING", "1", 1)
+    execv("/proc/self/exe", CommandLine.unsafeArgv)
+    FileHandle.standardError.write(Data("hearth-sim: could not start again with deterministic hashing: \(String(cString: strerror(errno)))\n".utf8))
+    exit(2)
+}
+// Every task of this process runs on the simulation's executor, installed before the first task exists.
+SimulationExecutors.install()
+
+let usage = """
+    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--trace] [--log-level LEVEL]
+      --seeds N      run seeds 1…N (default 10)
+      --seed S       run seed S alone (a failure's replay)
+      --devices D    devices in the household, 2…16 (default 8)
+      --hours H      simulated hours per seed (default 1)
+      --twice        run each seed twice and fail unless both runs give the same digest
+      --jobs N       run the seeds in N processes (the output and digest are the same as in one)
+      --trace        print every event of the trace as it happens
+      --log-level L  the engines' log level (default critical)
+      --clock-faults adds clock jumps to the faults (within and beyond the 12 h bound, and back)
+      --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
+    """
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("hearth-sim: \(message)\n\(usage)\n".utf8))
+    exit(2)
+}
+
+var seeds: [UInt64] = Array(1...10)
+var settings = Household.Settings()
+var twice = false
+var jobs = 1
+/// This process is worker k of n (`--worker k/n`, given by `--jobs`).
+var worker: (Int, Int)?
+var arguments = CommandLine.arguments.dropFirst()
+@MainActor func value(of option: String) -> String {
+    guard let value = arguments.popFirst() else { fail("\(option) needs a value") }
+    return value
+}
+while let argument = arguments.popFirst() {
+    switch argument {
+    case "--seeds":
+        guard let n = UInt64(value(of: argument)), n >= 1 else { fail("--seeds takes a number of seeds, 1 or more") }
+        seeds = Array(1...n)
+    case "--seed":
+        guard let s = UInt64(value(of: argument)) else { fail("--seed takes a seed, a whole number") }
+        seeds = [s]
+    case "--devices":
+        guard let d = Int(value(of: argument)), (2...16).contains(d) else { fail("--devices takes 2 to 16") }
+        settings.devices = d
+    case "--hours":
+        guard let h = Double(value(of: argument)), h > 0, h <= 10_000 else { fail("--hours takes a number of hours above 0") }
+        settings.hours = h
+    case "--twice": twice = true
+    case "--jobs":
+        guard let n = Int(value(of: argument)), (1...64).contains(n) else { fail("--jobs takes a number of processes, 1 to 64") }
+        jobs = n
+    case "--worker":
+        let parts = value(of: argument).split(separator: "/").compactMap { Int($0) }
+        guard parts.count == 2, parts[1] > 0, (0..<parts[1]).contains(parts[0]) else { fail("--worker takes k/n (given by --jobs)") }
+        worker = (parts[0], parts[1])
+    case "--clock-faults": settings.clockFaults = true
+    case "--trace": settings.echo = true
+    case "--log-level":
+        guard let level = Logger.Level(rawValue: value(of: argument)) else { fail("--log-level takes trace, debug, info, notice, warning, error or critical") }
+        settings.logLevel = level
+    case "--plant":
+        guard let plant = SimulatedStore.Plant(rawValue: value(of: argument)) else {
+            fail("--plant takes \(SimulatedStore.Plant.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        settings.plant = plant
+    case "-h", "--help":
+        print(usage)
+        exit(0)
+    default:
+        fail("unknown argument \(argument)")
+    }
+}
+
+/// Runs one seed to its end on this thread.
+@MainActor func simulate(_ seed: UInt64) -> Household.Outcome {
+    let executor = SimulationExecutors.shared
+    executor.reset(seed: seed)
+    let household: Household
+    do { household = try Household(seed: seed, settings: settings, executor: executor) } catch {
+        fail("could not set up seed \(seed): \(error)")
+    }
+    let outcome = Locked<Household.Outcome?>(nil)
+    Task { let result = await household.run(); outcome.withLock { $0 = result } }
+    executor.run { outcome.withLock { $0 != nil } }
+    executor.drain()
+    guard let result = outcome.withLock({ $0 }) else {
+        fail("seed \(seed) stopped with nothing left to run before its end (a task waits on something outside the simulation)")
+    }
+    return result
+}
+
+/// What one seed gave: its line (and failure block) as printed, and its figures.
+struct SeedReport {
+    let seed: UInt64
+    var events = 0
+    var violations = 0
+    var foreign = 0
+    var stray = 0
+    var digest: [UInt8] = []
+    var text = ""
+
+    /// How a worker hands a report to the process that started it (after its text).
+    var marker: String { "@@ \(seed) \(events) \(violations) \(foreign) \(stray) \(Hex.encode(digest))" }
+}
+
+/// The arguments that replay a seed of this run.
+let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
+
+@MainActor func report(_ seed: UInt64) -> SeedReport {
+    let outcome = simulate(seed)
+    var report = SeedReport(seed: seed, events: outcome.events, foreign: outcome.foreignEnqueues, stray: outcome.strayTimers, digest: outcome.digest)
+    var failures = outcome.violations.map { "\($0.invariant): \($0.detail)" }
+    if twice {
+        let again = simulate(seed)
+        if again.digest != outcome.digest {
+            failures.append("determinism: a second run of the seed gave digest \(Hex.encode(again.digest.prefix(8))), the first \(Hex.encode(outcome.digest.prefix(8)))")
+        }
+    }
+    report.violations = failures.count
+    var lines = ["seed \(seed): \(outcome.events) events, \(outcome.jobs) jobs, \(failures.count) violations, digest \(Hex.encode(outcome.digest.prefix(8)))"]
+    if !failures.isEmpty {
+        lines.append("FAILED seed \(seed) (replay: scripts/sim.sh --seed \(seed) --devices \(settings.devices) --hours \(settings.hours)\(replay)):")
+        lines += failures.prefix(10).map { "  \($0)" }
+        lines.append("  the last \(outcome.lastEvents.count) events:")
+        lines += outcome.lastEvents.map { "    \($0)" }
+    }
+    report.text = lines.joined(separator: "\n")
+    return report
+}
+
+/// Runs the seeds in `jobs` processes of this program, each on every jobs-th seed, and gathers
+/// their reports in seed order (so the digest is the same as in one process).
+@MainActor func inWorkers(_ jobs: Int) -> [SeedReport] {
+    let passed = Array(CommandLine.arguments.dropFirst())
+    var workers: [(Process, URL)] = []
+    for k in 0..<jobs {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-sim-\(getpid())-\(k).out")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe")
+        process.arguments = passed + ["--worker", "\(k)/\(jobs)"]
+        guard let handle = try? FileHandle(forWritingTo: output) else { fail("cannot write \(output.path)") }
+        process.standardOutput = handle
+        do { try process.run() } catch { fail("cannot start a worker: \(error)") }
+        workers.append((process, output))
+    }
+    var reports: [SeedReport] = []
+    for (process, output) in workers {
+        process.waitUntilExit()
+        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(at: output)
+        var block: [String] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let fields = line.split(separator: " ")
+            guard fields.first == "@@", fields.count == 7, let seed = UInt64(fields[1]), let events = Int(fields[2]),
+                  let violations = Int(fields[3]), let foreign = Int(fields[4]), let stray = Int(fields[5]),
+                  let digest = Hex.decode(String(fields[6])) else {
+                block.append(String(line))
+                continue
+            }
+            reports.append(SeedReport(seed: seed, events: events, violations: violations, foreign: foreign, stray: stray,
+                                      digest: Array(digest), text: block.joined(separator: "\n")))
+            block = []
+        }
+        guard process.terminationStatus <= 1 else { fail("a worker ended with status \(process.terminationStatus): \(block.joined(separator: "\n"))") }
+    }
+    guard reports.count == seeds.count else { fail("the workers reported \(reports.count) seeds of \(seeds.count)") }
+    return reports.sorted { $0.seed < $1.seed }
+}
+
+let started = ContinuousClock.now
+if let (k, n) = worker {
+    for (index, seed) in seeds.enumerated() where index % n == k {
+        let report = report(seed)
+        print(report.text)
+        print(report.marker)
+    }
+    exit(0)
+}
+var reports: [SeedReport] = []
+if jobs > 1 && seeds.count > 1 {
+    reports = inWorkers(min(jobs, seeds.count))
+    for report in reports { print(report.text) }
+} else {
+    for seed in seeds {
+        let report = report(seed)
+        print(report.text)
+        reports.append(report)
+    }
+}
+let events = reports.map(\.events).reduce(0, +)
+let violations = reports.map(\.violations).reduce(0, +)
+let foreign = reports.map(\.foreign).reduce(0, +)
+let stray = reports.map(\.stray).reduce(0, +)
+let seconds = Double((ContinuousClock.now - started) / .milliseconds(1)) / 1000
+if foreign > 0 || stray > 0 {
+    // Said, not hidden: work the simulation's thread did not schedule makes a run unrepeatable.
+    print("sim: note: \(foreign) jobs were enqueued from other threads and \(stray) timers came from Task.sleep: these runs may not repeat exactly")
+}
+let deviceHours = Double(settings.devices) * settings.hours * Double(seeds.count)
+print("sim: \(seeds.count) seeds, \(String(format: "%g", deviceHours)) simulated device-hours, \(events) events in \(String(format: "%.1f", seconds)) s, \(violations) violations, digest \(Hex.encode(SHA256.hash(reports.flatMap(\.digest))))")
+exit(violations == 0 ? 0 : 1)

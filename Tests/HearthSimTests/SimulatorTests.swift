@@ -1,0 +1,86 @@
+import Foundation
+import HearthTestSupport
+import Testing
+
+/// The household simulator (hearth-sim, docs/simulator.md) as a child process: a few short
+/// seeds pass every invariant, one seed run twice gives the same trace digest, and a bug
+/// planted in the stores is caught. Each run is virtual time: seconds of CPU, no sleeps.
+@Suite("The household simulator")
+struct SimulatorTests {
+    static func simulate(_ arguments: [String]) async throws -> (status: Int32?, output: String) {
+        let binary = try #require(ChildProcess.builtProduct("hearth-sim"), "hearth-sim is built with --build-tests")
+        let (status, output, error) = try await ChildProcess.run(binary, arguments, timeout: .seconds(240))
+        return (status, output + error)
+    }
+
+    /// The summary line's digest (and the whole line).
+    static func summary(of output: String) throws -> (line: String, digest: String) {
+        let line = try #require(output.split(separator: "\n").last.map(String.init))
+        #expect(line.hasPrefix("sim: "), "the output ends with the summary line: \(line)")
+        let digest = try #require(line.split(separator: " ").last.map(String.init))
+        #expect(digest.count == 64 && digest.allSatisfy(\.isHexDigit), "a SHA-256 digest ends the summary: \(line)")
+        return (line, digest)
+    }
+
+    @Test("Three seeds of 4 devices for a quarter of an hour each pass every invariant, each seed giving the same digest twice")
+    func fewSeedsPass() async throws {
+        let (status, output) = try await Self.simulate(["--seeds", "3", "--devices", "4", "--hours", "0.25", "--twice"])
+        #expect(status == 0, "\(output)")
+        let (line, _) = try Self.summary(of: output)
+        #expect(line.contains("sim: 3 seeds, 3 simulated device-hours, "), "\(line)")
+        #expect(line.contains(", 0 violations, "), "\(line)")
+    }
+
+    @Test("Two processes running one seed print the same digest; another seed another")
+    func sameSeedSameDigest() async throws {
+        let arguments = ["--devices", "5", "--hours", "0.25"]
+        let first = try Self.summary(of: try await Self.simulate(["--seed", "11"] + arguments).output).digest
+        let again = try Self.summary(of: try await Self.simulate(["--seed", "11"] + arguments).output).digest
+        let other = try Self.summary(of: try await Self.simulate(["--seed", "12"] + arguments).output).digest
+        #expect(first == again)
+        #expect(first != other)
+    }
+
+    @Test("Four seeds run in 3 processes print what they print in one, the same digest included")
+    func workersGiveTheSameRun() async throws {
+        // Worker 0 runs seeds 1 and 4: their reports come back out of order.
+        let arguments = ["--seeds", "4", "--devices", "4", "--hours", "0.25"]
+        let one = try await Self.simulate(arguments)
+        let three = try await Self.simulate(arguments + ["--jobs", "3"])
+        #expect(one.status == 0 && three.status == 0, "\(one.output)\n\(three.output)")
+        #expect(try Self.summary(of: one.output).digest == Self.summary(of: three.output).digest)
+        // Every line but the summary's time.
+        #expect(one.output.split(separator: "\n").dropLast() == three.output.split(separator: "\n").dropLast())
+    }
+
+    @Test("A store that drops its peers' removals is caught: the run fails, naming the seed, the invariant and the last events")
+    func plantedBugIsCaught() async throws {
+        let (status, output) = try await Self.simulate(["--seed", "1", "--devices", "4", "--hours", "0.25", "--plant", "drop-remote-deletes"])
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("FAILED seed 1 (replay: scripts/sim.sh --seed 1 "), "\(output)")
+        #expect(output.contains("deletes never come back: "), "\(output)")
+        #expect(output.contains("the last "), "\(output)")
+        let (line, _) = try Self.summary(of: output)
+        #expect(!line.contains(", 0 violations, "), "\(line)")
+    }
+
+    /// docs/simulator.md, "Findings": kept as seeds that must pass once the product is fixed
+    /// (the known issue then goes unrecorded, and this test says so).
+    @Test("Known: with clock jumps, seed 2 (a write after a collected removal stamped before it) and seed 10 (a re-stamped entry losing to a write it had beaten) fail", arguments: [2, 10])
+    func clockFaultFindings(seed: Int) async throws {
+        let (status, output) = try await Self.simulate(["--seed", "\(seed)", "--devices", "5", "--hours", "1", "--clock-faults"])
+        #expect(status != nil)
+        // While it fails, it fails as documented.
+        if status != 0 { #expect(output.contains(seed == 2 ? "  causality: " : "  convergence: "), "\(output)") }
+        await withKnownIssue("issue 28: clock jumps break causality across tombstone collection, and re-stamping diverges") {
+            #expect(status == 0, "\(output.split(separator: "\n").filter { $0.hasPrefix("  ") && !$0.hasPrefix("    ") }.prefix(3).joined(separator: "\n"))")
+        }
+    }
+
+    @Test("A bad argument is refused with a clear error and the usage")
+    func badArgumentsAreRefused() async throws {
+        let (status, output) = try await Self.simulate(["--devices", "17"])
+        #expect(status == 2)
+        #expect(output.contains("--devices takes 2 to 16"), "\(output)")
+    }
+}
