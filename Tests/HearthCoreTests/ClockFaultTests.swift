@@ -75,29 +75,40 @@ struct ClockFaultTests {
 
     /// D (clock 18 h ahead) writes `k`; B (5.9 h ahead) writes it later; D applies B's write,
     /// which loses to D's future entry, and D's vector covers it. No peer takes D's entry.
-    /// `dropped`: as the sync engine does, D drops B's write unapplied (``Replica/winners(of:)``).
-    func futureEntryBeatsALaterWrite(dropped: Bool = false) -> (ahead: Replica, other: Replica, otherWrite: Entry) {
+    /// How D meets B's write.
+    enum Path: CaseIterable, Sendable {
+        /// Applied (it loses in `merge`).
+        case applied
+        /// Dropped unapplied, as the sync engine does (``Replica/winners(of:)``).
+        case dropped
+        /// Dropped, then D writes `k` again in its future: seed 7, where the highest stamp D
+        /// saw of `k` besides its current entry is its own first future write, not B's.
+        case droppedThenRewritten
+    }
+
+    func futureEntryBeatsALaterWrite(_ path: Path = .applied) -> (ahead: Replica, other: Replica, otherWrite: Entry) {
         var ahead = Replica(id: laggardID), other = Replica(id: writerID)
         ahead.write("D's", forKey: "k", wall: now + 18 * hour)
         // B's origin owns another key on D, so D's vector keeps its counter.
         let elsewhere = other.write("B's", forKey: "o", wall: now + 59 * hour / 10)!
         let otherWrite = other.write("B's", forKey: "k", wall: now + 59 * hour / 10 + 1000)!
-        let delta = dropped ? ahead.winners(of: [elsewhere, otherWrite]) : [elsewhere, otherWrite]
+        let delta = path == .applied ? [elsewhere, otherWrite] : ahead.winners(of: [elsewhere, otherWrite])
         #expect(ahead.apply(delta, coveredBy: other.vector, wall: now + 18 * hour + 2000) == ["o"])
+        if path == .droppedThenRewritten { ahead.write("D's", forKey: "k", wall: now + 18 * hour + 3000) }
         #expect(ahead.vector.covers(otherWrite))
         return (ahead, other, otherWrite)
     }
 
     @Test("Seed 10: an entry re-stamped once the clock is set right still beats the write it had beaten, so the household converges",
-          arguments: [false, true], [false, true])
-    func restampedEntryBeatsWhatItBeat(reopen: Bool, dropped: Bool) throws {
-        var (ahead, other, otherWrite) = futureEntryBeatsALaterWrite(dropped: dropped)
+          arguments: [false, true], Path.allCases)
+    func restampedEntryBeatsWhatItBeat(reopen: Bool, path: Path) throws {
+        var (ahead, other, otherWrite) = futureEntryBeatsALaterWrite(path)
         if reopen {
             // Saved and opened again (a new run) before the clock is set right.
             let data = try ReplicaFile.encode(ahead, header: .init(storeIdentifier: "s", account: ""))
             ahead = try ReplicaFile.decode(data, path: "test").replica.reopened(as: ReplicaID(high: 0xD, low: 2))
         }
-        #expect(ahead.restampFutureEntries(wall: now + 3000) == ["k"])
+        #expect(ahead.restampFutureEntries(wall: now + 4000) == ["k"])
         let restamped = try #require(ahead.entries["k"])
         #expect(restamped.value == "D's" && restamped.wins(over: otherWrite), "\(restamped.timestamp) after \(otherWrite.timestamp)")
         other.apply(ahead.delta(for: other.vector), coveredBy: ahead.vector, wall: now + 59 * hour / 10 + 4000)
@@ -114,7 +125,7 @@ struct ClockFaultTests {
         let data = try ReplicaFile.encode(ahead, header: header)
         let back = try ReplicaFile.decode(data, path: "test").replica
         #expect(back.collectedStamp == ahead.collectedStamp && back.collectedStamp > .zero)
-        #expect(back.supersededStamps == ["k": otherWrite.timestamp])
+        #expect(back.supersededStamps == ["k": [otherWrite.timestamp]])
 
         guard case .dictionary(var fields) = try BinaryPropertyList.decode(data) else { throw CocoaError(.fileReadCorruptFile) }
         #expect(fields.removeValue(forKey: "collected") != nil && fields.removeValue(forKey: "superseded") != nil)

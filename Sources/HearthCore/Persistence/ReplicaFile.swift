@@ -14,7 +14,7 @@ import Foundation
 ///   entries: [ { key: String, value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
 ///                signer: Data, signature: Data } ],      // no `value`: a tombstone
 ///   collected: Int,                                      // the highest stamp of a tombstone collected
-///   superseded: [ { key: String, timestamp: Int } ]      // per key, the highest stamp seen but not current
+///   superseded: [ { key: String, timestamps: [Int] } ]   // per key, stamps seen on entries not current
 /// }
 /// ```
 ///
@@ -71,7 +71,8 @@ package enum ReplicaFile {
             "entries": .array(replica.entries.keys.sorted().map { replica.entries[$0]!.propertyList }),
             "collected": .integer(Int64(bitPattern: replica.collectedStamp.rawValue)),
             "superseded": .array(replica.supersededStamps.sorted { $0.key < $1.key }.map {
-                .dictionary(["key": .string($0.key.string), "timestamp": .integer(Int64(bitPattern: $0.value.rawValue))])
+                .dictionary(["key": .string($0.key.string),
+                             "timestamps": .array($0.value.map { .integer(Int64(bitPattern: $0.rawValue)) })])
             }),
         ])
         return try BinaryPropertyList.encode(document)
@@ -140,15 +141,16 @@ package enum ReplicaFile {
             guard let raw = field.integerValue else { throw damaged("collected is not an integer") }
             collected = HLCTimestamp(rawValue: UInt64(bitPattern: raw))
         }
-        var superseded: [StoreKey: HLCTimestamp] = [:]
-        if let field = try field("superseded", depth: 2) {
+        var superseded: [StoreKey: [HLCTimestamp]] = [:]
+        if let field = try field("superseded", depth: 3) {
             guard let list = field.arrayValue else { throw damaged("superseded is not an array") }
             for item in list {
                 guard let pair = item.dictionaryValue, let key = pair["key"]?.stringValue,
-                      let raw = pair["timestamp"]?.integerValue else {
+                      let raws = pair["timestamps"]?.arrayValue?.compactMap(\.integerValue),
+                      raws.count == pair["timestamps"]?.arrayValue?.count else {
                     throw damaged("an item of superseded is malformed: \(item)")
                 }
-                superseded[StoreKey(key)] = HLCTimestamp(rawValue: UInt64(bitPattern: raw))
+                superseded[StoreKey(key)] = raws.map { HLCTimestamp(rawValue: UInt64(bitPattern: $0)) }
             }
         }
 

@@ -56,11 +56,21 @@ package struct Replica: Sendable, Equatable {
     /// entry is stamped after it, as a write of a key with one is stamped after that entry (see
     /// ``write(_:forKey:wall:size:)`` and ``collectTombstones(coveredBy:olderThan:wall:)``).
     package private(set) var collectedStamp: HLCTimestamp = .zero
-    /// For each key, the highest stamp this replica saw of it on an entry that is not its current
-    /// one: an entry the current one (or one before it) replaced, or a peer's that lost to it (saved).
-    /// ``restampFutureEntries(wall:)`` stamps a key's entry after it, so that a re-stamped entry
-    /// still beats what it had beaten here, which peers hold and will not send again.
-    package private(set) var supersededStamps: [StoreKey: HLCTimestamp] = [:]
+    /// For each key, the stamps this replica saw of it on entries that are not its current one:
+    /// entries the current one (or one before it) replaced, or peers' that lost to it (saved),
+    /// in ascending order, at most ``maximumSupersededStamps``.
+    ///
+    /// ``restampFutureEntries(wall:)`` stamps a key's entry after the highest of them within the
+    /// drift bound, so that a re-stamped entry still beats what it had beaten here, which peers
+    /// hold and will not send again. Not one highest stamp: the highest is often one of this
+    /// replica's own future writes of the key, which its later write replaced, and which hides
+    /// the peer's write below it that the re-stamped entry must beat.
+    package private(set) var supersededStamps: [StoreKey: [HLCTimestamp]] = [:]
+
+    /// How many superseded stamps a key keeps. Past it the lower of the two closest goes: a
+    /// re-stamp whose bound falls between them comes out below the higher one (a key written
+    /// that often while the clock was more than a drift bound ahead).
+    package static let maximumSupersededStamps = 8
     /// The DER certificates of devices that signed entries, by signer (device ID bytes).
     ///
     /// Kept with the entries so that this replica can prove them to a peer after a restart,
@@ -125,11 +135,12 @@ package struct Replica: Sendable, Equatable {
     package init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
                 entries: [StoreKey: Entry], peerVectors: [String: VersionVector] = [:],
                 certificates: [Data: Data] = [:], collectedStamp: HLCTimestamp = .zero,
-                supersededStamps: [StoreKey: HLCTimestamp] = [:]) {
+                supersededStamps: [StoreKey: [HLCTimestamp]] = [:]) {
         self.id = id
         self.collectedStamp = collectedStamp
         // Only keys with an entry: the others' stamps went with their tombstones.
         self.supersededStamps = supersededStamps.filter { entries[$0.key] != nil }
+            .mapValues { Array(Set($0).sorted().suffix(Self.maximumSupersededStamps)) }
         var sequence = max(sequence, vector[id])
         var vector = vector
         var usage = Usage()
@@ -340,7 +351,7 @@ package struct Replica: Sendable, Equatable {
             // those writes here, where they will not be sent again, and so must its new stamp,
             // or peers keep them and this replica the re-stamped entry. As in `write`, the clock
             // is not moved.
-            if let seen = supersededStamps[old.key], seen.milliseconds <= bound, seen >= timestamp {
+            if let seen = supersededStamps[old.key]?.last(where: { $0.milliseconds <= bound }), seen >= timestamp {
                 timestamp = HybridLogicalClock.successor(of: seen)
             }
             store(Entry(key: old.key, value: old.value, timestamp: timestamp, origin: id, sequence: sequence))
@@ -487,8 +498,15 @@ package struct Replica: Sendable, Equatable {
 
     /// Records that this replica saw `timestamp` on an entry of `key` that is not its current one.
     private mutating func noteSuperseded(_ timestamp: HLCTimestamp, forKey key: StoreKey) {
-        if let kept = supersededStamps[key], kept >= timestamp { return }
-        supersededStamps[key] = timestamp
+        var stamps = supersededStamps[key] ?? []
+        let index = stamps.firstIndex { $0 >= timestamp } ?? stamps.endIndex
+        guard index == stamps.endIndex || stamps[index] != timestamp else { return }
+        stamps.insert(timestamp, at: index)
+        if stamps.count > Self.maximumSupersededStamps {
+            let closest = stamps.indices.dropLast().min { stamps[$0 + 1].rawValue - stamps[$0].rawValue < stamps[$1 + 1].rawValue - stamps[$1].rawValue }!
+            stamps.remove(at: closest)
+        }
+        supersededStamps[key] = stamps
     }
 
     /// Records (or forgets) why `key`'s new local write is stamped `timestamp`: beyond what this
