@@ -64,17 +64,13 @@ struct SimulatorTests {
         #expect(!line.contains(", 0 violations, "), "\(line)")
     }
 
-    /// docs/simulator.md, "Findings": kept as seeds that must pass once the product is fixed
-    /// (the known issue then goes unrecorded, and this test says so).
-    @Test("Known: with clock jumps, seed 2 (a write after a collected removal stamped before it) and seed 10 (a re-stamped entry losing to a write it had beaten) fail", arguments: [2, 10])
+    /// docs/simulator.md, "Findings" 2 and 3, fixed: the seeds that found them pass.
+    @Test("With clock jumps, seed 2 (a write after a collected removal beats it) and seed 10 (a re-stamped entry still beats the write it had beaten) pass every invariant", arguments: [2, 10])
     func clockFaultFindings(seed: Int) async throws {
         let (status, output) = try await Self.simulate(["--seed", "\(seed)", "--devices", "5", "--hours", "1", "--clock-faults"])
-        #expect(status != nil)
-        // While it fails, it fails as documented.
-        if status != 0 { #expect(output.contains(seed == 2 ? "  causality: " : "  convergence: "), "\(output)") }
-        await withKnownIssue("issue 28: clock jumps break causality across tombstone collection, and re-stamping diverges") {
-            #expect(status == 0, "\(output.split(separator: "\n").filter { $0.hasPrefix("  ") && !$0.hasPrefix("    ") }.prefix(3).joined(separator: "\n"))")
-        }
+        #expect(status == 0, "\(output.split(separator: "\n").filter { $0.hasPrefix("  ") && !$0.hasPrefix("    ") }.prefix(3).joined(separator: "\n"))")
+        let (line, _) = try Self.summary(of: output)
+        #expect(line.contains(", 0 violations, "), "\(line)")
     }
 
     @Test("A bad argument is refused with a clear error and the usage")

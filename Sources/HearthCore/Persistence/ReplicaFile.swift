@@ -12,9 +12,17 @@ import Foundation
 ///   synced: Bool,                                        // the initial sync has happened
 ///   certificates: { <device ID hex>: Data },             // DER certificates of the entries' signers
 ///   entries: [ { key: String, value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
-///                signer: Data, signature: Data } ]       // no `value`: a tombstone
+///                signer: Data, signature: Data } ],      // no `value`: a tombstone
+///   collected: Int,                                      // the highest stamp of a tombstone collected
+///   superseded: [ { key: String, timestamps: [Int] } ]   // per key, stamps seen on entries not current
 /// }
 /// ```
+///
+/// `collected` and `superseded` (``Replica/collectedStamp``, ``Replica/supersededStamps``) came
+/// after version 2 without a new version: a file without them (of an earlier build) opens as
+/// if they were zero and empty, and an earlier build ignores them. What an earlier build loses
+/// is only what they guard against: a write stamped before a removal collected, or a re-stamped
+/// entry losing to a write it had beaten, after a clock that was hours off (docs/architecture.md).
 ///
 /// Version 2 keeps the entries in an array, each with its `key`, where version 1 kept them in
 /// a dictionary by key: a property-list dictionary read into Swift merges keys that differ only
@@ -61,6 +69,11 @@ package enum ReplicaFile {
             "synced": .bool(replica.hasSynced),
             "certificates": .dictionary(Dictionary(uniqueKeysWithValues: replica.certificatesInUse.map { (Hex.encode($0.key), .data($0.value)) })),
             "entries": .array(replica.entries.keys.sorted().map { replica.entries[$0]!.propertyList }),
+            "collected": .integer(Int64(bitPattern: replica.collectedStamp.rawValue)),
+            "superseded": .array(replica.supersededStamps.sorted { $0.key < $1.key }.map {
+                .dictionary(["key": .string($0.key.string),
+                             "timestamps": .array($0.value.map { .integer(Int64(bitPattern: $0.rawValue)) })])
+            }),
         ])
         return try BinaryPropertyList.encode(document)
     }
@@ -122,6 +135,25 @@ package enum ReplicaFile {
             certificates[Data(signerBytes)] = der
         }
 
+        // Absent in files of earlier builds: nothing collected or superseded is known.
+        var collected = HLCTimestamp.zero
+        if let field = try field("collected") {
+            guard let raw = field.integerValue else { throw damaged("collected is not an integer") }
+            collected = HLCTimestamp(rawValue: UInt64(bitPattern: raw))
+        }
+        var superseded: [StoreKey: [HLCTimestamp]] = [:]
+        if let field = try field("superseded", depth: 3) {
+            guard let list = field.arrayValue else { throw damaged("superseded is not an array") }
+            for item in list {
+                guard let pair = item.dictionaryValue, let key = pair["key"]?.stringValue,
+                      let raws = pair["timestamps"]?.arrayValue?.compactMap(\.integerValue),
+                      raws.count == pair["timestamps"]?.arrayValue?.count else {
+                    throw damaged("an item of superseded is malformed: \(item)")
+                }
+                superseded[StoreKey(key)] = raws.map { HLCTimestamp(rawValue: UInt64(bitPattern: $0)) }
+            }
+        }
+
         // The entries: an array (version 2) or a dictionary by key (version 1).
         var items: [(object: BinaryPropertyList.Document.Object, key: StoreKey?)] = []
         if fileVersion == 1 {
@@ -158,7 +190,7 @@ package enum ReplicaFile {
         }
         var replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
                               sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers,
-                              certificates: certificates)
+                              certificates: certificates, collectedStamp: collected, supersededStamps: superseded)
         replica.hasSynced = try field("synced")?.boolValue ?? false
         return Contents(replica: replica, header: Header(storeIdentifier: storeIdentifier, account: account), setAside: setAside)
     }

@@ -52,6 +52,25 @@ package struct Replica: Sendable, Equatable {
     package private(set) var imposedLeads: [StoreKey: ImposedLead] = [:]
     /// Whether this replica has had its first download from the account's peers.
     package var hasSynced = false
+    /// The highest stamp of a tombstone this replica collected (saved): a write of a key with no
+    /// entry is stamped after it, as a write of a key with one is stamped after that entry (see
+    /// ``write(_:forKey:wall:size:)`` and ``collectTombstones(coveredBy:olderThan:wall:)``).
+    package private(set) var collectedStamp: HLCTimestamp = .zero
+    /// For each key, the stamps this replica saw of it on entries that are not its current one:
+    /// entries the current one (or one before it) replaced, or peers' that lost to it (saved),
+    /// in ascending order, at most ``maximumSupersededStamps``.
+    ///
+    /// ``restampFutureEntries(wall:)`` stamps a key's entry after the highest of them within the
+    /// drift bound, so that a re-stamped entry still beats what it had beaten here, which peers
+    /// hold and will not send again. Not one highest stamp: the highest is often one of this
+    /// replica's own future writes of the key, which its later write replaced, and which hides
+    /// the peer's write below it that the re-stamped entry must beat.
+    package private(set) var supersededStamps: [StoreKey: [HLCTimestamp]] = [:]
+
+    /// How many superseded stamps a key keeps. Past it the lower of the two closest goes: a
+    /// re-stamp whose bound falls between them comes out below the higher one (a key written
+    /// that often while the clock was more than a drift bound ahead).
+    package static let maximumSupersededStamps = 8
     /// The DER certificates of devices that signed entries, by signer (device ID bytes).
     ///
     /// Kept with the entries so that this replica can prove them to a peer after a restart,
@@ -115,8 +134,13 @@ package struct Replica: Sendable, Equatable {
     /// key in any case (``write(_:forKey:wall:size:)``), which is all last-writer-wins compares.
     package init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
                 entries: [StoreKey: Entry], peerVectors: [String: VersionVector] = [:],
-                certificates: [Data: Data] = [:]) {
+                certificates: [Data: Data] = [:], collectedStamp: HLCTimestamp = .zero,
+                supersededStamps: [StoreKey: [HLCTimestamp]] = [:]) {
         self.id = id
+        self.collectedStamp = collectedStamp
+        // Only keys with an entry: the others' stamps went with their tombstones.
+        self.supersededStamps = supersededStamps.filter { entries[$0.key] != nil }
+            .mapValues { Array(Set($0).sorted().suffix(Self.maximumSupersededStamps)) }
         var sequence = max(sequence, vector[id])
         var vector = vector
         var usage = Usage()
@@ -187,7 +211,12 @@ package struct Replica: Sendable, Equatable {
             // takes it, but the clock is not moved, so this device's other writes are not
             // dragged into that future (where peers whose clocks are behind refuse them).
             timestamp = HybridLogicalClock.successor(of: current.timestamp)
+        } else if entries[key] == nil, collectedStamp >= timestamp {
+            // The key's removal may have been collected (see `collectTombstones`): the write still
+            // beats it. Only after `restampFutureEntries` turned the clock back can this happen.
+            timestamp = HybridLogicalClock.successor(of: collectedStamp)
         }
+        if let current = entries[key] { noteSuperseded(current.timestamp, forKey: key) }
         notePerKeyStamp(timestamp, forKey: key, wall: wall, sequence: sequence)
         let entry = Entry(key: key, value: value, timestamp: timestamp, origin: id, sequence: sequence, quotaSize: size)
         store(entry)
@@ -205,12 +234,38 @@ package struct Replica: Sendable, Equatable {
     package mutating func merge(_ remote: Entry, wall: UInt64) -> Bool {
         clock.observe(remote.timestamp, wall: wall)
         if let current = entries[remote.key] {
-            guard remote.wins(over: current) else { return false }
+            guard remote.wins(over: current) else {
+                // Not the current entry sent again.
+                if remote.origin != current.origin || remote.sequence != current.sequence {
+                    noteSuperseded(remote.timestamp, forKey: remote.key)
+                }
+                return false
+            }
+            noteSuperseded(current.timestamp, forKey: remote.key)
             store(remote)
             return current.value != remote.value
         }
         store(remote)
         return remote.value != nil
+    }
+
+    /// The entries of `entries` that win over this replica's entry of their key: what a delta
+    /// would change. Those that lose (but the current entry sent again) leave their stamp in
+    /// ``supersededStamps``: the sync engine drops them without applying them (or verifying
+    /// them: a forged stamp can only make a re-stamped entry later, within the drift bound).
+    package mutating func winners(of entries: [Entry]) -> [Entry] {
+        var winners: [Entry] = []
+        winners.reserveCapacity(entries.count)
+        for entry in entries {
+            guard let current = self.entries[entry.key], !entry.wins(over: current) else {
+                winners.append(entry)
+                continue
+            }
+            if entry.origin != current.origin || entry.sequence != current.sequence {
+                noteSuperseded(entry.timestamp, forKey: entry.key)
+            }
+        }
+        return winners
     }
 
     /// Applies a delta atomically (this is a value type: callers apply to a copy and keep
@@ -291,7 +346,15 @@ package struct Replica: Sendable, Equatable {
         clock = HybridLogicalClock(last: min(present, HLCTimestamp(milliseconds: wall &+ HybridLogicalClock.maximumLead, counter: 0)))
         for old in future {
             sequence += 1
-            store(Entry(key: old.key, value: old.value, timestamp: clock.tick(wall: wall), origin: id, sequence: sequence))
+            var timestamp = clock.tick(wall: wall)
+            // After every stamp of the key seen here (within the bound): the future entry beat
+            // those writes here, where they will not be sent again, and so must its new stamp,
+            // or peers keep them and this replica the re-stamped entry. As in `write`, the clock
+            // is not moved.
+            if let seen = supersededStamps[old.key]?.last(where: { $0.milliseconds <= bound }), seen >= timestamp {
+                timestamp = HybridLogicalClock.successor(of: seen)
+            }
+            store(Entry(key: old.key, value: old.value, timestamp: timestamp, origin: id, sequence: sequence))
         }
         vector.advance(origin: id, to: sequence)
         return future.map(\.key)
@@ -335,7 +398,8 @@ package struct Replica: Sendable, Equatable {
         let origins = Set(entries.values.map(\.origin))
         var copy = Replica(id: id, clock: clock, sequence: 0,
                            vector: VersionVector(vector.counters.filter { origins.contains($0.key) }),
-                           entries: entries, peerVectors: peerVectors, certificates: certificates)
+                           entries: entries, peerVectors: peerVectors, certificates: certificates,
+                           collectedStamp: collectedStamp, supersededStamps: supersededStamps)
         copy.hasSynced = hasSynced
         return copy
     }
@@ -372,18 +436,34 @@ package struct Replica: Sendable, Equatable {
     }
 
     /// Removes tombstones that `stable` covers (every known peer has seen them, so none
-    /// can send an older value back) or older than `horizon`. Returns how many went.
+    /// can send an older value back) or older than `horizon`, once this replica's clock has
+    /// reached them. Returns how many went.
+    ///
+    /// A later write of the key must beat the removal (a write made after seeing a value beats
+    /// it), but with the tombstone gone there is no entry to stamp it after. So a tombstone is
+    /// kept until the clock has passed it, and every later stamp is after it: until the clock
+    /// shows it (``HybridLogicalClock/last``), or until `wall` has reached it, when the clock is
+    /// moved up to it. A device whose clock is behind keeps the tombstones of a removal stamped
+    /// ahead of it that much longer (at most ``HybridLogicalClock/maximumDrift``, the most a
+    /// peer's stamp may be ahead); raising the clock to the tombstone at once instead would drag
+    /// every later write that far ahead, which the clock's bound exists to prevent.
+    /// ``collectedStamp`` keeps the highest stamp collected, for when ``restampFutureEntries(wall:)``
+    /// turns the clock back.
     @discardableResult
     package mutating func collectTombstones(coveredBy stable: VersionVector? = nil,
-                                           olderThan horizon: HLCTimestamp? = nil) -> Int {
+                                           olderThan horizon: HLCTimestamp? = nil, wall: UInt64? = nil) -> Int {
         let doomed = entries.values.filter { entry in
-            guard entry.isTombstone else { return false }
+            guard entry.isTombstone,
+                  entry.timestamp <= clock.last || wall.map({ entry.timestamp.milliseconds <= $0 }) == true else { return false }
             if let stable, stable.covers(entry) { return true }
             if let horizon, entry.timestamp < horizon { return true }
             return false
         }
         for entry in doomed {
+            if let wall { clock.observe(entry.timestamp, wall: wall) }
+            collectedStamp = max(collectedStamp, entry.timestamp)
             entries[entry.key] = nil
+            supersededStamps[entry.key] = nil
             count(entry, -1)
             retiredOrigins.insert(entry.origin)
         }
@@ -415,6 +495,19 @@ package struct Replica: Sendable, Equatable {
     }
 
     // MARK: Private
+
+    /// Records that this replica saw `timestamp` on an entry of `key` that is not its current one.
+    private mutating func noteSuperseded(_ timestamp: HLCTimestamp, forKey key: StoreKey) {
+        var stamps = supersededStamps[key] ?? []
+        let index = stamps.firstIndex { $0 >= timestamp } ?? stamps.endIndex
+        guard index == stamps.endIndex || stamps[index] != timestamp else { return }
+        stamps.insert(timestamp, at: index)
+        if stamps.count > Self.maximumSupersededStamps {
+            let closest = stamps.indices.dropLast().min { stamps[$0 + 1].rawValue - stamps[$0].rawValue < stamps[$1 + 1].rawValue - stamps[$1].rawValue }!
+            stamps.remove(at: closest)
+        }
+        supersededStamps[key] = stamps
+    }
 
     /// Records (or forgets) why `key`'s new local write is stamped `timestamp`: beyond what this
     /// device's clock allows, the replaced entry set it (kept across rewrites of the key here).

@@ -208,9 +208,10 @@ package struct SyncedReplica: Sendable {
     }
 
     /// The entries of `entries` that would change this replica (new keys, or winning by
-    /// last-writer-wins over the current entry).
-    package func winningEntries(_ entries: [Entry]) -> [Entry] {
-        entries.filter { entry in replica.entries[entry.key].map { entry.wins(over: $0) } ?? true }
+    /// last-writer-wins over the current entry); the stamps of those that lose are kept
+    /// (``Replica/winners(of:)``).
+    package mutating func winningEntries(_ entries: [Entry]) -> [Entry] {
+        replica.winners(of: entries)
     }
 
     /// Applies verified entries from peers atomically, within each signer's share and the
@@ -322,7 +323,8 @@ package struct SyncedReplica: Sendable {
         let before = replica.peerVectors[device]
         replica.notePeer(device, acknowledged: vector)
         let collected = replica.collectTombstones(coveredBy: replica.stableVector,
-                                                  olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0))
+                                                  olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0),
+                                                  wall: wall)
         return collected > 0 || replica.peerVectors[device] != before
     }
 
