@@ -45,7 +45,7 @@ struct ClockFaultTests {
         var (_, laggard, tombstone, _) = removalSeenByALaggard()
         // The clock is set right: the wall clock is past the removal.
         #expect(laggard.collectTombstones(coveredBy: laggard.stableVector, wall: now + 2000) == 1)
-        #expect(laggard.entries["k"] == nil && laggard.collectedStamp == tombstone.timestamp)
+        #expect(laggard.entries["k"] == nil && laggard.history.collected == tombstone.timestamp)
         #expect(laggard.clock.last >= tombstone.timestamp)
         // Even with the wall clock turned back again, the next write of the key comes after it.
         let written = laggard.write("b", forKey: "k", wall: now - 5 * hour)
@@ -124,13 +124,13 @@ struct ClockFaultTests {
         let header = ReplicaFile.Header(storeIdentifier: "s", account: "")
         let data = try ReplicaFile.encode(ahead, header: header)
         let back = try ReplicaFile.decode(data, path: "test").replica
-        #expect(back.collectedStamp == ahead.collectedStamp && back.collectedStamp > .zero)
-        #expect(back.supersededStamps == ["k": [otherWrite.timestamp]])
+        #expect(back.history.collected == ahead.history.collected && back.history.collected > .zero)
+        #expect(back.history.superseded == ["k": [otherWrite.timestamp]])
 
         guard case .dictionary(var fields) = try BinaryPropertyList.decode(data) else { throw CocoaError(.fileReadCorruptFile) }
         #expect(fields.removeValue(forKey: "collected") != nil && fields.removeValue(forKey: "superseded") != nil)
         let old = try ReplicaFile.decode(try BinaryPropertyList.encode(.dictionary(fields)), path: "old").replica
-        #expect(old.entries == ahead.entries && old.collectedStamp == .zero && old.supersededStamps.isEmpty)
+        #expect(old.entries == ahead.entries && old.history.collected == .zero && old.history.superseded.isEmpty)
 
         fields["superseded"] = .array([.string("k")])
         #expect(throws: PersistenceError.self) { try ReplicaFile.decode(try BinaryPropertyList.encode(.dictionary(fields)), path: "bad") }

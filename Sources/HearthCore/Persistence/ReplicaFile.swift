@@ -18,7 +18,7 @@ import Foundation
 /// }
 /// ```
 ///
-/// `collected` and `superseded` (``Replica/collectedStamp``, ``Replica/supersededStamps``) came
+/// `collected` and `superseded` (``Replica/history``, a ``StampHistory``) came
 /// after version 2 without a new version: a file without them (of an earlier build) opens as
 /// if they were zero and empty, and an earlier build ignores them. What an earlier build loses
 /// is only what they guard against: a write stamped before a removal collected, or a re-stamped
@@ -69,8 +69,8 @@ package enum ReplicaFile {
             "synced": .bool(replica.hasSynced),
             "certificates": .dictionary(Dictionary(uniqueKeysWithValues: replica.certificatesInUse.map { (Hex.encode($0.key), .data($0.value)) })),
             "entries": .array(replica.entries.keys.sorted().map { replica.entries[$0]!.propertyList }),
-            "collected": .integer(Int64(bitPattern: replica.collectedStamp.rawValue)),
-            "superseded": .array(replica.supersededStamps.sorted { $0.key < $1.key }.map {
+            "collected": .integer(Int64(bitPattern: replica.history.collected.rawValue)),
+            "superseded": .array(replica.history.superseded.sorted { $0.key < $1.key }.map {
                 .dictionary(["key": .string($0.key.string),
                              "timestamps": .array($0.value.map { .integer(Int64(bitPattern: $0.rawValue)) })])
             }),
@@ -190,7 +190,7 @@ package enum ReplicaFile {
         }
         var replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
                               sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers,
-                              certificates: certificates, collectedStamp: collected, supersededStamps: superseded)
+                              certificates: certificates, history: StampHistory(collected: collected, superseded: superseded))
         replica.hasSynced = try field("synced")?.boolValue ?? false
         return Contents(replica: replica, header: Header(storeIdentifier: storeIdentifier, account: account), setAside: setAside)
     }

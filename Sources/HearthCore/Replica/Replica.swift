@@ -46,31 +46,13 @@ package struct Replica: Sendable, Equatable {
     /// to have. Tombstones that all of them cover can go.
     package private(set) var peerVectors: [String: VersionVector]
     /// Keys whose latest local write was stamped far ahead of this device's clock because the
-    /// entry it replaced was (see ``write(_:forKey:wall:size:)``), with who stamped that one:
-    /// what the writer is told if a peer refuses the write as `clockAhead` (perhaps after the
-    /// key was written again elsewhere). At most one per key this replica wrote; not saved.
-    package private(set) var imposedLeads: [StoreKey: ImposedLead] = [:]
+    /// entry it replaced was (see ``write(_:forKey:wall:size:)``); not saved.
+    package private(set) var imposedLeads = ImposedLeads()
     /// Whether this replica has had its first download from the account's peers.
     package var hasSynced = false
-    /// The highest stamp of a tombstone this replica collected (saved): a write of a key with no
-    /// entry is stamped after it, as a write of a key with one is stamped after that entry (see
-    /// ``write(_:forKey:wall:size:)`` and ``collectTombstones(coveredBy:olderThan:wall:)``).
-    package private(set) var collectedStamp: HLCTimestamp = .zero
-    /// For each key, the stamps this replica saw of it on entries that are not its current one:
-    /// entries the current one (or one before it) replaced, or peers' that lost to it (saved),
-    /// in ascending order, at most ``maximumSupersededStamps``.
-    ///
-    /// ``restampFutureEntries(wall:)`` stamps a key's entry after the highest of them within the
-    /// drift bound, so that a re-stamped entry still beats what it had beaten here, which peers
-    /// hold and will not send again. Not one highest stamp: the highest is often one of this
-    /// replica's own future writes of the key, which its later write replaced, and which hides
-    /// the peer's write below it that the re-stamped entry must beat.
-    package private(set) var supersededStamps: [StoreKey: [HLCTimestamp]] = [:]
-
-    /// How many superseded stamps a key keeps. Past it the lower of the two closest goes: a
-    /// re-stamp whose bound falls between them comes out below the higher one (a key written
-    /// that often while the clock was more than a drift bound ahead).
-    package static let maximumSupersededStamps = 8
+    /// Stamps no longer on its entries that later stamps must still beat: the highest collected
+    /// removal, and each key's superseded entries (saved; see ``StampHistory``).
+    package private(set) var history = StampHistory()
     /// The DER certificates of devices that signed entries, by signer (device ID bytes).
     ///
     /// Kept with the entries so that this replica can prove them to a peer after a restart,
@@ -78,45 +60,10 @@ package struct Replica: Sendable, Equatable {
     /// Opaque here; the sync engine checks each one against the account CA when it loads them.
     package private(set) var certificates: [Data: Data]
 
-    /// What one signing device's current entries take.
-    package struct SignerUsage: Sendable, Equatable {
-        /// ``Entry/quotaSize`` of its live entries.
-        package var bytes = 0
-        /// Its live keys.
-        package var keys = 0
-        /// Its tombstones.
-        package var tombstones = 0
-
-        package init(bytes: Int = 0, keys: Int = 0, tombstones: Int = 0) {
-            self.bytes = bytes
-            self.keys = keys
-            self.tombstones = tombstones
-        }
-    }
-
-    /// Why a local write was stamped ahead of this device's clock: the entry it replaced.
-    package struct ImposedLead: Sendable, Hashable {
-        /// The sequence number of the local write (under this replica's ``id``).
-        package var sequence: UInt64
-        /// The device that signed the replaced entry (its ID bytes); `nil` if unsigned.
-        package var signer: Data?
-        /// The replaced entry's origin.
-        package var origin: ReplicaID
-        /// How far ahead of this device's wall clock the replaced entry was stamped, in ms.
-        package var lead: UInt64
-        /// Whose write it is when not this replica's: a process attached to this one (`hearth
-        /// set` through an app that holds the store), which stamped it after the value it
-        /// replaced in its own copy; this replica's engine is the one told of its refusal.
-        package var writer: ReplicaID?
-
-        package init(sequence: UInt64, signer: Data?, origin: ReplicaID, lead: UInt64, writer: ReplicaID? = nil) {
-            self.sequence = sequence
-            self.signer = signer
-            self.origin = origin
-            self.lead = lead
-            self.writer = writer
-        }
-    }
+    /// What one signing device's current entries take (``signerUsage``).
+    package typealias SignerUsage = HearthCore.SignerUsage
+    /// Why a local write was stamped ahead of this device's clock (``ImposedLeads``).
+    package typealias ImposedLead = HearthCore.ImposedLead
 
     /// An empty replica.
     package init(id: ReplicaID = .random()) {
@@ -134,13 +81,9 @@ package struct Replica: Sendable, Equatable {
     /// key in any case (``write(_:forKey:wall:size:)``), which is all last-writer-wins compares.
     package init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
                 entries: [StoreKey: Entry], peerVectors: [String: VersionVector] = [:],
-                certificates: [Data: Data] = [:], collectedStamp: HLCTimestamp = .zero,
-                supersededStamps: [StoreKey: [HLCTimestamp]] = [:]) {
+                certificates: [Data: Data] = [:], history: StampHistory = StampHistory()) {
         self.id = id
-        self.collectedStamp = collectedStamp
-        // Only keys with an entry: the others' stamps went with their tombstones.
-        self.supersededStamps = supersededStamps.filter { entries[$0.key] != nil }
-            .mapValues { Array(Set($0).sorted().suffix(Self.maximumSupersededStamps)) }
+        self.history = StampHistory(collected: history.collected, superseded: history.superseded) { entries[$0] != nil }
         var sequence = max(sequence, vector[id])
         var vector = vector
         var usage = Usage()
@@ -211,13 +154,12 @@ package struct Replica: Sendable, Equatable {
             // takes it, but the clock is not moved, so this device's other writes are not
             // dragged into that future (where peers whose clocks are behind refuse them).
             timestamp = HybridLogicalClock.successor(of: current.timestamp)
-        } else if entries[key] == nil, collectedStamp >= timestamp {
-            // The key's removal may have been collected (see `collectTombstones`): the write still
-            // beats it. Only after `restampFutureEntries` turned the clock back can this happen.
-            timestamp = HybridLogicalClock.successor(of: collectedStamp)
+        } else if entries[key] == nil {
+            // The key's removal may have been collected (see `collectTombstones`): the write still beats it.
+            timestamp = history.stampForNewKey(after: timestamp)
         }
-        if let current = entries[key] { noteSuperseded(current.timestamp, forKey: key) }
-        notePerKeyStamp(timestamp, forKey: key, wall: wall, sequence: sequence)
+        if let current = entries[key] { history.note(current.timestamp, forKey: key) }
+        imposedLeads.note(timestamp, replacing: entries[key], forKey: key, wall: wall, sequence: sequence, ownOrigin: id)
         let entry = Entry(key: key, value: value, timestamp: timestamp, origin: id, sequence: sequence, quotaSize: size)
         store(entry)
         vector.advance(origin: id, to: sequence)
@@ -235,13 +177,10 @@ package struct Replica: Sendable, Equatable {
         clock.observe(remote.timestamp, wall: wall)
         if let current = entries[remote.key] {
             guard remote.wins(over: current) else {
-                // Not the current entry sent again.
-                if remote.origin != current.origin || remote.sequence != current.sequence {
-                    noteSuperseded(remote.timestamp, forKey: remote.key)
-                }
+                history.noteLoser(remote, against: current)
                 return false
             }
-            noteSuperseded(current.timestamp, forKey: remote.key)
+            history.note(current.timestamp, forKey: remote.key)
             store(remote)
             return current.value != remote.value
         }
@@ -251,7 +190,7 @@ package struct Replica: Sendable, Equatable {
 
     /// The entries of `entries` that win over this replica's entry of their key: what a delta
     /// would change. Those that lose (but the current entry sent again) leave their stamp in
-    /// ``supersededStamps``: the sync engine drops them without applying them (or verifying
+    /// ``history``: the sync engine drops them without applying them (or verifying
     /// them: a forged stamp can only make a re-stamped entry later, within the drift bound).
     package mutating func winners(of entries: [Entry]) -> [Entry] {
         var winners: [Entry] = []
@@ -261,9 +200,7 @@ package struct Replica: Sendable, Equatable {
                 winners.append(entry)
                 continue
             }
-            if entry.origin != current.origin || entry.sequence != current.sequence {
-                noteSuperseded(entry.timestamp, forKey: entry.key)
-            }
+            history.noteLoser(entry, against: current)
         }
         return winners
     }
@@ -346,14 +283,8 @@ package struct Replica: Sendable, Equatable {
         clock = HybridLogicalClock(last: min(present, HLCTimestamp(milliseconds: wall &+ HybridLogicalClock.maximumLead, counter: 0)))
         for old in future {
             sequence += 1
-            var timestamp = clock.tick(wall: wall)
-            // After every stamp of the key seen here (within the bound): the future entry beat
-            // those writes here, where they will not be sent again, and so must its new stamp,
-            // or peers keep them and this replica the re-stamped entry. As in `write`, the clock
-            // is not moved.
-            if let seen = supersededStamps[old.key]?.last(where: { $0.milliseconds <= bound }), seen >= timestamp {
-                timestamp = HybridLogicalClock.successor(of: seen)
-            }
+            // After every stamp of the key seen here within the bound; as in `write`, the clock is not moved.
+            let timestamp = history.restamp(clock.tick(wall: wall), forKey: old.key, within: bound)
             store(Entry(key: old.key, value: old.value, timestamp: timestamp, origin: id, sequence: sequence))
         }
         vector.advance(origin: id, to: sequence)
@@ -399,7 +330,7 @@ package struct Replica: Sendable, Equatable {
         var copy = Replica(id: id, clock: clock, sequence: 0,
                            vector: VersionVector(vector.counters.filter { origins.contains($0.key) }),
                            entries: entries, peerVectors: peerVectors, certificates: certificates,
-                           collectedStamp: collectedStamp, supersededStamps: supersededStamps)
+                           history: history)
         copy.hasSynced = hasSynced
         return copy
     }
@@ -447,7 +378,7 @@ package struct Replica: Sendable, Equatable {
     /// ahead of it that much longer (at most ``HybridLogicalClock/maximumDrift``, the most a
     /// peer's stamp may be ahead); raising the clock to the tombstone at once instead would drag
     /// every later write that far ahead, which the clock's bound exists to prevent.
-    /// ``collectedStamp`` keeps the highest stamp collected, for when ``restampFutureEntries(wall:)``
+    /// ``history`` keeps the highest stamp collected, for when ``restampFutureEntries(wall:)``
     /// turns the clock back.
     @discardableResult
     package mutating func collectTombstones(coveredBy stable: VersionVector? = nil,
@@ -461,9 +392,8 @@ package struct Replica: Sendable, Equatable {
         }
         for entry in doomed {
             if let wall { clock.observe(entry.timestamp, wall: wall) }
-            collectedStamp = max(collectedStamp, entry.timestamp)
+            history.collected(entry)
             entries[entry.key] = nil
-            supersededStamps[entry.key] = nil
             count(entry, -1)
             retiredOrigins.insert(entry.origin)
         }
@@ -496,43 +426,13 @@ package struct Replica: Sendable, Equatable {
 
     // MARK: Private
 
-    /// Records that this replica saw `timestamp` on an entry of `key` that is not its current one.
-    private mutating func noteSuperseded(_ timestamp: HLCTimestamp, forKey key: StoreKey) {
-        var stamps = supersededStamps[key] ?? []
-        let index = stamps.firstIndex { $0 >= timestamp } ?? stamps.endIndex
-        guard index == stamps.endIndex || stamps[index] != timestamp else { return }
-        stamps.insert(timestamp, at: index)
-        if stamps.count > Self.maximumSupersededStamps {
-            let closest = stamps.indices.dropLast().min { stamps[$0 + 1].rawValue - stamps[$0].rawValue < stamps[$1 + 1].rawValue - stamps[$1].rawValue }!
-            stamps.remove(at: closest)
-        }
-        supersededStamps[key] = stamps
-    }
-
-    /// Records (or forgets) why `key`'s new local write is stamped `timestamp`: beyond what this
-    /// device's clock allows, the replaced entry set it (kept across rewrites of the key here).
-    /// `writer`: an attached process's write (``noteAttachedStamp(_:wall:)``), nil for this replica's.
-    private mutating func notePerKeyStamp(_ timestamp: HLCTimestamp, forKey key: StoreKey, wall: UInt64,
-                                          writer: ReplicaID? = nil, sequence: UInt64) {
-        guard timestamp.milliseconds > wall &+ HybridLogicalClock.maximumLead, let current = entries[key] else {
-            if !imposedLeads.isEmpty { imposedLeads[key] = nil }
-            return
-        }
-        if current.origin == (writer ?? id), var kept = imposedLeads[key], kept.writer == writer {
-            kept.sequence = sequence
-            imposedLeads[key] = kept
-            return
-        }
-        imposedLeads[key] = ImposedLead(sequence: sequence, signer: current.signature?.signer, origin: current.origin,
-                                        lead: current.timestamp.milliseconds &- min(wall, current.timestamp.milliseconds), writer: writer)
-    }
-
     /// As for a local write, for a write an attached process of this device made (before it
     /// replaces the current entry): the attached process knows why it stamped it ahead, but a
     /// peer's refusal of it comes to this replica's engine, which would otherwise blame this
     /// device's clock ("0.0 h ahead").
     package mutating func noteAttachedStamp(_ entry: Entry, wall: UInt64) {
-        notePerKeyStamp(entry.timestamp, forKey: entry.key, wall: wall, writer: entry.origin, sequence: entry.sequence)
+        imposedLeads.note(entry.timestamp, replacing: entries[entry.key], forKey: entry.key, wall: wall,
+                          writer: entry.origin, sequence: entry.sequence, ownOrigin: id)
     }
 
     private mutating func store(_ entry: Entry) {
