@@ -62,7 +62,9 @@ extension Entry {
         } catch {
             return refuse(.malformed, error.description)
         }
-        var scalars: [String: PropertyListValue] = [:]
+        // Sized once, and the names made once, not per field.
+        var scalars = [String: PropertyListValue](minimumCapacity: pairs.count)
+        let scalarNames = names.scalars
         var valueObject: BinaryPropertyList.Document.Object?
         for (name, field) in pairs {
             if name == names.value {
@@ -70,7 +72,7 @@ extension Entry {
                 valueObject = field
                 continue
             }
-            guard names.scalars.contains(name) else { continue }
+            guard scalarNames.contains(name) else { continue }
             do {
                 // Depth 0: these fields are scalars, and nothing larger is decoded for them.
                 guard scalars.updateValue(try document.value(field, maximumDepth: 0), forKey: name) == nil else {
