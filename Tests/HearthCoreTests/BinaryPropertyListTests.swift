@@ -24,6 +24,19 @@ struct BinaryPropertyListTests {
         #expect(try BinaryPropertyList.decode(data) == value)
     }
 
+    @Test("Equal scalars are written once, keys and values alike, and the bytes are the same every time")
+    func scalarsShared() throws {
+        // Two entries' worth of fields: every key repeats, and so do the equal values.
+        let entry: PropertyListValue = ["key": "k", "sequence": 7, "origin": .data(Data(repeating: 1, count: 16))]
+        let data = try BinaryPropertyList.encode([entry, entry, ["key": "k", "sequence": 8, "other": 7]])
+        // The trailer's object count (bytes 8-15 of the last 32): the array, three dictionaries
+        // and "key", "k", "sequence", 7, "origin", the data, 8, "other", each once.
+        let count = data.suffix(24).prefix(8).reduce(0) { $0 << 8 | Int($1) }
+        #expect(count == 12)
+        #expect(try BinaryPropertyList.encode([entry, entry, ["key": "k", "sequence": 8, "other": 7]]) == data)
+        #expect(try BinaryPropertyList.decode(data) == [entry, entry, ["key": "k", "sequence": 8, "other": 7]])
+    }
+
     @Test("Foundation's PropertyListSerialization reads what we write, with the same types", arguments: samples)
     func foundationReadsOurs(_ value: PropertyListValue) throws {
         let data = try BinaryPropertyList.encode(["v": value])

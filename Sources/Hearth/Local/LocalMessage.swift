@@ -125,12 +125,12 @@ enum LocalMessage: Sendable, Equatable {
         guard let pairs = try reading({ () throws(PropertyListDecodingError) in try document.dictionary(document.root) }) else {
             throw LocalProtocolError("a message must be a dictionary with a type")
         }
-        var objects: [String: BinaryPropertyList.Document.Object] = [:]
+        var objects = [String: BinaryPropertyList.Document.Object](minimumCapacity: pairs.count)   // sized once, not regrown
         for (name, object) in pairs where objects.updateValue(object, forKey: name) != nil {
             throw LocalProtocolError("malformed frame: the field \(name) appears twice")
         }
         // Every field but `entries` is small: read whole, at most a vector's depth.
-        var fields: [String: PropertyListValue] = [:]
+        var fields = [String: PropertyListValue](minimumCapacity: objects.count)
         for (name, object) in objects where name != "entries" {
             fields[name] = try reading { () throws(PropertyListDecodingError) in try document.value(object, maximumDepth: 1) }
         }

@@ -25,12 +25,12 @@ extension Entry {
     /// The entry under `fields`' names; the signer is left out when it is `sender` (the device
     /// at the other end of the connection, which the receiver knows from the TLS handshake).
     package func propertyList(fields: EntryFields, sender: Data? = nil) -> PropertyListValue {
-        var dictionary: [String: PropertyListValue] = [
-            fields.key: .string(key.string),
-            fields.timestamp: .integer(Int64(bitPattern: timestamp.rawValue)),
-            fields.origin: .data(Data(origin.bytes)),
-            fields.sequence: .integer(Int64(bitPattern: sequence)),
-        ]
+        // Room for all seven fields at once: a literal of four regrew for the signed ones.
+        var dictionary = [String: PropertyListValue](minimumCapacity: 7)
+        dictionary[fields.key] = .string(key.string)
+        dictionary[fields.timestamp] = .integer(Int64(bitPattern: timestamp.rawValue))
+        dictionary[fields.origin] = .data(Data(origin.bytes))
+        dictionary[fields.sequence] = .integer(Int64(bitPattern: sequence))
         if let value { dictionary[fields.value] = value }
         if let signature {
             if signature.signer != sender { dictionary[fields.signer] = .data(signature.signer) }
@@ -62,7 +62,9 @@ extension Entry {
         } catch {
             return refuse(.malformed, error.description)
         }
-        var scalars: [String: PropertyListValue] = [:]
+        // Sized once, and the names made once, not per field.
+        var scalars = [String: PropertyListValue](minimumCapacity: pairs.count)
+        let scalarNames = names.scalars
         var valueObject: BinaryPropertyList.Document.Object?
         for (name, field) in pairs {
             if name == names.value {
@@ -70,7 +72,7 @@ extension Entry {
                 valueObject = field
                 continue
             }
-            guard names.scalars.contains(name) else { continue }
+            guard scalarNames.contains(name) else { continue }
             do {
                 // Depth 0: these fields are scalars, and nothing larger is decoded for them.
                 guard scalars.updateValue(try document.value(field, maximumDepth: 0), forKey: name) == nil else {

@@ -15,6 +15,9 @@ package enum BinaryPropertyList {
     ///   ``maximumDocumentDepth``: the decoder would refuse the document, so it is not written.
     package static func encode(_ value: PropertyListValue) throws(PropertyListEncodingError) -> Data {
         var encoder = BinaryPropertyListWriter()
+        // A message (an entry is about 10 objects) fits without regrowing the tables.
+        encoder.objects.reserveCapacity(32)
+        encoder.scalarIndex.reserveCapacity(32)
         try encoder.flatten(value, depth: 0)
         return encoder.write()
     }
@@ -75,11 +78,13 @@ struct BinaryPropertyListWriter {
             objects[index] = .dictionary(keys: keyRefs, values: valueRefs)
             return index
         default:
-            if let existing = scalarIndex[value] { return existing }
+            // One hash per scalar, found or new (a lookup then an insert hashed a new one twice):
+            // the slot gets `index` only if the value is new, and no earlier object has it.
             let index = objects.count
-            objects.append(.scalar(value))
-            scalarIndex[value] = index
-            return index
+            func slot(_ value: inout Int) -> Int { value }
+            let found = slot(&scalarIndex[value, default: index])
+            if found == index { objects.append(.scalar(value)) }
+            return found
         }
     }
 

@@ -95,7 +95,7 @@ struct SyncMessageCodec: Sendable {
         guard let pairs = try reading({ () throws(PropertyListDecodingError) in try document.dictionary(document.root) }) else {
             throw SyncProtocolError("a message must be a dictionary with a type")
         }
-        var objects: [String: BinaryPropertyList.Document.Object] = [:]
+        var objects = [String: BinaryPropertyList.Document.Object](minimumCapacity: pairs.count)   // sized once, not regrown
         for (name, object) in pairs where objects.updateValue(object, forKey: name) != nil {
             throw SyncProtocolError("malformed frame: the field \(name) appears twice")
         }
