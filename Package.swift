@@ -169,7 +169,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "HearthTesting", dependencies: ["Hearth", "HearthCore", "HearthIdentity", "HearthSync", "HearthTransport",
-                                                   .product(name: "NIOCore", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+                                                   .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                                                   .product(name: "Logging", package: "swift-log"),
                                                    .product(name: "InMemoryLogging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "hearth-color-sync", dependencies: ["Hearth"], path: "Examples/ColorSync",

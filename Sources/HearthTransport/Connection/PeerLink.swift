@@ -15,9 +15,11 @@ package protocol PeerLink: Sendable {
 
     /// The peer, its certificate verified against the account's trust (and not removed).
     var peer: TLSPeer { get }
-    /// The event loop the link's bytes are on, if any: a session then runs its reader and writer
-    /// there (``EventLoopTaskExecutor``); nil for links with no loop (on the cooperative pool).
-    var eventLoop: (any EventLoop)? { get }
+    /// The event loop the link's bytes are on: the session on the link is confined to it (its
+    /// state, reader and writer run there; ``EventLoopTaskExecutor``). A TLS link's is its
+    /// channel's; an in-memory link's, one of the group its network was given (one loop for
+    /// every link makes a whole household run on one thread).
+    var eventLoop: any EventLoop { get }
 
     /// Runs `body` with the inbound frames and the outbound writer, then closes.
     func executeThenClose<Result>(
@@ -86,7 +88,7 @@ extension NIOAsyncChannelOutboundWriter: PeerLinkWriter where OutboundOut == Byt
 }
 
 extension PeerConnection: PeerLink {
-    package var eventLoop: (any EventLoop)? { channel.channel.eventLoop }
+    package var eventLoop: any EventLoop { channel.channel.eventLoop }
     package func closeSoon() { channel.channel.close(promise: nil) }
 }
 
