@@ -51,7 +51,7 @@ struct InMemoryMeshTests {
         // in a debug build; the closing figures of issue 27 quote them.
     }
 
-    @Test("On one event loop, as the household simulator runs them, every session runs there (no lock on a session's state, no other thread) and the workload ends in the same state",
+    @Test("On one event loop, as the household simulator runs them, every session runs there and the workload ends in the same state",
           .timeLimit(.minutes(1)))
     func meshOnOneLoop() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

@@ -10,8 +10,8 @@ import HearthIdentity
 /// (``RelayEffect``); what to send is left in the mailbox, which ``next()`` empties in protocol
 /// order. The link's liveness is its ``SessionHeartbeat``.
 ///
-/// ``SyncSession`` is its I/O shell: it keeps the state confined to its connection's event loop
-/// (no lock), reads replicas and applies effects, and its writer writes what ``next()`` gives.
+/// ``SyncSession`` is its I/O shell: it keeps the state under one lock, reads replicas and
+/// applies effects outside it, and its ``SessionWriter`` writes what ``next()`` gives.
 /// `SessionStateTests` drive two states against each other with no sockets at all;
 /// `RelayRoutingTests` the relay decisions.
 ///

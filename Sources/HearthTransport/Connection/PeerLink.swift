@@ -15,8 +15,8 @@ package protocol PeerLink: Sendable {
 
     /// The peer, its certificate verified against the account's trust (and not removed).
     var peer: TLSPeer { get }
-    /// The event loop the link's bytes are on: the session on the link is confined to it (its
-    /// state, reader and writer run there; ``EventLoopTaskExecutor``). A TLS link's is its
+    /// The event loop the link's bytes are on: the session on the link runs its reader and
+    /// writer there (``EventLoopTaskExecutor``). A TLS link's is its
     /// channel's; an in-memory link's, one of the group its network was given (one loop for
     /// every link makes a whole household run on one thread).
     var eventLoop: any EventLoop { get }
