@@ -116,7 +116,7 @@ let package = Package(
         // only, so that the lightest test targets can use it too.
         .target(name: "HearthTestSupport", dependencies: [], path: "Tests/HearthTestSupport", swiftSettings: strict),
         .testTarget(name: "HearthSyncTests", dependencies: ["Hearth", "HearthSync", "HearthCore", "HearthIdentity", "HearthTransport", "hearth-sync-peer", "HearthTesting", "HearthTestSupport", "HearthFuzzTargets",
-                                                            .product(name: "NIOCore", package: "swift-nio"),
+                                                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                                                             .product(name: "Logging", package: "swift-log")],
                     swiftSettings: strict),
         .testTarget(name: "HearthCoreTests", dependencies: ["HearthCore", "HearthTestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),

@@ -27,7 +27,10 @@ import NIOCore
 /// a.addPeer(host: "memory", port: port)
 /// ```
 ///
-/// Sessions on these links run on the cooperative pool (there is no event loop). A link has no
+/// Given ``eventLoops``, each end of a link runs its session on a loop of that group, as a TLS
+/// link's runs on its channel's loop; a group of one loop runs every session of the network on
+/// one thread. Without, sessions run where the engines' tasks run: the cooperative pool, or the
+/// household simulator's executor (`hearth-sim`, which must see every job to decide its order). A link has no
 /// backpressure: a writer never waits for its peer to read (what a peer that stops reading costs
 /// is a TLS test's to show, `CompromisedDeviceTests`).
 ///
@@ -50,9 +53,13 @@ package final class InMemoryNetwork: Sendable {
     package let changes = ChangeSignal()
     /// The date certificates are checked at.
     package let date: @Sendable () -> Date
+    /// Where the sessions of this network's links run: each link end on a loop of this group;
+    /// nil, where the engines' tasks run.
+    package let eventLoops: (any EventLoopGroup)?
 
-    package init(date: @escaping @Sendable () -> Date = { Date() }) {
+    package init(date: @escaping @Sendable () -> Date = { Date() }, eventLoops: (any EventLoopGroup)? = nil) {
         self.date = date
+        self.eventLoops = eventLoops
     }
 
     /// Makes each engine's endpoint on this network (``SyncEnvironment/network``).
@@ -168,16 +175,16 @@ package final class InMemoryNetwork: Sendable {
             } else {
                 refused.close(throwing: TLSError(code: .removedByPeer, reason: "the peer refused this device's certificate as revoked"))
             }
-            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0, network: self)
+            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0, network: self, eventLoop: eventLoops?.next())
         } catch {
             // In TLS 1.3 the client learns of the refusal on its first read.
             let refused = Pipe(maximumFrameLength: Frame.maximumLength)
             refused.close(throwing: TLSError(code: .protocolError, reason: "the peer refused this device's certificate: \(error)"))
-            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0, network: self)
+            return InMemoryLink(peer: serverPeer, pipe: refused, side: 0, network: self, eventLoop: eventLoops?.next())
         }
         let pipe = Pipe(maximumFrameLength: Frame.maximumLength)
-        let dialled = InMemoryLink(peer: serverPeer, pipe: pipe, side: 0, network: self)
-        let accepted = InMemoryLink(peer: clientPeer, pipe: pipe, side: 1, network: self)
+        let dialled = InMemoryLink(peer: serverPeer, pipe: pipe, side: 0, network: self, eventLoop: eventLoops?.next())
+        let accepted = InMemoryLink(peer: clientPeer, pipe: pipe, side: 1, network: self, eventLoop: eventLoops?.next())
         guard listener.accept(accepted) else {
             pipe.close()
             throw InMemoryNetworkError("the listener on port \(port) of the in-memory network closed (connection refused)")
@@ -349,15 +356,16 @@ final class InMemoryLink: PeerLink {
     let side: Int
     /// The network, told when a session starts and ends on this end (``InMemoryNetwork/linksInUse``).
     let network: InMemoryNetwork
+    /// Where the session on this end runs (``InMemoryNetwork/eventLoops``).
+    let eventLoop: (any EventLoop)?
 
-    init(peer: TLSPeer, pipe: Pipe, side: Int, network: InMemoryNetwork) {
+    init(peer: TLSPeer, pipe: Pipe, side: Int, network: InMemoryNetwork, eventLoop: (any EventLoop)?) {
         self.peer = peer
         self.pipe = pipe
         self.side = side
         self.network = network
+        self.eventLoop = eventLoop
     }
-
-    var eventLoop: (any EventLoop)? { nil }
 
     func executeThenClose<Result>(
         _ body: (_ inbound: AsyncThrowingStream<ByteBuffer, any Error>, _ outbound: Writer) async throws -> Result

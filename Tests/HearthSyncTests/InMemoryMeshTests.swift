@@ -6,6 +6,7 @@ import HearthTesting
 import HearthTestSupport
 import HearthTransport
 import NIOCore
+import NIOPosix
 import Logging
 import Testing
 
@@ -29,6 +30,9 @@ struct InMemoryMeshTests {
         let seconds: Double
         /// CPU time of the whole process meanwhile (every thread, other tests' included).
         let cpu: Double
+        /// Deltas applied, and how many of them were applied off the loop the run was given (if any).
+        let applied: Int
+        let appliedOffLoop: Int
     }
 
     @Test("A 1,000-write random workload on 8 devices converges, to the same state for the same seed and another for another seed (times printed)",
@@ -45,6 +49,21 @@ struct InMemoryMeshTests {
         // The times are printed, not asserted: a test does not fail by timing (a loaded machine
         // only makes a run slower). On a quiet machine a run takes 140-180 ms, CPU about 300 ms
         // in a debug build; the closing figures of issue 27 quote them.
+    }
+
+    @Test("On one event loop, as the household simulator runs them, every session runs there and the workload ends in the same state",
+          .timeLimit(.minutes(1)))
+    func meshOnOneLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let spread = try await Self.run(seed: 27)
+        let confined = try await Self.run(seed: 27, on: loop)
+        try await group.shutdownGracefully()
+        print("8 devices, \(Self.writes) writes on one event loop: converged in \(Self.milliseconds(confined.seconds)) (CPU \(Self.milliseconds(confined.cpu))); digest \(confined.digest.prefix(16))")
+        #expect(confined.digest == spread.digest, "one loop ended in another state than a loop per link")
+        // Deltas are applied by the receiving session: on its link's loop, so on this one.
+        #expect(confined.applied > 0)
+        #expect(confined.appliedOffLoop == 0, "\(confined.appliedOffLoop) of \(confined.applied) deltas were applied off the network's loop")
     }
 
     @Test("The in-memory network checks certificates as the handshake does: an expired one is refused, another account's is not trusted, a removed device is handed its removal record")
@@ -109,7 +128,9 @@ struct InMemoryMeshTests {
 
     /// Builds the mesh, draws the workload from `seed`, waits until every replica holds the same live entries, and
     /// checks that every replica holds the same entries. Timed from the engines' creation to convergence.
-    static func run(seed: UInt64) async throws -> Outcome {
+    /// `loop`: every session runs on it (the network's only loop), and each delta applied is
+    /// checked to be applied there.
+    static func run(seed: UInt64, on loop: (any EventLoop)? = nil) async throws -> Outcome {
         // Identities: one account, 8 devices (key generation is not what is measured).
         let authority = try AccountAuthority.create(displayName: "Mesh household")
         let identities = try (0..<devices).map { try authority.makeDevice(named: "device-\($0)") }
@@ -122,14 +143,19 @@ struct InMemoryMeshTests {
         // The test's wall clock; monotonic time stays the system's (no heartbeat is due within a run).
         var clock = SyncClock.system
         clock.wallMilliseconds = { wall.withLock { $0 } }
-        let network = InMemoryNetwork()
+        let network = loop.map { InMemoryNetwork(eventLoops: $0) } ?? InMemoryNetwork()
         let environment = network.environment(clock: clock, random: .seeded(SplitMix64(seed: seed)))
+        let applies = Locked((all: 0, offLoop: 0))
         let convergence = Convergence()
         let replicas = identities.enumerated().map { index, identity in
             // Origins bound to their device, numbered by index (not random), so a run is replayable.
             MemoryReplica(storeIdentifier: "com.example.mesh",
                           replica: Replica(id: ReplicaID(high: ReplicaID.devicePrefix(of: identity.deviceID.data), low: UInt64(index))),
-                          wall: { wall.withLock { $0 } }, applied: { convergence.check() })
+                          wall: { wall.withLock { $0 } }, applied: {
+                              let off = loop.map { !$0.inEventLoop } ?? false
+                              applies.withLock { $0.all += 1; if off { $0.offLoop += 1 } }
+                              convergence.check()
+                          })
         }
         convergence.watch(replicas)
         let engines = try identities.enumerated().map { index, identity in
@@ -168,7 +194,8 @@ struct InMemoryMeshTests {
         }
         #expect(!states[0].isEmpty)
         let digest = SHA256.hash(Array(states[0].joined(separator: "\n").utf8)).map { String(format: "%02x", $0) }.joined()
-        return Outcome(digest: digest, seconds: seconds, cpu: cpu)
+        let counted = applies.withLock { $0 }
+        return Outcome(digest: digest, seconds: seconds, cpu: cpu, applied: counted.all, appliedOffLoop: counted.offLoop)
     }
 }
 

@@ -162,7 +162,7 @@ final class SyncSession: Sendable {
                     try await exchange(link)
                 }
             }
-            // A link with no event loop (in memory): on the cooperative pool.
+            // A link with no loop: where the caller's tasks run (the pool, or the simulator's executor).
             return try await exchange(link)
         } catch {
             engine?.unregister(self)

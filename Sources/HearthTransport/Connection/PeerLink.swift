@@ -15,8 +15,11 @@ package protocol PeerLink: Sendable {
 
     /// The peer, its certificate verified against the account's trust (and not removed).
     var peer: TLSPeer { get }
-    /// The event loop the link's bytes are on, if any: a session then runs its reader and writer
-    /// there (``EventLoopTaskExecutor``); nil for links with no loop (on the cooperative pool).
+    /// The event loop the link's bytes are on: the session on the link runs its reader and
+    /// writer there (``EventLoopTaskExecutor``). A TLS link's is its channel's; an in-memory
+    /// link's, one of the group its network was given (one loop for every link makes a whole
+    /// household run on one thread). Nil: the session runs where its caller's tasks run (the
+    /// cooperative pool, or the household simulator's executor, which must see every job).
     var eventLoop: (any EventLoop)? { get }
 
     /// Runs `body` with the inbound frames and the outbound writer, then closes.
