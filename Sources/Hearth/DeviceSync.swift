@@ -61,6 +61,9 @@ package final class DeviceSync: Sendable {
     private let introductionsPath: String
     /// Saves that file off the callers' threads (some are on the cooperative pool).
     private let saver = DispatchQueue(label: "hearth.device-sync.adoptions")
+    /// Promotions in flight (``promote(_:open:)``'s work off the pool): their introductions are
+    /// saved at their end, which ``settle()`` waits for.
+    private let promotions = DispatchGroup()
     private let logger: Logger
     /// Run between a copy's registration and its attach (tests: to claim it in that window).
     package let beforeMemoryAttach = Locked<(@Sendable (String) -> Void)?>(nil)
@@ -202,7 +205,9 @@ package final class DeviceSync: Sendable {
         guard let pending else { return }
         lease.engine.detach(storeIdentifier: identifier)
         // Opening reads and writes files: never on the cooperative pool.
+        promotions.enter()
         DispatchQueue.global(qos: .utility).async { [self] in
+            defer { promotions.leave() }
             // What the memory copy holds goes into the file first: the peer that sent it may be
             // gone by the time the file's store asks (a hub keeps stores for devices that leave).
             let location = locate(identifier)
@@ -300,8 +305,15 @@ package final class DeviceSync: Sendable {
         }
     }
 
-    /// Waits until what ``claim(_:byApp:)`` and promotions saved is on disk (tests).
-    package func flushIntroductions() { saver.sync {} }
+    /// Waits until promotions in flight have ended and what they, ``claim(_:byApp:)`` and
+    /// ``served(_:by:)`` saved is on disk. ``stop()`` does; tests call it before reading the
+    /// bound back (a store shows in ``adoptedStores`` before its promotion has recorded whom
+    /// it counts against).
+    package func settle() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            promotions.notify(queue: saver) { done.resume() }
+        }
+    }
 
     /// The stores taken up in memory only, by identifier (tests and status).
     package var storesInMemory: [String] { adoptions.withLock { $0.pending.keys.sorted() } }
@@ -346,6 +358,8 @@ package final class DeviceSync: Sendable {
             adoption.watch.cancel()
             lease.engine.detach(storeIdentifier: identifier)
         }
+        // A promotion in flight saves whom its store counts against: on disk before the next start reads it.
+        await settle()
         await lease.release()
     }
 }

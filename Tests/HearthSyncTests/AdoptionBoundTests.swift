@@ -158,7 +158,7 @@ struct AdoptionBoundTests {
         _ = replica.applyRemote([entry], heldBack: [], reason: .serverChange)
         let written = await eventually("the store to be written for the peer") { sync.adoptedStores["com.real"] != nil && sync.storesInMemory.isEmpty }
         #expect(written)
-        sync.flushIntroductions()
+        await sync.settle()
         // With what the memory copy held: no peer needs to send it again.
         #expect(sync.adoptedStores["com.real"]?.string(forKey: "k") == "v")
         #expect(FileManager.default.fileExists(atPath: sync.adoptedStores["com.real"]?.fileURL?.path ?? "/nonexistent"))
@@ -173,7 +173,7 @@ struct AdoptionBoundTests {
         // A local app opens it: the peer is forgiven it, for good.
         sync.claim("com.real", byApp: true)
         #expect(provide("com.junk.16", one) != nil)
-        sync.flushIntroductions()
+        await sync.settle()
         await sync.stop()
         sync = try start()
         #expect((0..<16).allSatisfy { provide2 in sync.engine.storeProvider?("com.again.\(provide2)", one) != nil })
