@@ -93,7 +93,7 @@ final class DeviceEngines: Sendable {
         }()
         let accounts = AccountStore(directory: setup.accountDirectory ?? AccountStore.defaultDirectory(), logger: logger,
                                     records: records, watcher: watcher)
-        let engine = try SyncEngine(identity: identity, setup: setup, accounts: accounts, logger: logger)
+        let engine = try setup.makeEngine(identity: identity, accounts: accounts, logger: logger)
         let (lease, fresh) = state.withLock { s -> (Lease?, Bool) in
             guard !s.stopped else { return (nil, false) }
             // Another store may have made one meanwhile: use it, and drop ours unstarted.
@@ -103,7 +103,7 @@ final class DeviceEngines: Sendable {
             }
             let started = Task { () throws -> Int in
                 do {
-                    return try await engine.start(discovering: setup.discovery)
+                    return try await setup.start(engine)
                 } catch is CancellationError {
                     throw CancellationError()
                 } catch {

@@ -15,13 +15,25 @@ final class RemovalCoordinator: Sendable {
     private let sessions: @Sendable () -> [SyncSession]
     /// The peers that said this device was removed (each logged once).
     private let noticesFrom = Locked(Set<DeviceID>())
+    /// Its observer of ``removals`` (nil once stopped).
+    private let observer = Locked<UInt64?>(nil)
 
+    /// Observes `removals` from now until ``stop()``: what is added reaches ``removalsAdded(_:)``.
     init(removals: DeviceRemovals, context: EngineContext, sessions: @escaping @Sendable () -> [SyncSession]) {
         self.removals = removals
         device = context.identity.deviceID
         self.context = context
         self.sessions = sessions
+        let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
+        observer.withLock { $0 = token }
     }
+
+    /// Stops observing the removals (the engine stopped; `removals` may outlive it).
+    func stop() {
+        if let token = observer.withLock({ o in defer { o = nil }; return o }) { removals.removeObserver(token) }
+    }
+
+    deinit { stop() }
 
     /// Merges records a peer sent (each verified against the account CA, once:
     /// ``DeviceRemovals/mergeFromPeer(_:)``); what is new reaches ``removalsAdded(_:)`` through

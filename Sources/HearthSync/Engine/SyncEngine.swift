@@ -38,9 +38,8 @@ package final class SyncEngine: Sendable {
         var acceptor: Task<Void, Never>?
         var discoveries: [any PeerDiscovery] = []
         var stopped = false
-        var removalsObserver: UInt64?
-        /// The watch on the account directory's `removals` file (``init(identity:setup:accounts:logger:)``).
-        var removalsWatch: (watcher: AccountDirectoryWatcher, directory: String, token: UInt64)?
+        /// What the engine's owner asked to run at ``stop()`` (``whenStopped(_:)``).
+        var onStop: [@Sendable () -> Void] = []
     }
 
     typealias Context = EngineContext
@@ -110,12 +109,6 @@ package final class SyncEngine: Sendable {
         removalCoordinator = RemovalCoordinator(removals: removals, context: context) { [state] in state.withLock { $0.sessions.sessions } }
         renewal = CertificateRenewal(identity: identity, context: context, network: network, certificates: certificates)
         environment.observeChanges?(changes)
-        let token = removals.observe { [weak self] added in self?.removalCoordinator.removalsAdded(added) }
-        state.withLock { $0.removalsObserver = token }
-    }
-
-    deinit {
-        if let token = state.withLock({ $0.removalsObserver }) { removals.removeObserver(token) }
     }
 
     /// An engine serving `replica`'s store (more can be attached).
@@ -225,24 +218,26 @@ package final class SyncEngine: Sendable {
         dialler.handle(.appeared(peer), for: self)
     }
 
+    /// Runs `body` at ``stop()`` (at once if stopped already): what the owner set up for this
+    /// engine ends with it (``SyncSetup``'s watch on the account's `removals` file).
+    package func whenStopped(_ body: @escaping @Sendable () -> Void) {
+        if state.withLock({ s in s.stopped ? true : { s.onStop.append(body); return false }() }) { body() }
+    }
+
     /// Stops dialling, closes every connection and the listener.
     ///
     /// A barrier: once it returns, no session of this engine changes the replica of any of its
     /// stores (see ``ReplicaGate``), even one that was still verifying a delta.
     package func stop() async {
-        let (listener, tasks, sessions, discoveries, observer, watch) = state.withLock { s in
+        let (listener, tasks, sessions, discoveries, onStop) = state.withLock { s in
             s.stopped = true
-            defer {
-                s.tasks = []; s.discoveries = []; s.heartbeat = nil
-                s.removalsObserver = nil; s.removalsWatch = nil
-            }
-            return (s.listener, s.tasks + (s.heartbeat.map { [$0] } ?? []), s.sessions.removeAll(), s.discoveries,
-                    s.removalsObserver, s.removalsWatch)
+            defer { s.tasks = []; s.discoveries = []; s.heartbeat = nil; s.onStop = [] }
+            return (s.listener, s.tasks + (s.heartbeat.map { [$0] } ?? []), s.sessions.removeAll(), s.discoveries, s.onStop)
         }
         let stores = attachedStores.closeAll()
         for dialer in dialler.stop() { dialer.cancel() }
-        if let observer { removals.removeObserver(observer) }
-        if let watch { watch.watcher.unsubscribe(watch.directory, token: watch.token) }
+        removalCoordinator.stop()
+        for body in onStop { body() }
         for store in stores { store.replica.close() }
         logger.debug("stopping: \(tasks.count) tasks, \(sessions.count) sessions")
         for task in tasks { task.cancel() }

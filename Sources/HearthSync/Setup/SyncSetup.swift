@@ -9,9 +9,9 @@ import Logging
 ///
 /// ```swift
 /// let setup = SyncSetup(accountDirectory: accounts, discovery: .automatic, options: .init(port: 7420))
-/// let engine = try SyncEngine(identity: identity, setup: setup, accounts: deviceAccounts, logger: logger)
+/// let engine = try setup.makeEngine(identity: identity, accounts: deviceAccounts, logger: logger)
 /// try engine.attach(replica)
-/// let port = try await engine.start(discovering: setup.discovery)
+/// let port = try await setup.start(engine)
 /// ```
 ///
 /// The engine it makes reads the account's device removals and known devices from the account
@@ -20,7 +20,7 @@ import Logging
 package struct SyncSetup: Sendable {
     /// Where the engine finds its peers.
     package enum Discovery: Sendable, Hashable {
-        /// mDNS through Avahi, publishing this device (``SyncEngine/serviceDescription(port:)``);
+        /// mDNS through Avahi, publishing this device (``SyncSetup/serviceDescription(of:port:)``);
         /// static peers from `HEARTH_PEERS` or the peers file where no Avahi daemon runs.
         case automatic
         /// These `host:port` peers only.
@@ -45,58 +45,58 @@ package struct SyncSetup: Sendable {
     }
 }
 
-extension SyncEngine {
-    /// An engine for `identity` as `setup` says, its account's removals and known devices read
+extension SyncSetup {
+    /// An engine for `identity` as this setup says, its account's removals and known devices read
     /// from the account directory through `accounts` (the device's: its ``AccountStore/records``
     /// are shared with its other engines, and its ``AccountStore/watcher`` follows the removals
     /// as other processes add some; without a watcher they are read once).
-    package convenience init(identity: DeviceIdentity, setup: SyncSetup, accounts: AccountStore, logger: Logger) throws {
+    package func makeEngine(identity: DeviceIdentity, accounts: AccountStore, logger: Logger) throws -> SyncEngine {
         let removals = try accounts.removals(of: identity.account.id)
-        try self.init(identity: identity, options: setup.options, removals: removals,
-                      devices: try accounts.knownDevices(of: identity.account.id), environment: setup.environment, logger: logger)
+        let engine = try SyncEngine(identity: identity, options: options, removals: removals,
+                                    devices: try accounts.knownDevices(of: identity.account.id), environment: environment, logger: logger)
         // `hearth device remove` and other processes write the file: honour what they add at
         // once (one inotify watch per account directory, shared with the device's stores' `current`).
         if let watcher = accounts.watcher, let directory = removals.file?.deletingLastPathComponent().path {
             let token = watcher.subscribe(directory, file: "removals") { removals.reload() }
-            state.withLock { $0.removalsWatch = (watcher, directory, token) }
+            engine.whenStopped { watcher.unsubscribe(directory, token: token) }
             // Written between the file's reading and the watch: read it once more.
             removals.reload()
         }
         // A renewed certificate is saved for the next start (and the user's other processes),
         // off the engine's threads: it is an fsync.
         let accountID = identity.account.id
-        let logger = self.logger
-        onCertificateRenewed = { renewed in
+        engine.onCertificateRenewed = { renewed in
             DispatchQueue.global().async {
                 do { try accounts.replaceDeviceCertificate(renewed.certificate, of: accountID) } catch {
                     logger.error("could not save the renewed device certificate: \(error)")
                 }
             }
         }
+        return engine
     }
 
-    /// Starts listening, then the discovery `discovery` names: one service per engine, naming
-    /// the device and the account only. Returns the port peers connect to.
-    package func start(discovering discovery: SyncSetup.Discovery) async throws -> Int {
-        let port = try await start()
+    /// Starts `engine` listening, then the discovery this setup names: one service per engine,
+    /// naming the device and the account only. Returns the port peers connect to.
+    package func start(_ engine: SyncEngine) async throws -> Int {
+        let port = try await engine.start()
         let following: (any PeerDiscovery)?
         switch discovery {
         case .automatic:
-            following = try await DefaultDiscovery.start(service: serviceDescription(port: port), logger: logger)
+            following = try await DefaultDiscovery.start(service: Self.serviceDescription(of: engine.identity, port: port), logger: engine.logger)
         case .staticPeers(let peers):
-            let list = StaticDiscovery(endpoints: try peers.map { try StaticDiscovery.Endpoint(parsing: $0) }, logger: logger)
+            let list = StaticDiscovery(endpoints: try peers.map { try StaticDiscovery.Endpoint(parsing: $0) }, logger: engine.logger)
             try await list.start()
             following = list
         case .none:
             following = nil
         }
-        if let following { follow(following) }
+        if let following { engine.follow(following) }
         return port
     }
 
-    /// What this engine publishes on mDNS: the device (its name and a short hash of its ID) and
-    /// its account's short hash; never a store (docs/discovery.md).
-    package func serviceDescription(port: Int) -> ServiceDescription {
+    /// What a device publishes on mDNS: its name and a short hash of its ID, and its account's
+    /// short hash; never a store (docs/discovery.md).
+    package static func serviceDescription(of identity: DeviceIdentity, port: Int) -> ServiceDescription {
         ServiceDescription(instanceName: identity.deviceName, port: UInt16(port), protocolVersion: SyncMessage.protocolVersion,
                            accountHash: identity.account.id.shortHash, storeHash: nil, deviceHash: identity.deviceID.shortHash)
     }
