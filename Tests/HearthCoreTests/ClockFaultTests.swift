@@ -115,6 +115,30 @@ struct ClockFaultTests {
         #expect(other.value(forKey: "k") == ahead.value(forKey: "k"))
     }
 
+    @Test("Seed 11: a relay that holds an entry back sends none of its writer's later entries, whose counters would vouch for it; the writer's delta then brings the receiver all of them")
+    func relayHoldingAnEntryBackDoesNotVouchForIt() throws {
+        var writer = Replica(id: writerID)
+        let written = ["a", "b", "c"].enumerated().compactMap { writer.write(.string($1), forKey: StoreKey("k\($0 + 1)"), wall: now + UInt64($0)) }
+        try #require(written.count == 3)
+        let (first, held, later) = (written[0], written[1], written[2])
+        // The relay's engine refused `held` for now (stamped beyond the drift bound of its clock)
+        // and took the others: its vector stays below the held entry.
+        var relay = SyncedReplica(Replica(id: laggardID))
+        _ = relay.applyRemote([first, later], heldBack: [held], wall: now)
+        #expect(relay.vector[writerID] == 1 && relay.entries["k3"] == later)
+        // The receiver has the first write; the relay's delta to it vouches for nothing it lacks.
+        var receiver = Replica(id: ReplicaID(high: 0xC, low: 1))
+        receiver.apply([first], wall: now)
+        let relayed = relay.delta(for: receiver.vector)
+        #expect(relayed.isEmpty, "the relay sent \(relayed.map { "#\($0.sequence)" }) beyond its vector")
+        receiver.apply(relayed, wall: now)
+        #expect(!receiver.vector.covers(held))
+        // The writer sends what the receiver's vector does not cover: the held entry included.
+        receiver.apply(writer.delta(for: receiver.vector), wall: now)
+        #expect(receiver.value(forKey: "k2") == "b" && receiver.value(forKey: "k3") == "c")
+        #expect(receiver.vector[writerID] == 3)
+    }
+
     @Test("The collected and superseded stamps survive a file; a file of an earlier build, without them, still opens")
     func stampsArePersistedCompatibly() throws {
         var (ahead, _, otherWrite) = futureEntryBeatsALaterWrite()

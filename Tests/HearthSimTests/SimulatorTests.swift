@@ -64,8 +64,8 @@ struct SimulatorTests {
         #expect(!line.contains(", 0 violations, "), "\(line)")
     }
 
-    /// docs/simulator.md, "Findings" 2 and 3, fixed: the seeds that found them pass.
-    @Test("With clock jumps, seed 2 (a write after a collected removal beats it) and seed 10 (a re-stamped entry still beats the write it had beaten) pass every invariant", arguments: [2, 10])
+    /// docs/simulator.md, "Findings" 2, 3 and 5, fixed: the seeds that found them pass.
+    @Test("With clock jumps, seed 2 (a write after a collected removal beats it), seed 10 (a re-stamped entry still beats the write it had beaten) and seed 11 (a relay holding an entry back does not vouch for it) pass every invariant", arguments: [2, 10, 11])
     func clockFaultFindings(seed: Int) async throws {
         let (status, output) = try await Self.simulate(["--seed", "\(seed)", "--devices", "5", "--hours", "1", "--clock-faults"])
         #expect(status == 0, "\(output.split(separator: "\n").filter { $0.hasPrefix("  ") && !$0.hasPrefix("    ") }.prefix(3).joined(separator: "\n"))")

@@ -39,6 +39,30 @@ struct RelayRoutingTests {
         #expect(plan.sent(ours) == VersionVector([Self.origin(of: Self.us): 4, Self.origin(of: Self.d): 2]))
     }
 
+    @Test("A left-out writer's entry that arrived after the plan was made is left out too, and deferred: sent, it would cover the writer's earlier entries the peer may lack")
+    func lateEntryOfLeftOutWriterIsLeftOut() {
+        // Our vector when the plan was made: c's writes up to 7 (left to the peer's link to c).
+        let before = VersionVector([Self.origin(of: Self.us): 4, Self.origin(of: Self.c): 7])
+        var plan = DeltaPlan(known: VersionVector([Self.origin(of: Self.us): 3, Self.origin(of: Self.c): 2]),
+                             linked: [Self.c], sharers: [Self.c], us: Self.us, peer: Self.peer, vector: before)
+        // c's entry 9 reached us (another session applied it) before the delta was read.
+        let after = VersionVector([Self.origin(of: Self.us): 4, Self.origin(of: Self.c): 9])
+        let read = [Self.entry(by: Self.us, 4), Self.entry(by: Self.c, 9)]
+        #expect(read.filter { !plan.basis.covers($0) } == read, "the basis, taken before, does not cover c's entry 9")
+        let sent = plan.leavingOut(read, vector: after)
+        #expect(sent == [Self.entry(by: Self.us, 4)])
+        #expect(plan.deferred == VersionVector([Self.origin(of: Self.c): 9]))
+        #expect(plan.basis.covers(Self.entry(by: Self.c, 9)))
+        #expect(plan.sent(after) == VersionVector([Self.origin(of: Self.us): 4]), "the peer is not taken to have any of c's writes from us")
+        // The peer, applying what was sent, covers none of c's entries 3…8 it may still lack.
+        var peer = Replica(id: ReplicaID(high: ReplicaID.devicePrefix(of: Self.peer.data), low: 1))
+        peer.apply(sent, wall: 1_700_000_000_000)
+        #expect(peer.vector[Self.origin(of: Self.c)] == 0)
+        // With no one left out, nothing is taken out.
+        var whole = DeltaPlan(known: VersionVector(), linked: [], sharers: [Self.c], us: Self.us, peer: Self.peer, vector: before)
+        #expect(whole.leavingOut(read, vector: after) == read && whole.deferred.counters.isEmpty)
+    }
+
     @Test("The first delta (no links yet) is whole, and our own and the peer's writes are never left out")
     func firstDeltaIsWhole() {
         let ours = VersionVector([Self.origin(of: Self.us): 4, Self.origin(of: Self.peer): 3])

@@ -230,11 +230,17 @@ package struct Replica: Sendable, Equatable {
         return order.filter { before[$0]! != value(forKey: $0) }
     }
 
-    /// Every current entry, tombstones included, that `peer` does not cover, in sequence
-    /// order per origin (so a receiver can advance a vector as it goes).
+    /// Every current entry, tombstones included, that `peer` does not cover and this replica's
+    /// vector does, in sequence order per origin (so a receiver can advance a vector as it goes).
+    ///
+    /// An entry beyond our own vector (a later write of an origin one of whose entries is held
+    /// back, ``uncover(_:)``, or whose counter compaction dropped) is not sent: the receiver
+    /// advances its vector to each entry it applies, so it would cover the held entry, which
+    /// we lack, and no peer would send it that entry again (docs/simulator.md, finding 5).
+    /// Such entries reach it from the peers that cover them.
     package func delta(for peer: VersionVector) -> [Entry] {
         entries.values
-            .filter { !peer.covers($0) }
+            .filter { !peer.covers($0) && vector.covers($0) }
             .sorted { ($0.origin, $0.sequence) < ($1.origin, $1.sequence) }
     }
 

@@ -11,9 +11,9 @@ import HearthIdentity
 package struct DeltaPlan: Sendable, Equatable {
     /// What the delta is computed against: what the peer is known to have, with what was left
     /// to its links before and is now.
-    package let basis: VersionVector
+    package private(set) var basis: VersionVector
     /// Of our vector, what is left to the peer's links this time.
-    package let deferred: VersionVector
+    package private(set) var deferred: VersionVector
     /// The writers (device prefixes) left to the peer's links.
     package let leftOut: Set<UInt64>
 
@@ -40,6 +40,21 @@ package struct DeltaPlan: Sendable, Equatable {
         self.basis = basis
         self.deferred = deferred
         self.leftOut = leftOut
+    }
+
+    /// Of the entries computed against ``basis`` (with `vector`, our vector they were read
+    /// with), those that go: none of a writer left out. The basis was taken from our vector
+    /// when the plan was made; a left-out writer's entry that reached us since (another
+    /// session applied it, or while the signer ran) is beyond it, and sent, it would bring the
+    /// peer's vector up to it over the writer's earlier entries still on their way over the
+    /// peer's own link to the writer: if that link then drops, the peer covers entries it never
+    /// got and no one sends them again. They are left to the link like the rest (and deferred).
+    package mutating func leavingOut(_ entries: [Entry], vector: VersionVector) -> [Entry] {
+        guard !leftOut.isEmpty else { return entries }
+        let now = vector.filter { leftOut.contains($0.devicePrefix) }
+        deferred.formUnion(now)
+        basis.formUnion(now)
+        return entries.filter { !leftOut.contains($0.origin.devicePrefix) }
     }
 
     /// Whether a delta of `entries` up to `vector` is worth sending: not when the peer lacks

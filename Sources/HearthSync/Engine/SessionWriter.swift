@@ -109,16 +109,18 @@ struct SessionWriter {
         guard let (store, known, linked) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
         try await store.signPending()
         // Direct first: what the peer's links will bring it is left out (DeltaPlan decides).
-        let plan = DeltaPlan(known: known, linked: linked, sharers: engine?.sharers(of: name) ?? [],
+        var plan = DeltaPlan(known: known, linked: linked, sharers: engine?.sharers(of: name) ?? [],
                              us: context.identity.deviceID, peer: peer.deviceID, vector: store.replica.syncVector)
         let basis = plan.basis
         var (entries, vector) = store.replica.syncDelta(for: basis)
+        entries = plan.leavingOut(entries, vector: vector)
         // A write made since signPending() is signed by the one signer too (so each write is
         // signed once, whichever sessions send it); never send an unsigned entry. A writer
         // that outruns the signer three times over gets the rest signed here.
         for _ in 0..<3 where entries.contains(where: { $0.signature == nil }) {
             try await store.signPending()
             (entries, vector) = store.replica.syncDelta(for: basis)
+            entries = plan.leavingOut(entries, vector: vector)
         }
         entries = try store.signed(entries)
         guard plan.worthSending(entries: entries.count, vector: vector) else {
