@@ -228,11 +228,22 @@ final class Convergence: Sendable {
         state.withLock { s in defer { s.waiter = nil }; return s.waiter }?.resume()
     }
 
-    /// Returns once every replica holds the same live entries (now, or after a delta applied later).
+    /// Returns once every replica holds the same live entries (now, or after a delta applied
+    /// later), or once the test's task is cancelled (its time limit): then the comparison after
+    /// it fails and names the device that differs, where a wait that ignored cancellation hung
+    /// the whole run (seen with sessions on several threads, docs/architecture.md).
     func wait() async {
-        await withCheckedContinuation { continuation in
-            state.withLock { $0.waiter = continuation }
-            check()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                state.withLock { $0.waiter = continuation }
+                if Task.isCancelled { release() } else { check() }
+            }
+        } onCancel: {
+            release()
         }
+    }
+
+    private func release() {
+        state.withLock { s in defer { s.waiter = nil }; return s.waiter }?.resume()
     }
 }
