@@ -8,7 +8,7 @@ import NIOCore
 /// One device of a household: its stores, their sync engines and the watch on its account
 /// directory, with one owner and one lifecycle.
 ///
-/// A device is made from the parts of a ``UbiquitousKeyValueStore/Configuration`` that define
+/// A device is made from the parts of a ``StoreConfiguration`` that define
 /// one: the data directory (where its stores' files are), the sync settings (the account
 /// directory, and how peers are found), the logger. Every store it opens uses them:
 ///

@@ -47,7 +47,7 @@ final class StoreBackend: Sendable {
     let logger: Logger
     let writeBehindDelay: Duration
     /// This store's wall clock in milliseconds since 1970: its configuration's
-    /// (``UbiquitousKeyValueStore/Configuration/wallClock``), never read from the system here.
+    /// (``StoreConfiguration/wallClock``), never read from the system here.
     let wall: @Sendable () -> UInt64
     let state: Locked<State>
     /// Serialises saves; holds the generation known to be on disk.

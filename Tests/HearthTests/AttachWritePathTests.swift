@@ -166,7 +166,7 @@ struct AttachWritePathTests {
                                    wall: { HybridLogicalClock.wallMilliseconds() })
         let daemonStore = UbiquitousKeyValueStore(storeIdentifier: "s", backend: backend)
         let appStore = UbiquitousKeyValueStore(storeIdentifier: "s", backend: backend)
-        daemonStore.stopPostingNotifications()
+        daemonStore.internals.stopPostingNotifications()
         let posted = Locked<[String]>([])
         let arrived = DispatchSemaphore(value: 0)
         let tokens = [("daemon", daemonStore), ("app", appStore)].map { name, store in
