@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HearthCore
 import Logging
+import NIOCore
 import NIOPosix
 
 /// The shared state behind every ``UbiquitousKeyValueStore`` instance of one store file
@@ -276,10 +277,12 @@ final class StoreBackend: Sendable {
 
     // MARK: Other processes (docs/local-attach.md)
 
-    /// Opens the store attached to the process that hosts it (``AttachedStore``).
+    /// Opens the store attached to the process that hosts it (``AttachedStore``), its connection
+    /// on `group` (its device's).
     static func attach(storeIdentifier: String, location: StoreLocation, configuration: UbiquitousKeyValueStore.Configuration,
-                       deadline: DispatchTime) throws(LocalAttachError) -> StoreBackend {
-        try AttachedStore.attach(storeIdentifier: storeIdentifier, location: location, configuration: configuration, deadline: deadline)
+                       group: any EventLoopGroup, deadline: DispatchTime) throws(LocalAttachError) -> StoreBackend {
+        try AttachedStore.attach(storeIdentifier: storeIdentifier, location: location, configuration: configuration,
+                                 group: group, deadline: deadline)
     }
 
     var isAttached: Bool { state.withLock { $0.attachment != nil } }
@@ -292,8 +295,9 @@ final class StoreBackend: Sendable {
         return true
     }
 
-    /// Offers the store to other processes of this user (``StoreHost/offer(_:)``).
-    func startHosting() { StoreHost.offer(self) }
+    /// Offers the store to other processes of this user (``StoreHost/offer(_:on:)``), its socket
+    /// on `group` (its device's).
+    func startHosting(on group: any EventLoopGroup) { StoreHost.offer(self, on: group) }
 
     /// Stops hosting: the attached processes take over or reattach.
     func stopHosting() {
