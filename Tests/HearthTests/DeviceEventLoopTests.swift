@@ -37,7 +37,7 @@ struct DeviceEventLoopTests {
         try await group.shutdownGracefully()
     }
 
-    @Test("A device given an event loop group hosts its stores for other processes on it, and a device attached to it connects on its own; without one, on NIO's shared one")
+    @Test("A device given an event loop group hosts its stores for other processes on it, and a device attached to it connects (and, once the host goes, hosts) on its own; without one, on NIO's shared one")
     func localSocketsOnTheDevicesGroup() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-loops-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -53,7 +53,7 @@ struct DeviceEventLoopTests {
             // The second device finds the file held and attaches (one device per data directory is
             // the rule; two here play two processes). Its open waits for the host: off the pool.
             let client = try HearthDevice(configuration, disk: SystemDisk(), eventLoopGroup: given ? clientGroup : nil)
-            let attached = try await Self.offPool { () throws(KeyValueStoreError) in try client.store(store) }
+            let attached = try await Self.offPool { Result { () throws(KeyValueStoreError) in try client.store(store) } }.get()
             #expect(attached.internals.isAttached)
             #expect(attached.string(forKey: "k") == "from the host", "the attach worked")
 
@@ -64,6 +64,17 @@ struct DeviceEventLoopTests {
                                                  : (singleton.makeIterator(), singleton.makeIterator())
             #expect(hostLoops.contains { $0 === server.eventLoop }, "the host's socket")
             #expect(clientLoops.contains { $0 === connection.eventLoop }, "the attached store's connection")
+            if given {
+                // The host goes: the attached store takes the file over and hosts it on its own
+                // device's group. Its client wakes once the new host listens (an event, no polling).
+                let attachment = try #require(attached.backend.state.withLock { $0.attachment?.store })
+                await hosting.internals.close()
+                let taken = await Self.offPool {
+                    attachment.client.wait(until: .now() + .seconds(20)) { attached.backend.state.withLock { $0.localHost?.server } }
+                }
+                let server = try #require(taken, "the attached store took over within 20 s")
+                #expect(clientGroup.makeIterator().contains { $0 === server.eventLoop }, "the socket of the store taken over")
+            }
             await client.stop()
             await host.stop()
         }
@@ -72,9 +83,9 @@ struct DeviceEventLoopTests {
     }
 
     /// Runs `work`, which blocks, on a Dispatch thread rather than the cooperative pool.
-    static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws(KeyValueStoreError) -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { () throws(KeyValueStoreError) in try work() }) }
+    static func offPool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: work()) }
         }
     }
 }
