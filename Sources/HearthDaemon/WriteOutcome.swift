@@ -7,7 +7,7 @@ package enum WriteOutcome: Sendable, Equatable {
     case local
     /// Saved, not synced from this process, for the reason given: the store is attached to the
     /// process that holds it (an app), which syncs it and alone hears peers' answers; or, signed
-    /// in, sync is paused or could not start (``UbiquitousKeyValueStore/notSyncingReason``).
+    /// in, sync is paused or could not start (``StoreInternals/notSyncingReason``).
     case notSyncing(String)
     case confirmed(peers: Int, required: Int)
     case unconfirmed(peers: Int, required: Int)

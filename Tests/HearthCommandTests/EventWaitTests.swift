@@ -16,7 +16,7 @@ import Testing
 struct EventWaitTests {
     static let far = Duration.seconds(30)
 
-    // MARK: A write's wait for peers (WriteOutcome.deliver, UbiquitousKeyValueStore.waitForSync)
+    // MARK: A write's wait for peers (WriteOutcome.deliver, StoreInternals.waitForSync)
 
     static func withTwoDevices(_ body: (LoopbackCluster) async throws -> Void) async throws {
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.delivery",
