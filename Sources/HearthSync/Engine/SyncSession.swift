@@ -154,6 +154,7 @@ final class SyncSession: Sendable {
 
     func run<Link: PeerLink>(_ link: Link) async -> Outcome {
         closeChannel.withLock { $0 = { link.closeSoon() } }
+        noteLinkUp()
         do {
             if let eventLoop = link.eventLoop {
                 // On the connection's event loop: a frame resumes the reader, and the writer's bytes
@@ -219,6 +220,7 @@ final class SyncSession: Sendable {
                             try HelloCheck.removedByPeer(namingUs: engine?.removals.isRemoved(context.identity.deviceID) == true)
                             return .removedByPeer
                         case .hello(let hello):
+                            forgetUnlisted(hello)
                             switch engine?.register(self) {
                             case .accepted?: break
                             case .removed?:
@@ -244,6 +246,30 @@ final class SyncSession: Sendable {
                 return greeted ? .ended : .duplicate
             }
         }
+    }
+
+    /// The peer's link is up: a device of the account, its hello on its way, which until it says
+    /// what it has may hold an entry older than any tombstone here. It is made a known device
+    /// (nothing acknowledged) of every store this engine would sync with it, so that no tombstone
+    /// is collected on the word of the peers heard so far: another session's ack, on another
+    /// thread, may come before this peer's hello is read, and the peer's older entry would then
+    /// come back with nothing to lose to (docs/architecture.md, "Who runs where").
+    private func noteLinkUp() {
+        guard let engine else { return }
+        var noted = Set<String>()
+        for identifier in engine.storeIdentifiers where engine.announces(identifier, to: peer.deviceID) {
+            guard let store = engine.store(identifier), !store.replica.knownDevices.contains(peer.deviceID) else { continue }
+            store.replica.learnOfDevices([peer.deviceID])
+            noted.insert(identifier)
+        }
+        state.withLock { $0.linkUp(knownIn: noted) }
+    }
+
+    /// The peer's hello: where it was made known at link-up but serves not the store, it is
+    /// forgotten again, so that it does not hold back that store's tombstones.
+    private func forgetUnlisted(_ hello: SyncMessage.Hello) {
+        let unlisted = state.withLock { $0.notServedSinceLinkUp(listed: Set(hello.stores.map(\.identifier))) }
+        for identifier in unlisted { engine?.store(identifier)?.replica.forgetDevice(peer.deviceID) }
     }
 
     /// Opens every store the hello lists that this device serves (or its store provider
