@@ -194,7 +194,7 @@ struct InMemoryMeshTests {
         }
 
         let converged = await convergence.wait(patience: patience)
-        if !converged { print(MeshDiagnostics.dump(replicas: replicas, engines: engines)) }
+        if !converged { print(await MeshDiagnostics.dump(replicas: replicas, engines: engines)) }
         let seconds = (ContinuousClock.now - started) / .seconds(1)
         let cpu = Self.processCPU() - cpuStart
         for engine in engines { await engine.stop() }

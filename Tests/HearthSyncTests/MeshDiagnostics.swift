@@ -8,7 +8,7 @@ import HearthIdentity
 /// thinks the peer has and owes it; and, for each key on which devices differ, each device's
 /// entry. Origins are named by their device's index (`d3`), so a dump reads without IDs.
 enum MeshDiagnostics {
-    static func dump(replicas: [MemoryReplica], engines: [SyncEngine]) -> String {
+    static func dump(replicas: [MemoryReplica], engines: [SyncEngine]) async -> String {
         let states = replicas.map(\.replica)
         var names: [ReplicaID: String] = [:]
         for (index, replica) in states.enumerated() { names[replica.id] = "d\(index)" }
@@ -33,9 +33,10 @@ enum MeshDiagnostics {
                 lines.append("  known \(name): acknowledged \(v(acknowledged))")
             }
             let sessions = engines[index].state.withLock { $0.sessions.sessions }
-            for session in sessions.sorted(by: { (devices[$0.peer.deviceID] ?? "") < (devices[$1.peer.deviceID] ?? "") }) {
-                let s = session.state.withLock { $0 }
-                lines.append("  session to \(devices[session.peer.deviceID] ?? "?"): greeted \(s.greeted) closed \(s.closed) peerLinks \(s.peerLinks.map { devices[$0] ?? "?" }.sorted()) mailbox empty \(s.mailbox.isEmpty)")
+            var views: [(peer: String, state: SyncSession.State)] = []
+            for session in sessions { views.append((devices[await session.peer.deviceID] ?? "?", await session.state)) }
+            for (peer, s) in views.sorted(by: { $0.peer < $1.peer }) {
+                lines.append("  session to \(peer): greeted \(s.greeted) closed \(s.closed) peerLinks \(s.peerLinks.map { devices[$0] ?? "?" }.sorted()) mailbox empty \(s.mailbox.isEmpty)")
                 for (name, shared) in s.shared {
                     lines.append("    \(name): ready \(shared.ready) relaying \(shared.relaying) peerKnown \(v(shared.peerKnown)) acknowledged \(v(shared.acknowledged)) deferred \(v(shared.deferred)) told \(v(shared.told)) unknownClaims \(v(shared.unknownClaims))")
                 }
