@@ -69,6 +69,15 @@ extension StoreBackend: SyncReplica {
         }
     }
 
+    func forgetDevice(_ id: DeviceID) {
+        let wall = wallMilliseconds()
+        let schedule = state.withLock { s -> Bool in
+            guard s.replica.forget(device: id.hex, wall: wall) else { return false }
+            return scheduleSave(&s)
+        }
+        if schedule { scheduleWriteBehind() }
+    }
+
     func notePeer(_ id: DeviceID, acknowledged vector: VersionVector) {
         let wall = wallMilliseconds()
         let schedule = state.withLock { s -> Bool in

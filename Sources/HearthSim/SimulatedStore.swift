@@ -193,6 +193,16 @@ final class SimulatedStore: SyncReplica {
     var knownDevices: [DeviceID] { state.withLock { $0.synced.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
     func learnOfDevices(_ devices: [DeviceID]) { _ = state.withLock { $0.synced.learnOf(devices: devices.map(\.hex)) } }
 
+    func forgetDevice(_ device: DeviceID) {
+        let now = wall()
+        let changed = state.withLock { s -> Bool in
+            guard !s.dead, s.synced.forget(device: device.hex, wall: now) else { return false }
+            s.generation += 1
+            return true
+        }
+        if changed { scheduleSave() }
+    }
+
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
         let now = wall()
         let changed = state.withLock { s -> Bool in

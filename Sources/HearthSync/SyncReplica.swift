@@ -73,6 +73,11 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// tombstone is collected before they have it (or it is older than the horizon).
     func learnOfDevices(_ devices: [DeviceID])
 
+    /// Forgets `device` as known if it has acknowledged nothing here (noted when its link came
+    /// up, its hello then did not list this store: it cannot send an older entry of it), and
+    /// collects the tombstones every device still known has.
+    func forgetDevice(_ device: DeviceID)
+
     /// Records what a peer acknowledged and collects the tombstones every known peer has.
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector)
 

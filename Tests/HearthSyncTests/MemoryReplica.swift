@@ -108,6 +108,10 @@ final class MemoryReplica: SyncReplica {
 
     var knownDevices: [DeviceID] { state.withLock { $0.synced.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
     func learnOfDevices(_ devices: [DeviceID]) { _ = state.withLock { $0.synced.learnOf(devices: devices.map(\.hex)) } }
+    func forgetDevice(_ device: DeviceID) {
+        let wall = now()
+        _ = state.withLock { $0.synced.forget(device: device.hex, wall: wall) }
+    }
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
         let wall = now()
         _ = state.withLock { $0.synced.notePeer(device.hex, acknowledged: vector, wall: wall) }

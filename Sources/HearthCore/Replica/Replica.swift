@@ -366,6 +366,13 @@ package struct Replica: Sendable, Equatable {
         if peerVectors[device] == nil { peerVectors[device] = VersionVector() }
     }
 
+    /// Forgets `device` as known if it has acknowledged nothing here; returns whether it did.
+    package mutating func forget(device: String) -> Bool {
+        guard peerVectors[device]?.counters.isEmpty == true else { return false }
+        peerVectors[device] = nil
+        return true
+    }
+
     /// What every known peer and this replica have all seen; `nil` with no known peer.
     package var stableVector: VersionVector? {
         guard !peerVectors.isEmpty else { return nil }

@@ -53,6 +53,7 @@ final class ReplicaGate: SyncReplica {
     func restampIfNeeded() -> Bool { ifOpen(false) { replica.restampIfNeeded() } }
     func keepCertificate(_ der: Data, signer: Data) { ifOpen(()) { replica.keepCertificate(der, signer: signer) } }
     func learnOfDevices(_ devices: [DeviceID]) { ifOpen(()) { replica.learnOfDevices(devices) } }
+    func forgetDevice(_ device: DeviceID) { ifOpen(()) { replica.forgetDevice(device) } }
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) { ifOpen(()) { replica.notePeer(device, acknowledged: vector) } }
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { ifOpen(()) { replica.onLocalChange(handler) } }
     func initialSyncCompleted() { ifOpen(()) { replica.initialSyncCompleted() } }

@@ -72,7 +72,22 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// its hello or sent its state since (a store we announced and it ignores is not shared).
     package func shares(_ store: String) -> Bool { shared[store] != nil && served.contains(store) }
 
-    // MARK: The hellos
+    // MARK: The link and the hellos
+
+    /// The stores this connection made the peer a known device of when its link came up (it was
+    /// not one before): forgotten again there if its hello does not list them.
+    package private(set) var knownSinceLinkUp = Set<String>()
+
+    /// The peer's link is up, and it was made a known device of `stores` (``knownSinceLinkUp``).
+    package mutating func linkUp(knownIn stores: Set<String>) { knownSinceLinkUp = stores }
+
+    /// The peer's hello lists `listed`: of the stores it was made known in when its link came up,
+    /// those it does not serve, where it is to be forgotten (it holds no entry of them to send).
+    /// Given once.
+    package mutating func notServedSinceLinkUp(listed: Set<String>) -> Set<String> {
+        defer { knownSinceLinkUp = [] }
+        return knownSinceLinkUp.subtracting(listed)
+    }
 
     /// Our hello is being sent, listing these stores.
     package mutating func helloSent(listing stores: Set<String>, inline: Set<String> = []) {
