@@ -92,6 +92,10 @@ final class MemoryReplica: SyncReplica {
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }
 
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        state.withLock { $0.synced.dropEntries(signedBy: device, stampedAfter: removedAt).count }
+    }
+
     func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
         state.withLock { $0.synced.imposedLead(forKey: key, origin: origin, sequence: sequence) }
     }

@@ -297,6 +297,33 @@ package struct Replica: Sendable, Equatable {
         return future.map(\.key)
     }
 
+    // MARK: A removed device's later writes
+
+    /// Drops every current entry signed by `device` and stamped after `removedAt` (milliseconds
+    /// since 1970): writes of a device removed from the account, which every device that knows
+    /// of the removal refuses (`removedSigner`). Returns the entries dropped.
+    ///
+    /// This replica took them before it heard of the removal (a thief's copy of the removed
+    /// device's files, met while this device was away). Its peers never took them and hold the
+    /// entry each one replaced here, which this replica's vector covers, so no peer would send it
+    /// again: the caller asks its peers for their whole store (docs/protocol.md, "Device
+    /// removals"). The vector is left as it is: lowered, it would stop this replica from
+    /// relaying its own writes its peers lack.
+    @discardableResult
+    package mutating func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> [Entry] {
+        let doomed = entries.values.filter { $0.signature?.signer == device && $0.timestamp.milliseconds > removedAt }
+        for entry in doomed {
+            entries[entry.key] = nil
+            if !entry.isTombstone {
+                usage.bytes -= entry.quotaSize
+                usage.keys -= 1
+            }
+            count(entry, -1)
+        }
+        if !doomed.isEmpty { compactVector() }
+        return doomed.sorted { $0.key < $1.key }
+    }
+
     // MARK: Origins bound to devices
 
     /// Moves this replica's own entries that are not under an origin bound to `device` (written

@@ -335,6 +335,13 @@ package struct SyncedReplica: Sendable {
         return collected > 0 || replica.peerVectors[device] != before
     }
 
+    /// Drops the entries of a removed device stamped after its removal, which this replica took
+    /// before it heard of it (``Replica/dropEntries(signedBy:stampedAfter:)``). Returns the entries
+    /// dropped (the values among them are visible changes).
+    package mutating func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> [Entry] {
+        replica.dropEntries(signedBy: device, stampedAfter: removedAt)
+    }
+
     /// Marks the first download from the account's peers as done.
     package mutating func initialSyncCompleted() {
         replica.hasSynced = true

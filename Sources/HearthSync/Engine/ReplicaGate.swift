@@ -34,6 +34,7 @@ final class ReplicaGate: SyncReplica {
     var storeIdentifier: String { replica.storeIdentifier }
     func wallMilliseconds() -> UInt64 { replica.wallMilliseconds() }
     var syncVector: VersionVector { replica.syncVector }
+    var durableVector: VersionVector { replica.durableVector }
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) { replica.syncDelta(for: peer) }
     func winningEntries(_ entries: [Entry]) -> [Entry] { replica.winningEntries(entries) }
     func entry(forKey key: StoreKey) -> Entry? { replica.entry(forKey: key) }
@@ -51,6 +52,9 @@ final class ReplicaGate: SyncReplica {
         ifOpen(([], [])) { replica.applyRemote(entries, heldBack: heldBack, reason: reason) }
     }
     func restampIfNeeded() -> Bool { ifOpen(false) { replica.restampIfNeeded() } }
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        ifOpen(0) { replica.dropEntries(signedBy: device, stampedAfter: removedAt) }
+    }
     func keepCertificate(_ der: Data, signer: Data) { ifOpen(()) { replica.keepCertificate(der, signer: signer) } }
     func learnOfDevices(_ devices: [DeviceID]) { ifOpen(()) { replica.learnOfDevices(devices) } }
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) { ifOpen(()) { replica.notePeer(device, acknowledged: vector) } }

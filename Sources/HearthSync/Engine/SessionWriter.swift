@@ -67,14 +67,22 @@ struct SessionWriter {
             guard let store = state.withLock({ $0.shared[name]?.store }) else { return }
             let vector = store.replica.syncVector
             let peers = withPeers ? store.knownDevices.prefix(SyncMessage.maximumPeers).map(\.data) : nil
-            state.withLock { $0.told(vector, of: name) }
-            try await send(.store(.init(store: name, vector: vector, peers: peers)))
+            let whole = state.withLock { s in
+                s.told(vector, of: name)
+                return s.takeWholeRequest(of: name)
+            }
+            try await send(.store(.init(store: name, vector: vector, peers: peers, whole: whole)))
         case .left(let name):
             try await send(.store(.init(store: name, left: true)))
         case .delta(let name):
             try await sendDelta(of: name)
-        case .ack(let ack):
-            state.withLock { $0.told(ack.vector, of: ack.store) }
+        case .ack(var ack):
+            // With what of it we have saved, when that is less: peers collect tombstones on that.
+            if let store = state.withLock({ $0.shared[ack.store]?.store }) {
+                let saved = store.replica.durableVector.intersection(ack.vector)
+                if saved != ack.vector { ack.durable = saved }
+            }
+            state.withLock { $0.told(ack.vector, of: ack.store); $0.toldSaved(ack.saved, of: ack.store) }
             try await send(SyncMessage.ack(ack))
         case .refused(let refusal): try await send(SyncMessage.refused(refusal))
         case .links:
@@ -91,17 +99,19 @@ struct SessionWriter {
         }
     }
 
-    /// The vectors of the ready stores that changed since the peer was last told them (now
-    /// noted as told), for a ping or links. Read outside the session's lock (each takes its
-    /// store's).
+    /// The saved vectors of the ready stores that changed since the peer was last told them (now
+    /// noted as told), for a ping or links: what we keep through a crash, on which peers collect
+    /// tombstones (what we hold in memory goes in acks and `store` messages). Read outside the
+    /// session's lock (each takes its store's).
     private func changedVectors() -> [String: VersionVector] {
         let ready = state.withLock { $0.pingBasis }
         var changed: [String: VersionVector] = [:]
         for (name, (store, told)) in ready {
-            let vector = store.replica.syncVector
+            let replica = store.replica
+            let vector = replica.durableVector.intersection(replica.syncVector)
             if vector != told { changed[name] = vector }
         }
-        state.withLock { s in for (name, vector) in changed { s.told(vector, of: name) } }
+        state.withLock { s in for (name, vector) in changed { s.toldSaved(vector, of: name) } }
         return changed
     }
 

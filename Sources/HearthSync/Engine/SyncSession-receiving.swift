@@ -10,7 +10,7 @@ extension SyncSession {
         case .ping(let vectors), .pong(let vectors):
             try await pace(\.heartbeats, "pings and pongs", wait: { $0.heartbeatArrived(at: $1) })
             for (name, claimed) in vectors {
-                if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: false) }
+                if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: false, saved: true) }
             }
             if case .ping = message { post { $0.pong = true } }
             return
@@ -45,10 +45,13 @@ extension SyncSession {
         }
         switch message {
         case .delta(let delta):
-            let initial = state.withLock { $0.deltaArrived(for: name, more: delta.more) }
+            let (initial, whole) = state.withLock { ($0.deltaArrived(for: name, more: delta.more), $0.wholeArrived(of: name, more: delta.more)) }
             try await apply(delta, to: store, initial: initial)
+            if whole { store.wholeReceived() }
         case .ack(let ack):
-            acknowledge(ack.vector, of: name, in: store, known: true)
+            let ours = store.replica.syncVector
+            let effects = state.withLock { $0.acknowledged(ack, ours: ours) }
+            if !effects.isEmpty { store.perform(effects, for: peer) }
         case .refused(let refusal):
             let fresh = store.note(refusal, from: peer.deviceID)
             guard !fresh.isEmpty else { return }
@@ -76,12 +79,14 @@ extension SyncSession {
     }
 
     /// Records that the peer has what `claimed` says of store `name` (counters of origins we do
-    /// not know are dropped), for settling and tombstone collection; `known`: it has what we sent
-    /// too (an ack), not only what it says (a ping).
+    /// not know are dropped), for settling and, if it has `saved` it, tombstone collection;
+    /// `known`: it has what we sent too (an ack), not only what it says (a ping).
     private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool,
-                             ours: VersionVector? = nil) {
+                             saved: Bool, ours: VersionVector? = nil) {
         let ours = ours ?? store.replica.syncVector
-        if let effect = state.withLock({ $0.acknowledge(claimed, of: name, ours: ours, known: known) }) { store.perform([effect], for: peer) }
+        if let effect = state.withLock({ $0.acknowledge(claimed, of: name, ours: ours, known: known, saved: saved) }) {
+            store.perform([effect], for: peer)
+        }
     }
 
     /// Notes what the peer said it has of origins we have only now come to know (an entry
@@ -97,7 +102,7 @@ extension SyncSession {
     /// link that is gone starts from what it has).
     private func receive(_ links: SyncMessage.Links) {
         for (name, claimed) in links.stores {
-            if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: true) }
+            if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: true, saved: true) }
         }
         // Malformed IDs are dropped; our own ID means nothing here.
         let devices = Set(links.devices.compactMap { DeviceID(bytes: $0) }).subtracting([context.identity.deviceID])
@@ -127,7 +132,8 @@ extension SyncSession {
             state.withLock { $0.ignore(message) }
             return
         }
-        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync)
+        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync,
+                                     wantsWhole: store.wantsWhole)
         let ours = context.identity.deviceID
         let effects = state.withLock { $0.receive(message, for: store, view: view, ourDevice: ours) }
         // Before the writer wakes: the peer's entries are checked against its certificate.
@@ -155,7 +161,7 @@ extension SyncSession {
         let applied = replica.syncVector
         // The sender has what it sent and what its vector claims (as an ack or ping would say):
         // known and acknowledged, for settling and tombstone collection.
-        acknowledge(delta.vector, of: store.identifier, in: store, known: true, ours: applied)
+        acknowledge(delta.vector, of: store.identifier, in: store, known: true, saved: false, ours: applied)
         let refused = checked.refused + overQuota
         if !refused.isEmpty {
             let count = delta.entries.count + delta.undecodable.count
