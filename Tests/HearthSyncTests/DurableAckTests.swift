@@ -79,12 +79,17 @@ struct DurableAckTests {
         #expect(ours.entries["k"] == nil)
     }
 
-    @Test("An ack's saved vector travels as `d`, and only when it is less than what the peer holds")
+    @Test("An ack's saved vector travels as `d`; a request for the whole store as `w`")
     func wire() throws {
         let held = VersionVector([ReplicaID(high: 1, low: 1): 5])
         let saved = VersionVector([ReplicaID(high: 1, low: 1): 3])
         for ack in [SyncMessage.Ack(store: "notes", vector: held, durable: saved), SyncMessage.Ack(store: "notes", vector: held)] {
             #expect(try SyncMessage(decoding: SyncMessage.ack(ack).encoded()) == .ack(ack))
         }
+        // And a request for the whole store (issue 28, the thief's copy): `w`, only with a vector.
+        let whole = SyncMessage.StoreState(store: "notes", vector: held, whole: true)
+        #expect(try SyncMessage(decoding: SyncMessage.store(whole).encoded()) == .store(whole))
+        let bare = try SyncMessage(decoding: SyncMessage.store(.init(store: "notes", whole: true)).encoded())
+        #expect(bare == .store(.init(store: "notes")))
     }
 }

@@ -415,6 +415,37 @@ struct SessionStateTests {
         return state
     }
 
+    @Test("Issue 28: a `store` message with `w` makes the next delta whole (nothing taken as sent, nothing left to links), once per connection; asking sends `w` once, until the whole store's last delta")
+    func wholeStore() throws {
+        let ours = Self.vector([Self.a: 5, Self.b: 2])
+        var state = Self.ready(ours: ours, theirs: ours)
+        _ = Self.drain(&state)
+        state.deltaSent(ours, of: "notes")
+        state.peerLinked([Self.writerOfA])
+        #expect(state.deltaBasis(of: "notes")?.peerKnown == ours)
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: ours, whole: true), for: "notes", view: .init(vector: ours),
+                          ourDevice: Self.ourDevice)
+        let basis = try #require(state.deltaBasis(of: "notes"))
+        #expect(basis.peerKnown == VersionVector() && basis.linked.isEmpty, "everything, as to a newcomer")
+        #expect(Self.drain(&state).contains(.delta("notes")))
+        state.deltaSent(ours, of: "notes")
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector(), whole: true), for: "notes",
+                          view: .init(vector: ours), ourDevice: Self.ourDevice)
+        #expect(state.deltaBasis(of: "notes")?.peerKnown == ours, "a second request on the connection is an ordinary state")
+
+        // Our side: one request, carried by our next state, until the whole store's last delta.
+        state.askForWhole("notes")
+        state.askForWhole("notes")
+        #expect(Self.drain(&state).filter { $0 == .state("notes", peers: false) }.count == 1)
+        let first = state.takeWholeRequest(of: "notes"), again = state.takeWholeRequest(of: "notes")
+        #expect(first && !again)
+        state.askForWhole("notes")
+        let part = state.wholeArrived(of: "notes", more: true)
+        let last = state.wholeArrived(of: "notes", more: false)
+        let after = state.wholeArrived(of: "notes", more: false)
+        #expect(!part && last && !after)
+    }
+
     @Test("Direct first: our links go right after the hello; the first delta is whole, later ones leave out the peer's linked writers")
     func directFirst() throws {
         let ours = Self.vector([Self.a: 5, Self.b: 2])
