@@ -107,6 +107,17 @@ extension StoreBackend: SyncReplica {
         state.withLock { $0.replica.initialSyncCompleted() }
     }
 
+    var wantsWhole: Bool { state.withLock { $0.replica.replica.wantsWhole } }
+
+    func wholeReceived() {
+        let schedule = state.withLock { s -> Bool in
+            guard s.replica.replica.wantsWhole else { return false }
+            s.replica.wholeReceived()
+            return scheduleSave(&s)
+        }
+        if schedule { scheduleWriteBehind() }
+    }
+
 }
 
 /// Sync and the account are ``StoreSync``'s; these keep the store's callers (the registry, the

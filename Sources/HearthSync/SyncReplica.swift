@@ -58,6 +58,13 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// (``Replica/dropEntries(signedBy:stampedAfter:)``).
     func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int
 
+    /// Whether entries were dropped (``dropEntries(signedBy:stampedAfter:)``) and no peer's whole
+    /// store has come since (``Replica/wantsWhole``, saved with the replica).
+    var wantsWhole: Bool { get }
+
+    /// A peer's whole store came in: ``wantsWhole`` is cleared.
+    func wholeReceived()
+
     /// The current entry of `key`, tombstone included, if any.
     func entry(forKey key: StoreKey) -> Entry?
 

@@ -245,6 +245,14 @@ struct ReplicaTests {
         #expect(r.originEntries[origin] == 1)
         let again = r.dropEntries(signedBy: Self.member, stampedAfter: removedAt)
         #expect(again.isEmpty)
+        // The peers' whole store is wanted until one comes, through a restart too.
+        #expect(r.wantsWhole)
+        let header = ReplicaFile.Header(storeIdentifier: "s", account: "")
+        let back = try ReplicaFile.decode(try ReplicaFile.encode(r, header: header), path: "test").replica
+        #expect(back.wantsWhole && back.reopened(as: .random()).wantsWhole)
+        var done = SyncedReplica(back)
+        done.wholeReceived()
+        #expect(try !ReplicaFile.decode(try ReplicaFile.encode(done.replica, header: header), path: "test").replica.wantsWhole)
     }
 
     @Test("Issue 26 point 4: a member stamping 12 h − 100 ms ahead every 100 ms does not drag this replica's writes ahead of a peer 3 s behind; a write of the member's key still beats it, and says why it is ahead")

@@ -120,4 +120,6 @@ final class MemoryReplica: SyncReplica {
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
     var awaitingInitialSync: Bool { state.withLock { !$0.synced.hasSynced } }
     func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }
+    var wantsWhole: Bool { state.withLock { $0.synced.replica.wantsWhole } }
+    func wholeReceived() { state.withLock { $0.synced.wholeReceived() } }
 }

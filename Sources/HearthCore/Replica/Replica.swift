@@ -50,6 +50,10 @@ package struct Replica: Sendable, Equatable {
     package private(set) var imposedLeads = ImposedLeads()
     /// Whether this replica has had its first download from the account's peers.
     package var hasSynced = false
+    /// Set when ``dropEntries(signedBy:stampedAfter:)`` dropped entries: the peers' whole store
+    /// is wanted (what they had replaced), until one has come. Saved, so that a device that
+    /// stops before then asks again when it comes back.
+    package var wantsWhole = false
     /// Stamps no longer on its entries that later stamps must still beat: the highest collected
     /// removal, and each key's superseded entries (saved; see ``StampHistory``).
     package private(set) var history = StampHistory()
@@ -320,7 +324,10 @@ package struct Replica: Sendable, Equatable {
             }
             count(entry, -1)
         }
-        if !doomed.isEmpty { compactVector() }
+        if !doomed.isEmpty {
+            compactVector()
+            wantsWhole = true
+        }
         return doomed.sorted { $0.key < $1.key }
     }
 
@@ -365,6 +372,7 @@ package struct Replica: Sendable, Equatable {
                            entries: entries, peerVectors: peerVectors, certificates: certificates,
                            history: history)
         copy.hasSynced = hasSynced
+        copy.wantsWhole = wantsWhole
         return copy
     }
 

@@ -342,6 +342,11 @@ package struct SyncedReplica: Sendable {
         replica.dropEntries(signedBy: device, stampedAfter: removedAt)
     }
 
+    /// A peer's whole store came in (``Replica/wantsWhole``).
+    package mutating func wholeReceived() {
+        replica.wantsWhole = false
+    }
+
     /// Marks the first download from the account's peers as done.
     package mutating func initialSyncCompleted() {
         replica.hasSynced = true

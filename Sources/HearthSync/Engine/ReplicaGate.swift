@@ -44,6 +44,7 @@ final class ReplicaGate: SyncReplica {
     var signerCertificates: [Data: Data] { replica.signerCertificates }
     var knownDevices: [DeviceID] { replica.knownDevices }
     var awaitingInitialSync: Bool { replica.awaitingInitialSync }
+    var wantsWhole: Bool { replica.wantsWhole }
 
     // Changes go through the gate.
     func unsignedEntries() -> [Entry] { ifOpen([]) { replica.unsignedEntries() } }
@@ -60,4 +61,5 @@ final class ReplicaGate: SyncReplica {
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) { ifOpen(()) { replica.notePeer(device, acknowledged: vector) } }
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { ifOpen(()) { replica.onLocalChange(handler) } }
     func initialSyncCompleted() { ifOpen(()) { replica.initialSyncCompleted() } }
+    func wholeReceived() { ifOpen(()) { replica.wholeReceived() } }
 }

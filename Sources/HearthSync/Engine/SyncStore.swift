@@ -75,12 +75,14 @@ package final class SyncStore: Sendable {
         return true
     }
 
-    /// Whether peers are to be asked for their whole store (``dropRemovedWrites(_:)``).
-    var wantsWhole: Bool { wholeWanted.withLock { $0 } }
+    /// Whether peers are to be asked for their whole store (``dropRemovedWrites(_:)``, in this
+    /// run or one before it that stopped first: the replica keeps it).
+    var wantsWhole: Bool { wholeWanted.withLock { $0 } || replica.wantsWhole }
 
     /// A peer's whole store came in: what the dropped entries had replaced is here.
     func wholeReceived() {
         wholeWanted.withLock { $0 = false }
+        replica.wholeReceived()
     }
 
     // MARK: What the owner asks
