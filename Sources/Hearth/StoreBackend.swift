@@ -22,6 +22,9 @@ final class StoreBackend: Sendable {
         var storage: ReplicaStorage?
         /// Bumped by every change; compared with `savedGeneration` to know what is on disk.
         var generation: UInt64 = 0
+        /// The vector of the replica as last saved to `storage` (its file's, when opened): what
+        /// peers may collect tombstones on (``SyncReplica/durableVector``).
+        var savedVector = VersionVector()
         var flushScheduled = false
         /// Called after each local change (the running sync engine's push).
         var localChangeHandler: (@Sendable () -> Void)?
@@ -74,7 +77,10 @@ final class StoreBackend: Sendable {
         self.storeIdentifier = storeIdentifier
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
-        state = Locked(State(replica: SyncedReplica(replica), storage: storage))
+        var initial = State(replica: SyncedReplica(replica), storage: storage)
+        // Opened from its file: what it holds is on disk.
+        initial.savedVector = replica.vector
+        state = Locked(initial)
         sync = StoreSync(storeIdentifier: storeIdentifier, logger: logger)
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
         fanOut = ChangeFanOut(storeIdentifier: storeIdentifier)
@@ -262,6 +268,8 @@ final class StoreBackend: Sendable {
             do {
                 try storage.save(snapshot)
                 saved = generation
+                // Unless another account's file took its place meanwhile.
+                state.withLock { s in if s.storage === storage { s.savedVector = snapshot.vector } }
                 // What attached processes wrote before the snapshot is on disk now.
                 if let host, !applied.isEmpty { host.saved(applied) }
                 return true

@@ -17,6 +17,8 @@ final class SimulatedStore: SyncReplica {
         var generation = 0
         var savedGeneration = 0
         var saveScheduled = false
+        /// The vector of the replica as last saved (its file's, when opened).
+        var savedVector: VersionVector
         /// The device crashed: this object is what its memory was, and does nothing more.
         var dead = false
     }
@@ -45,7 +47,7 @@ final class SimulatedStore: SyncReplica {
         self.plant = plant
         self.device = device
         self.storeIdentifier = storeIdentifier
-        state = Locked(State(synced: SyncedReplica(replica)))
+        state = Locked(State(synced: SyncedReplica(replica), savedVector: replica.vector))
         self.storage = storage
         self.wall = wall
         self.checker = checker
@@ -112,7 +114,10 @@ final class SimulatedStore: SyncReplica {
         }) else { return }
         do {
             try storage.save(snapshot)
-            state.withLock { $0.savedGeneration = max($0.savedGeneration, generation) }
+            state.withLock { s in
+                s.savedGeneration = max(s.savedGeneration, generation)
+                s.savedVector = snapshot.vector
+            }
             trace.log("d\(device) \(storeIdentifier) saved \(snapshot.entries.count) entries")
             checker.saved(snapshot, device: device, store: storeIdentifier)
         } catch {
@@ -132,6 +137,8 @@ final class SimulatedStore: SyncReplica {
     func wallMilliseconds() -> UInt64 { wall() }
 
     var syncVector: VersionVector { state.withLock { $0.synced.vector } }
+
+    var durableVector: VersionVector { state.withLock { $0.savedVector } }
 
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) {
         state.withLock { ($0.synced.delta(for: peer), $0.synced.vector) }
@@ -167,6 +174,21 @@ final class SimulatedStore: SyncReplica {
     }
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }
+
+    /// Not reached yet: the simulator has no device removals (docs/simulator.md, "Not simulated yet").
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        let dropped = state.withLock { s -> Int in
+            guard !s.dead else { return 0 }
+            let dropped = s.synced.dropEntries(signedBy: device, stampedAfter: removedAt).count
+            if dropped > 0 { s.generation += 1 }
+            return dropped
+        }
+        if dropped > 0 {
+            trace.log("d\(self.device) \(storeIdentifier) dropped \(dropped) entries of a removed device")
+            scheduleSave()
+        }
+        return dropped
+    }
 
     func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
         state.withLock { $0.synced.imposedLead(forKey: key, origin: origin, sequence: sequence) }
@@ -216,4 +238,6 @@ final class SimulatedStore: SyncReplica {
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
     var awaitingInitialSync: Bool { state.withLock { !$0.synced.hasSynced } }
     func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }
+    var wantsWhole: Bool { state.withLock { $0.synced.replica.wantsWhole } }
+    func wholeReceived() { state.withLock { $0.synced.wholeReceived() } }
 }

@@ -92,6 +92,10 @@ final class MemoryReplica: SyncReplica {
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }
 
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        state.withLock { $0.synced.dropEntries(signedBy: device, stampedAfter: removedAt).count }
+    }
+
     func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
         state.withLock { $0.synced.imposedLead(forKey: key, origin: origin, sequence: sequence) }
     }
@@ -120,4 +124,6 @@ final class MemoryReplica: SyncReplica {
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
     var awaitingInitialSync: Bool { state.withLock { !$0.synced.hasSynced } }
     func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }
+    var wantsWhole: Bool { state.withLock { $0.synced.replica.wantsWhole } }
+    func wholeReceived() { state.withLock { $0.synced.wholeReceived() } }
 }

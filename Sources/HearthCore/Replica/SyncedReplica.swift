@@ -348,6 +348,18 @@ package struct SyncedReplica: Sendable {
                                   olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0), wall: wall)
     }
 
+    /// Drops the entries of a removed device stamped after its removal, which this replica took
+    /// before it heard of it (``Replica/dropEntries(signedBy:stampedAfter:)``). Returns the entries
+    /// dropped (the values among them are visible changes).
+    package mutating func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> [Entry] {
+        replica.dropEntries(signedBy: device, stampedAfter: removedAt)
+    }
+
+    /// A peer's whole store came in (``Replica/wantsWhole``).
+    package mutating func wholeReceived() {
+        replica.wantsWhole = false
+    }
+
     /// Marks the first download from the account's peers as done.
     package mutating func initialSyncCompleted() {
         replica.hasSynced = true

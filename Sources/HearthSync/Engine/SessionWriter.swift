@@ -59,13 +59,20 @@ extension SyncSession {
             let vector = store.replica.syncVector
             let peers = withPeers ? store.knownDevices.prefix(SyncMessage.maximumPeers).map(\.data) : nil
             state.told(vector, of: name)
-            try await send(.store(.init(store: name, vector: vector, peers: peers)), to: outbound)
+            let whole = state.takeWholeRequest(of: name)
+            try await send(.store(.init(store: name, vector: vector, peers: peers, whole: whole)), to: outbound)
         case .left(let name):
             try await send(.store(.init(store: name, left: true)), to: outbound)
         case .delta(let name):
             try await sendDelta(of: name, to: outbound)
-        case .ack(let ack):
+        case .ack(var ack):
+            // With what of it we have saved, when that is less: peers collect tombstones on that.
+            if let store = state.shared[ack.store]?.store {
+                let saved = store.replica.durableVector.intersection(ack.vector)
+                if saved != ack.vector { ack.durable = saved }
+            }
             state.told(ack.vector, of: ack.store)
+            state.toldSaved(ack.saved, of: ack.store)
             try await send(SyncMessage.ack(ack), to: outbound)
         case .refused(let refusal): try await send(SyncMessage.refused(refusal), to: outbound)
         case .links:
@@ -82,16 +89,18 @@ extension SyncSession {
         }
     }
 
-    /// The vectors of the ready stores that changed since the peer was last told them (now
-    /// noted as told), for a ping or links.
+    /// The saved vectors of the ready stores that changed since the peer was last told them (now
+    /// noted as told), for a ping or links: what we keep through a crash, on which peers collect
+    /// tombstones (what we hold in memory goes in acks and `store` messages).
     private func changedVectors() -> [String: VersionVector] {
         let ready = state.pingBasis
         var changed: [String: VersionVector] = [:]
         for (name, (store, told)) in ready {
-            let vector = store.replica.syncVector
+            let replica = store.replica
+            let vector = replica.durableVector.intersection(replica.syncVector)
             if vector != told { changed[name] = vector }
         }
-        for (name, vector) in changed { state.told(vector, of: name) }
+        for (name, vector) in changed { state.toldSaved(vector, of: name) }
         return changed
     }
 

@@ -106,7 +106,9 @@ package final class SyncEngine: Sendable {
         }, logger: logger))
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
-        removalCoordinator = RemovalCoordinator(removals: removals, context: context) { [state] in state.withLock { $0.sessions.sessions } }
+        removalCoordinator = RemovalCoordinator(removals: removals, context: context, stores: { [attachedStores] in attachedStores.all }) { [state] in
+            state.withLock { $0.sessions.sessions }
+        }
         renewal = CertificateRenewal(identity: identity, context: context, network: network, certificates: certificates)
         environment.observeChanges?(changes)
     }

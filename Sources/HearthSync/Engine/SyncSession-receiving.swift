@@ -10,7 +10,7 @@ extension SyncSession {
         case .ping(let vectors), .pong(let vectors):
             try await pace(\.heartbeats, "pings and pongs", wait: { $0.heartbeatArrived(at: $1) })
             for (name, claimed) in vectors {
-                if let store = state.shared[name]?.store { acknowledge(claimed, of: name, in: store, known: false) }
+                if let store = state.shared[name]?.store { acknowledge(claimed, of: name, in: store, known: false, saved: true) }
             }
             if case .ping = message { post { $0.pong = true } }
             return
@@ -45,10 +45,13 @@ extension SyncSession {
         }
         switch message {
         case .delta(let delta):
-            let initial = state.deltaArrived(for: name, more: delta.more)
+            let (initial, whole) = (state.deltaArrived(for: name, more: delta.more), state.wholeArrived(of: name, more: delta.more))
             try await apply(delta, to: store, initial: initial)
+            if whole { store.wholeReceived() }
         case .ack(let ack):
-            acknowledge(ack.vector, of: name, in: store, known: true)
+            let ours = store.replica.syncVector
+            let effects = state.acknowledged(ack, ours: ours)
+            if !effects.isEmpty { store.perform(effects, for: peer) }
         case .refused(let refusal):
             let fresh = store.note(refusal, from: peer.deviceID)
             guard !fresh.isEmpty else { return }
@@ -77,12 +80,14 @@ extension SyncSession {
     }
 
     /// Records that the peer has what `claimed` says of store `name` (counters of origins we do
-    /// not know are dropped), for settling and tombstone collection; `known`: it has what we sent
-    /// too (an ack), not only what it says (a ping).
+    /// not know are dropped), for settling and, if it has `saved` it, tombstone collection;
+    /// `known`: it has what we sent too (an ack), not only what it says (a ping).
     private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool,
-                             ours: VersionVector? = nil) {
+                             saved: Bool, ours: VersionVector? = nil) {
         let ours = ours ?? store.replica.syncVector
-        if let effect = state.acknowledge(claimed, of: name, ours: ours, known: known) { store.perform([effect], for: peer) }
+        if let effect = state.acknowledge(claimed, of: name, ours: ours, known: known, saved: saved) {
+            store.perform([effect], for: peer)
+        }
     }
 
     /// The peer's links: the devices it has a session with now, and its vectors of the stores
@@ -90,7 +95,7 @@ extension SyncSession {
     /// link that is gone starts from what it has).
     private func receive(_ links: SyncMessage.Links) {
         for (name, claimed) in links.stores {
-            if let store = state.shared[name]?.store { acknowledge(claimed, of: name, in: store, known: true) }
+            if let store = state.shared[name]?.store { acknowledge(claimed, of: name, in: store, known: true, saved: true) }
         }
         // Malformed IDs are dropped; our own ID means nothing here.
         let devices = Set(links.devices.compactMap { DeviceID(bytes: $0) }).subtracting([context.identity.deviceID])
@@ -120,7 +125,8 @@ extension SyncSession {
             state.ignore(message)
             return
         }
-        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync)
+        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync,
+                                     wantsWhole: store.wantsWhole)
         let ours = context.identity.deviceID
         let effects = state.receive(message, for: store, view: view, ourDevice: ours)
         // Before the writer wakes: the peer's entries are checked against its certificate.
@@ -148,7 +154,7 @@ extension SyncSession {
         let applied = replica.syncVector
         // The sender has what it sent and what its vector claims (as an ack or ping would say):
         // known and acknowledged, for settling and tombstone collection.
-        acknowledge(delta.vector, of: store.identifier, in: store, known: true, ours: applied)
+        acknowledge(delta.vector, of: store.identifier, in: store, known: true, saved: false, ours: applied)
         let refused = checked.refused + overQuota
         if !refused.isEmpty {
             let count = delta.entries.count + delta.undecodable.count

@@ -133,6 +133,12 @@ actor SyncSession {
         enqueue { $0.update { $0.relayRemovals() } }
     }
 
+    /// Asks the peer for its whole `store`, if shared here (``SessionState/askForWhole(_:)``).
+    nonisolated func askForWhole(_ store: SyncStore) {
+        let name = store.identifier
+        enqueue { $0.update { $0.askForWhole(name) } }
+    }
+
     /// Sends the peer the removals that name it, then closes; closes at once if it cannot be
     /// told (an older build), and in any case within a second (a peer that does not read).
     nonisolated func expel() {
@@ -258,7 +264,7 @@ actor SyncSession {
     /// Starts syncing `store` on this connection, as the peer's hello listed it.
     func open(_ store: SyncStore, as listed: SyncMessage.Hello.Store) {
         let (ours, vector) = store.announcement()
-        let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync)
+        let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync, wantsWhole: store.wantsWhole)
         let effects = update { $0.open(store, named: store.identifier, listed: listed, ours: ours, view: view) }
         store.perform(effects, for: peer)
     }
@@ -270,7 +276,8 @@ actor SyncSession {
     func announceNow(_ store: SyncStore) {
         // First: the peer's answer may come as soon as our state is posted.
         store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
-        guard let replay = update({ $0.announce(store, named: store.identifier) }) else { return }
+        let whole = store.wantsWhole
+        guard let replay = update({ $0.announce(store, named: store.identifier, wantsWhole: whole) }) else { return }
         // The peer told its state before this device had the store: it counts as its answer.
         if let replay { receive(replay) }
     }
