@@ -315,7 +315,7 @@ struct DeviceRemovalTests {
             try link.send(try relayPeer.greeting())
             try link.send(.delta(.init(store: Self.store, entries: [before, after],
                                        certificates: [Data(phone.certificate.derEncoded)], vector: VersionVector())))
-            let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
+            let refusal = try #require(await link.nextRefusal(within: .seconds(10)), "received: \(link.all), C has \(replicaC.replica.entries.keys.sorted())")
             #expect(refusal.entries.map(\.reason) == [.removedSigner], "\(refusal.entries)")
             #expect(refusal.entries.first?.key == "late")
             try await network.until("the early entry applied") { replicaC.replica.entries["early"] != nil }
