@@ -39,13 +39,15 @@ extension Household {
         let name = settings.stores[draw(below: settings.stores.count)]
         switch choice {
         case acts.count:
-            let count = 200 + draw(below: 600)
+            // Up to past the 2,048 origins one device may have with entries in a store.
+            let count = 500 + draw(below: 2000)
             trace.log("d\(member.index) (hostile) floods \(name) with \(count) origins")
             stores[name]!.flood(count, newOrigins: true, valueBytes: 16)
         case acts.count + 1:
-            let count = 500 + draw(below: 1500)
-            trace.log("d\(member.index) (hostile) floods \(name) with \(count) keys of 600 bytes")
-            stores[name]!.flood(count, newOrigins: false, valueBytes: 600)
+            // Up to past a signer's share of a store (2,048 keys, 2 MB) in one flood.
+            let count = 1000 + draw(below: 2000)
+            trace.log("d\(member.index) (hostile) floods \(name) with \(count) keys of 800 bytes")
+            stores[name]!.flood(count, newOrigins: false, valueBytes: 800)
         default:
             let act = acts[choice]
             trace.log("d\(member.index) (hostile) now \(act.rawValue)")

@@ -106,19 +106,24 @@ final class LinkEndControl: Sendable {
     private struct State {
         var halfOpen = false
         var closed = false
+        /// Closed first by a fault (a cut, a reset, a crash), not by its own session.
+        var cut = false
         var waiter: CheckedContinuation<Void, Never>?
     }
 
     private let state = Locked(State())
 
     var isHalfOpen: Bool { state.withLock { $0.halfOpen } }
+    /// Whether a fault closed this end before its session did.
+    var wasCut: Bool { state.withLock { $0.cut } }
 
     /// From now on, this end is the survivor of a half-open link.
     func makeHalfOpen() { state.withLock { $0.halfOpen = true } }
 
-    /// This side closes its end (its session, or a fault): a half-open reader stops waiting.
-    func close() {
+    /// This side closes its end (its session, or a fault: `cut`): a half-open reader stops waiting.
+    func close(cut: Bool = false) {
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if !s.closed { s.cut = cut }
             s.closed = true
             defer { s.waiter = nil }
             return s.waiter

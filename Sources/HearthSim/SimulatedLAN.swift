@@ -21,7 +21,7 @@ final class SimulatedLAN: Sendable {
         let closeLink: @Sendable () -> Void
 
         func close() {
-            control.close()
+            control.close(cut: true)
             closeLink()
         }
     }
@@ -169,7 +169,8 @@ final class SimulatedLAN: Sendable {
     fileprivate func closed(_ id: UInt64) {
         guard let end = state.withLock({ $0.ends.removeValue(forKey: id) }) else { return }
         end.control.close()
-        trace.log("link d\(end.local)->d\(end.remote) down" + (end.control.isHalfOpen ? " (half-open, given up by d\(end.local))" : ""))
+        let halfOpen = !end.control.isHalfOpen ? "" : end.control.wasCut ? " (half-open, cut)" : " (half-open, given up by d\(end.local))"
+        trace.log("link d\(end.local)->d\(end.remote) down" + halfOpen)
     }
 
     fileprivate func vanished(_ frames: Int, from local: Int, to remote: Int) {
