@@ -103,6 +103,15 @@ struct SimulatorTests {
         #expect(line.contains(", 0 violations, "), "\(line)")
     }
 
+    /// docs/simulator.md, "Findings" 6, fixed in part: the seeds that found it pass.
+    @Test("With a hostile member, seeds 2 and 5 (an old entry replayed after its removal was collected) pass every invariant", arguments: [2, 5])
+    func hostileReplayFinding(seed: Int) async throws {
+        let (status, output) = try await Self.simulate(["--seed", "\(seed)", "--devices", "4", "--hours", "0.5", "--hostile"])
+        #expect(status == 0, "\(output.split(separator: "\n").filter { $0.hasPrefix("  ") && !$0.hasPrefix("    ") }.prefix(3).joined(separator: "\n"))")
+        let (line, _) = try Self.summary(of: output)
+        #expect(line.contains(", 0 violations, "), "\(line)")
+    }
+
     @Test("A bad argument is refused with a clear error and the usage")
     func badArgumentsAreRefused() async throws {
         let (status, output) = try await Self.simulate(["--devices", "17"])
