@@ -32,10 +32,18 @@ final class Checker: Sendable {
     private let trace: Trace
     /// The device prefix of each device's origins (`ReplicaID.devicePrefix`).
     private let prefixes: [UInt64: Int]
+    /// The devices the invariants speak for (all but a hostile member).
+    let honest: [Int]
 
-    init(trace: Trace, prefixes: [UInt64: Int]) {
+    init(trace: Trace, prefixes: [UInt64: Int], honest: [Int]) {
         self.trace = trace
         self.prefixes = prefixes
+        self.honest = honest
+    }
+
+    /// The entry the model says `device` holds for `key` in `store` (a collected removal included).
+    func modelEntry(device: Int, store: String, key: StoreKey) -> Entry? {
+        state.withLock { $0.held[Place(device: device, store: store)]?[key] }
     }
 
     var violations: [Violation] { state.withLock { $0.violations } }

@@ -159,16 +159,17 @@ final class SimulatedStore: SyncReplica {
 
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         let now = wall()
-        guard let result = state.withLock({ s -> (changed: [StoreKey], refused: [RefusedEntry])? in
+        guard let (result, replica, held) = state.withLock({ s -> ((changed: [StoreKey], refused: [RefusedEntry]), Replica, Int)? in
             guard !s.dead else { return nil }
             let given = plant == .dropRemoteDeletes ? entries.filter { !$0.isTombstone } : entries
             let result = s.synced.applyRemote(given, heldBack: heldBack, wall: now)
             s.generation += 1
-            return result
+            return (result, s.synced.replica, s.synced.heldBack.count)
         }) else { return ([], []) }
         trace.log("d\(device) \(storeIdentifier) applied \(entries.count) entries, \(result.changed.count) changed, \(result.refused.count) refused, \(heldBack.count) held back")
         let accepted = entries.filter { entry in !result.refused.contains { $0.refers(to: entry) } }
         checker.applied(accepted, device: device, store: storeIdentifier, now: entry(forKey:))
+        checker.checkBounds(replica, held: held, device: device, store: storeIdentifier)
         scheduleSave()
         return result
     }
@@ -227,10 +228,17 @@ final class SimulatedStore: SyncReplica {
 
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
         let now = wall()
-        let changed = state.withLock { s -> Bool in
-            guard !s.dead, s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return false }
+        let (changed, collected) = state.withLock { s -> (Bool, [Entry]) in
+            guard !s.dead else { return (false, []) }
+            // The tombstones before, to tell the checker which went (the only place they go).
+            let tombstones = s.synced.entries.values.filter(\.isTombstone)
+            guard s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return (false, []) }
             s.generation += 1
-            return true
+            return (true, tombstones.filter { s.synced.entries[$0.key] == nil })
+        }
+        if !collected.isEmpty {
+            trace.log("d\(self.device) \(storeIdentifier) collected \(collected.count) tombstone\(collected.count == 1 ? "" : "s")")
+            checker.collected(collected, device: self.device, store: storeIdentifier)
         }
         if changed { scheduleSave() }
     }

@@ -18,7 +18,7 @@ if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
 SimulationExecutors.install()
 
 let usage = """
-    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--trace] [--log-level LEVEL]
+    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--no-link-faults] [--hostile] [--trace] [--log-level LEVEL]
       --seeds N      run seeds 1…N (default 10)
       --seed S       run seed S alone (a failure's replay)
       --devices D    devices in the household, 2…16 (default 8)
@@ -28,6 +28,8 @@ let usage = """
       --trace        print every event of the trace as it happens
       --log-level L  the engines' log level (default critical)
       --clock-faults adds clock jumps to the faults (within and beyond the 12 h bound, and back)
+      --no-link-faults  leaves out stalls, slow links, flaps and half-open links (on by default)
+      --hostile      the last device is a hostile member: lying vectors, replays, withheld entries, floods
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
     """
 
@@ -70,6 +72,8 @@ while let argument = arguments.popFirst() {
         guard parts.count == 2, parts[1] > 0, (0..<parts[1]).contains(parts[0]) else { fail("--worker takes k/n (given by --jobs)") }
         worker = (parts[0], parts[1])
     case "--clock-faults": settings.clockFaults = true
+    case "--no-link-faults": settings.linkFaults = false
+    case "--hostile": settings.hostile = true
     case "--trace": settings.echo = true
     case "--log-level":
         guard let level = Logger.Level(rawValue: value(of: argument)) else { fail("--log-level takes trace, debug, info, notice, warning, error or critical") }
@@ -120,7 +124,7 @@ struct SeedReport {
 }
 
 /// The arguments that replay a seed of this run.
-let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
+let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.linkFaults ? "" : " --no-link-faults") + (settings.hostile ? " --hostile" : "") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
 
 @MainActor func report(_ seed: UInt64) -> SeedReport {
     let outcome = simulate(seed)

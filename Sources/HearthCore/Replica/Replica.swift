@@ -196,11 +196,21 @@ package struct Replica: Sendable, Equatable {
     /// would change. Those that lose (but the current entry sent again) leave their stamp in
     /// ``history``: the sync engine drops them without applying them (or verifying
     /// them: a forged stamp can only make a re-stamped entry later, within the drift bound).
+    ///
+    /// An entry of a key with no entry here that the vector covers lost too: this replica had it
+    /// (or a later entry of its origin) and it was replaced, by a removal since collected. Sent
+    /// again (a member replaying old entries), it would bring the removed value back here alone,
+    /// for good: every peer's vector covers it too (docs/simulator.md, finding 6). An origin whose
+    /// counter compaction dropped is not covered, and its old entries still win.
     package mutating func winners(of entries: [Entry]) -> [Entry] {
         var winners: [Entry] = []
         winners.reserveCapacity(entries.count)
         for entry in entries {
-            guard let current = self.entries[entry.key], !entry.wins(over: current) else {
+            guard let current = self.entries[entry.key] else {
+                if !vector.covers(entry) { winners.append(entry) }
+                continue
+            }
+            guard !entry.wins(over: current) else {
                 winners.append(entry)
                 continue
             }
