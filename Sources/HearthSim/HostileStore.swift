@@ -164,4 +164,16 @@ final class HostileStore: SyncReplica {
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
     var awaitingInitialSync: Bool { false }
     func initialSyncCompleted() {}
+
+    // The member keeps no file (its durable vector is ``syncVector``, the protocol's default)
+    // and is never told of a removal; it forgets as any replica does.
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        state.withLock { $0.synced.dropEntries(signedBy: device, stampedAfter: removedAt).count }
+    }
+    var wantsWhole: Bool { state.withLock { $0.synced.replica.wantsWhole } }
+    func wholeReceived() { state.withLock { $0.synced.wholeReceived() } }
+    func forgetDevice(_ device: DeviceID) {
+        let now = wall()
+        _ = state.withLock { $0.synced.forget(device: device.hex, wall: now) }
+    }
 }
