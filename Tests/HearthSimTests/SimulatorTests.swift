@@ -5,7 +5,10 @@ import Testing
 /// The household simulator (hearth-sim, docs/simulator.md) as a child process: a few short
 /// seeds pass every invariant, one seed run twice gives the same trace digest, and a bug
 /// planted in the stores is caught. Each run is virtual time: seconds of CPU, no sleeps.
-@Suite("The household simulator")
+// One simulator at a time: each is a process that keeps a core busy for seconds, and several at
+// once (Swift Testing starts every test together) starve the socket and in-memory engine tests
+// running beside them on 2 cores, whose waits then fail for want of CPU, not for a bug.
+@Suite("The household simulator", .serialized)
 struct SimulatorTests {
     static func simulate(_ arguments: [String]) async throws -> (status: Int32?, output: String) {
         let binary = try #require(ChildProcess.builtProduct("hearth-sim"), "hearth-sim is built with --build-tests")
