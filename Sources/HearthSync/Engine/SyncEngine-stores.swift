@@ -67,7 +67,7 @@ extension SyncEngine {
     func provide(_ identifier: String, for peer: DeviceID) -> SyncStore? { attachedStores.provide(identifier, for: peer, to: self) }
 
     /// The sessions now, and those that sync `store` now.
-    var sessions: [SyncSession] { state.withLock { $0.sessions.sessions } }
+    var sessions: [SyncSession] { sessionTable.sessions }
     func sessions(sharing store: String) -> [SyncSession] { sessions.filter { $0.shares(store) } }
 
     /// This device's hello (``EngineStores/hello(account:removalsDigest:)``).

@@ -33,7 +33,7 @@ package final class SyncEngine: Sendable {
         var sessions = Routing<SyncSession>()
         var listener: (any PeerLinkListener)?
         var tasks: [Task<Void, Never>] = []
-        /// Ticks every session's heartbeat (``restartHeartbeat()``).
+        /// Ticks every session's heartbeat (``EngineSessions``).
         var heartbeat: Task<Void, Never>?
         var acceptor: Task<Void, Never>?
         var discoveries: [any PeerDiscovery] = []
@@ -69,6 +69,8 @@ package final class SyncEngine: Sendable {
     let state: Locked<State>
     /// The attached stores (``EngineStores``).
     let attachedStores = EngineStores()
+    /// The sessions: admitted, routed to, ticked (``EngineSessions``).
+    let sessionTable: EngineSessions
     /// Signalled when a session comes or goes and after each message a session handled (an
     /// ack, a refusal, a store it shares): what a caller waiting for peers to connect or to
     /// confirm having every write re-checks (``SyncStore/isSettled``), without polling.
@@ -110,6 +112,7 @@ package final class SyncEngine: Sendable {
             state.withLock { $0.sessions.sessions }
         }
         renewal = CertificateRenewal(identity: identity, context: context, network: network, certificates: certificates)
+        sessionTable = EngineSessions(state: state, context: context, removals: removals, devices: devices, dialler: dialler, changes: changes)
         environment.observeChanges?(changes)
     }
 
@@ -209,7 +212,7 @@ package final class SyncEngine: Sendable {
     }
 
     /// The devices connected right now.
-    package var connectedPeers: [DeviceID] { state.withLock { $0.sessions.devices } }
+    package var connectedPeers: [DeviceID] { sessionTable.connectedPeers }
 
     /// Dials `host:port` and keeps the connection up (reconnecting with back-off) until
     /// ``stop()``; for peers known by address rather than discovery.
@@ -250,7 +253,7 @@ package final class SyncEngine: Sendable {
         logger.debug("stopped")
     }
 
-    // MARK: Sessions
+    // MARK: Sessions (``EngineSessions``)
 
     /// Sends every connected peer what it lacks of every store, now (local writes and applied
     /// deltas already do).
@@ -258,126 +261,15 @@ package final class SyncEngine: Sendable {
         for store in attachedStores.identifiers { changed(store) }
     }
 
-    /// Pushes `store` to every connected peer serving it (after a local write, or to relay what
-    /// one peer sent).
-    func changed(_ store: String) {
-        for session in sessions { session.push(store) }
-    }
-
-    /// Runs what a session's state decided the other sessions are to do (``RelayEffect``), on
-    /// the sessions ``Routing`` names; each one's own state decides what it means there.
-    func route(_ effects: [RelayEffect], from device: DeviceID, in store: SyncStore) {
-        for effect in effects {
-            let targets = state.withLock { $0.sessions.targets(of: effect, from: device) }
-            switch effect {
-            case .push(let name):
-                for session in targets { session.push(name) }
-            case .originsLearned(let name):
-                for session in targets where session.shares(name) { session.noteClaimsNowKnown(of: store) }
-            case .tellLinkedPeers(let name, let writers):
-                for session in targets { session.tellVectorSoon(of: name, ifLinkedTo: writers, after: Self.vectorTellDelay) }
-            }
-        }
-    }
-
-    /// How long a vector to tell waits for more changes to travel with it.
-    static var vectorTellDelay: Duration { .milliseconds(250) }
-
-    /// The devices this engine has a session with now, except `device`, sorted: what a
-    /// `links` message tells `device`.
-    func linkedDevices(except device: DeviceID) -> [DeviceID] {
-        state.withLock { $0.sessions.linked(except: device) }
-    }
-
-    /// The devices whose sessions sync `store` now (so they are known to serve it).
-    func sharers(of store: String) -> Set<DeviceID> {
-        Set(sessions(sharing: store).map(\.peer.deviceID))
-    }
-
-    /// `device` no longer serves `store`: the other sessions stop leaving its writes to it.
-    func left(_ store: String, by device: DeviceID) {
-        for session in state.withLock({ $0.sessions.sessions(except: device) }) {
-            session.forgetDeferred(device, of: store)
-        }
-    }
-
-    /// The set of sessions changed: every peer is told our links.
-    private func linksChanged() {
-        for session in sessions { session.relayLinks() }
-    }
-
+    func changed(_ store: String) { sessionTable.changed(store) }
+    func route(_ effects: [RelayEffect], from device: DeviceID, in store: SyncStore) { sessionTable.route(effects, from: device, in: store) }
+    func linkedDevices(except device: DeviceID) -> [DeviceID] { sessionTable.linkedDevices(except: device) }
+    func sharers(of store: String) -> Set<DeviceID> { sessionTable.sharers(of: store) }
+    func left(_ store: String, by device: DeviceID) { sessionTable.left(store, by: device) }
     enum Registration { case accepted, duplicate, removed }
-
-    /// Admits a session after its hello; refuses a duplicate (see the type's documentation) and
-    /// a removed device. Checked under the engine's lock, so a removal learned meanwhile either
-    /// sees this session (and closes it) or is seen here.
-    func register(_ session: SyncSession) -> Registration {
-        let decision = state.withLock { s -> Routing<SyncSession>.Admission in
-            guard !s.stopped else { return .duplicate }
-            let removed = removals.isRemoved(session.peer.deviceID) || removals.isRemoved(identity.deviceID)
-            return s.sessions.admit(session, peer: session.peer.deviceID, initiator: session.initiator, removed: removed)
-        }
-        switch decision {
-        case .accepted(let replaced):
-            replaced?.close()
-            devices?.note(session.peer.certificate, seen: true)
-            if replaced == nil { linksChanged() }
-            ensureHeartbeat()
-            changes.signal()
-            return .accepted
-        case .duplicate:
-            return .duplicate
-        case .removed:
-            return .removed
-        }
-    }
-
-    /// Starts the heartbeat if it is not running: one timer for every session of this engine
-    /// (``SyncSession/beat()``), so an idle device wakes once per tick, not once per
-    /// connection. It ticks at the shortest period any session asks for, and at least every
-    /// `min(heartbeatInterval, timeout / 3)` (a link back in use after a sparse spell is then
-    /// watched as closely as before); it ends with the last session.
-    private func ensureHeartbeat() {
-        state.withLock { s in
-            guard !s.stopped, s.heartbeat == nil else { return }
-            s.heartbeat = Task { [weak self] in
-                while !Task.isCancelled {
-                    guard let next = await self?.beatEverySession() else { return }
-                    try? await self?.context.clock.sleep(next)
-                }
-            }
-        }
-    }
-
-    /// One heartbeat tick of every session, each on its own loop; the time to the next, or nil
-    /// (the heartbeat then ends) when there is no session.
-    private func beatEverySession() async -> Duration? {
-        let sessions = state.withLock { s -> [SyncSession]? in
-            guard !s.stopped, !s.sessions.isEmpty else {
-                s.heartbeat = nil
-                return nil
-            }
-            return s.sessions.sessions
-        }
-        guard let sessions else { return nil }
-        let base = min(options.heartbeatInterval, options.timeout / 3)
-        var next = base
-        for session in sessions { next = min(next, await session.beat()) }
-        return next
-    }
-
-    func unregister(_ session: SyncSession) {
-        let device = session.peer.deviceID
-        guard state.withLock({ $0.sessions.remove(session, peer: device) }) else { return }
-        devices?.note(session.peer.certificate, seen: true)
-        linksChanged()
-        // After the session is out: a dialler that registers from now on finds none.
-        dialler.sessionEnded(with: device)
-        changes.signal()
-    }
-
-    /// Whether `device` has a session now.
-    func hasSession(with device: DeviceID) -> Bool { state.withLock { $0.sessions[device] != nil } }
+    func register(_ session: SyncSession) -> Registration { sessionTable.register(session) }
+    func unregister(_ session: SyncSession) { sessionTable.unregister(session) }
+    func hasSession(with device: DeviceID) -> Bool { sessionTable.hasSession(with: device) }
 
     func runSession(_ link: any PeerLink, initiatedLocally: Bool) async -> SyncSession.Outcome {
         guard link.peer.deviceID != identity.deviceID else {
