@@ -5,7 +5,7 @@ extension StoreBackend {
     /// See ``StoreInternals/close()``.
     func close() async {
         // Attached: the host gets what is pending, then the connection closes for good.
-        _ = try? await onIOQueue { [self] in detach(synchronize: true) }
+        _ = try? await saves.onIOQueue { [self] in detach(synchronize: true) }
         // Hosting: attached processes take over once the lock is released below.
         stopHosting()
         stopWatchingAccount()

@@ -6,8 +6,9 @@ import NIOCore
 import NIOPosix
 
 /// The shared state behind every ``UbiquitousKeyValueStore`` instance of one store file
-/// in this process: the replica under one lock and write-behind persistence.
-/// The rest are types of their own, which it holds and forwards to: ``ChangeFanOut`` (who is
+/// in this process: the replica under one lock.
+/// The rest are types of their own, which it holds and forwards to: ``WriteBehind`` (its saves),
+/// ``ChangeFanOut`` (who is
 /// told of a change), ``StoreHost`` (hosting the store for attached processes),
 /// ``AttachedStore`` (this process attached to another's store), ``StoreSync`` (the sync
 /// engine's run and account switches).
@@ -49,21 +50,14 @@ final class StoreBackend: Sendable {
     /// Where replica files live, for the account switches that change the file.
     let dataDirectory: String
     let logger: Logger
-    let writeBehindDelay: Duration
     /// This store's wall clock in milliseconds since 1970: its configuration's
     /// (``StoreConfiguration/wallClock``), never read from the system here.
     let wall: @Sendable () -> UInt64
     let state: Locked<State>
-    /// Serialises saves; holds the generation known to be on disk.
-    private let savedGeneration = Locked<UInt64>(0)
-    /// Where the store's blocking file work runs (saves with fsync, opening another file):
-    /// never on the cooperative thread pool, where it would stall every task of the app.
-    let ioQueue: DispatchQueue
+    /// The store's saves: write-behind on its I/O queue, one at a time, retried (``WriteBehind``).
+    let saves: WriteBehind
     /// The instances and `changes` sequences told of every change (``ChangeFanOut``).
     let fanOut: ChangeFanOut
-    /// Runs a delayed save (write-behind, a retry): nil, on ``ioQueue`` after the delay; a
-    /// simulator's runs it at its virtual time (``HearthDevice/init(_:disk:eventLoopGroup:saveScheduler:)``).
-    private let saveScheduler: SaveScheduler?
     /// Finished when the deinit has put the last writes out; the exit hook waits for it.
     let release = StoreRelease()
     /// This store on the sync engine, and the account switches.
@@ -73,16 +67,14 @@ final class StoreBackend: Sendable {
          wall: @escaping @Sendable () -> UInt64, dataDirectory: String = "", saveScheduler: SaveScheduler? = nil) {
         self.dataDirectory = dataDirectory
         self.wall = wall
-        self.saveScheduler = saveScheduler
         self.storeIdentifier = storeIdentifier
         self.logger = logger
-        self.writeBehindDelay = writeBehindDelay
         var initial = State(replica: SyncedReplica(replica), storage: storage)
         // Opened from its file: what it holds is on disk.
         initial.savedVector = replica.vector
         state = Locked(initial)
         sync = StoreSync(storeIdentifier: storeIdentifier, logger: logger)
-        ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
+        saves = WriteBehind(storeIdentifier: storeIdentifier, delay: writeBehindDelay, scheduler: saveScheduler)
         fanOut = ChangeFanOut(storeIdentifier: storeIdentifier)
         sync.bind(self)
     }
@@ -219,37 +211,19 @@ final class StoreBackend: Sendable {
         return changed
     }
 
-    // MARK: Persistence
-
-    /// Runs blocking file work on ``ioQueue`` and waits for it without blocking a thread.
-    func onIOQueue<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            ioQueue.async { continuation.resume(with: Result { try work() }) }
-        }
-    }
+    // MARK: Persistence (``WriteBehind``)
 
     /// ``flush()`` from an async context: the same, off the cooperative pool.
     @discardableResult
     func flushOffPool() async -> Bool {
-        (try? await onIOQueue { [self] in flush() }) ?? false
+        (try? await saves.onIOQueue { [self] in flush() }) ?? false
     }
 
-    /// Saves within `writeBehindDelay` of the first unsaved change.
-    func scheduleWriteBehind() {
-        guard isPersistent else { return }
-        // Weak: a store the app has let go of is saved by its deinit instead.
-        saveLater(after: writeBehindDelay)
-    }
+    /// Saves within the write-behind delay of the first unsaved change.
+    func scheduleWriteBehind() { saves.scheduleWriteBehind(of: self) }
 
-    /// Saves after `delay` (``saveScheduler``, else on ``ioQueue``), unless the store is gone by then.
-    private func saveLater(after delay: Duration) {
-        let save: @Sendable () -> Void = { [weak self] in _ = self?.flush() }
-        if let saveScheduler { return saveScheduler(delay, save) }
-        ioQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.nanoseconds)), execute: save)
-    }
-
-    /// Saves the replica if it changed since the last save. Returns whether the disk now
-    /// holds every change made before the call.
+    /// Saves the replica if it changed since the last save (``WriteBehind/save(_:)``). Returns
+    /// whether the disk now holds every change made before the call.
     ///
     /// Attached to another process, it asks the host to save and waits until the host has this
     /// process's writes on disk (``AttachedStore/synchronize(timeout:)``).
@@ -258,29 +232,7 @@ final class StoreBackend: Sendable {
             // Never wait on an event loop (a store released there, say): the answer comes on one.
             return MultiThreadedEventLoopGroup.currentEventLoop == nil && attached.synchronize()
         }
-        guard isPersistent else { return false }
-        return savedGeneration.withLock { saved in
-            let (snapshot, generation, storage, applied, host) = state.withLock { s in
-                s.flushScheduled = false
-                return (s.replica.replica, s.generation, s.storage, s.attachedApplied, s.localHost)
-            }
-            guard generation != saved, let storage else { return true }
-            do {
-                try storage.save(snapshot)
-                saved = generation
-                // Unless another account's file took its place meanwhile.
-                state.withLock { s in if s.storage === storage { s.savedVector = snapshot.vector } }
-                // What attached processes wrote before the snapshot is on disk now.
-                if let host, !applied.isEmpty { host.saved(applied) }
-                return true
-            } catch {
-                logger.error("could not save the store", metadata: ["store": "\(storeIdentifier)", "error": "\(error)"])
-                // Try again later rather than lose the change.
-                state.withLock { $0.flushScheduled = true }
-                saveLater(after: .seconds(5))
-                return false
-            }
-        }
+        return saves.save(self)
     }
 
     // MARK: Other processes (docs/local-attach.md)

@@ -71,7 +71,7 @@ extension StoreSync {
         let device = identity?.deviceID.data
         // The other account's file is on the disk of this one, its run IDs from the same source.
         guard let file = backend.state.withLock({ $0.storage }) else { return }
-        let (storage, opened) = try await backend.onIOQueue {
+        let (storage, opened) = try await backend.saves.onIOQueue {
             try ReplicaStorage.open(location, on: file.disk, device: device, logger: logger, wall: backend.wall, random: file.random)
         }
         let loaded = ContinuousClock.now
@@ -100,7 +100,7 @@ extension StoreSync {
             return (keys, previous)
         }
         // The signed-out writes now live in the account; the signed-out replica starts over.
-        if signingIn, let previousStorage { try await backend.onIOQueue { try previousStorage.save(Replica()) } }
+        if signingIn, let previousStorage { try await backend.saves.onIOQueue { try previousStorage.save(Replica()) } }
         await backend.flushOffPool()
         logger.info("account changed", metadata: ["store": "\(storeIdentifier)", "account": "\(target?.prefix(8) ?? "signed out")",
                                                   "changedKeys": "\(changed.count)",

@@ -121,7 +121,7 @@ final class LocalHostHandler: ChannelInboundHandler {
             // The save blocks (fsync): on the store's I/O queue, never on this event loop.
             logger.debug("\(who(context)) asks for a save (request \(id))", metadata: ["store": "\(backend.storeIdentifier)"])
             let host = self.host
-            backend.ioQueue.async { [weak backend] in
+            backend.saves.ioQueue.async { [weak backend] in
                 guard let backend else { return }
                 let applied = host.applied
                 let saved = backend.flush()
