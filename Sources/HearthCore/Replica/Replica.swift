@@ -22,14 +22,12 @@ package struct Replica: Sendable, Equatable {
     package private(set) var vector: VersionVector
     /// Every key's current entry, tombstones included.
     package private(set) var entries: [StoreKey: Entry]
-    package private(set) var usage: Usage
-    /// How many current entries (tombstones included) each origin owns: the origins worth a
-    /// counter in the vector.
-    package private(set) var originEntries: [ReplicaID: Int] = [:]
-    /// How many origins own a current entry here, by device (an origin's first 8 bytes,
-    /// ``ReplicaID/devicePrefix``): for the bound on one device's origins
-    /// (``maximumOriginsPerDevice``).
-    package private(set) var deviceOrigins: [UInt64: Int] = [:]
+    /// What the current entries add up to, kept as they change (``EntryTallies``).
+    package private(set) var tallies: EntryTallies
+    package var usage: Usage { tallies.usage }
+    package var originEntries: [ReplicaID: Int] { tallies.originEntries }
+    package var deviceOrigins: [UInt64: Int] { tallies.deviceOrigins }
+    package var signerUsage: [Data: SignerUsage] { tallies.signerUsage }
     /// Origins of tombstones this replica collected: their counters stay in the vector for the
     /// rest of this run, though the origin may own no current entry any more.
     ///
@@ -39,12 +37,10 @@ package struct Replica: Sendable, Equatable {
     /// its own copy until the 30-day horizon: CI saw one do so (PartitionTests, when the
     /// collecting replica applied the tombstone and collected it in the same step).
     package private(set) var retiredOrigins: Set<ReplicaID> = []
-    /// What each signing device's current entries take, for the bounds on what one device may
-    /// put in a store (see `SyncReplica.applyRemote`).
-    package private(set) var signerUsage: [Data: SignerUsage] = [:]
-    /// The vector each peer device (by device ID hex) last acknowledged: what it is known
-    /// to have. Tombstones that all of them cover can go.
-    package private(set) var peerVectors: [String: VersionVector]
+    /// The peer devices known here and what each acknowledged (``KnownPeers``).
+    package private(set) var peers: KnownPeers
+    /// The vector each peer device (by device ID hex) last acknowledged.
+    package var peerVectors: [String: VersionVector] { peers.vectors }
     /// Keys whose latest local write was stamped far ahead of this device's clock because the
     /// entry it replaced was (see ``write(_:forKey:wall:size:)``); not saved.
     package private(set) var imposedLeads = ImposedLeads()
@@ -90,24 +86,18 @@ package struct Replica: Sendable, Equatable {
         self.history = StampHistory(collected: history.collected, superseded: history.superseded) { entries[$0] != nil }
         var sequence = max(sequence, vector[id])
         var vector = vector
-        var usage = Usage()
         for entry in entries.values {
             if entry.origin == id { sequence = max(sequence, entry.sequence) }
             vector.advance(origin: entry.origin, to: entry.sequence)
-            if !entry.isTombstone {
-                usage.bytes += entry.quotaSize
-                usage.keys += 1
-            }
         }
         vector.advance(origin: id, to: sequence)
         self.clock = clock
         self.sequence = sequence
         self.vector = vector
         self.entries = entries
-        self.usage = usage
-        self.peerVectors = peerVectors
+        tallies = EntryTallies(of: entries.values)
+        peers = KnownPeers(peerVectors)
         self.certificates = certificates
-        for entry in entries.values { count(entry, +1) }
     }
 
     // MARK: Reading
@@ -128,16 +118,7 @@ package struct Replica: Sendable, Equatable {
     /// The usage after replacing `key`'s value with `value` (`nil`: deleting it); `size` is the
     /// new entry's quota size if the caller measured it (``StoreLimits/check(key:value:)``).
     package func usage(afterWriting value: PropertyListValue?, forKey key: StoreKey, size: Int? = nil) -> Usage {
-        var u = usage
-        if let old = entries[key], !old.isTombstone {
-            u.bytes -= old.quotaSize
-            u.keys -= 1
-        }
-        if let value {
-            u.bytes += size ?? key.utf8.count + value.canonicalSize
-            u.keys += 1
-        }
-        return u
+        tallies.usage(replacing: entries[key], with: value, forKey: key, size: size)
     }
 
     // MARK: Local writes
@@ -275,10 +256,10 @@ package struct Replica: Sendable, Equatable {
     package mutating func attach(_ signature: EntrySignature, forKey key: StoreKey, origin: ReplicaID,
                                 sequence: UInt64) -> Bool {
         guard var entry = entries[key], entry.origin == origin, entry.sequence == sequence else { return false }
-        count(entry, -1)
+        tallies.count(entry, -1)
         entry.signature = signature
         entries[key] = entry
-        count(entry, +1)
+        tallies.count(entry, +1)
         return true
     }
 
@@ -331,11 +312,7 @@ package struct Replica: Sendable, Equatable {
         let doomed = entries.values.filter { $0.signature?.signer == device && $0.timestamp.milliseconds > removedAt }
         for entry in doomed {
             entries[entry.key] = nil
-            if !entry.isTombstone {
-                usage.bytes -= entry.quotaSize
-                usage.keys -= 1
-            }
-            count(entry, -1)
+            tallies.remove(entry)
         }
         if !doomed.isEmpty {
             compactVector()
@@ -404,28 +381,13 @@ package struct Replica: Sendable, Equatable {
 
     // MARK: Peers and tombstones
 
-    /// Records what `device` has acknowledged.
-    package mutating func notePeer(_ device: String, acknowledged peerVector: VersionVector) {
-        peerVectors[device, default: VersionVector()].formUnion(peerVector)
-    }
-
-    /// Records `device` as known, with nothing acknowledged yet, unless it is known already.
-    package mutating func learnOf(device: String) {
-        if peerVectors[device] == nil { peerVectors[device] = VersionVector() }
-    }
-
-    /// Forgets `device` as known if it has acknowledged nothing here; returns whether it did.
-    package mutating func forget(device: String) -> Bool {
-        guard peerVectors[device]?.counters.isEmpty == true else { return false }
-        peerVectors[device] = nil
-        return true
-    }
+    // Who is known, and what each acknowledged (``KnownPeers``, documented there).
+    package mutating func notePeer(_ device: String, acknowledged peerVector: VersionVector) { peers.note(device, acknowledged: peerVector) }
+    package mutating func learnOf(device: String) { peers.learnOf(device: device) }
+    package mutating func forget(device: String) -> Bool { peers.forget(device: device) }
 
     /// What every known peer and this replica have all seen; `nil` with no known peer.
-    package var stableVector: VersionVector? {
-        guard !peerVectors.isEmpty else { return nil }
-        return peerVectors.values.reduce(vector) { $0.intersection($1) }
-    }
+    package var stableVector: VersionVector? { peers.stable(with: vector) }
 
     /// Removes tombstones that `stable` covers (every known peer has seen them, so none
     /// can send an older value back) or older than `horizon`, once this replica's clock has
@@ -455,7 +417,7 @@ package struct Replica: Sendable, Equatable {
             if let wall { clock.observe(entry.timestamp, wall: wall) }
             history.collected(entry)
             entries[entry.key] = nil
-            count(entry, -1)
+            tallies.count(entry, -1)
             retiredOrigins.insert(entry.origin)
         }
         if !doomed.isEmpty { compactVector() }
@@ -499,60 +461,10 @@ package struct Replica: Sendable, Equatable {
     private mutating func store(_ entry: Entry) {
         // One hash lookup for the common case, a key written again: read and replace in place.
         guard let index = entries.index(forKey: entry.key) else {
-            if !entry.isTombstone {
-                usage.bytes += entry.quotaSize
-                usage.keys += 1
-            }
             entries[entry.key] = entry
-            count(entry, +1)
+            tallies.add(entry)
             return
         }
-        // The fields it needs, not a copy of the old entry (its key, value and signature).
-        let (oldSize, oldTombstone, oldOrigin, oldSigned) = entries.values[index].withTallyFields
-        if !oldTombstone {
-            usage.bytes -= oldSize
-            usage.keys -= 1
-        }
-        if !entry.isTombstone {
-            usage.bytes += entry.quotaSize
-            usage.keys += 1
-        }
-        // The same unsigned origin again (a device rewriting its key): the tallies stay as they are.
-        guard oldOrigin != entry.origin || oldSigned || entry.withTallyFields.signed else {
-            entries.values[index] = entry
-            return
-        }
-        count(entries.values[index], -1)
-        entries.values[index] = entry
-        count(entry, +1)
-    }
-
-    /// Adds (`+1`) or removes (`-1`) `entry` in the per-origin and per-signer tallies.
-    private mutating func count(_ entry: Entry, _ sign: Int) {
-        let owned = (originEntries[entry.origin] ?? 0) + sign
-        originEntries[entry.origin] = owned > 0 ? owned : nil
-        if owned == 0 || (owned == 1 && sign > 0) {
-            // The origin came to own its first entry, or lost its last.
-            let device = entry.origin.devicePrefix, origins = (deviceOrigins[device] ?? 0) + sign
-            deviceOrigins[device] = origins > 0 ? origins : nil
-        }
-        guard let signer = entry.signature?.signer else { return }
-        var tally = signerUsage[signer] ?? SignerUsage()
-        if entry.isTombstone {
-            tally.tombstones += sign
-        } else {
-            tally.bytes += sign * entry.quotaSize
-            tally.keys += sign
-        }
-        signerUsage[signer] = tally == SignerUsage() ? nil : tally
-    }
-}
-
-private extension Entry {
-    /// What ``Replica``'s tallies read of an entry being replaced.
-    var withTallyFields: (quotaSize: Int, isTombstone: Bool, origin: ReplicaID, signed: Bool) {
-        let signed: Bool
-        if case .none = signature { signed = false } else { signed = true }
-        return (quotaSize, isTombstone, origin, signed)
+        tallies.replace(at: index, of: &entries, with: entry)
     }
 }
