@@ -13,9 +13,10 @@ import NIOCore
 /// The protocol itself is values (``SessionState``, ``HelloCheck``, ``DeltaPlan``); this is their
 /// I/O shell, confined to the connection's event loop: an actor whose executor is the link's
 /// loop, so the state is read and changed there alone, with no lock (as swift-nio-http2's
-/// channel handler owns its connection state machine). It moves bytes (a reader that hands
-/// each frame to the loop, the writer of SessionWriter.swift) and runs the state's effects: on
-/// the replicas (each takes its own lock) and, through the engine, on the other sessions.
+/// channel handler owns its connection state machine). It moves bytes (its ``SessionReader``
+/// takes each frame on the loop, its ``SessionWriter`` writes what the state owes) and runs the
+/// state's effects: on the replicas (each takes its own lock) and, through the engine, on the
+/// other sessions.
 /// What others ask of it (the engine routing an effect, a store attached, a close) is queued
 /// on its loop (``enqueue(_:)``), in order. The first of the reader, the writer and the hello
 /// timeout to end ends the session.
@@ -64,10 +65,6 @@ actor SyncSession {
     let wakeUps: AsyncStream<Void>
     /// Closes the link from any thread: the way to stop the reader, which waits on it.
     private let closeLink: @Sendable () -> Void
-    /// Whether the peer's hello was admitted (``take(_:)``): the frames before it are checked
-    /// as a hello, and the engine is told when the session ends.
-    private var admitted = false
-    private let helloCheck: HelloCheck
     let logger: Logger
 
     init(link: some PeerLink, initiatedLocally: Bool, context: SyncEngine.Context, engine: SyncEngine) {
@@ -79,7 +76,6 @@ actor SyncSession {
         closeLink = { [link] in link.closeSoon() }
         initiator = initiatedLocally ? context.identity.deviceID : link.peer.deviceID
         state = State(now: context.clock.now(), dialled: initiatedLocally)
-        helloCheck = HelloCheck(account: Data(context.identity.account.id.bytes))
         self.context = context
         self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -282,7 +278,43 @@ actor SyncSession {
         if let replay { receive(replay) }
     }
 
+    /// The peer's state of one store: it serves it (with this vector, knowing these devices),
+    /// or no longer does.
+    func receive(_ message: SyncMessage.StoreState) {
+        let name = message.store
+        if message.left {
+            state.peerLeft(name)
+            // Our other peers may have been left to this device for its last writes.
+            engine?.left(name, by: peer.deviceID)
+            return
+        }
+        guard state.peerServes(name) else {
+            logger.debug("ignoring store \(String(reflecting: name)): the peer already serves \(SyncMessage.maximumStores) stores")
+            return
+        }
+        // Provided (if the store provider would) before this is called from a message: a store
+        // provided then was attached, which announced it on this connection (and so opened it here).
+        guard let store = engine?.store(name) else {
+            logger.debug("ignoring the state of store \(String(reflecting: name)), which this device does not serve")
+            state.ignore(message)
+            return
+        }
+        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync,
+                                     wantsWhole: store.wantsWhole)
+        let ours = context.identity.deviceID
+        let effects = state.receive(message, for: store, view: view, ourDevice: ours)
+        // Before the writer wakes: the peer's entries are checked against its certificate.
+        store.perform(effects, for: peer)
+        wake()
+    }
+
     // MARK: Running
+
+    /// The writer (``SessionWriter``): sends what the state's mailbox holds each time it is
+    /// woken, until the link ends.
+    func runWriter(_ link: any PeerLinkWriter) async throws {
+        try await SessionWriter(link).run(on: self)
+    }
 
     /// Runs the session on `link` (the one it was made with) until it ends.
     nonisolated func run<Link: PeerLink>(_ link: Link) async -> Outcome {
@@ -327,7 +359,7 @@ actor SyncSession {
         return await offLoop { engine.provide(name, for: peer) }
     }
 
-    /// The reader: hands each frame to the loop (``take(_:)``), in order, until the link ends
+    /// The reader: hands each frame to the loop (``SessionReader``), in order, until the link ends
     /// or a frame ends the session. Not isolated: the inbound stream stays in this task.
     private nonisolated func exchange<Link: PeerLink>(_ link: Link) async throws -> Outcome {
         try await link.executeThenClose { inbound, outbound in
@@ -344,10 +376,11 @@ actor SyncSession {
                     do { try await self.awaitHello() } catch is CancellationError {} catch { await self.fail(error) }
                 }
                 await self.post { $0.hello = true }
+                var reader = SessionReader(account: Data(self.context.identity.account.id.bytes))
                 for try await frame in inbound {
-                    if let outcome = try await self.take(frame) { return outcome }
+                    if let outcome = try await reader.take(frame, on: self) { return outcome }
                 }
-                return await self.ended()
+                return await reader.ended(on: self)
             }
         }
     }
@@ -367,90 +400,6 @@ actor SyncSession {
             noted.insert(identifier)
         }
         state.linkUp(knownIn: noted)
-    }
-
-    /// The peer's hello: where it was made known at link-up but serves not the store, it is
-    /// forgotten again, so that it does not hold back that store's tombstones.
-    private func forgetUnlisted(_ hello: SyncMessage.Hello) {
-        let unlisted = state.notServedSinceLinkUp(listed: Set(hello.stores.map(\.identifier)))
-        for identifier in unlisted { engine?.store(identifier)?.replica.forgetDevice(peer.deviceID) }
-    }
-
-    /// One frame from the peer: checked as a hello until one is admitted, then handled. Returns
-    /// how the session ends, if this frame ends it.
-    private func take(_ frame: ByteBuffer) async throws -> Outcome? {
-        let now = context.clock.now()
-        state.heard(at: now)
-        context.metrics.received(bytes: frame.readableBytes + 4)
-        if !admitted { try HelloCheck.admitFrame(of: frame.readableBytes) }
-        let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
-        context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
-        if !message.isHeartbeat { state.active(at: now) }
-        if !admitted {
-            switch try helloCheck.check(message) {
-            case .removals(let records):
-                engine?.removalCoordinator.learn(records, from: self)
-                try HelloCheck.removedByPeer(namingUs: engine?.removals.isRemoved(context.identity.deviceID) == true)
-                return .removedByPeer
-            case .hello(let hello):
-                forgetUnlisted(hello)
-                switch engine?.register(self) {
-                case .accepted?: break
-                case .removed?:
-                    logger.notice("the peer was removed from the account; closing the connection")
-                    return .peerRemoved
-                case .duplicate?, nil:
-                    logger.debug("another connection to this peer is kept; closing this one")
-                    return .duplicate
-                }
-                admitted = true
-                context.metrics.sessionStarted()
-                await greet(hello)
-                logger.info("connected", metadata: ["stores": "\(state.shared.count)"])
-                engine?.changes.signal()   // the stores it shares are known now
-                return nil
-            }
-        }
-        try await handle(message)
-        // What the peer confirmed or refused may have changed (waitUntilSynced).
-        engine?.changes.signal()
-        return nil
-    }
-
-    /// The link ended (the peer closed it, or we did).
-    private func ended() -> Outcome {
-        state.linkEnded = true
-        if admitted { engine?.unregister(self) }
-        return admitted ? .ended : .duplicate
-    }
-
-    /// Opens every store the hello lists that this device serves (or its store provider
-    /// creates); the others are the peer's alone.
-    private func greet(_ hello: SyncMessage.Hello) async {
-        let removals = engine?.removals
-        let digest = removals.flatMap { $0.isEmpty ? nil : $0.digest }
-        update { $0.greet(hello, removalsDigest: digest) }
-        askForRenewalIfDue()
-        for listed in hello.stores {
-            if let store = engine?.store(listed.identifier) {
-                engine?.served(listed.identifier, by: peer.deviceID)
-                open(store, as: listed)
-            } else if await storeOrProvided(listed.identifier) == nil {
-                logger.debug("the peer serves store \(String(reflecting: listed.identifier)), which this device does not")
-            }
-        }
-        // Our hello is not made yet: it will list every store attached until then (and attach()
-        // announces the later ones, this session being registered now).
-        guard let listed = state.listedInHello else { return }
-        // Listed in our hello but detached since: the peer must not wait for us to sync them.
-        let attached = Set(engine?.storeIdentifiers ?? [])
-        update { $0.leaveDetached(isAttached: attached.contains) }
-        // Attached since our hello was made, but before this session was registered: attach()
-        // announced it to the sessions registered then, not to this one, so the peer would
-        // never hear of it on this connection (a hub's daemon missed a store that way).
-        for identifier in attached where !listed.contains(identifier) && engine?.announces(identifier, to: peer.deviceID) == true {
-            if let store = engine?.store(identifier) { announceNow(store) }
-        }
     }
 
     /// Drops a peer that sends no hello within the hello timeout. Once the hello is in, the
