@@ -8,7 +8,8 @@ import HearthIdentity
 /// takes a message (or the time) and what it needs of the replicas, changes the state, and
 /// returns what the caller must do to them (``ReplicaEffect``) and to the other sessions
 /// (``RelayEffect``); what to send is left in the mailbox, which ``next()`` empties in protocol
-/// order. The link's liveness is its ``SessionHeartbeat``.
+/// order. What it knows of each shared store, and the decisions that concern that store alone,
+/// are the store's ``SharedStore``; the link's liveness is its ``SessionHeartbeat``.
 ///
 /// ``SyncSession`` is its I/O shell: it keeps the state under one lock, reads replicas and
 /// applies effects outside it, and its ``SessionWriter`` writes what ``next()`` gives.
@@ -41,13 +42,10 @@ package struct SessionState<Store: Sendable>: Sendable {
     package private(set) var inlineInHello = Set<String>()
     /// Whether the peer's hello carried a removals digest: older builds are sent no removals.
     package private(set) var peerKnowsRemovals = false
-    /// Whether the peer's hello said it understands `links`: older builds are sent none.
-    package private(set) var peerTakesLinks = false
-    /// The devices the peer has a session with now, besides us (its last `links`). What they
-    /// wrote, they push to it themselves: we do not relay it (docs/protocol.md, "Relays").
-    package private(set) var peerLinks = Set<DeviceID>()
-    /// The devices our last `links` named (none before the first).
-    package private(set) var linksTold: [Data] = []
+    /// The peer's links and ours as this connection knows them (``PeerLinks``).
+    package private(set) var links = PeerLinks()
+    /// The devices the peer has a session with now, besides us (``PeerLinks/devices``).
+    package var peerLinks: Set<DeviceID> { links.devices }
     package var renewal = Renewal()
     /// Entries of this connection refused for a bad or unknown signature.
     package private(set) var forgedEntries = 0
@@ -58,10 +56,8 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// more (what it still had would go nowhere, and be counted as sent).
     package var linkEnded = false
 
-    /// How many counters of origins we do not know yet are kept per store from a peer's claims:
-    /// an honest peer's are the few writers whose entries are on their way to us; a lying peer
-    /// fills only its own slots.
-    package static var maximumUnknownClaims: Int { 64 }
+    /// See ``SharedStore/maximumUnknownClaims``.
+    package static var maximumUnknownClaims: Int { Shared.maximumUnknownClaims }
 
     /// How many entries with a bad or unknown signature one connection may bring (a relay may
     /// pass on an entry whose signer's certificate it lacks, once).
@@ -108,7 +104,7 @@ package struct SessionState<Store: Sendable>: Sendable {
             if let removalsDigest, digest != removalsDigest { mailbox.removals = true }
         }
         renewal.peerRenews = hello.renews
-        peerTakesLinks = hello.links
+        links.takesLinks = hello.links
         // Our links go right after the hello: the peer relays direct first from the start.
         if hello.links { mailbox.links = true }
         served = Set(hello.stores.map(\.identifier))
@@ -125,28 +121,14 @@ package struct SessionState<Store: Sendable>: Sendable {
         let samePeers = inOurHello && listed.peersDigest == ours.peersDigest
         var entry = Shared(store: store)
         var effects: [ReplicaEffect] = [.keepPeerCertificate]
-        if same {
-            // The peer has exactly what we have: nothing to tell, nothing to send (and no first
-            // download to make whole: relay direct first at once).
-            entry.ready = true
-            entry.relaying = true
-            entry.peerKnown = view.vector
-            entry.acknowledged = view.vector
-            entry.told = view.vector
-            // Known from now on: tombstones it lacks are kept until it has them. Known with
-            // nothing saved: a hello says what the peer has, not what it keeps through a crash
-            // (its first ping says that).
-            effects.append(.notePeer(acknowledged: VersionVector()))
-            // The peer has nothing we lack: the first download is done, and empty.
-            if view.awaitingInitialSync { effects.append(.initialSyncCompleted) }
-        }
+        if same { entry.same(view, effects: &effects) }
         // Our hello carried our vector: the peer knows it, and only new peers are worth a message.
         let told = inOurHello && inlineInHello.contains(name)
         let tell = (!same && !told) || !samePeers
         entry.sentState = tell || told
         if !same, let vector = listed.vector {
             // The peer's hello carried its vector: as good as its `store` message.
-            take(vector, of: name, into: &entry, view: view, effects: &effects)
+            entry.take(vector, view: view, effects: &effects)
             mailbox.post(name) { $0.delta = true }
         }
         shared[name] = entry
@@ -158,21 +140,6 @@ package struct SessionState<Store: Sendable>: Sendable {
         }
         if view.wantsWhole { askForWhole(name) }
         return effects
-    }
-
-    /// The peer has `vector` of `name` (its hello or its `store` message said so): the store is
-    /// ready to send deltas, and what the peer has is noted.
-    private mutating func take(_ vector: VersionVector, of name: String, into entry: inout Shared, view: ReplicaView,
-                               effects: inout [ReplicaEffect]) {
-        let claimed = vector.restricted(to: view.vector)
-        entry.ready = true
-        entry.peerKnown.formUnion(claimed)
-        entry.acknowledged.formUnion(claimed)
-        Self.keepUnknownClaims(vector, in: &entry.unknownClaims, ours: view.vector)
-        // Known, with nothing saved: its hello or state says what it has, not what it keeps.
-        effects.append(.notePeer(acknowledged: VersionVector()))
-        // The peer has nothing we lack: the first download is done, and empty.
-        if view.awaitingInitialSync, view.vector.dominates(vector) { effects.append(.initialSyncCompleted) }
     }
 
     /// The stores listed in our hello but no longer attached (`isAttached` says): the peer
@@ -252,16 +219,8 @@ package struct SessionState<Store: Sendable>: Sendable {
             shared[name] = entry
             return effects
         }
-        take(vector, of: name, into: &entry, view: view, effects: &effects)
-        if state.whole && !entry.gaveWhole {
-            // It dropped entries its vector still covers (a removed device's later writes): it
-            // is sent everything, as a newcomer is, whatever it was sent before. Once per
-            // connection: a peer asking again and again pays a connection per store it gets.
-            entry.gaveWhole = true
-            entry.peerKnown = VersionVector()
-            entry.deferred = VersionVector()
-            entry.relaying = false
-        }
+        entry.take(vector, view: view, effects: &effects)
+        if state.whole { entry.giveWhole() }
         shared[name] = entry
         if view.wantsWhole { askForWhole(name) }
         mailbox.post(name) { mail in
@@ -271,42 +230,6 @@ package struct SessionState<Store: Sendable>: Sendable {
                 mail.state = true
                 mail.peers = mail.peers || state.peers != nil
             }
-        }
-        return effects
-    }
-
-    /// The peer has `vector` of `name` (restricted to origins we know): from its ack or delta
-    /// (`known`: it has what we sent too) or its ping. False if the store is not synced here.
-    @discardableResult
-    package mutating func peerHas(_ vector: VersionVector, of name: String, known: Bool) -> Bool {
-        guard shared[name] != nil else { return false }
-        if known { shared[name]!.peerKnown.formUnion(vector) }
-        shared[name]!.acknowledged.formUnion(vector)
-        return true
-    }
-
-    /// The peer says it has `claimed` of `name`: its ack or a delta's vector (`known`: it has what
-    /// we sent too), or its ping's or links' (only what it says). Counters of origins `ours` does
-    /// not name are kept aside (bounded, ``claimsNowKnown(of:in:)``); the rest is noted (settling).
-    /// `saved`: the peer has saved it (an ack's `durable`, a ping's, a pong's or links' vectors):
-    /// then it is returned for the replica's tombstone collection. An ack's or a delta's vector
-    /// says what the peer holds in memory: collected on that, a tombstone the peer then lost in a
-    /// crash would never reach it again, and the value it removed would live on there
-    /// (docs/simulator.md, finding 1). Nil if not saved, or `name` is not synced here.
-    package mutating func acknowledge(_ claimed: VersionVector, of name: String, ours: VersionVector, known: Bool,
-                                      saved: Bool) -> ReplicaEffect? {
-        let vector = claimed.restricted(to: ours)
-        keepUnknownClaims(claimed, of: name, ours: ours, saved: saved)
-        return peerHas(vector, of: name, known: known) && saved ? .notePeer(acknowledged: vector) : nil
-    }
-
-    /// The peer's ack: it holds `ack.vector` (it has what we sent), and has saved `ack.saved`,
-    /// which alone counts for tombstone collection (``acknowledge(_:of:ours:known:saved:)``).
-    package mutating func acknowledged(_ ack: SyncMessage.Ack, ours: VersionVector) -> [ReplicaEffect] {
-        var effects: [ReplicaEffect] = []
-        if let held = acknowledge(ack.vector, of: ack.store, ours: ours, known: true, saved: ack.durable == nil) { effects.append(held) }
-        if let durable = ack.durable, let saved = acknowledge(durable, of: ack.store, ours: ours, known: false, saved: true) {
-            effects.append(saved)
         }
         return effects
     }
@@ -335,44 +258,35 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// to them, so no ack of ours says we have them), once however many arrive meanwhile
     /// (``vectorTellDue(of:)``).
     package mutating func tellVectorSoon(of name: String, ifLinkedTo writers: Set<UInt64>) -> Bool {
-        guard shares(name), peerLinks.contains(where: { writers.contains(ReplicaID.devicePrefix(of: $0.data)) }) else { return false }
+        guard shares(name), links.linked(toAnyOf: writers) else { return false }
         return scheduleVectorTell(of: name)
     }
 
-    /// Stores whose vector we are to tell the peer soon (``scheduleVectorTell(of:)``).
-    package private(set) var vectorTells = Set<String>()
-
     /// Notes that our vector of `name` is to be told soon; false if already scheduled.
-    package mutating func scheduleVectorTell(of name: String) -> Bool { vectorTells.insert(name).inserted }
+    package mutating func scheduleVectorTell(of name: String) -> Bool { links.scheduleVectorTell(of: name) }
 
     /// The time to tell our vector of `name` has come: our state is posted (a `store` message
     /// with our vector), if the store is still shared.
     package mutating func vectorTellDue(of name: String) {
-        guard vectorTells.remove(name) != nil, shares(name) else { return }
+        guard links.vectorTellDue(of: name), shares(name) else { return }
         mailbox.post(name) { $0.state = true }
     }
 
     /// Our links changed: the peer is told, if it understands them.
     package mutating func relayLinks() {
-        if peerTakesLinks { mailbox.links = true }
+        if links.takesLinks { mailbox.links = true }
     }
 
     /// Whether `devices`, our links now, are news to the peer (then they are noted as told).
-    package mutating func linksToTell(_ devices: [Data]) -> Bool {
-        guard devices != linksTold else { return false }
-        linksTold = devices
-        return true
-    }
+    package mutating func linksToTell(_ devices: [Data]) -> Bool { links.toTell(devices) }
 
     /// The peer's links (a `links` message): the devices it has a session with now. What we
     /// deferred to a link that is gone is owed again, and every ready store is looked at.
     package mutating func peerLinked(_ devices: Set<DeviceID>) {
-        let gone = peerLinks.subtracting(devices)
-        peerLinks = devices
-        guard !gone.isEmpty else { return }
-        let prefixes = Set(gone.map { ReplicaID.devicePrefix(of: $0.data) })
+        let prefixes = links.update(devices)
+        guard !prefixes.isEmpty else { return }
         for name in shared.keys {
-            shared[name]!.deferred = shared[name]!.deferred.filter { !prefixes.contains($0.devicePrefix) }
+            _ = shared[name]!.forgetDeferred(of: prefixes)
             if shared[name]!.ready { mailbox.post(name) { $0.delta = true } }
         }
     }
@@ -380,52 +294,8 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// `device` no longer syncs `name` with us (it left the store): what we deferred to it
     /// is owed again, since it may not have pushed its last writes to the peer.
     package mutating func forgetDeferred(_ device: DeviceID, of name: String) {
-        guard let entry = shared[name] else { return }
-        let prefix = ReplicaID.devicePrefix(of: device.data)
-        let kept = entry.deferred.filter { $0.devicePrefix != prefix }
-        guard kept != entry.deferred else { return }
-        shared[name]!.deferred = kept
-        if entry.ready { mailbox.post(name) { $0.delta = true } }
-    }
-
-    /// Keeps what the peer claimed of `name` for origins `ours` does not name yet (bounded);
-    /// `saved`: it said it has saved it.
-    package mutating func keepUnknownClaims(_ claimed: VersionVector, of name: String, ours: VersionVector, saved: Bool) {
-        guard shared[name] != nil else { return }
-        Self.keepUnknownClaims(claimed, in: &shared[name]!.unknownClaims, ours: ours)
-        if saved { Self.keepUnknownClaims(claimed, in: &shared[name]!.unknownSavedClaims, ours: ours) }
-    }
-
-    private static func keepUnknownClaims(_ claimed: VersionVector, in kept: inout VersionVector, ours: VersionVector) {
-        let unknown = claimed.counters.filter { ours.counters[$0.key] == nil }
-        guard !unknown.isEmpty else { return }
-        for (origin, counter) in unknown where kept.counters[origin] != nil || kept.counters.count < maximumUnknownClaims {
-            kept.advance(origin: origin, to: counter)
-        }
-    }
-
-    /// The kept claims of `name` about origins `ours` now names (taken out of the kept ones),
-    /// now noted as acknowledged; returned, those the peer said it saved (for tombstone
-    /// collection), nil if there are none.
-    package mutating func claimsNowKnown(of name: String, in ours: VersionVector) -> VersionVector? {
-        guard let kept = shared[name]?.unknownClaims, !kept.counters.isEmpty else { return nil }
-        let known = kept.restricted(to: ours)
-        guard !known.counters.isEmpty else { return nil }
-        shared[name]!.unknownClaims = kept.filter { ours.counters[$0] == nil }
-        shared[name]!.acknowledged.formUnion(known)
-        let savedKept = shared[name]!.unknownSavedClaims
-        let saved = savedKept.restricted(to: ours)
-        guard !saved.counters.isEmpty else { return nil }
-        shared[name]!.unknownSavedClaims = savedKept.filter { ours.counters[$0] == nil }
-        return saved
-    }
-
-    /// A delta of `name` arrived: whether it belongs to the first batch (the initial download,
-    /// which ends with a delta without `more`).
-    package mutating func deltaArrived(for name: String, more: Bool) -> Bool {
-        guard let first = shared[name]?.inFirstBatch else { return false }
-        if !more { shared[name]!.inFirstBatch = false }
-        return first
+        guard shared[name]?.forgetDeferred(of: [ReplicaID.devicePrefix(of: device.data)]) == true else { return }
+        if shared[name]!.ready { mailbox.post(name) { $0.delta = true } }
     }
 
     // MARK: A removed device's later writes
@@ -437,21 +307,6 @@ package struct SessionState<Store: Sendable>: Sendable {
         guard shared[name] != nil, !shared[name]!.askWhole, !shared[name]!.awaitingWhole else { return }
         shared[name]!.askWhole = true
         mailbox.post(name) { $0.state = true }
-    }
-
-    /// Our `store` message of `name` is being sent: whether it asks for the whole store.
-    package mutating func takeWholeRequest(of name: String) -> Bool {
-        guard shared[name]?.askWhole == true else { return false }
-        shared[name]!.askWhole = false
-        shared[name]!.awaitingWhole = true
-        return true
-    }
-
-    /// A delta of `name` arrived: true once the whole store we asked for is in (its last delta).
-    package mutating func wholeArrived(of name: String, more: Bool) -> Bool {
-        guard shared[name]?.awaitingWhole == true, !more else { return false }
-        shared[name]!.awaitingWhole = false
-        return true
     }
 
     /// Counts entries refused for their signature; true once the connection brought more than
@@ -478,43 +333,52 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// The next thing to send (see ``SessionMailbox/next()``).
     package mutating func next() -> SessionOutgoing? { mailbox.next() }
 
-    /// The peer was told `vector` of `name` (our state or an ack).
-    package mutating func told(_ vector: VersionVector, of name: String) { shared[name]?.told = vector }
-
-    /// The peer was told that we saved `vector` of `name` (an ack's, a ping's, a pong's or links').
-    package mutating func toldSaved(_ vector: VersionVector, of name: String) { shared[name]?.toldSaved = vector }
-
-    /// What to compute a delta of `name` against: the store; what the peer is known to have,
-    /// with what we deferred to its links; and the devices it is linked to, whose own writes
-    /// we leave to them (none for the first delta, which is whole). Nil until the store is
-    /// ready.
-    package func deltaBasis(of name: String) -> (store: Store, peerKnown: VersionVector, linked: Set<DeviceID>)? {
-        guard let entry = shared[name], entry.ready else { return nil }
-        return (entry.store, entry.peerKnown.union(entry.deferred), entry.relaying ? peerLinks : [])
-    }
-
-    /// Of the certificates a delta part could carry, those the peer was not sent yet (now
-    /// counted as sent).
-    package mutating func certificatesToSend(_ candidates: [Data], of name: String) -> [Data] {
-        let sent = shared[name]?.sentCertificates ?? []
-        let fresh = candidates.filter { !sent.contains($0) }
-        shared[name]?.sentCertificates.formUnion(fresh)
-        return fresh
-    }
-
-    /// A delta of `name` up to `vector` was sent (or none was needed, `vector` then empty):
-    /// the peer is known to have it; what is in `deferred` was left to the peer's links. From
-    /// now on the store's deltas are relayed direct first.
-    package mutating func deltaSent(_ vector: VersionVector, deferred: VersionVector = VersionVector(), of name: String) {
-        guard shared[name] != nil else { return }
-        shared[name]!.peerKnown.formUnion(vector)
-        shared[name]!.deferred.formUnion(deferred)
-        shared[name]!.relaying = true
-    }
-
     /// The ready stores and the saved vector each was last told, for a ping.
     package var pingBasis: [String: (store: Store, told: VersionVector?)] {
         shared.filter { $0.value.ready }.mapValues { ($0.store, $0.toldSaved) }
+    }
+
+    // MARK: Per store (``SharedStore``)
+
+    // Each finds the store `name` among those shared here and asks it (documented there). For a
+    // store not shared here, nothing is done, and the answer is false, nil or empty.
+
+    /// False if the store is not synced here.
+    @discardableResult
+    package mutating func peerHas(_ vector: VersionVector, of name: String, known: Bool) -> Bool {
+        guard shared[name] != nil else { return false }
+        shared[name]!.peerHas(vector, known: known)
+        return true
+    }
+    package mutating func acknowledge(_ claimed: VersionVector, of name: String, ours: VersionVector, known: Bool,
+                                      saved: Bool) -> ReplicaEffect? {
+        shared[name]?.acknowledge(claimed, ours: ours, known: known, saved: saved)
+    }
+    package mutating func acknowledged(_ ack: SyncMessage.Ack, ours: VersionVector) -> [ReplicaEffect] {
+        shared[ack.store]?.acknowledged(ack, ours: ours) ?? []
+    }
+    package mutating func keepUnknownClaims(_ claimed: VersionVector, of name: String, ours: VersionVector, saved: Bool) {
+        shared[name]?.keepUnknownClaims(claimed, ours: ours, saved: saved)
+    }
+    package mutating func claimsNowKnown(of name: String, in ours: VersionVector) -> VersionVector? {
+        shared[name]?.claimsNowKnown(in: ours)
+    }
+    package mutating func deltaArrived(for name: String, more: Bool) -> Bool { shared[name]?.deltaArrived(more: more) ?? false }
+    package mutating func takeWholeRequest(of name: String) -> Bool { shared[name]?.takeWholeRequest() ?? false }
+    package mutating func wholeArrived(of name: String, more: Bool) -> Bool { shared[name]?.wholeArrived(more: more) ?? false }
+    /// The peer was told `vector` of `name` (our state or an ack).
+    package mutating func told(_ vector: VersionVector, of name: String) { shared[name]?.told = vector }
+    /// The peer was told that we saved `vector` of `name` (an ack's, a ping's, a pong's or links').
+    package mutating func toldSaved(_ vector: VersionVector, of name: String) { shared[name]?.toldSaved = vector }
+    package func deltaBasis(of name: String) -> (store: Store, peerKnown: VersionVector, linked: Set<DeviceID>)? {
+        shared[name]?.deltaBasis(peerLinks: peerLinks)
+    }
+    /// All of them if the store is not shared here.
+    package mutating func certificatesToSend(_ candidates: [Data], of name: String) -> [Data] {
+        shared[name]?.certificatesToSend(candidates) ?? candidates
+    }
+    package mutating func deltaSent(_ vector: VersionVector, deferred: VersionVector = VersionVector(), of name: String) {
+        shared[name]?.deltaSent(vector, deferred: deferred)
     }
 
     // MARK: Removals and renewals
