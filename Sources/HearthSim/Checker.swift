@@ -8,7 +8,8 @@ import HearthCore
 /// entry replaces it only if it wins by (HLC timestamp, origin), compared here, not by the
 /// product's `Entry.wins`. A crash sets it back to what the device last saved; a restart must
 /// load exactly that. A write is acknowledged once its own device saved it (durable, as
-/// `synchronize()` reports it); at quiescence nothing older may stand in its key's place.
+/// `synchronize()` reports it); at quiescence nothing older may stand in its key's place, and
+/// no tombstone is left on every device (each has it, so each may collect it).
 final class Checker: Sendable {
     struct Violation: Sendable {
         let invariant: String
@@ -164,6 +165,12 @@ final class Checker: Sendable {
                 fail("convergence", "\(store): d\(device) shows \(Self.describe(replica.entries[key])), d\(first) \(Self.describe(holders[0].replica.entries[key])) (\(differing.count) keys differ)")
                 break
             }
+            // Tombstones are collected once every device has them: after the quiet spell (pings
+            // carry the vectors that say so every 30 s), none is left on every device.
+            let everywhere = holders.dropFirst().reduce(Self.tombstones(holders[0].replica)) { $0.intersection(Self.tombstones($1.replica)) }
+            if let some = everywhere.sorted().first {
+                fail("tombstones collected", "\(store): every device still holds \(everywhere.count) removals, \(some)")
+            }
             let (acknowledged, held) = state.withLock { ($0.acknowledged[store] ?? [:], $0.held[Place(device: first, store: store)] ?? [:]) }
             for (key, write) in acknowledged.sorted(by: { $0.key.string < $1.key.string }) {
                 let standing = held[key]
@@ -175,6 +182,11 @@ final class Checker: Sendable {
                 }
             }
         }
+    }
+
+    /// A replica's tombstones, as the trace names entries.
+    private static func tombstones(_ replica: Replica) -> Set<String> {
+        Set(replica.entries.values.filter(\.isTombstone).map { describe($0) })
     }
 
     /// What a replica shows: its live entries, by key (stamp and origin included).

@@ -41,6 +41,19 @@ struct SimulatorTests {
         #expect(first != other)
     }
 
+    @Test("A seed signed with real Ed25519 and the same seed with the fast signer run alike: the same digest; the sampled default says which seeds were real")
+    func fastSignerRunsAlike() async throws {
+        let arguments = ["--seed", "10", "--devices", "4", "--hours", "0.25"]
+        let real = try await Self.simulate(arguments + ["--signatures", "real"])
+        let fast = try await Self.simulate(arguments + ["--signatures", "fast"])
+        let sampled = try await Self.simulate(arguments)
+        #expect(real.status == 0 && fast.status == 0 && sampled.status == 0, "\(real.output)\n\(fast.output)")
+        #expect(try Self.summary(of: real.output).digest == Self.summary(of: fast.output).digest)
+        #expect(real.output.contains("sim: signatures: real Ed25519 in 1 of 1 seeds"), "\(real.output)")
+        #expect(fast.output.contains("sim: signatures: real Ed25519 in 0 of 1 seeds"), "\(fast.output)")
+        #expect(sampled.output.contains("seed 10: ") && sampled.output.contains(" (Ed25519)"), "\(sampled.output)")
+    }
+
     @Test("Four seeds run in 3 processes print what they print in one, the same digest included")
     func workersGiveTheSameRun() async throws {
         // Worker 0 runs seeds 1 and 4: their reports come back out of order.
