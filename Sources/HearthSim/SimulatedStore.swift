@@ -195,12 +195,19 @@ final class SimulatedStore: SyncReplica {
 
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
         let now = wall()
-        let changed = state.withLock { s -> Bool in
-            guard !s.dead, s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return false }
+        let collected = state.withLock { s -> [Entry]? in
+            guard !s.dead else { return nil }
+            let tombstones = s.synced.entries.values.filter(\.isTombstone)
+            guard s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return nil }
             s.generation += 1
-            return true
+            return tombstones.filter { s.synced.entries[$0.key] == nil }
         }
-        if changed { scheduleSave() }
+        guard let collected else { return }
+        if !collected.isEmpty {
+            trace.log("d\(self.device) \(storeIdentifier) collected \(collected.count) tombstones")
+            checker.collected(collected, device: self.device, store: storeIdentifier)
+        }
+        scheduleSave()
     }
 
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }

@@ -30,6 +30,7 @@ let usage = """
       --clock-faults adds clock jumps to the faults (within and beyond the 12 h bound, and back)
       --signatures S sampled (default: real Ed25519 in every seed divisible by 10, the fast signer
                      in the others), real (Ed25519 in every seed) or fast (in none)
+      --fail-fast    ends a seed's workload at its first violation (scripts/mutants.sh)
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
     """
 
@@ -75,6 +76,7 @@ while let argument = arguments.popFirst() {
         guard parts.count == 2, parts[1] > 0, (0..<parts[1]).contains(parts[0]) else { fail("--worker takes k/n (given by --jobs)") }
         worker = (parts[0], parts[1])
     case "--clock-faults": settings.clockFaults = true
+    case "--fail-fast": settings.failFast = true
     case "--signatures":
         guard let sampling = SignatureSampling(rawValue: value(of: argument)) else { fail("--signatures takes sampled, real or fast") }
         signatures = sampling
@@ -140,7 +142,7 @@ struct SeedReport {
 }
 
 /// The arguments that replay a seed of this run.
-let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
+let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.failFast ? " --fail-fast" : "") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
     + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
 
 @MainActor func report(_ seed: UInt64) -> SeedReport {
