@@ -31,6 +31,7 @@ let usage = """
       --signatures S sampled (default: real Ed25519 in every seed divisible by 10, the fast signer
                      in the others), real (Ed25519 in every seed) or fast (in none)
       --fail-fast    ends a seed's workload at its first violation (scripts/mutants.sh)
+      --crash-after-write  one crash in two follows a write, within its write-behind second
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
     """
 
@@ -77,6 +78,7 @@ while let argument = arguments.popFirst() {
         worker = (parts[0], parts[1])
     case "--clock-faults": settings.clockFaults = true
     case "--fail-fast": settings.failFast = true
+    case "--crash-after-write": settings.crashAfterWrite = true
     case "--signatures":
         guard let sampling = SignatureSampling(rawValue: value(of: argument)) else { fail("--signatures takes sampled, real or fast") }
         signatures = sampling
@@ -142,7 +144,7 @@ struct SeedReport {
 }
 
 /// The arguments that replay a seed of this run.
-let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.failFast ? " --fail-fast" : "") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
+let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? " --crash-after-write" : "") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
     + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
 
 @MainActor func report(_ seed: UInt64) -> SeedReport {
