@@ -32,6 +32,7 @@ let usage = """
                      in the others), real (Ed25519 in every seed) or fast (in none)
       --fail-fast    ends a seed's workload at its first violation (scripts/mutants.sh)
       --crash-after-write  one crash in two follows a write, within its write-behind second
+      --no-pair-cuts leaves out the faults that cut one pair of devices off from each other
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
     """
 
@@ -79,6 +80,7 @@ while let argument = arguments.popFirst() {
     case "--clock-faults": settings.clockFaults = true
     case "--fail-fast": settings.failFast = true
     case "--crash-after-write": settings.crashAfterWrite = true
+    case "--no-pair-cuts": settings.pairCuts = false
     case "--signatures":
         guard let sampling = SignatureSampling(rawValue: value(of: argument)) else { fail("--signatures takes sampled, real or fast") }
         signatures = sampling
@@ -144,7 +146,7 @@ struct SeedReport {
 }
 
 /// The arguments that replay a seed of this run.
-let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? " --crash-after-write" : "") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
+let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? " --crash-after-write" : "") + (settings.pairCuts ? "" : " --no-pair-cuts") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
     + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
 
 @MainActor func report(_ seed: UInt64) -> SeedReport {
