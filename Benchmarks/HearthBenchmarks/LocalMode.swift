@@ -18,7 +18,7 @@ enum LocalMode {
         let sync = arguments["config"].map { SyncSettings(accountDirectory: $0, discovery: .none, listenHost: "127.0.0.1") } ?? .disabled
         let store = try UbiquitousKeyValueStore(storeIdentifier: arguments["store"] ?? "com.example.local",
                                                 configuration: .init(dataDirectory: arguments["dir"]!, sync: sync, logger: logger))
-        out.send("OPENED \(store.isAttached ? "attached" : "host")")
+        out.send("OPENED \(store.internals.isAttached ? "attached" : "host")")
         let suite = "hearth-bench-\(getpid())"
         guard let defaults = UserDefaults(suiteName: suite) else { throw BenchError("no UserDefaults suite") }
         defer { defaults.removePersistentDomain(forName: suite) }

@@ -45,7 +45,7 @@ enum PeerMode {
             thread.start()
         }
         NotificationCenter.default.removeObserver(token)
-        for other in others { await other.close() }
+        for other in others { await other.internals.close() }
         await store.stopSync()
         store.synchronize()
         out.send("BYE")
@@ -128,7 +128,7 @@ final class Commands: Sendable {
                 out.send("P \(store.connectedPeerCount)")
             case "attached":
                 // Attached to another process (a device daemon) that holds and syncs the store.
-                out.send("A \(store.isAttached)")
+                out.send("A \(store.internals.isAttached)")
             case "lat":
                 // The value is the send time: the receiver subtracts it from its arrival time.
                 let key = f.count > 1 ? f[1] : "lat"

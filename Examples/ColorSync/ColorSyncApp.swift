@@ -34,7 +34,7 @@ struct ColorSyncApp {
         }
         let screen = ColorScreen(store: store, defaultsSuite: options.defaultsSuite)
         await screen.run()
-        await store.close()
+        await store.internals.close()
     }
 }
 

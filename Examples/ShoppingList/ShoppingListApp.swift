@@ -46,6 +46,6 @@ struct ShoppingListApp {
         }
         let list = ShoppingList(store: store, deviceName: name)
         await list.run()
-        await store.close()
+        await store.internals.close()
     }
 }

@@ -34,7 +34,7 @@ final class ChangeFanOut: Sendable {
         }
     }
 
-    /// Posts nothing for `store` any more (``UbiquitousKeyValueStore/stopPostingNotifications()``).
+    /// Posts nothing for `store` any more (``StoreInternals/stopPostingNotifications()``).
     func unregister(_ store: UbiquitousKeyValueStore) {
         listeners.withLock { _ = $0.instances.removeValue(forKey: ObjectIdentifier(store)) }
     }

@@ -4,11 +4,12 @@ import HearthCore
 import HearthIdentity
 import Logging
 import NIOCore
+import NIOPosix
 
 /// One device of a household: its stores, their sync engines and the watch on its account
 /// directory, with one owner and one lifecycle.
 ///
-/// A device is made from the parts of a ``UbiquitousKeyValueStore/Configuration`` that define
+/// A device is made from the parts of a ``StoreConfiguration`` that define
 /// one: the data directory (where its stores' files are), the sync settings (the account
 /// directory, and how peers are found), the logger. Every store it opens uses them:
 ///
@@ -47,6 +48,11 @@ public final class HearthDevice: Sendable {
     package let disk: any StoreDisk
     /// When its stores' delayed saves run (nil: each store's I/O queue, after the delay).
     let saveScheduler: SaveScheduler?
+    /// Where its stores' local sockets run (the host's socket for this user's other processes,
+    /// the connection of a store attached to one): the group it was given, otherwise NIO's
+    /// shared `MultiThreadedEventLoopGroup.singleton` (the default devices', a device made with
+    /// ``init(_:)``).
+    let eventLoopGroup: any EventLoopGroup
     private let stopped = Locked(false)
 
     /// A device of `configuration`'s data directory and sync settings. Nothing starts until a
@@ -66,7 +72,10 @@ public final class HearthDevice: Sendable {
     /// Its engines' TLS connections run on `eventLoopGroup` when one is given (its maker shuts
     /// it down, after ``stop()``), in place of the network the sync settings' environment names;
     /// otherwise on that network (TLS on NIO's shared `MultiThreadedEventLoopGroup.singleton`
-    /// by default, a test's in-memory one).
+    /// by default, a test's in-memory one). Its stores' local sockets (hosting a store for this
+    /// user's other processes, attaching to one) run on `eventLoopGroup` too, or on the
+    /// singleton without one: devices given a group each share nothing but what their maker
+    /// shares.
     ///
     /// Its stores' delayed saves (the write-behind within `writeBehindDelay`, the retry 5 s after
     /// a failed save) run through `saveScheduler` when one is given, a simulator's virtual clock
@@ -85,6 +94,7 @@ public final class HearthDevice: Sendable {
         self.configuration = configuration
         self.disk = disk
         self.saveScheduler = saveScheduler
+        self.eventLoopGroup = eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         watcher = shared ?? AccountDirectoryWatcher(logger: configuration.logger)
         ownsWatcher = shared == nil
         engines = DeviceEngines(records: records, watcher: watcher, eventLoopGroup: eventLoopGroup)

@@ -9,6 +9,9 @@ import Logging
 extension StoreBackend: SyncReplica {
     var syncVector: VersionVector { state.withLock { $0.replica.vector } }
 
+    /// What the store's file holds; all of the replica for a store without one.
+    var durableVector: VersionVector { state.withLock { $0.storage == nil ? $0.replica.vector : $0.savedVector } }
+
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) {
         state.withLock { ($0.replica.delta(for: peer), $0.replica.vector) }
     }
@@ -42,6 +45,20 @@ extension StoreBackend: SyncReplica {
         return (changed, refused)
     }
 
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        let (dropped, schedule, host) = state.withLock { s -> ([Entry], Bool, StoreHost?) in
+            let dropped = s.replica.dropEntries(signedBy: device, stampedAfter: removedAt)
+            guard !dropped.isEmpty else { return ([], false, nil) }
+            return (dropped, scheduleSave(&s), s.localHost)
+        }
+        if schedule { scheduleWriteBehind() }
+        let gone = dropped.filter { !$0.isTombstone }.map(\.key.string)
+        if !gone.isEmpty { postHere(ChangeEvent(reason: .serverChange, keys: gone)) }
+        // An attached copy cannot be sent the absence of an entry: it attaches again, to a snapshot.
+        if !dropped.isEmpty { host?.closeClients() }
+        return dropped.count
+    }
+
     func entry(forKey key: StoreKey) -> Entry? {
         state.withLock { $0.replica.entries[key] }
     }
@@ -69,6 +86,15 @@ extension StoreBackend: SyncReplica {
         }
     }
 
+    func forgetDevice(_ id: DeviceID) {
+        let wall = wallMilliseconds()
+        let schedule = state.withLock { s -> Bool in
+            guard s.replica.forget(device: id.hex, wall: wall) else { return false }
+            return scheduleSave(&s)
+        }
+        if schedule { scheduleWriteBehind() }
+    }
+
     func notePeer(_ id: DeviceID, acknowledged vector: VersionVector) {
         let wall = wallMilliseconds()
         let schedule = state.withLock { s -> Bool in
@@ -88,6 +114,17 @@ extension StoreBackend: SyncReplica {
 
     func initialSyncCompleted() {
         state.withLock { $0.replica.initialSyncCompleted() }
+    }
+
+    var wantsWhole: Bool { state.withLock { $0.replica.replica.wantsWhole } }
+
+    func wholeReceived() {
+        let schedule = state.withLock { s -> Bool in
+            guard s.replica.replica.wantsWhole else { return false }
+            s.replica.wholeReceived()
+            return scheduleSave(&s)
+        }
+        if schedule { scheduleWriteBehind() }
     }
 
 }

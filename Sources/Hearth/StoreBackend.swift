@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HearthCore
 import Logging
+import NIOCore
 import NIOPosix
 
 /// The shared state behind every ``UbiquitousKeyValueStore`` instance of one store file
@@ -21,6 +22,9 @@ final class StoreBackend: Sendable {
         var storage: ReplicaStorage?
         /// Bumped by every change; compared with `savedGeneration` to know what is on disk.
         var generation: UInt64 = 0
+        /// The vector of the replica as last saved to `storage` (its file's, when opened): what
+        /// peers may collect tombstones on (``SyncReplica/durableVector``).
+        var savedVector = VersionVector()
         var flushScheduled = false
         /// Called after each local change (the running sync engine's push).
         var localChangeHandler: (@Sendable () -> Void)?
@@ -47,7 +51,7 @@ final class StoreBackend: Sendable {
     let logger: Logger
     let writeBehindDelay: Duration
     /// This store's wall clock in milliseconds since 1970: its configuration's
-    /// (``UbiquitousKeyValueStore/Configuration/wallClock``), never read from the system here.
+    /// (``StoreConfiguration/wallClock``), never read from the system here.
     let wall: @Sendable () -> UInt64
     let state: Locked<State>
     /// Serialises saves; holds the generation known to be on disk.
@@ -73,7 +77,10 @@ final class StoreBackend: Sendable {
         self.storeIdentifier = storeIdentifier
         self.logger = logger
         self.writeBehindDelay = writeBehindDelay
-        state = Locked(State(replica: SyncedReplica(replica), storage: storage))
+        var initial = State(replica: SyncedReplica(replica), storage: storage)
+        // Opened from its file: what it holds is on disk.
+        initial.savedVector = replica.vector
+        state = Locked(initial)
         sync = StoreSync(storeIdentifier: storeIdentifier, logger: logger)
         ioQueue = DispatchQueue(label: "hearth.store.io.\(storeIdentifier)", qos: .utility)
         fanOut = ChangeFanOut(storeIdentifier: storeIdentifier)
@@ -261,6 +268,8 @@ final class StoreBackend: Sendable {
             do {
                 try storage.save(snapshot)
                 saved = generation
+                // Unless another account's file took its place meanwhile.
+                state.withLock { s in if s.storage === storage { s.savedVector = snapshot.vector } }
                 // What attached processes wrote before the snapshot is on disk now.
                 if let host, !applied.isEmpty { host.saved(applied) }
                 return true
@@ -276,10 +285,12 @@ final class StoreBackend: Sendable {
 
     // MARK: Other processes (docs/local-attach.md)
 
-    /// Opens the store attached to the process that hosts it (``AttachedStore``).
+    /// Opens the store attached to the process that hosts it (``AttachedStore``), its connection
+    /// on `group` (its device's).
     static func attach(storeIdentifier: String, location: StoreLocation, configuration: UbiquitousKeyValueStore.Configuration,
-                       deadline: DispatchTime) throws(LocalAttachError) -> StoreBackend {
-        try AttachedStore.attach(storeIdentifier: storeIdentifier, location: location, configuration: configuration, deadline: deadline)
+                       group: any EventLoopGroup, deadline: DispatchTime) throws(LocalAttachError) -> StoreBackend {
+        try AttachedStore.attach(storeIdentifier: storeIdentifier, location: location, configuration: configuration,
+                                 group: group, deadline: deadline)
     }
 
     var isAttached: Bool { state.withLock { $0.attachment != nil } }
@@ -292,8 +303,9 @@ final class StoreBackend: Sendable {
         return true
     }
 
-    /// Offers the store to other processes of this user (``StoreHost/offer(_:)``).
-    func startHosting() { StoreHost.offer(self) }
+    /// Offers the store to other processes of this user (``StoreHost/offer(_:on:)``), its socket
+    /// on `group` (its device's).
+    func startHosting(on group: any EventLoopGroup) { StoreHost.offer(self, on: group) }
 
     /// Stops hosting: the attached processes take over or reattach.
     func stopHosting() {

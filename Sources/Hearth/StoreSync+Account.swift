@@ -95,6 +95,7 @@ extension StoreSync {
             s.device = device
             s.attachedApplied = [:]
             s.storage = storage
+            s.savedVector = opened.vector
             s.generation &+= 1        // the new file holds the merge only once saved
             return (keys, previous)
         }

@@ -135,7 +135,7 @@ final class StoreSync: Sendable {
     }
 
     /// Records how to sync without starting: ``restart(_:)`` starts it (for
-    /// ``UbiquitousKeyValueStore/Configuration/syncStartsPaused``).
+    /// ``StoreConfiguration/syncStartsPaused``).
     func prepare(identity: DeviceIdentity, settings: SyncSettings) {
         state.withLock { s in
             if s.parameters == nil { s.parameters = SyncParameters(identity: identity, settings: settings) }

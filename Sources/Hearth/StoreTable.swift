@@ -3,6 +3,7 @@ import Logging
 import Foundation
 import HearthCore
 import HearthIdentity
+import NIOCore
 import NIOPosix
 
 /// One device's stores: one ``StoreBackend`` per store of its data directory, so that every
@@ -55,7 +56,7 @@ final class StoreTable: Sendable {
             guard backend.isPersistent else { return backend }   // attached: the host syncs
             // Written while this device's clock was ahead, and it is right now: re-stamp before syncing.
             backend.restampIfNeeded()
-            if device.disk.isSharedWithOtherProcesses { backend.startHosting() }
+            if device.disk.isSharedWithOtherProcesses { backend.startHosting(on: device.eventLoopGroup) }
             if configuration.sync.isEnabled {
                 if let identity {
                     if configuration.syncStartsPaused {
@@ -93,12 +94,13 @@ final class StoreTable: Sendable {
         case .automatic:
             _ = DaemonHoldRequest.ask(storeIdentifier: location.storeIdentifier, dataDirectory: location.dataDirectory)
         case .required:
-            return try attachToDaemon(location, configuration: configuration)
+            return try attachToDaemon(location, configuration: configuration, group: device.eventLoopGroup)
         case .embedded:
             break
         }
         let deadline = DispatchTime.now() + attachTimeout
         let socketPath = LocalSocketDirectory.socketPath(dataDirectory: configuration.dataDirectory, storeIdentifier: location.storeIdentifier)
+        let group = device.eventLoopGroup
         var watch: HolderWatch?
         var locked: KeyValueStoreError?
         while true {
@@ -113,8 +115,8 @@ final class StoreTable: Sendable {
             }
             let failure: LocalAttachError
             do {
-                return try StoreBackend.attach(storeIdentifier: location.storeIdentifier, location: location,
-                                               configuration: configuration, deadline: min(deadline, .now() + .seconds(5)))
+                return try StoreBackend.attach(storeIdentifier: location.storeIdentifier, location: location, configuration: configuration,
+                                               group: group, deadline: min(deadline, .now() + .seconds(5)))
             } catch {
                 failure = error
             }
@@ -136,9 +138,9 @@ final class StoreTable: Sendable {
 
     /// ``AttachMode/required``: the daemon holds the store (asked now) and this process attaches
     /// to it, trying again whenever the store's socket changes (the daemon may be opening it),
-    /// for ``attachTimeout``; never the file itself.
-    private static func attachToDaemon(_ location: StoreLocation,
-                                       configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> StoreBackend {
+    /// for ``attachTimeout``; never the file itself. The connection runs on `group`, the device's.
+    private static func attachToDaemon(_ location: StoreLocation, configuration: UbiquitousKeyValueStore.Configuration,
+                                       group: any EventLoopGroup) throws(KeyValueStoreError) -> StoreBackend {
         guard DaemonHoldRequest.ask(storeIdentifier: location.storeIdentifier, dataDirectory: location.dataDirectory) else {
             throw KeyValueStoreError(code: .daemonUnavailable, key: nil,
                                      reason: "no Hearth daemon runs for this user, or it does not hold stores of \(location.dataDirectory) (attach mode .required; start it with hearth daemon)")
@@ -148,8 +150,8 @@ final class StoreTable: Sendable {
         var watch: HolderWatch?
         while true {
             do {
-                return try StoreBackend.attach(storeIdentifier: location.storeIdentifier, location: location,
-                                               configuration: configuration, deadline: min(deadline, .now() + .seconds(5)))
+                return try StoreBackend.attach(storeIdentifier: location.storeIdentifier, location: location, configuration: configuration,
+                                               group: group, deadline: min(deadline, .now() + .seconds(5)))
             } catch {
                 guard DispatchTime.now() < deadline else {
                     throw KeyValueStoreError(code: .daemonUnavailable, key: nil, reason: "the Hearth daemon holds the store but attaching to it failed: \(error)")

@@ -96,7 +96,7 @@ extension SyncSettings {
     }
 }
 
-extension UbiquitousKeyValueStore.Configuration {
+extension StoreConfiguration {
     /// The wall clock (milliseconds since 1970) of stores opened with this configuration: the
     /// device's, as its sync engine reads it (``SyncSettings/environment``: the system's in the
     /// product, a test's or a simulator's otherwise), shifted by ``clockSkew``. Every stamp a

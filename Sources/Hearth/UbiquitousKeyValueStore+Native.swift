@@ -85,25 +85,4 @@ extension UbiquitousKeyValueStore {
         backend.makeStream()
     }
 
-    /// No `didChangeExternallyNotification` is posted for this instance any more: for a process
-    /// that observes the store through ``changes`` if at all (the device daemon's held stores,
-    /// `serve`, `watch`). Once no instance of the store in the process is posted for and no
-    /// ``changes`` sequence runs, a change costs no hop to the notification queue: the device
-    /// daemon, whom nobody in its process observes, then only forwards each change to its apps.
-    package func stopPostingNotifications() {
-        backend.unregister(self)
-    }
-}
-
-extension UbiquitousKeyValueStore {
-    /// Merges entries from elsewhere as one batch and posts `reason` with the keys whose
-    /// visible value changed. The sync engine's entry point; tests use it to stand in for peers.
-    @discardableResult
-    package func applyExternal(_ entries: [Entry], coveredBy vector: VersionVector? = nil,
-                               reason: ChangeReason = .serverChange) -> [String] {
-        backend.applyExternal(entries, coveredBy: vector, reason: reason).map(\.string)
-    }
-
-    /// A copy of the replica behind the store.
-    package var replica: Replica { backend.replica }
 }

@@ -22,10 +22,6 @@ extension UbiquitousKeyValueStore {
     /// Whether a sync engine runs for this store (the user is signed in and sync is enabled).
     public var isSyncing: Bool { backend.syncEngine != nil }
 
-    /// Why this store does not sync (signed out, paused by the app, or why sync could not
-    /// start); nil while it syncs. For the daemon's and `hearth serve`'s first line.
-    package var notSyncingReason: NotSyncingReason? { backend.sync.notSyncing }
-
     /// Waits until the sync listener is up and returns its TCP port; `nil` if not syncing.
     public func syncPort() async throws -> Int? {
         try await backend.waitForSync()
@@ -60,26 +56,10 @@ extension UbiquitousKeyValueStore {
     /// ```
     public func waitUntilSynced(peers: Int = 1, timeout: Duration) async -> Bool {
         let backend = self.backend
-        return await waitForSync(until: ContinuousClock.now + timeout) {
+        return await internals.waitForSync(until: ContinuousClock.now + timeout) {
             guard let engine = backend.syncEngine else { return false }
             return engine.connectedPeers.count >= peers && engine.isSettled
         }
-    }
-
-    /// What announces a change of this store's sync state: the store's own signal (its engine
-    /// started or stopped) and its engine's (a peer connected, left, acknowledged or refused).
-    /// Asked anew before each wait: the engine changes with sync stopped and resumed.
-    package var syncSignals: [ChangeSignal] {
-        [backend.syncChanges] + (backend.syncEngine?.changes.map { [$0] } ?? [])
-    }
-
-    /// Waits until `condition` (about this store's sync: ``confirmingPeerCount``,
-    /// ``syncRefusals``, ``connectedPeerCount``...) holds (true) or `deadline` passes (false):
-    /// checked at once, again at each of ``syncSignals``, and once more at the deadline (a busy
-    /// machine may run this task only after it). No polling. For the `hearth` command's wait for
-    /// peers, where ``waitUntilSynced(peers:timeout:)`` says too little.
-    package func waitForSync(until deadline: ContinuousClock.Instant, _ condition: () -> Bool) async -> Bool {
-        await ChangeSignal.waitUntil(deadline, observing: { syncSignals }, condition)
     }
 
     /// What peer devices refused of this device's writes, each with why, for as long as the

@@ -33,40 +33,8 @@ public typealias NotAPropertyListError = HearthCore.NotAPropertyListError
 /// says why a write was refused, and ``changes`` delivers external changes as an
 /// `AsyncSequence`.
 public final class UbiquitousKeyValueStore: Sendable {
-    /// Settings for opening a store.
-    public struct Configuration: Sendable {
-        /// The folder that holds the replica files (default `$XDG_DATA_HOME/hearth`).
-        public var dataDirectory: String
-        /// How long after a change it is written to disk at the latest (default 1 s).
-        public var writeBehindDelay: Duration
-        /// Where the store and its sync log; pass your app's logger. The default (label `hearth`)
-        /// is the one logger the library makes itself: `Configuration()` must work with no
-        /// arguments, as Apple's store needs none. Every internal module takes its logger from
-        /// here and makes none of its own.
-        public var logger: Logger
-        /// Whether and how to sync with the account's other devices (default: when signed in).
-        public var sync: SyncSettings
-        /// What to do when another process of this device has the store open (default
-        /// ``AttachMode/automatic``: attach to it; see docs/local-attach.md).
-        public var attach: AttachMode = .automatic
-        /// Shifts this store's clock, so tests can play devices whose clocks are wrong.
-        package var clockSkew: Duration = .zero
-        /// Opens with sync set up but not started until ``resumeSync()``: a one-shot write
-        /// (`hearth set`) makes its change before its first hello, so its peers get the change
-        /// as part of their first sync with it, not after a hello that lacked it.
-        package var syncStartsPaused = false
-
-        /// Settings with these values; every one has a default.
-        public init(dataDirectory: String = StoreLocation.defaultDataDirectory(),
-                    writeBehindDelay: Duration = .seconds(1),
-                    sync: SyncSettings = .automatic,
-                    logger: Logger = Logger(label: "hearth")) {
-            self.dataDirectory = dataDirectory
-            self.writeBehindDelay = writeBehindDelay
-            self.sync = sync
-            self.logger = logger
-        }
-    }
+    /// Settings for opening a store (``StoreConfiguration``): the name apps spell it by.
+    public typealias Configuration = StoreConfiguration
 
     /// Posted when values change because of another device, the first sync after sign-in,
     /// an account change, or a refused write; never for the app's own successful writes.
@@ -112,7 +80,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// ```
     ///
     /// Another process of this user that has the store open hosts it for this one, which then
-    /// attaches (``Configuration/attach``, default ``AttachMode/automatic``).
+    /// attaches (``StoreConfiguration/attach``, default ``AttachMode/automatic``).
     ///
     /// - Throws: ``KeyValueStoreError`` with code ``KeyValueStoreError/Code/storeLocked`` when another
     ///   process has it open and this one may not attach (``AttachMode/embedded``) or could not

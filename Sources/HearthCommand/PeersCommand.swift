@@ -68,11 +68,11 @@ struct PeersCommand: AsyncParsableCommand {
                 try? await Task.sleep(for: .milliseconds(Int(max(0, wait) * 1000)))
                 let entries = opened.syncMetrics.map { (sent: $0.entriesSent, received: $0.entriesReceived) }
                 let report = LiveStatus(pid: getpid(), store: access.storeIdentifier, port: port ?? nil, device: identity.deviceID.hex,
-                                        connectedPeers: opened.connectedPeerDeviceIDs, discoveredPeers: opened.discoveredPeers,
+                                        connectedPeers: opened.internals.connectedPeerDeviceIDs, discoveredPeers: opened.discoveredPeers,
                                         discovery: store.discoveryDescription,
                                         lastExchange: (entries.map { $0.sent + $0.received } ?? 0) > 0 ? Date() : nil,
-                                        entries: entries, figures: StoreFigures(opened.replica, refusals: opened.syncRefusals))
-                await opened.close()
+                                        entries: entries, figures: StoreFigures(opened.internals.replica, refusals: opened.syncRefusals))
+                await opened.internals.close()
                 return (report, "seen in \(wait) s from this process", nil)
             case .noReply:
                 guard ContinuousClock.now < deadline else {

@@ -40,7 +40,7 @@ package final class HostedStore: Sendable {
         }
         // Help says serve creates the store; a fresh store with nothing in it would otherwise
         // have no file until its first change, and `hearth list` would call it unknown.
-        if !access.exists, !(await store.saveCreatingFile()) {
+        if !access.exists, !(await store.internals.saveCreatingFile()) {
             output.note("\(label): could not create the file of store \(access.storeIdentifier) yet; it is written at the first change")
         }
         let hosted = HostedStore(store, access: access, output: output, printChanges: printChanges, json: json, saveEachChange: saveEachChange)
@@ -60,7 +60,7 @@ package final class HostedStore: Sendable {
         // Nothing in this process observes the store but through `changes` (the printer below,
         // if any): no notification is posted for it, and the daemon's stores, with no printer,
         // skip the hop to the notification queue at every change.
-        store.stopPostingNotifications()
+        store.internals.stopPostingNotifications()
         let port = Locked<Int?>(nil)
         self.port = port
         let device = access.identity?.deviceID.hex
@@ -68,10 +68,10 @@ package final class HostedStore: Sendable {
         let liveStatus: @Sendable () -> LiveStatus = {
             let metrics = store.syncMetrics
             return LiveStatus(pid: getpid(), store: store.storeIdentifier, port: port.withLock { $0 }, device: device,
-                              connectedPeers: store.connectedPeerDeviceIDs, discoveredPeers: store.discoveredPeers,
+                              connectedPeers: store.internals.connectedPeerDeviceIDs, discoveredPeers: store.discoveredPeers,
                               discovery: discovery, lastExchange: metrics?.lastEntriesMoved,
                               entries: metrics.map { ($0.entriesSent, $0.entriesReceived) },
-                              figures: StoreFigures(store.replica, refusals: store.syncRefusals))
+                              figures: StoreFigures(store.internals.replica, refusals: store.syncRefusals))
         }
         // Up before sync starts, so that hearth set/rm/peers find us as soon as we hold the store.
         let handler = ControlHandler(store: store, status: liveStatus, note: output.note)
@@ -95,7 +95,7 @@ package final class HostedStore: Sendable {
             for await change in changes {
                 // What is printed is on disk too, so a `hearth get` run after reading it sees it
                 // even once this process has gone.
-                await store.synchronizeOffPool()
+                await store.internals.synchronizeOffPool()
                 guard printChanges else { continue }
                 let values = change.keys.map { ($0, store.value(forKey: $0)) }
                 if json {
@@ -118,13 +118,13 @@ package final class HostedStore: Sendable {
 
     /// Why the store does not sync, as the daemon and `serve` say it: "not syncing (signed out)",
     /// or "not syncing: cannot start sync: …" when signed in and the start failed.
-    package var notSyncing: String { (store.notSyncingReason ?? .signedOut).description }
+    package var notSyncing: String { (store.internals.notSyncingReason ?? .signedOut).description }
 
     /// Stops answering, saves and closes the store.
     package func close() async {
         control?.stop()
         printer?.cancel()
-        await store.close()
+        await store.internals.close()
     }
 
     /// Opens the store, waiting while another process holds it for that process to let go

@@ -7,7 +7,7 @@ package enum WriteOutcome: Sendable, Equatable {
     case local
     /// Saved, not synced from this process, for the reason given: the store is attached to the
     /// process that holds it (an app), which syncs it and alone hears peers' answers; or, signed
-    /// in, sync is paused or could not start (``UbiquitousKeyValueStore/notSyncingReason``).
+    /// in, sync is paused or could not start (``StoreInternals/notSyncingReason``).
     case notSyncing(String)
     case confirmed(peers: Int, required: Int)
     case unconfirmed(peers: Int, required: Int)
@@ -80,12 +80,12 @@ package enum WriteOutcome: Sendable, Equatable {
     /// change of the store (and it is on disk either way); reports how many did, or that a
     /// peer refused `key`'s write (most often: this device's clock is hours ahead).
     package static func deliver(_ store: UbiquitousKeyValueStore, key: String, wait: Double, minimumPeers: Int) async -> WriteOutcome {
-        await store.synchronizeOffPool()
+        await store.internals.synchronizeOffPool()
         guard store.isSyncing else {
             // Attached, the write goes to the process that holds the store: it syncs it, and
             // peers' confirmations and refusals (a clock ahead, say) go to it, not here.
-            if store.isAttached { return .notSyncing("the process that holds the store syncs it; peers answer it, not this command") }
-            guard let reason = store.notSyncingReason, reason != .signedOut else { return .local }
+            if store.internals.isAttached { return .notSyncing("the process that holds the store syncs it; peers answer it, not this command") }
+            guard let reason = store.internals.notSyncingReason, reason != .signedOut else { return .local }
             return .notSyncing(reason.description)
         }
         do {
@@ -99,7 +99,7 @@ package enum WriteOutcome: Sendable, Equatable {
         // Checked again each time the engine says a peer connected, left, acknowledged or
         // refused (no polling), and once more after the deadline: on a busy machine it may pass
         // while this task waits to run.
-        let done = await store.waitForSync(until: deadline) {
+        let done = await store.internals.waitForSync(until: deadline) {
             // A peer that refused a write of another key has answered for it: it counts as confirming.
             // Counted before the refusals are read: a peer's refusal arrives before its ack.
             confirmed = store.confirmingPeerCount

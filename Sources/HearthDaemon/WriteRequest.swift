@@ -79,10 +79,10 @@ package struct WriteRequest: Sendable {
                 do {
                     outcome = try await request.apply(to: store, startingSync: true)
                 } catch {
-                    await store.close()
+                    await store.internals.close()
                     throw error
                 }
-                await store.close()
+                await store.internals.close()
                 return (outcome, handedOver ? .resolvedHere : .here)
             case .answered(let reply):
                 return (try Self.outcome(fromReply: reply), handedOver ? .resolvedByNewHolder : .holder)

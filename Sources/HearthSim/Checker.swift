@@ -33,10 +33,18 @@ final class Checker: Sendable {
     private let trace: Trace
     /// The device prefix of each device's origins (`ReplicaID.devicePrefix`).
     private let prefixes: [UInt64: Int]
+    /// The devices the invariants speak for (all but a hostile member).
+    let honest: [Int]
 
-    init(trace: Trace, prefixes: [UInt64: Int]) {
+    init(trace: Trace, prefixes: [UInt64: Int], honest: [Int]) {
         self.trace = trace
         self.prefixes = prefixes
+        self.honest = honest
+    }
+
+    /// The entry the model says `device` holds for `key` in `store` (a collected removal included).
+    func modelEntry(device: Int, store: String, key: StoreKey) -> Entry? {
+        state.withLock { $0.held[Place(device: device, store: store)]?[key] }
     }
 
     var violations: [Violation] { state.withLock { $0.violations } }
@@ -104,27 +112,6 @@ final class Checker: Sendable {
             }
         }
         compare(Set(entries.map(\.key)), at: place, now: now)
-    }
-
-    /// A device collected `tombstones`: every device must have each (in memory if it is up, on
-    /// its disk if it is down). One that still holds an older value of the key can then never be
-    /// sent the removal, and may bring the value back.
-    func collected(_ tombstones: [Entry], device: Int, store: String) {
-        let missing = state.withLock { s -> [(Int, Entry, Entry?)] in
-            var missing: [(Int, Entry, Entry?)] = []
-            for (place, entries) in s.held where place.store == store && place.device != device {
-                for tombstone in tombstones {
-                    // Lacking the key altogether is harmless; an older value is what would come back.
-                    guard let holds = entries[tombstone.key], !holds.isTombstone, Self.beats(tombstone, holds) else { continue }
-                    missing.append((place.device, tombstone, holds))
-                }
-            }
-            return missing.sorted { ($0.0, $0.1.key.string) < ($1.0, $1.1.key.string) }
-        }
-        for (other, tombstone, holds) in missing.prefix(1) {
-            fail("tombstones collected", "d\(device) \(store) collected \(Self.describe(tombstone)) while d\(other) holds \(Self.describe(holds))"
-                 + (missing.count > 1 ? " (\(missing.count) such)" : ""))
-        }
     }
 
     /// The replica holds for each key what the model says it should.
@@ -197,7 +184,7 @@ final class Checker: Sendable {
                 $0.intersection(Self.tombstones($1.replica, upTo: wall))
             }
             if let some = everywhere.sorted().first {
-                fail("tombstones collected", "\(store): every device still holds \(everywhere.count) removals, \(some)")
+                fail(Self.tombstones, "\(store): every device still holds \(everywhere.count) removals, \(some)")
             }
             let (acknowledged, held) = state.withLock { ($0.acknowledged[store] ?? [:], $0.held[Place(device: first, store: store)] ?? [:]) }
             for (key, write) in acknowledged.sorted(by: { $0.key.string < $1.key.string }) {

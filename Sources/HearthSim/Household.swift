@@ -27,6 +27,12 @@ final class Household: Sendable {
         /// Clock jumps among the faults (`--clock-faults`): off by default while the violations
         /// they bring are open (docs/simulator.md, "Findings").
         var clockFaults = false
+        /// Stalls, slow links, flaps and half-open links among the faults (on unless
+        /// `--no-link-faults`), each kind as often as each of the others.
+        var linkFaults = true
+        /// The last device is the hostile member (`--hostile`, ``HostileStore``): off by default
+        /// while what it finds is open (docs/simulator.md, "Findings").
+        var hostile = false
         /// Ends the workload at the first violation (`--fail-fast`, for scripts/mutants.sh): the
         /// household then heals and goes quiet as at the end, and the final checks run.
         var failFast = false
@@ -52,11 +58,12 @@ final class Household: Sendable {
     /// The virtual wall clock's start: 2026-01-01, whatever the day of the run.
     static let t0: UInt64 = 1_767_225_600_000
     /// The quiet spell before the final check: far longer than the longest back-off (10 s
-    /// and its jitter) and a heartbeat.
-    static let quietSpell = Duration.seconds(300)
+    /// and its jitter) and a heartbeat; with link faults, than the longest a half-open link
+    /// may live too (``halfOpenBound``, 8.5 min), and the sync after it.
+    var quietSpell: Duration { settings.linkFaults ? .seconds(720) : .seconds(300) }
 
     /// A device as the household knows it.
-    private final class Member: Sendable {
+    final class Member: Sendable {
         let index: Int
         let identity: DeviceIdentity
         let disk: SimulatedDisk
@@ -69,8 +76,11 @@ final class Household: Sendable {
         let down = Locked(false)
         /// How far its clock is off, in milliseconds (a clock fault).
         let skew = Locked<Int64>(0)
+        /// The hostile member: its stores are ``HostileStore``s, and no invariant speaks for it.
+        let hostile: Bool
 
-        init(index: Int, identity: DeviceIdentity, disk: SimulatedDisk, port: Int, seed: UInt64) {
+        init(index: Int, identity: DeviceIdentity, disk: SimulatedDisk, port: Int, seed: UInt64, hostile: Bool) {
+            self.hostile = hostile
             self.index = index
             self.identity = identity
             self.disk = disk
@@ -79,19 +89,21 @@ final class Household: Sendable {
         }
     }
 
-    private struct Run: Sendable {
+    struct Run: Sendable {
         let engine: SyncEngine
         let stores: [String: SimulatedStore]
+        /// The hostile member's stores (its `stores` are none).
+        var hostile: [String: HostileStore] = [:]
     }
 
     let seed: UInt64
     let settings: Settings
-    private let executor: SimulationExecutor
-    private let trace: Trace
-    private let checker: Checker
-    private let lan: SimulatedLAN
-    private let members: [Member]
-    private let logger: Logger
+    let executor: SimulationExecutor
+    let trace: Trace
+    let checker: Checker
+    let lan: SimulatedLAN
+    let members: [Member]
+    let logger: Logger
     /// The workload's and the faults' draws (the engines draw from their own).
     private let random: Locked<SplitMix64>
     /// A crash drawn to follow the next write, this long after it: within the second its save
@@ -132,21 +144,21 @@ final class Household: Sendable {
             let port = lan.memory.reservePort()
             lan.register(identity.deviceID, index: index, port: port)
             members.append(Member(index: index, identity: identity, disk: SimulatedDisk(seed: seed &+ UInt64(index)), port: port,
-                                  seed: keys.next()))
+                                  seed: keys.next(), hostile: settings.hostile && index == settings.devices - 1))
         }
         self.members = members
         checker = Checker(trace: trace, prefixes: Dictionary(uniqueKeysWithValues: members.map {
             (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
-        }))
+        }), honest: members.filter { !$0.hostile }.map(\.index))
         random = Locked(SplitMix64(seed: keys.next()))
     }
 
-    private func draw() -> UInt64 { random.withLock { $0.next() } }
-    private func draw(below bound: Int) -> Int { Int(draw() % UInt64(bound)) }
-    private func unit() -> Double { Double(draw() >> 11) / Double(1 << 53) }
+    func draw() -> UInt64 { random.withLock { $0.next() } }
+    func draw(below bound: Int) -> Int { Int(draw() % UInt64(bound)) }
+    func unit() -> Double { Double(draw() >> 11) / Double(1 << 53) }
 
     /// A duration drawn uniformly from `range` (seconds), in whole milliseconds.
-    private func duration(_ range: ClosedRange<Double>) -> Duration {
+    func duration(_ range: ClosedRange<Double>) -> Duration {
         .milliseconds(Int64((range.lowerBound + (range.upperBound - range.lowerBound) * unit()) * 1000))
     }
 
@@ -156,28 +168,34 @@ final class Household: Sendable {
         for member in members { await start(member) }
         let end = Duration.seconds(settings.hours * 3600)
         let writeRate = Double(settings.devices) * settings.writesPerMinute / 60   // per second
-        let faultRate = settings.faultsPerHour / 3600
+        // Each kind of fault as often as without link faults.
+        let faultRate = settings.faultsPerHour * Double(faultKinds) / Double(faultKinds - linkFaultKinds) / 3600
+        let hostileRate = settings.hostile ? Self.hostileActsPerHour / 3600 : 0
+        let total = writeRate + faultRate + hostileRate
         var crashed = false
         while executor.now < end {
-            // The next event of a Poisson process of writes and faults.
-            let gap = -log(1 - unit()) / (writeRate + faultRate)
+            // The next event of a Poisson process of writes, faults and the hostile member's acts.
+            let gap = -log(1 - unit()) / total
             try? await executor.sleep(for: .milliseconds(Int64(gap * 1000)))
             guard executor.now < end, !settings.failFast || checker.violations.isEmpty else { break }
-            if unit() < writeRate / (writeRate + faultRate) { write() } else { crashed = await fault() || crashed }
+            let pick = unit()
+            if pick < writeRate / total { write() } else if pick < (writeRate + faultRate) / total { crashed = await fault() || crashed } else { hostileAct() }
         }
-        trace.log("workload over: clocks set right, healing, restarting, then \(Self.quietSpell) of quiet")
+        trace.log("workload over: clocks set right, healing, restarting, then \(quietSpell) of quiet")
         let workloadEnded = Self.t0 + UInt64(executor.now.components.seconds) * 1000
         for member in members { member.skew.withLock { $0 = 0 } }
         if lan.heal() { trace.log("heal") }
         if lan.rejoinAll() { trace.log("every pair rejoined") }
+        lan.faults.healAll()
         for member in members { await restart(member) }
-        try? await executor.sleep(for: Self.quietSpell)
+        try? await executor.sleep(for: quietSpell)
         var replicas: [String: [(device: Int, replica: Replica)]] = [:]
         for member in members {
             guard let run = member.run.withLock({ $0 }) else { continue }
             for (name, store) in run.stores { replicas[name, default: []].append((member.index, store.replica)) }
         }
         checker.checkQuiescent(replicas, wall: workloadEnded)
+        checker.checkTombstones(replicas, everyDeviceHonest: !settings.hostile)
         for member in members { await member.run.withLock({ $0 })?.engine.stop() }
         trace.log("end")
         return Outcome(seed: seed, digest: trace.digest, events: trace.count, jobs: executor.jobsRun, violations: checker.violations,
@@ -187,7 +205,7 @@ final class Household: Sendable {
     // MARK: Devices
 
     /// The device's wall clock: the virtual one, off by its skew.
-    private func wall(of member: Member) -> @Sendable () -> UInt64 {
+    func wall(of member: Member) -> @Sendable () -> UInt64 {
         { [executor] in
             let now = executor.now.components
             return UInt64(clamping: Int64(Self.t0) + now.seconds * 1000 + now.attoseconds / 1_000_000_000_000_000 + member.skew.withLock { $0 })
@@ -208,6 +226,10 @@ final class Household: Sendable {
     private func start(_ member: Member) async {
         let wall = wall(of: member)
         var stores: [String: SimulatedStore] = [:]
+        if member.hostile {
+            await startHostile(member, environment: environment(for: member))
+            return
+        }
         do {
             for name in settings.stores {
                 let location = StoreLocation(dataDirectory: "/sim/d\(member.index)", storeIdentifier: name,
@@ -257,7 +279,7 @@ final class Household: Sendable {
     /// up; one in 8 is a conflict: two devices write the key in the same millisecond, so their
     /// stamps are often equal and the origin decides.
     private func write() {
-        let up = members.filter { $0.run.withLock { $0 != nil } }
+        let up = members.filter { !$0.hostile && $0.run.withLock { $0 != nil } }
         guard !up.isEmpty else { return }
         let writers = up.count > 1 && draw(below: 8) == 0 ? 2 : 1
         var chosen = up
@@ -286,9 +308,19 @@ final class Household: Sendable {
         }
     }
 
+    /// How many kinds of fault are drawn among, and how many of them are link faults (drawn
+    /// after the others, so that a run without them draws as before).
+    private var faultKinds: Int { 4 + linkFaultKinds }
+    private var linkFaultKinds: Int { settings.linkFaults ? LinkFault.allCases.count : 0 }
+
     /// One fault drawn from the seed. Returns whether a device crashed.
     private func fault() async -> Bool {
-        switch draw(below: 4) {
+        let kind = draw(below: faultKinds)
+        if kind >= faultKinds - linkFaultKinds {
+            inject(LinkFault.allCases[kind - (faultKinds - linkFaultKinds)])
+            return false
+        }
+        switch kind {
         case 3:
             // A device's clock is set right if it was off, else set off: by up to 10 minutes
             // either way (beyond the minute a peer may lead the clock, within the 12 h bound);

@@ -10,12 +10,20 @@ import NIOCore
 /// TCP, certificates checked as the handshake does), with the faults of a home LAN on top:
 /// a delay on every write (1 to 20 ms, the link staying FIFO), partitions (a dial across one is
 /// refused, the links across it are cut), connection resets, and a device cut off while it is
-/// down. Every link end is known here, so a fault finds it.
+/// down, and the link faults of ``LinkFaults`` (stalls, slow links, flaps, half-open links).
+/// Every link end is known here, so a fault finds it.
 final class SimulatedLAN: Sendable {
     private struct LinkEnd {
         let local: Int
         let remote: Int
-        let close: @Sendable () -> Void
+        let control: LinkEndControl
+        /// Closes the in-memory link (both ends see it end, but a half-open end).
+        let closeLink: @Sendable () -> Void
+
+        func close() {
+            control.close(cut: true)
+            closeLink()
+        }
     }
 
     private struct State {
@@ -36,9 +44,10 @@ final class SimulatedLAN: Sendable {
     }
 
     let memory: InMemoryNetwork
+    let faults = LinkFaults()
     private let state: Locked<State>
     private let trace: Trace
-    private let executor: SimulationExecutor
+    fileprivate let executor: SimulationExecutor
     /// Draws each write's delay.
     private let delays: Locked<SplitMix64>
     /// A write reaches the peer this long after it is made, at most (drawn from 1 ms up).
@@ -136,6 +145,24 @@ final class SimulatedLAN: Sendable {
         state.withLock { $0.ends[id] }?.close()
     }
 
+    /// Makes the connection of link end `id` half-open: the peer's end closes (its session
+    /// ends), this one does not see it (``LinkEndControl``). Returns whether the end was up.
+    func halfOpen(_ id: UInt64) -> Bool {
+        guard let end = state.withLock({ $0.ends[id] }) else { return false }
+        end.control.makeHalfOpen()
+        end.closeLink()
+        return true
+    }
+
+    /// Whether link end `id` is still up (its session has not ended).
+    func isUp(_ id: UInt64) -> Bool { state.withLock { $0.ends[id] != nil } }
+
+    /// Closes every link between `a` and `b` (a flap; ``LinkFaults/block(_:_:)`` refuses their dials meanwhile).
+    func closeLinks(_ a: Int, _ b: Int) {
+        let pair = LinkFaults.Pair(a, b)
+        for end in state.withLock({ s in s.ends.values.filter { LinkFaults.Pair($0.local, $0.remote) == pair } }) { end.close() }
+    }
+
     /// Device `index` is down (crashed): its links are cut, and none is made to or from it.
     func setDown(_ index: Int, _ down: Bool) {
         let cut = state.withLock { s -> [LinkEnd] in
@@ -148,7 +175,7 @@ final class SimulatedLAN: Sendable {
     fileprivate func reachable(from local: Int, port: Int) -> Int? {
         state.withLock { s in
             guard let remote = s.owners[port], !s.down.contains(local), !s.down.contains(remote),
-                  s.side[local] == s.side[remote], !Self.isCut(s, local, remote) else { return nil }
+                  s.side[local] == s.side[remote], !faults.isBlocked(local, remote), !Self.isCut(s, local, remote) else { return nil }
             return remote
         }
     }
@@ -157,13 +184,13 @@ final class SimulatedLAN: Sendable {
         state.withLock { $0.devices[device] } ?? -1
     }
 
-    fileprivate func opened(local: Int, remote: Int, close: @escaping @Sendable () -> Void) -> UInt64? {
+    fileprivate func opened(local: Int, remote: Int, control: LinkEndControl, close: @escaping @Sendable () -> Void) -> UInt64? {
         let id = state.withLock { s -> UInt64? in
-            // Cut meanwhile (a partition or crash between the dial and the session's start).
+            // Cut meanwhile (a partition, a pair cut, a flap or a crash between the dial and the session's start).
             guard !s.down.contains(local), !s.down.contains(remote), s.side[local] == s.side[remote],
-                  !Self.isCut(s, local, remote) else { return nil }
+                  !faults.isBlocked(local, remote), !Self.isCut(s, local, remote) else { return nil }
             s.nextEnd += 1
-            s.ends[s.nextEnd] = LinkEnd(local: local, remote: remote, close: close)
+            s.ends[s.nextEnd] = LinkEnd(local: local, remote: remote, control: control, closeLink: close)
             return s.nextEnd
         }
         if id != nil { trace.log("link d\(local)->d\(remote) up") }
@@ -172,7 +199,13 @@ final class SimulatedLAN: Sendable {
 
     fileprivate func closed(_ id: UInt64) {
         guard let end = state.withLock({ $0.ends.removeValue(forKey: id) }) else { return }
-        trace.log("link d\(end.local)->d\(end.remote) down")
+        end.control.close()
+        let halfOpen = !end.control.isHalfOpen ? "" : end.control.wasCut ? " (half-open, cut)" : " (half-open, given up by d\(end.local))"
+        trace.log("link d\(end.local)->d\(end.remote) down" + halfOpen)
+    }
+
+    fileprivate func vanished(_ frames: Int, from local: Int, to remote: Int) {
+        trace.log("d\(local)->d\(remote) \(frames) frame\(frames == 1 ? "" : "s") vanished (half-open)")
     }
 
     fileprivate func sent(_ frames: Int, from local: Int, to remote: Int) {
@@ -226,7 +259,7 @@ final class SimulatedLAN: Sendable {
     }
 
     fileprivate func wrap(_ link: some PeerLink, local: Int) -> any PeerLink {
-        SimulatedLink(inner: link, lan: self, local: local, remote: index(of: link.peer.deviceID))
+        SimulatedLink(inner: link, lan: self, local: local, remote: index(of: link.peer.deviceID), control: LinkEndControl())
     }
 }
 
@@ -237,15 +270,22 @@ struct SimulatedLink<Inner: PeerLink>: PeerLink {
     let lan: SimulatedLAN
     let local: Int
     let remote: Int
+    let control: LinkEndControl
 
     struct Writer: PeerLinkWriter {
         let inner: Inner.Outbound
         let lan: SimulatedLAN
         let local: Int
         let remote: Int
+        let control: LinkEndControl
 
         func writeFrames(_ frames: [ByteBuffer]) async throws {
             try await lan.delay()
+            try await lan.faults.pass(from: local, to: remote, bytes: frames.reduce(0) { $0 + 4 + $1.readableBytes }, executor: lan.executor)
+            guard !control.isHalfOpen else {
+                lan.vanished(frames.count, from: local, to: remote)
+                return
+            }
             lan.sent(frames.count, from: local, to: remote)
             try await inner.writeFrames(frames)
         }
@@ -254,20 +294,28 @@ struct SimulatedLink<Inner: PeerLink>: PeerLink {
     var peer: TLSPeer { inner.peer }
     var eventLoop: (any EventLoop)? { nil }
 
-    func executeThenClose<Result>(_ body: (Inner.Inbound, Writer) async throws -> Result) async throws -> Result {
+    func executeThenClose<Result>(_ body: (FaultyInbound<Inner.Inbound>, Writer) async throws -> Result) async throws -> Result {
         let inner = inner
-        guard let id = lan.opened(local: local, remote: remote, close: { inner.closeSoon() }) else {
+        guard let id = lan.opened(local: local, remote: remote, control: control, close: { inner.closeSoon() }) else {
             await inner.close()
             throw SimulationError("the link d\(local)->d\(remote) was cut before its session began")
         }
         defer { lan.closed(id) }
         return try await inner.executeThenClose { inbound, outbound in
-            try await body(inbound, Writer(inner: outbound, lan: lan, local: local, remote: remote))
+            try await body(FaultyInbound(base: inbound, control: control),
+                           Writer(inner: outbound, lan: lan, local: local, remote: remote, control: control))
         }
     }
 
-    func close() async { await inner.close() }
-    func closeSoon() { inner.closeSoon() }
+    func close() async {
+        control.close()
+        await inner.close()
+    }
+
+    func closeSoon() {
+        control.close()
+        inner.closeSoon()
+    }
 }
 
 /// A failure of the simulation itself (an argument, a fault refused), with its reason.

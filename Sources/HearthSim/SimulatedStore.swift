@@ -17,6 +17,8 @@ final class SimulatedStore: SyncReplica {
         var generation = 0
         var savedGeneration = 0
         var saveScheduled = false
+        /// The vector of the replica as last saved (its file's, when opened).
+        var savedVector: VersionVector
         /// The device crashed: this object is what its memory was, and does nothing more.
         var dead = false
     }
@@ -45,7 +47,7 @@ final class SimulatedStore: SyncReplica {
         self.plant = plant
         self.device = device
         self.storeIdentifier = storeIdentifier
-        state = Locked(State(synced: SyncedReplica(replica)))
+        state = Locked(State(synced: SyncedReplica(replica), savedVector: replica.vector))
         self.storage = storage
         self.wall = wall
         self.checker = checker
@@ -112,7 +114,10 @@ final class SimulatedStore: SyncReplica {
         }) else { return }
         do {
             try storage.save(snapshot)
-            state.withLock { $0.savedGeneration = max($0.savedGeneration, generation) }
+            state.withLock { s in
+                s.savedGeneration = max(s.savedGeneration, generation)
+                s.savedVector = snapshot.vector
+            }
             trace.log("d\(device) \(storeIdentifier) saved \(snapshot.entries.count) entries")
             checker.saved(snapshot, device: device, store: storeIdentifier)
         } catch {
@@ -133,6 +138,8 @@ final class SimulatedStore: SyncReplica {
 
     var syncVector: VersionVector { state.withLock { $0.synced.vector } }
 
+    var durableVector: VersionVector { state.withLock { $0.savedVector } }
+
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) {
         state.withLock { ($0.synced.delta(for: peer), $0.synced.vector) }
     }
@@ -152,21 +159,37 @@ final class SimulatedStore: SyncReplica {
 
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         let now = wall()
-        guard let result = state.withLock({ s -> (changed: [StoreKey], refused: [RefusedEntry])? in
+        guard let (result, replica, held) = state.withLock({ s -> ((changed: [StoreKey], refused: [RefusedEntry]), Replica, Int)? in
             guard !s.dead else { return nil }
             let given = plant == .dropRemoteDeletes ? entries.filter { !$0.isTombstone } : entries
             let result = s.synced.applyRemote(given, heldBack: heldBack, wall: now)
             s.generation += 1
-            return result
+            return (result, s.synced.replica, s.synced.heldBack.count)
         }) else { return ([], []) }
         trace.log("d\(device) \(storeIdentifier) applied \(entries.count) entries, \(result.changed.count) changed, \(result.refused.count) refused, \(heldBack.count) held back")
         let accepted = entries.filter { entry in !result.refused.contains { $0.refers(to: entry) } }
         checker.applied(accepted, device: device, store: storeIdentifier, now: entry(forKey:))
+        checker.checkBounds(replica, held: held, device: device, store: storeIdentifier)
         scheduleSave()
         return result
     }
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }
+
+    /// Not reached yet: the simulator has no device removals (docs/simulator.md, "Not simulated yet").
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        let dropped = state.withLock { s -> Int in
+            guard !s.dead else { return 0 }
+            let dropped = s.synced.dropEntries(signedBy: device, stampedAfter: removedAt).count
+            if dropped > 0 { s.generation += 1 }
+            return dropped
+        }
+        if dropped > 0 {
+            trace.log("d\(self.device) \(storeIdentifier) dropped \(dropped) entries of a removed device")
+            scheduleSave()
+        }
+        return dropped
+    }
 
     func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
         state.withLock { $0.synced.imposedLead(forKey: key, origin: origin, sequence: sequence) }
@@ -193,24 +216,42 @@ final class SimulatedStore: SyncReplica {
     var knownDevices: [DeviceID] { state.withLock { $0.synced.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
     func learnOfDevices(_ devices: [DeviceID]) { _ = state.withLock { $0.synced.learnOf(devices: devices.map(\.hex)) } }
 
+    func forgetDevice(_ device: DeviceID) {
+        let now = wall()
+        noteCollection(scheduling: state.withLock { s -> (Bool, [Entry]) in
+            guard !s.dead else { return (false, []) }
+            let tombstones = s.synced.entries.values.filter(\.isTombstone)
+            guard s.synced.forget(device: device.hex, wall: now) else { return (false, []) }
+            s.generation += 1
+            return (true, tombstones.filter { s.synced.entries[$0.key] == nil })
+        })
+    }
+
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
         let now = wall()
-        let collected = state.withLock { s -> [Entry]? in
-            guard !s.dead else { return nil }
+        noteCollection(scheduling: state.withLock { s -> (Bool, [Entry]) in
+            guard !s.dead else { return (false, []) }
+            // The tombstones before, to tell the checker which went (the only places they go).
             let tombstones = s.synced.entries.values.filter(\.isTombstone)
-            guard s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return nil }
+            guard s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return (false, []) }
             s.generation += 1
-            return tombstones.filter { s.synced.entries[$0.key] == nil }
+            return (true, tombstones.filter { s.synced.entries[$0.key] == nil })
+        })
+    }
+
+    /// Tells the checker which tombstones went, and saves if anything changed.
+    private func noteCollection(scheduling outcome: (changed: Bool, collected: [Entry])) {
+        if !outcome.collected.isEmpty {
+            let count = outcome.collected.count
+            trace.log("d\(self.device) \(storeIdentifier) collected \(count) tombstone\(count == 1 ? "" : "s")")
+            checker.collected(outcome.collected, device: self.device, store: storeIdentifier)
         }
-        guard let collected else { return }
-        if !collected.isEmpty {
-            trace.log("d\(self.device) \(storeIdentifier) collected \(collected.count) tombstones")
-            checker.collected(collected, device: self.device, store: storeIdentifier)
-        }
-        scheduleSave()
+        if outcome.changed { scheduleSave() }
     }
 
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
     var awaitingInitialSync: Bool { state.withLock { !$0.synced.hasSynced } }
     func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }
+    var wantsWhole: Bool { state.withLock { $0.synced.replica.wantsWhole } }
+    func wholeReceived() { state.withLock { $0.synced.wholeReceived() } }
 }

@@ -18,7 +18,7 @@ if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
 SimulationExecutors.install()
 
 let usage = """
-    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--signatures S] [--trace] [--log-level LEVEL]
+    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--no-link-faults] [--hostile] [--signatures S] [--trace] [--log-level LEVEL]
       --seeds N      run seeds 1…N (default 10)
       --seed S       run seed S alone (a failure's replay)
       --devices D    devices in the household, 2…16 (default 8)
@@ -28,6 +28,8 @@ let usage = """
       --trace        print every event of the trace as it happens
       --log-level L  the engines' log level (default critical)
       --clock-faults adds clock jumps to the faults (within and beyond the 12 h bound, and back)
+      --no-link-faults  leaves out stalls, slow links, flaps and half-open links (on by default)
+      --hostile      the last device is a hostile member: lying vectors, replays, withheld entries, floods
       --signatures S sampled (default: real Ed25519 in every seed divisible by 10, the fast signer
                      in the others), real (Ed25519 in every seed) or fast (in none)
       --fail-fast    ends a seed's workload at its first violation (scripts/mutants.sh)
@@ -78,6 +80,8 @@ while let argument = arguments.popFirst() {
         guard parts.count == 2, parts[1] > 0, (0..<parts[1]).contains(parts[0]) else { fail("--worker takes k/n (given by --jobs)") }
         worker = (parts[0], parts[1])
     case "--clock-faults": settings.clockFaults = true
+    case "--no-link-faults": settings.linkFaults = false
+    case "--hostile": settings.hostile = true
     case "--fail-fast": settings.failFast = true
     case "--crash-after-write": settings.crashAfterWrite = true
     case "--no-pair-cuts": settings.pairCuts = false
@@ -146,8 +150,9 @@ struct SeedReport {
 }
 
 /// The arguments that replay a seed of this run.
-let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? " --crash-after-write" : "") + (settings.pairCuts ? "" : " --no-pair-cuts") + (settings.plant.map { " --plant \($0.rawValue)" } ?? "")
-    + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
+let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.linkFaults ? "" : " --no-link-faults") + (settings.hostile ? " --hostile" : "")
+    + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? " --crash-after-write" : "") + (settings.pairCuts ? "" : " --no-pair-cuts")
+    + (settings.plant.map { " --plant \($0.rawValue)" } ?? "") + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
 
 @MainActor func report(_ seed: UInt64) -> SeedReport {
     let outcome = simulate(seed)

@@ -17,6 +17,12 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// The replica's current version vector.
     var syncVector: VersionVector { get }
 
+    /// The vector of what this replica has saved: what it keeps if the process dies now. Peers
+    /// collect tombstones on this, never on ``syncVector`` (docs/protocol.md, "Tombstones"); a
+    /// replica with no file keeps what it has for as long as it runs, so by default it is
+    /// ``syncVector``.
+    var durableVector: VersionVector { get }
+
     /// Every current entry `peer` does not cover, and the vector they bring the peer up to,
     /// taken in one atomic step.
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector)
@@ -46,6 +52,19 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// owning entries, but not held back.
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry])
 
+    /// Drops the entries signed by `device` (removed from the account at `removedAt`,
+    /// milliseconds since 1970) stamped after its removal, posting `serverChange` for the keys
+    /// whose visible value went; returns how many entries went
+    /// (``Replica/dropEntries(signedBy:stampedAfter:)``).
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int
+
+    /// Whether entries were dropped (``dropEntries(signedBy:stampedAfter:)``) and no peer's whole
+    /// store has come since (``Replica/wantsWhole``, saved with the replica).
+    var wantsWhole: Bool { get }
+
+    /// A peer's whole store came in: ``wantsWhole`` is cleared.
+    func wholeReceived()
+
     /// The current entry of `key`, tombstone included, if any.
     func entry(forKey key: StoreKey) -> Entry?
 
@@ -73,6 +92,11 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// tombstone is collected before they have it (or it is older than the horizon).
     func learnOfDevices(_ devices: [DeviceID])
 
+    /// Forgets `device` as known if it has acknowledged nothing here (noted when its link came
+    /// up, its hello then did not list this store: it cannot send an older entry of it), and
+    /// collects the tombstones every device still known has.
+    func forgetDevice(_ device: DeviceID)
+
     /// Records what a peer acknowledged and collects the tombstones every known peer has.
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector)
 
@@ -85,4 +109,9 @@ package protocol SyncReplica: AnyObject, Sendable {
 
     /// Marks the initial sync as done.
     func initialSyncCompleted()
+}
+
+extension SyncReplica {
+    /// A replica with no file: what it holds is all it will ever have.
+    package var durableVector: VersionVector { syncVector }
 }

@@ -162,7 +162,7 @@ public final class LoopbackCluster: Sendable {
         // that what a test writes afterwards always arrives as serverChange. A replica linked to
         // no other (a cluster of one) has no one to download from: it never completes one.
         let linked = (0..<replicas).filter { !topology.neighbours(of: $0, among: replicas).isEmpty }
-        let waiting = { linked.first { !self[$0].hasCompletedInitialSync } }
+        let waiting = { linked.first { !self[$0].internals.hasCompletedInitialSync } }
         guard try await wait(until: ContinuousClock.now + connectTimeout, { waiting() == nil }) else {
             throw LoopbackClusterError(.timedOut, "replica \(waiting() ?? -1) did not complete its initial sync within \(connectTimeout)")
         }
@@ -234,7 +234,7 @@ public final class LoopbackCluster: Sendable {
     private func differences(among chosen: [Int], values: [[String: PropertyListValue]]) -> String {
         let keys = Set(values.flatMap(\.keys)).filter { key in !values.allSatisfy { $0[key] == values[0][key] } }
         guard !keys.isEmpty else { return "" }
-        let replicas = chosen.map { self[$0].replica }
+        let replicas = chosen.map { self[$0].internals.replica }
         let lines = keys.sorted().map { key in
             let entries = replicas.map { replica in
                 guard let entry = replica.entries[StoreKey(key)] else { return "none" }
@@ -299,7 +299,7 @@ public final class LoopbackCluster: Sendable {
         if let network {
             return await InMemoryNetwork.wait(until: deadline, observing: { [changes] + network.signals }, condition)
         }
-        return await ChangeSignal.waitUntil(deadline, observing: { [changes] + stores.flatMap(\.syncSignals) }, condition)
+        return await ChangeSignal.waitUntil(deadline, observing: { [changes] + stores.flatMap(\.internals.syncSignals) }, condition)
     }
 
     // MARK: Partitions and restarts
@@ -347,7 +347,7 @@ public final class LoopbackCluster: Sendable {
             return s.stores[index]
         }
         recorder.stop(index)
-        await old.close()
+        await old.internals.close()
         try await whileClosed(configuration(for: index).dataDirectory)
         let store = try open(index)
         _ = try await store.syncPort()
@@ -385,7 +385,7 @@ public final class LoopbackCluster: Sendable {
     public func shutdown() async {
         let stores = state.withLock { $0.stores }
         recorder.stopAll()
-        for store in stores { await store.close() }
+        for store in stores { await store.internals.close() }
         try? FileManager.default.removeItem(atPath: rootDirectory)
     }
 

@@ -14,7 +14,7 @@ extension UbiquitousKeyValueStore {
     /// a.removeObject(forKey: "x")            // later than C's edit, on every run
     /// ```
     public func pastStamp(of key: String) async {
-        guard let stamp = replica.entries[StoreKey(key)]?.timestamp else {
+        guard let stamp = internals.replica.entries[StoreKey(key)]?.timestamp else {
             preconditionFailure("pastStamp(of:): this store holds no entry for \(key)")
         }
         while HybridLogicalClock.wallMilliseconds() <= stamp.milliseconds { await Task.yield() }

@@ -307,7 +307,7 @@ extension HearthCLI {
         #expect(await firstChange.bounded(by: .seconds(5)).value == ChangeEvent(reason: .serverChange, keys: ["a"]))
         let gotThroughApp = try await HearthCLI.run(["get", "a", "--json", "--store", "com.example.notes"] + device.directories)
         #expect(gotThroughApp.output == "8\n")
-        await app.close()
+        await app.internals.close()
 
         let status = try await HearthCLI.run(["status", "--json"] + device.directories)
         #expect(status.status == 0)

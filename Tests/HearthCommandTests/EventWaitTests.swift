@@ -16,7 +16,7 @@ import Testing
 struct EventWaitTests {
     static let far = Duration.seconds(30)
 
-    // MARK: A write's wait for peers (WriteOutcome.deliver, UbiquitousKeyValueStore.waitForSync)
+    // MARK: A write's wait for peers (WriteOutcome.deliver, StoreInternals.waitForSync)
 
     static func withTwoDevices(_ body: (LoopbackCluster) async throws -> Void) async throws {
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.delivery",
@@ -35,7 +35,7 @@ struct EventWaitTests {
             try a.setValue("now", forKey: "k")
             let start = ContinuousClock.now
             async let outcome = WriteOutcome.deliver(a, key: "k", wait: Double(Self.far.components.seconds), minimumPeers: 1)
-            while !a.syncSignals.contains(where: { $0.waiting > 0 }) { await Task.yield() }
+            while !a.internals.syncSignals.contains(where: { $0.waiting > 0 }) { await Task.yield() }
             try await cluster.heal(timeout: Self.far)
             #expect(await outcome == .confirmed(peers: 1, required: 1))
             #expect(ContinuousClock.now - start < Self.far, "the wait ran into its deadline: no signal woke it")
@@ -55,7 +55,7 @@ struct EventWaitTests {
             // Settled and idle: the condition is checked at once and after the deadline, and at
             // whatever the engine signals meanwhile (a heartbeat at most), not every few ms.
             let checks = Locked(0)
-            let held = await a.waitForSync(until: .now + .milliseconds(500)) {
+            let held = await a.internals.waitForSync(until: .now + .milliseconds(500)) {
                 checks.withLock { $0 += 1 }
                 return false
             }

@@ -35,7 +35,7 @@ import Testing
         access.device = device
         let store = try device.store(access.storeIdentifier, configuration: configuration)
         #expect(!store.isSyncing)
-        #expect(store.notSyncingReason == .cannotStart("no network in this test"))
+        #expect(store.internals.notSyncingReason == .cannotStart("no network in this test"))
 
         // What the daemon's and serve's first line says of it.
         let notes = Locked<[String]>([])
@@ -46,7 +46,7 @@ import Testing
 
         // Never started, there is nothing to resume; stopped by the app, it says so.
         #expect(!store.resumeSync())
-        #expect(store.notSyncingReason == .cannotStart("no network in this test"))
+        #expect(store.internals.notSyncingReason == .cannotStart("no network in this test"))
         await store.stopSync()
         #expect(hosted.notSyncing == "not syncing (paused by the app)")
         await hosted.close()

@@ -23,7 +23,7 @@ import Testing
         sync.port = 0
         let app = try UbiquitousKeyValueStore(storeIdentifier: "com.example.colors",
                                               configuration: .init(dataDirectory: device.data, sync: sync))
-        #expect(app.isAttached)
+        #expect(app.internals.isAttached)
         let changes = app.changes
 
         // The app's write reaches watch, which prints it as another process's change.
@@ -43,11 +43,11 @@ import Testing
         // watch stops: the app takes the store over, and keeps every value.
         watch.terminate()
         _ = await watch.wait(upTo: .seconds(30))
-        let tookOver = await eventually(timeout: .seconds(20)) { !app.isAttached }
+        let tookOver = await eventually(timeout: .seconds(20)) { !app.internals.isAttached }
         #expect(tookOver)
         try app.setValue(.integer(3), forKey: "backgroundColor")
         #expect(app.synchronize())
-        await app.close()
+        await app.internals.close()
         let values = try await HearthCLI.run(["list", "--json", "--store", "com.example.colors"] + device.directories)
         #expect(values.output.contains("\"backgroundColor\":3"), "\(values.output)")
         #expect(values.output.contains("\"greeting\":\"hello\""), "\(values.output)")

@@ -224,6 +224,37 @@ struct ReplicaTests {
               signature: EntrySignature(signer: member, bytes: Data([1])))
     }
 
+    @Test("Issue 28, the thief's copy: a removed device's entries stamped after its removal are dropped, with their tallies; its earlier ones and the others' stay, and the vector is kept")
+    func dropRemovedDevicesLaterEntries() throws {
+        var r = Replica(id: a)
+        let origin = ReplicaID.random(boundTo: Self.member)
+        let removedAt: UInt64 = 1_700_000_000_000
+        r.write("ours", forKey: "mine", wall: removedAt)
+        r.apply([Self.memberEntry("early", "before", at: removedAt - 1, origin: origin, sequence: 1),
+                 Self.memberEntry("late", "after", at: removedAt + 1, origin: origin, sequence: 2),
+                 Self.memberEntry("gone", nil, at: removedAt + 2, origin: origin, sequence: 3)], wall: removedAt + 3)
+        let vector = r.vector
+        let dropped = r.dropEntries(signedBy: Self.member, stampedAfter: removedAt)
+        #expect(dropped.map(\.key) == ["gone", "late"])
+        #expect(r.entries["early"]?.value == "before" && r.entries["mine"]?.value == "ours")
+        #expect(r.entries["late"] == nil && r.entries["gone"] == nil)
+        #expect(r.vector == vector, "the entries they replaced come from the peers' whole stores, not a lowered vector")
+        let early = try #require(r.entries["early"]), mine = try #require(r.entries["mine"])
+        #expect(r.usage == Replica.Usage(bytes: early.quotaSize + mine.quotaSize, keys: 2))
+        #expect(r.signerUsage[Self.member] == Replica.SignerUsage(bytes: early.quotaSize, keys: 1, tombstones: 0))
+        #expect(r.originEntries[origin] == 1)
+        let again = r.dropEntries(signedBy: Self.member, stampedAfter: removedAt)
+        #expect(again.isEmpty)
+        // The peers' whole store is wanted until one comes, through a restart too.
+        #expect(r.wantsWhole)
+        let header = ReplicaFile.Header(storeIdentifier: "s", account: "")
+        let back = try ReplicaFile.decode(try ReplicaFile.encode(r, header: header), path: "test").replica
+        #expect(back.wantsWhole && back.reopened(as: .random()).wantsWhole)
+        var done = SyncedReplica(back)
+        done.wholeReceived()
+        #expect(try !ReplicaFile.decode(try ReplicaFile.encode(done.replica, header: header), path: "test").replica.wantsWhole)
+    }
+
     @Test("Issue 26 point 4: a member stamping 12 h − 100 ms ahead every 100 ms does not drag this replica's writes ahead of a peer 3 s behind; a write of the member's key still beats it, and says why it is ahead")
     func futureStampsDoNotDragWrites() throws {
         var victim = Replica(id: a)

@@ -91,8 +91,8 @@ struct AdoptionBoundTests {
         // Opened with its file without the daemon's claim: the engine has the memory copy.
         let store = try UbiquitousKeyValueStore(storeIdentifier: "com.example.why", configuration: configuration)
         #expect(!store.isSyncing)
-        #expect(store.notSyncingReason == .cannotStart("store \"com.example.why\" is attached already"))
-        await store.close()
+        #expect(store.internals.notSyncingReason == .cannotStart("store \"com.example.why\" is attached already"))
+        await store.internals.close()
         await sync.stop()
     }
 
@@ -162,7 +162,7 @@ struct AdoptionBoundTests {
         // With what the memory copy held: no peer needs to send it again.
         #expect(sync.adoptedStores["com.real"]?.string(forKey: "k") == "v")
         #expect(FileManager.default.fileExists(atPath: sync.adoptedStores["com.real"]?.fileURL?.path ?? "/nonexistent"))
-        await sync.adoptedStores["com.real"]?.close()
+        await sync.adoptedStores["com.real"]?.internals.close()
         await sync.stop()
 
         // Restarted: the written store still counts, so 15 more, not 16.

@@ -17,7 +17,7 @@ struct ClockSkewTests {
             b.set("B's later value", forKey: "k")
             try await cluster.waitUntilConverged(expected: ["k": "B's later value"])
             #expect(a.string(forKey: "k") == "B's later value")
-            #expect(b.replica.entries["k"]!.timestamp > a.replica.entries["k"]!.timestamp.predecessorForTest)
+            #expect(b.internals.replica.entries["k"]!.timestamp > a.internals.replica.entries["k"]!.timestamp.predecessorForTest)
         }
     }
 

@@ -57,7 +57,7 @@ final class MultiStoreDevices: Sendable {
     }
 
     func shutdown() async {
-        for store in opened.withLock({ $0 }) { await store.close() }
+        for store in opened.withLock({ $0 }) { await store.internals.close() }
         try? FileManager.default.removeItem(atPath: root)
     }
 }

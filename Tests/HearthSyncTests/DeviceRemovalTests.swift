@@ -137,6 +137,116 @@ struct DeviceRemovalTests {
         }
     }
 
+    /// An engine for `identity` over an existing replica (a device coming back with its store).
+    static func engine(_ identity: DeviceIdentity, replica: MemoryReplica, removals: DeviceRemovals? = nil,
+                       network: InMemoryNetwork) async throws -> (SyncEngine, Int) {
+        let engine = try SyncEngine(identity: identity, replica: replica,
+                                    options: .init(host: "127.0.0.1", heartbeatInterval: .milliseconds(300), timeout: .seconds(3),
+                                                   maximumBackoff: .milliseconds(500)),
+                                    removals: removals, environment: network.environment(), logger: Logger(label: "test"))
+        return (engine, try await engine.start())
+    }
+
+    @Test("Issue 28, the thief's copy: D, away during the phone's removal, takes the thief's write of a key; once D hears of the removal it drops that write and gets back, with the peers' whole store, the value it had replaced: every device ends with the same set")
+    func thiefsCopyHeals() async throws {
+        try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
+            let home = try Household()
+            let (a, b, d, phone) = (try home.device("A"), try home.device("B"), try home.device("D"), try home.device("phone"))
+            let (engineA, replicaA, portA) = try await Self.engine(a, network: network)
+            let (engineB, replicaB, portB) = try await Self.engine(b, network: network)
+            let replicaD = MemoryReplica(storeIdentifier: Self.store, replica: Replica(id: .random(boundTo: d.deviceID.data)))
+            let (awayD, _) = try await Self.engine(d, replica: replicaD, network: network)
+            cleanup { await engineA.stop(); await engineB.stop(); await awayD.stop() }
+            engineA.addPeer(host: "127.0.0.1", port: portB)
+            awayD.addPeer(host: "127.0.0.1", port: portA)
+            try replicaA.write(.string("A's value"), forKey: "k")
+            try replicaA.write(.string("A's other value"), forKey: "other")
+            try await network.until("A's writes at B and D") {
+                replicaB.replica.entries["other"] != nil && replicaD.replica.entries["other"] != nil
+            }
+
+            // D goes away; the phone is removed (a second ago) on A, and B hears of it.
+            await awayD.stop()
+            engineA.removals.merge([try home.authority.removal(of: phone.deviceID, named: "phone", at: Date().addingTimeInterval(-1))])
+            try await network.until("B to learn the removal") { engineB.removals.isRemoved(phone.deviceID) }
+
+            // The thief's copy of the phone, which never heard of the removal, writes k; D, back
+            // but meeting only the thief, takes it.
+            let (engineP, replicaP, portP) = try await Self.engine(phone, network: network)
+            cleanup { await engineP.stop() }
+            try replicaP.write(.string("the thief's"), forKey: "k")
+            let (engineD, _) = try await Self.engine(d, replica: replicaD, network: network)
+            cleanup { await engineD.stop() }
+            engineD.addPeer(host: "127.0.0.1", port: portP)
+            try await network.until("D to take the thief's write") { replicaD.replica.entries["k"]?.value == .string("the thief's") }
+            await engineP.stop()
+
+            // D meets A: it hears of the removal, drops the thief's write and asks for A's whole store.
+            engineD.addPeer(host: "127.0.0.1", port: portA)
+            try await network.until("D to hear of the removal") { engineD.removals.isRemoved(phone.deviceID) }
+            try await network.until("D to hold A's value of k again: \(String(describing: replicaD.replica.entries["k"]))") {
+                replicaD.replica.entries["k"]?.value == .string("A's value")
+            }
+            // Every device ends with the same set; the phone's later write is nowhere.
+            try await network.until("A, B and D to hold the same set") {
+                replicaA.replica.visibleValues == replicaD.replica.visibleValues && replicaB.replica.visibleValues == replicaD.replica.visibleValues
+            }
+            for replica in [replicaA, replicaB, replicaD] {
+                #expect(!replica.replica.entries.values.contains { $0.signature?.signer == phone.deviceID.data })
+            }
+        }
+    }
+
+    @Test("Issue 28, the thief's copy, learned while the store was closed: D drops the thief's write when its store is attached, stops before any peer's whole store came, and asks for it when it comes back")
+    func thiefsCopyHealsAcrossARestart() async throws {
+        try await withCleanup { cleanup in
+            let network = InMemoryNetwork()
+            let home = try Household()
+            let (a, d, phone) = (try home.device("A"), try home.device("D"), try home.device("phone"))
+            let (engineA, replicaA, portA) = try await Self.engine(a, network: network)
+            let replicaD = MemoryReplica(storeIdentifier: Self.store, replica: Replica(id: .random(boundTo: d.deviceID.data)))
+            let (firstD, _) = try await Self.engine(d, replica: replicaD, network: network)
+            cleanup { await engineA.stop(); await firstD.stop() }
+            firstD.addPeer(host: "127.0.0.1", port: portA)
+            try replicaA.write(.string("A's value"), forKey: "k")
+            // A second write of A keeps A's counter in D's vector when k is the thief's.
+            try replicaA.write(.string("A's other value"), forKey: "other")
+            try await network.until("A's writes at D") { replicaD.replica.entries["other"] != nil }
+            await firstD.stop()
+            let removal = try home.authority.removal(of: phone.deviceID, named: "phone", at: Date().addingTimeInterval(-1))
+            engineA.removals.merge([removal])
+
+            // The thief's copy writes k; D, meeting only the thief, takes it.
+            let (engineP, replicaP, portP) = try await Self.engine(phone, network: network)
+            cleanup { await engineP.stop() }
+            try replicaP.write(.string("the thief's"), forKey: "k")
+            let (secondD, _) = try await Self.engine(d, replica: replicaD, network: network)
+            cleanup { await secondD.stop() }
+            secondD.addPeer(host: "127.0.0.1", port: portP)
+            try await network.until("D to take the thief's write") { replicaD.replica.entries["k"]?.value == .string("the thief's") }
+            await secondD.stop()
+            await engineP.stop()
+
+            // D learns of the removal while its store is closed (another process, its file): the
+            // store drops the write as it is attached, and stops again before meeting anyone.
+            let removals = DeviceRemovals(trust: home.authority.account.trust, logger: Logger(label: "test"))
+            removals.merge([removal])
+            let (thirdD, _) = try await Self.engine(d, replica: replicaD, removals: removals, network: network)
+            #expect(replicaD.replica.entries["k"] == nil && replicaD.wantsWhole)
+            await thirdD.stop()
+            // Back again: nothing left to drop, but the replica still wants a whole store.
+            let (engineD, _) = try await Self.engine(d, replica: replicaD, removals: removals, network: network)
+            cleanup { await engineD.stop() }
+            engineD.addPeer(host: "127.0.0.1", port: portA)
+            try await network.until("D to hold A's value of k again: \(String(describing: replicaD.replica.entries["k"]))") {
+                replicaD.replica.entries["k"]?.value == .string("A's value")
+            }
+            try await network.until("the whole store's request done") { !replicaD.wantsWhole }
+            #expect(replicaA.replica.visibleValues == replicaD.replica.visibleValues)
+        }
+    }
+
     @Test("Issue 26, point 7: a member's bare certificate_revoked alert does not mark this device removed, in memory or in its file; it goes on syncing")
     func bareAlertIsNotARemoval() async throws {
         try await withCleanup { cleanup in
@@ -205,7 +315,7 @@ struct DeviceRemovalTests {
             try link.send(try relayPeer.greeting())
             try link.send(.delta(.init(store: Self.store, entries: [before, after],
                                        certificates: [Data(phone.certificate.derEncoded)], vector: VersionVector())))
-            let refusal = try #require(await link.nextRefusal(within: .seconds(10)))
+            let refusal = try #require(await link.nextRefusal(within: .seconds(10)), "received: \(link.all), C has \(replicaC.replica.entries.keys.sorted())")
             #expect(refusal.entries.map(\.reason) == [.removedSigner], "\(refusal.entries)")
             #expect(refusal.entries.first?.key == "late")
             try await network.until("the early entry applied") { replicaC.replica.entries["early"] != nil }

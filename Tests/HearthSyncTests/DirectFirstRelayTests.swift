@@ -97,7 +97,7 @@ struct DirectFirstRelayTests {
             await toB.close()
             // C's link to the writer is gone: C tells B, and B sends what it left to that link.
             try await cluster.until("C to receive the writer's entry through B") { c.string(forKey: "mid-push") == "written" }
-            #expect(c.replica.entries["mid-push"]?.signature?.signer == writer.identity.deviceID.data)
+            #expect(c.internals.replica.entries["mid-push"]?.signature?.signer == writer.identity.deviceID.data)
         }
     }
 }

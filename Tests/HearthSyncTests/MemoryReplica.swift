@@ -92,6 +92,10 @@ final class MemoryReplica: SyncReplica {
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }
 
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        state.withLock { $0.synced.dropEntries(signedBy: device, stampedAfter: removedAt).count }
+    }
+
     func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
         state.withLock { $0.synced.imposedLead(forKey: key, origin: origin, sequence: sequence) }
     }
@@ -108,6 +112,10 @@ final class MemoryReplica: SyncReplica {
 
     var knownDevices: [DeviceID] { state.withLock { $0.synced.peerVectors.keys.compactMap(DeviceID.init(hex:)) } }
     func learnOfDevices(_ devices: [DeviceID]) { _ = state.withLock { $0.synced.learnOf(devices: devices.map(\.hex)) } }
+    func forgetDevice(_ device: DeviceID) {
+        let wall = now()
+        _ = state.withLock { $0.synced.forget(device: device.hex, wall: wall) }
+    }
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
         let wall = now()
         _ = state.withLock { $0.synced.notePeer(device.hex, acknowledged: vector, wall: wall) }
@@ -116,4 +124,6 @@ final class MemoryReplica: SyncReplica {
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
     var awaitingInitialSync: Bool { state.withLock { !$0.synced.hasSynced } }
     func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }
+    var wantsWhole: Bool { state.withLock { $0.synced.replica.wantsWhole } }
+    func wholeReceived() { state.withLock { $0.synced.wholeReceived() } }
 }

@@ -34,9 +34,9 @@ struct PartitionTests {
             // origin's counter (fixed, see ReplicaTests). Should it happen again, say which
             // store kept it and what it knew of the others.
             try await cluster.until("tombstones to be collected: \(Self.tombstoneReport(cluster.stores, key: "x"))") {
-                cluster.stores.allSatisfy { $0.replica.entries["x"] == nil }
+                cluster.stores.allSatisfy { $0.internals.replica.entries["x"] == nil }
             }
-            #expect(cluster.stores.allSatisfy { $0.replica.entries["y"] != nil })
+            #expect(cluster.stores.allSatisfy { $0.internals.replica.entries["y"] != nil })
         }
     }
 
@@ -44,7 +44,7 @@ struct PartitionTests {
     /// many peers it is connected to, its vector and what it knows of its peers' vectors.
     static func tombstoneReport(_ stores: [UbiquitousKeyValueStore], key: StoreKey) -> String {
         stores.enumerated().map { index, store in
-            let replica = store.replica
+            let replica = store.internals.replica
             let tombstone = replica.entries[key].map { "kept (\($0.origin)#\($0.sequence))" } ?? "collected"
             let peers = replica.peerVectors.sorted { $0.key < $1.key }.map { "\($0.key.prefix(8)): \($0.value)" }.joined(separator: ", ")
             return "store \(index): tombstone \(tombstone), \(store.connectedPeerCount) peers connected, vector \(replica.vector), peers [\(peers)]"
@@ -70,13 +70,13 @@ struct PartitionTests {
 
             stores[s].resumeSync()                               // S joins and gets the tombstone from B
             try await cluster.waitUntilConnected([1, 0, 1])
-            try await cluster.until("S to have the delete") { stores[s].replica.entries["k"]?.isTombstone == true }
+            try await cluster.until("S to have the delete") { stores[s].internals.replica.entries["k"]?.isTombstone == true }
             // B knows D, so S learns of D from B's hello and keeps the tombstone for D: without that,
             // S would collect it at B's next heartbeat, and D's stale edit would come back through S.
             // Three heartbeats from B (they carry its vectors) show it.
             let beats = stores[s].heartbeatsReceived
             try await cluster.until("S to receive three heartbeats from B") { stores[s].heartbeatsReceived >= beats + 3 }
-            #expect(stores[s].replica.entries["k"]?.isTombstone == true, "S collected the tombstone D lacks")
+            #expect(stores[s].internals.replica.entries["k"]?.isTombstone == true, "S collected the tombstone D lacks")
 
             await stores[b].stopSync()                           // D comes back and meets only S
             stores[d].resumeSync()
@@ -86,7 +86,7 @@ struct PartitionTests {
             stores[b].resumeSync()
             try await cluster.waitUntilConverged(expected: [:])
             // Now that D has it too, S may drop the tombstone.
-            try await cluster.until("S to collect the tombstone once D has it") { stores[s].replica.entries["k"] == nil }
+            try await cluster.until("S to collect the tombstone once D has it") { stores[s].internals.replica.entries["k"] == nil }
         }
     }
 

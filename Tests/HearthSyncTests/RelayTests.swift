@@ -17,10 +17,10 @@ struct RelayTests {
             let (a, c) = (cluster[0], cluster[2])
             a.set("from A", forKey: "relayed")
             try await cluster.until("C to receive A's write") { c.string(forKey: "relayed") == "from A" }
-            let entry = try #require(c.replica.entries["relayed"])
+            let entry = try #require(c.internals.replica.entries["relayed"])
             let signature = try #require(entry.signature)
             #expect(signature.signer == cluster.deviceID(of: 0).data)      // signed by A, not by B
-            #expect(entry.origin == a.replica.id)
+            #expect(entry.origin == a.internals.replica.id)
             // Check the signature independently with A's certificate.
             let identityA = try #require(try AccountStore(directory: URL(fileURLWithPath: cluster.accountDirectory(for: 0)), logger: Logger(label: "test")).loadCurrentIdentity())
             let verifier = DeviceCertificateCache(trust: identityA.account.trust)
@@ -48,7 +48,7 @@ struct RelayTests {
             b.resumeSync()
             c.resumeSync()
             try await cluster.until("C to receive A's write through the restarted B") { c.string(forKey: "relayed") == "from A" }
-            #expect(c.replica.entries["relayed"]?.signature?.signer == cluster.deviceID(of: 0).data)
+            #expect(c.internals.replica.entries["relayed"]?.signature?.signer == cluster.deviceID(of: 0).data)
         }
     }
 
@@ -68,7 +68,7 @@ struct RelayTests {
             let winners = Set(cluster.stores.map { $0.string(forKey: "contested") ?? "none" })
             #expect(winners.count == 1)
             #expect(winners.first?.hasSuffix("round 4") == true)
-            let entries = cluster.stores.map { $0.replica.entries["contested"] }
+            let entries = cluster.stores.map { $0.internals.replica.entries["contested"] }
             #expect(Set(entries.map { $0?.timestamp }).count == 1)
             #expect(Set(entries.map { $0?.origin }).count == 1)
         }

@@ -85,8 +85,8 @@ extension RestartTests {
             let received = reader.value(forKey: "greeting")
             #expect(received == "hello")
             #expect(events.all.allSatisfy { $0.reason == .initialSyncChange })
-            await writer.close()
-            await reader.close()
+            await writer.internals.close()
+            await reader.internals.close()
         }
     }
 }

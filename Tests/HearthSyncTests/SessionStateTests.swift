@@ -44,7 +44,8 @@ struct SessionStateTests {
         state.greet(Self.hello([Self.listing("notes", ours)]), removalsDigest: nil)
         let effects = state.open("notes", named: "notes", listed: Self.listing("notes", ours), ours: Self.listing("notes", ours),
                                  view: .init(vector: ours, awaitingInitialSync: true))
-        #expect(effects == [.keepPeerCertificate, .notePeer(acknowledged: ours), .initialSyncCompleted])
+        // Known, with nothing saved yet: a hello says what the peer holds, not what it keeps (finding 1).
+        #expect(effects == [.keepPeerCertificate, .notePeer(acknowledged: VersionVector()), .initialSyncCompleted])
         #expect(state.shares("notes"))
         #expect(state.deltaBasis(of: "notes")?.peerKnown == ours)
         #expect(Self.drain(&state).isEmpty)
@@ -79,7 +80,7 @@ struct SessionStateTests {
                                     for: "notes", view: .init(vector: ours), ourDevice: Self.ourDevice)
         // Origins we do not know (b) are not claimed; our own device is not learned of.
         let claimed = Self.vector([Self.a: 3])
-        #expect(effects == [.learnOfDevices([Self.peer]), .notePeer(acknowledged: claimed)])
+        #expect(effects == [.learnOfDevices([Self.peer]), .notePeer(acknowledged: VersionVector())])
         #expect(try #require(state.deltaBasis(of: "notes")).peerKnown == claimed)
         // Our state was sent already: only the delta is owed.
         #expect(Self.drain(&state) == [.delta("notes")])
@@ -97,11 +98,13 @@ struct SessionStateTests {
         let effects = state.open("notes", named: "notes", listed: listed, ours: Self.listing("notes", ours, peers: Data([1])),
                                  view: .init(vector: ours))
         let claimed = Self.vector([Self.a: 3])
-        #expect(effects == [.keepPeerCertificate, .notePeer(acknowledged: claimed)])
+        #expect(effects == [.keepPeerCertificate, .notePeer(acknowledged: VersionVector())])
         #expect(try #require(state.deltaBasis(of: "notes")).peerKnown == claimed)
         #expect(Self.drain(&state) == [.delta("notes")])
-        // Its claim of an origin we do not know (b) was kept aside, and counts once b is known.
-        #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5, Self.b: 1])) == Self.vector([Self.b: 4]))
+        // Its claim of an origin we do not know (b) was kept aside, and counts once b is known:
+        // as acknowledged, not as saved (a hello says what the peer holds).
+        #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5, Self.b: 1])) == nil)
+        #expect(state.shared["notes"]?.acknowledged == Self.vector([Self.a: 3, Self.b: 4]))
     }
 
     @Test("A vector in the peer's hello only: ours is still told, and the delta need not wait for it")
@@ -126,7 +129,7 @@ struct SessionStateTests {
                                     for: "photos", view: .init(vector: Self.vector([Self.b: 1]), awaitingInitialSync: true),
                                     ourDevice: Self.ourDevice)
         #expect(effects == [.keepPeerCertificate, .learnOfDevices([Self.peer]),
-                            .notePeer(acknowledged: Self.vector([Self.b: 1])), .initialSyncCompleted])
+                            .notePeer(acknowledged: VersionVector()), .initialSyncCompleted])
         #expect(Self.drain(&state) == [.state("photos", peers: true), .delta("photos")])
     }
 
@@ -412,6 +415,37 @@ struct SessionStateTests {
         return state
     }
 
+    @Test("Issue 28: a `store` message with `w` makes the next delta whole (nothing taken as sent, nothing left to links), once per connection; asking sends `w` once, until the whole store's last delta")
+    func wholeStore() throws {
+        let ours = Self.vector([Self.a: 5, Self.b: 2])
+        var state = Self.ready(ours: ours, theirs: ours)
+        _ = Self.drain(&state)
+        state.deltaSent(ours, of: "notes")
+        state.peerLinked([Self.writerOfA])
+        #expect(state.deltaBasis(of: "notes")?.peerKnown == ours)
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: ours, whole: true), for: "notes", view: .init(vector: ours),
+                          ourDevice: Self.ourDevice)
+        let basis = try #require(state.deltaBasis(of: "notes"))
+        #expect(basis.peerKnown == VersionVector() && basis.linked.isEmpty, "everything, as to a newcomer")
+        #expect(Self.drain(&state).contains(.delta("notes")))
+        state.deltaSent(ours, of: "notes")
+        _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector(), whole: true), for: "notes",
+                          view: .init(vector: ours), ourDevice: Self.ourDevice)
+        #expect(state.deltaBasis(of: "notes")?.peerKnown == ours, "a second request on the connection is an ordinary state")
+
+        // Our side: one request, carried by our next state, until the whole store's last delta.
+        state.askForWhole("notes")
+        state.askForWhole("notes")
+        #expect(Self.drain(&state).filter { $0 == .state("notes", peers: false) }.count == 1)
+        let first = state.takeWholeRequest(of: "notes"), again = state.takeWholeRequest(of: "notes")
+        #expect(first && !again)
+        state.askForWhole("notes")
+        let part = state.wholeArrived(of: "notes", more: true)
+        let last = state.wholeArrived(of: "notes", more: false)
+        let after = state.wholeArrived(of: "notes", more: false)
+        #expect(!part && last && !after)
+    }
+
     @Test("Direct first: our links go right after the hello; the first delta is whole, later ones leave out the peer's linked writers")
     func directFirst() throws {
         let ours = Self.vector([Self.a: 5, Self.b: 2])
@@ -482,7 +516,7 @@ struct SessionStateTests {
     func unknownClaims() {
         var state = Self.ready(ours: Self.vector([Self.a: 5]), theirs: VersionVector())
         // The peer says it has b's entry 3, before b's entries reach us: not noted yet.
-        state.keepUnknownClaims(Self.vector([Self.a: 5, Self.b: 3]), of: "notes", ours: Self.vector([Self.a: 5]))
+        state.keepUnknownClaims(Self.vector([Self.a: 5, Self.b: 3]), of: "notes", ours: Self.vector([Self.a: 5]), saved: true)
         #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5])) == nil)
         // b's entries arrive (from elsewhere): the peer is now known to have them.
         #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5, Self.b: 3])) == Self.vector([Self.b: 3]))
@@ -490,7 +524,7 @@ struct SessionStateTests {
         #expect(state.claimsNowKnown(of: "notes", in: Self.vector([Self.a: 5, Self.b: 3])) == nil, "taken out once noted")
         // A peer naming thousands of made-up origins fills only its bounded slots.
         let madeUp = VersionVector(Dictionary(uniqueKeysWithValues: (0..<1000).map { (ReplicaID(high: 99, low: UInt64($0)), UInt64(1)) }))
-        state.keepUnknownClaims(madeUp, of: "notes", ours: VersionVector())
+        state.keepUnknownClaims(madeUp, of: "notes", ours: VersionVector(), saved: true)
         #expect(state.shared["notes"]?.unknownClaims.counters.count == State.maximumUnknownClaims)
     }
 }

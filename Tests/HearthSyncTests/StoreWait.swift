@@ -11,6 +11,6 @@ extension UbiquitousKeyValueStore {
     /// `stores`' sync signals (``syncSignals``), never on a timer; false if it does not hold by
     /// `deadline`, a bound for a failure.
     static func until(_ stores: [UbiquitousKeyValueStore], deadline: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
-        await ChangeSignal.waitUntil(ContinuousClock.now + deadline, observing: { stores.flatMap(\.syncSignals) }, condition)
+        await ChangeSignal.waitUntil(ContinuousClock.now + deadline, observing: { stores.flatMap(\.internals.syncSignals) }, condition)
     }
 }

@@ -114,13 +114,13 @@ case "loop":
     }
 case "hold":
     let stores = arguments[3].split(separator: ",").map { open(String($0)) }
-    for store in stores { say("opened \(store.storeIdentifier) \(store.isAttached ? "attached" : "host")") }
+    for store in stores { say("opened \(store.storeIdentifier) \(store.internals.isAttached ? "attached" : "host")") }
     while true { pause() }
 case "get":
     guard arguments.count == 5 else { exit(64) }
     let store = open()
     let value = store.object(forKey: arguments[4]).map { "\($0)" } ?? "absent"
-    say("read \(store.isAttached ? "attached" : "host") \(value)")
+    say("read \(store.internals.isAttached ? "attached" : "host") \(value)")
     exit(0)
 case "put":
     let store = open()
@@ -131,7 +131,7 @@ case "put":
     exit(0)
 case "release":
     var store: UbiquitousKeyValueStore? = open()
-    say("opened \(store!.isAttached ? "attached" : "host")")
+    say("opened \(store!.internals.isAttached ? "attached" : "host")")
     for pair in arguments.dropFirst(4) {
         let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
         store!.set(parts.count == 2 ? parts[1] : "", forKey: parts[0])
@@ -149,7 +149,7 @@ case "release-on-loop":
     }
     let holder = Holder()
     var store: UbiquitousKeyValueStore? = open()
-    say("opened \(store!.isAttached ? "attached" : "host")")
+    say("opened \(store!.internals.isAttached ? "attached" : "host")")
     // Every loop of the group (so the connection's is among them) waits until the writes are
     // queued behind it, and stays busy from the deinit on until after this process began to exit.
     let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
@@ -183,7 +183,7 @@ case "share":
     let (name, other) = (arguments[4], arguments[6])
     let store = open()
     Shown.notifications(of: store)
-    say("opened \(store.isAttached ? "attached" : "host")")
+    say("opened \(store.internals.isAttached ? "attached" : "host")")
     // Woken by the store's notifications (the other's writes arriving), for at most 30 s in all.
     let arrived = DispatchSemaphore(value: 0)
     let observer = NotificationCenter.default.addObserver(forName: UbiquitousKeyValueStore.didChangeExternallyNotification, object: store, queue: nil) { _ in
@@ -214,13 +214,13 @@ case "watch":
     let key = arguments[4]
     let store = open()
     Shown.notifications(of: store) { Shown.value(key, in: store) }
-    say("opened \(store.isAttached ? "attached" : "host") \(Shown.value(key, in: store))")
+    say("opened \(store.internals.isAttached ? "attached" : "host") \(Shown.value(key, in: store))")
     while true { pause() }
 case "count":
     guard arguments.count == 7, let count = Int(arguments[5]), let interval = UInt32(arguments[6]) else { exit(64) }
     let name = arguments[4]
     let store = open()
-    say("opened \(store.isAttached ? "attached" : "host")")
+    say("opened \(store.internals.isAttached ? "attached" : "host")")
     // HEARTH_TEST_PAUSE=N:FILE: after write N, wait until FILE exists (so that a test can kill
     // the host while this process is surely still writing, however loaded the machine).
     let pause = environment["HEARTH_TEST_PAUSE"].map { $0.split(separator: ":", maxSplits: 1).map(String.init) }
@@ -234,7 +234,7 @@ case "count":
         usleep(interval * 1000)
     }
     say("done \(count) \(store.synchronize())")
-    say("still \(store.isAttached ? "attached" : "host")")
+    say("still \(store.internals.isAttached ? "attached" : "host")")
     exit(0)
 default:
     say("unknown mode \(arguments[1])")

@@ -112,7 +112,8 @@ struct AttachWritePathTests {
     func durableWritesJoinTheConfirmedCopy() throws {
         let backend = StoreBackend(storeIdentifier: "s", storage: nil, replica: Replica(), logger: logger, writeBehindDelay: .seconds(3600),
                                    wall: { HybridLogicalClock.wallMilliseconds() })
-        let client = LocalClient(socketPath: "\(directory)/none.sock", configuration: .init(dataDirectory: directory))
+        let client = LocalClient(socketPath: "\(directory)/none.sock", configuration: .init(dataDirectory: directory),
+                                 group: EmbeddedEventLoop())   // never connects: the channel below stands in
         let attached = AttachedStore(backend: backend, client: client)
         let channel = EmbeddedChannel()
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
@@ -166,7 +167,7 @@ struct AttachWritePathTests {
                                    wall: { HybridLogicalClock.wallMilliseconds() })
         let daemonStore = UbiquitousKeyValueStore(storeIdentifier: "s", backend: backend)
         let appStore = UbiquitousKeyValueStore(storeIdentifier: "s", backend: backend)
-        daemonStore.stopPostingNotifications()
+        daemonStore.internals.stopPostingNotifications()
         let posted = Locked<[String]>([])
         let arrived = DispatchSemaphore(value: 0)
         let tokens = [("daemon", daemonStore), ("app", appStore)].map { name, store in

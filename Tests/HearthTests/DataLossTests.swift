@@ -25,7 +25,7 @@ struct DataLossTests {
 
     /// Opens the store of `t` again from its file, as the next launch would.
     static func reopen(_ t: TemporaryStore, logger: LogCapture? = nil) async throws -> UbiquitousKeyValueStore {
-        await t.store.close()
+        await t.store.internals.close()
         var configuration = UbiquitousKeyValueStore.Configuration(dataDirectory: t.directory, sync: .disabled)
         if let logger { configuration.logger = logger.logger("hearth") }
         return try UbiquitousKeyValueStore(storeIdentifier: t.identifier, configuration: configuration)
@@ -55,7 +55,7 @@ struct DataLossTests {
         #expect(reopened.string(forKey: "other") == "kept")
         #expect(reopened.value(forKey: "limit") == Self.nested(StoreLimits.maximumNestingDepth))
         #expect(reopened.value(forKey: "over") == nil)
-        await reopened.close()
+        await reopened.internals.close()
     }
 
     @Test("Point 1: a store file with one entry 300 deep loads every other entry and keeps the file byte for byte")
@@ -64,7 +64,7 @@ struct DataLossTests {
         defer { t.cleanUp() }
         for key in ["a", "b", "c"] { t.store.set(key.uppercased(), forKey: key) }
         #expect(t.store.synchronize())
-        await t.store.close()
+        await t.store.internals.close()
         // Plant the entry with Python's plistlib, as a tool or an older build might write it.
         let path = t.location.filePath
         let planted = try await PlantedEntry.plantDeep(300, into: path)
@@ -82,11 +82,11 @@ struct DataLossTests {
         // The store goes on: writes and the next launch work, the set-aside copy stays.
         try store.setValue("D", forKey: "d")
         #expect(store.synchronize())
-        await store.close()
+        await store.internals.close()
         let again = try UbiquitousKeyValueStore(storeIdentifier: t.identifier, configuration: .init(dataDirectory: t.directory, sync: .disabled))
         #expect(again.values == ["a": "A", "b": "B", "c": "C", "d": "D"])
         #expect(FileManager.default.fileExists(atPath: copy))
-        await again.close()
+        await again.internals.close()
     }
 
     @Test("Point 3: CGFloat and [CGFloat] are stored as doubles and read back as Apple's getters do")
@@ -133,6 +133,6 @@ struct DataLossTests {
             "import plistlib,sys; d=plistlib.load(open(sys.argv[1],'rb')); print(sorted(e['key'].encode().hex() for e in d['entries']))",
             t.location.filePath])
         #expect(listed.output == "['63616665cc81', '636166c3a9']\n")
-        await reopened.close()
+        await reopened.internals.close()
     }
 }

@@ -156,8 +156,8 @@ struct DeviceObjectTests {
         #expect(running == 1)
         // A device made for the same folder is not the default one.
         #expect(ObjectIdentifier(try HearthDevice(configuration)) != ObjectIdentifier(device))
-        await a.close()
-        await other.close()
+        await a.internals.close()
+        await other.internals.close()
         let engines = device.runningEngines
         #expect(engines == 0)
     }

@@ -235,8 +235,8 @@ struct HolderWatchTests {
         defer { host.stop(); unlink(socketPath) }
         switch await place.open("dropped") {
         case .success(let store):
-            #expect(!store.isAttached)
-            await store.close()
+            #expect(!store.internals.isAttached)
+            await store.internals.close()
         case .failure(let error):
             Issue.record("the host that dropped the attach was not asked again before the deadline: \(error)")
         }

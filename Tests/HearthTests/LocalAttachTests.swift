@@ -240,7 +240,7 @@ struct LocalAttachTests {
         #expect(await writer.wait(upTo: .seconds(60)) == 0, "\(writer.output)\(writer.errorOutput)")
         #expect(writer.output.contains("done 150 true"), "\(writer.output)")
         for i in 1...150 { #expect(host.value(forKey: "w-\(i)") == .integer(Int64(i)), "w-\(i)") }
-        await host.close()
+        await host.internals.close()
     }
 
     @Test("Eight threads write through an attached store at once: every write reaches the host's file, in order per key")
@@ -251,7 +251,7 @@ struct LocalAttachTests {
         defer { host.kill() }
         #expect(await host.waitForOutput("opened"), "\(host.output)\(host.errorOutput)")
         let store = try UbiquitousKeyValueStore(storeIdentifier: "store", configuration: .init(dataDirectory: place.directory, sync: .disabled))
-        #expect(store.isAttached)
+        #expect(store.internals.isAttached)
         let threads = 8, writes = 50
         DispatchQueue.concurrentPerform(iterations: threads) { t in
             for i in 1...writes {
@@ -261,7 +261,7 @@ struct LocalAttachTests {
             }
         }
         #expect(store.synchronize())
-        await store.close()
+        await store.internals.close()
         host.kill()
         let replica = try place.replica("store")
         for t in 0..<threads {
@@ -322,7 +322,7 @@ struct LocalAttachTests {
         // The other entry of the same message applied.
         #expect(host.value(forKey: "fine") == .integer(1))
         #expect(host.keys == ["fine"])
-        await host.close()
+        await host.internals.close()
     }
 
     @Test("Every message of the local protocol reads back as written; a wrong envelope is refused with a reason")
@@ -366,7 +366,7 @@ struct LocalAttachTests {
         defer { child.kill() }
         #expect(await child.waitForOutput("opened host"), "\(child.output)\(child.errorOutput)")
         let store = try UbiquitousKeyValueStore(storeIdentifier: "store", configuration: .init(dataDirectory: place.directory, sync: .disabled))
-        #expect(store.isAttached)
+        #expect(store.internals.isAttached)
         #expect(store.fileURL?.path == StoreLocation(dataDirectory: place.directory, storeIdentifier: "store").filePath)
         let recorder = ChangeRecorder(store, count: 5)
         _ = FileManager.default.createFile(atPath: place.directory + "/go", contents: nil)
@@ -383,7 +383,7 @@ struct LocalAttachTests {
         _ = FileManager.default.createFile(atPath: place.directory + "/saw-parent", contents: nil)
         #expect(await child.wait(upTo: .seconds(30)) == 0, "\(child.output)\(child.errorOutput)")
         #expect(Self.notified(child.output)[0] == Set((1...5).map { "parent-\($0)" }), "\(child.output)")
-        await store.close()
+        await store.internals.close()
         let replica = try place.replica("store")
         #expect(replica.usage.keys == 10)
     }

@@ -68,11 +68,11 @@ struct NotificationTests {
                      peer.write(1, forKey: "b"), peer.write(nil, forKey: "b")]
         let probe = NotificationProbe(store: t.store)
         let recorder = ChangeRecorder(t.store, count: 2)
-        let changed = t.store.applyExternal(batch, coveredBy: peer.replica.vector)
+        let changed = t.store.internals.applyExternal(batch, coveredBy: peer.replica.vector)
         #expect(changed == ["a"])
         let note = try #require(await probe.first())
         #expect(note == .init(reason: NSUbiquitousKeyValueStoreServerChange, keys: ["a"]))
-        t.store.applyExternal([peer.write("y", forKey: "c"), peer.write("z", forKey: "a")], reason: .initialSyncChange)
+        t.store.internals.applyExternal([peer.write("y", forKey: "c"), peer.write("z", forKey: "a")], reason: .initialSyncChange)
         let events = await recorder.events()
         #expect(events == [ChangeEvent(reason: .serverChange, keys: ["a"]), ChangeEvent(reason: .initialSyncChange, keys: ["c", "a"])])
         #expect(probe.all.count == 2)
@@ -85,7 +85,7 @@ struct NotificationTests {
         defer { t.cleanUp() }
         var peer = FakePeer()
         let recorder = ChangeRecorder(t.store, count: 1)
-        t.store.applyExternal([peer.write(1, forKey: "k"), peer.write(nil, forKey: "k")])
+        t.store.internals.applyExternal([peer.write(1, forKey: "k"), peer.write(nil, forKey: "k")])
         #expect(await recorder.events(timeout: .milliseconds(300)).isEmpty)
     }
 
@@ -96,7 +96,7 @@ struct NotificationTests {
         let otherProbe = NotificationProbe(store: u.store)
         let probe = NotificationProbe(store: t.store)
         var peer = FakePeer()
-        t.store.applyExternal([peer.write(1, forKey: "k")])
+        t.store.internals.applyExternal([peer.write(1, forKey: "k")])
         #expect(await probe.first() != nil)
         #expect(otherProbe.all.isEmpty)
     }

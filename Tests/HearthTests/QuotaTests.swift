@@ -60,7 +60,7 @@ struct QuotaTests {
         try t.store.removeValue(forKey: "k1")                   // leaves a tombstone
         try t.store.setValue(true, forKey: "one-too-many")      // which does not count
         #expect(t.store.usage.keys == 1024)
-        #expect(t.store.replica.entries.count == 1025)
+        #expect(t.store.internals.replica.entries.count == 1025)
     }
 
     @Test("Apple's setters: a quota violation changes nothing and posts quotaViolationChange with the key")

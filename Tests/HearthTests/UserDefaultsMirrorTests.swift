@@ -15,13 +15,13 @@ struct UserDefaultsMirrorTests {
         let mirror = UserDefaultsMirror(store: t.store, suiteName: suite, keys: ["backgroundColor", "gone"])
         t.store.set(Int64(1), forKey: "backgroundColor")            // own write: not mirrored
         var peer = FakePeer()
-        t.store.applyExternal([peer.write(3, forKey: "backgroundColor"), peer.write("x", forKey: "unmirrored"),
+        t.store.internals.applyExternal([peer.write(3, forKey: "backgroundColor"), peer.write("x", forKey: "unmirrored"),
                                peer.write("here", forKey: "gone")])
         let defaults = try #require(UserDefaults(suiteName: suite))
         // Both keys: the mirror copies them one by one, so one may land before the other.
         #expect(await copied(by: mirror) { defaults.integer(forKey: "backgroundColor") == 3 && defaults.string(forKey: "gone") == "here" })
         #expect(defaults.object(forKey: "unmirrored") == nil)
-        t.store.applyExternal([peer.write(nil, forKey: "gone")])
+        t.store.internals.applyExternal([peer.write(nil, forKey: "gone")])
         #expect(await copied(by: mirror) { defaults.object(forKey: "gone") == nil })
         mirror.stop()
     }

@@ -24,7 +24,7 @@ final class AttachedStore: Sendable {
     let dataDirectory: String
     let logger: Logger
 
-    /// Made by ``attach(storeIdentifier:location:configuration:deadline:)``; tests make one to
+    /// Made by ``attach(storeIdentifier:location:configuration:group:deadline:)``; tests make one to
     /// drive an ``Attachment`` without a host.
     init(backend: StoreBackend, client: LocalClient) {
         self.backend = backend
@@ -37,10 +37,10 @@ final class AttachedStore: Sendable {
     /// Opens the store as a process attached to the one that hosts it: connects, says hello
     /// and waits (until `deadline`) for the snapshot. Throws if no host answers.
     static func attach(storeIdentifier: String, location: StoreLocation, configuration: UbiquitousKeyValueStore.Configuration,
-                       deadline: DispatchTime) throws(LocalAttachError) -> StoreBackend {
+                       group: any EventLoopGroup, deadline: DispatchTime) throws(LocalAttachError) -> StoreBackend {
         let client = LocalClient(socketPath: LocalSocketDirectory.socketPath(dataDirectory: configuration.dataDirectory,
                                                                              storeIdentifier: storeIdentifier),
-                                 configuration: configuration)
+                                 configuration: configuration, group: group)
         let backend = StoreBackend(storeIdentifier: storeIdentifier, storage: nil, replica: Replica(), logger: configuration.logger,
                                    writeBehindDelay: configuration.writeBehindDelay, wall: configuration.wallClock,
                                    dataDirectory: configuration.dataDirectory)
@@ -218,7 +218,7 @@ final class AttachedStore: Sendable {
         // This thread is not the cooperative pool: save now, so the pending writes are durable.
         _ = backend.flush()
         backend.restampIfNeeded()
-        backend.startHosting()
+        backend.startHosting(on: client.group)
         let settings = client.configuration.sync
         if settings.isEnabled {
             if let identity { backend.startSync(identity: identity, settings: settings) }

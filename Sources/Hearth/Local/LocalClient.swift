@@ -7,18 +7,21 @@ import NIOCore
 import NIOPosix
 
 /// What an attached process needs to reach its host again, or to become the host itself:
-/// the socket, the configuration the store was opened with, and the threads that wait for
-/// the host's answers (``synchronize`` and the open).
+/// the socket, the configuration the store was opened with, the event loop group of the
+/// store's device (its connection runs there, and so does its socket should it take over),
+/// and the threads that wait for the host's answers (``synchronize`` and the open).
 final class LocalClient: Sendable {
     let socketPath: String
     let configuration: UbiquitousKeyValueStore.Configuration
+    let group: any EventLoopGroup
     private let waiters = Locked<[DispatchSemaphore]>([])
     /// The watch a thread reattaching or taking over waits on: ``wake()`` ends its wait too.
     private let watch = Locked<HolderWatch?>(nil)
 
-    init(socketPath: String, configuration: UbiquitousKeyValueStore.Configuration) {
+    init(socketPath: String, configuration: UbiquitousKeyValueStore.Configuration, group: any EventLoopGroup) {
         self.socketPath = socketPath
         self.configuration = configuration
+        self.group = group
     }
 
     // MARK: Waiting for the host
@@ -67,7 +70,7 @@ final class LocalClient: Sendable {
         let fd = try Self.connectedSocket(socketPath)
         let channel: any Channel
         do {
-            channel = try ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            channel = try ClientBootstrap(group: group)
                 .channelInitializer { [weak attached] channel in
                     channel.eventLoop.makeCompletedFuture {
                         let pipeline = channel.pipeline.syncOperations

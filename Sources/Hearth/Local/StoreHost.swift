@@ -31,14 +31,15 @@ final class StoreHost: Sendable {
     }
 
     let path: String
-    private let server: any Channel
+    /// The listening channel, on the device's event loop group.
+    let server: any Channel
     private let clients = Locked<[ObjectIdentifier: Client]>([:])
     private let stopped = Locked(false)
     let logger: Logger
     /// The store served. Weak: the store owns its host (and stops it in its deinit).
     weak let backend: StoreBackend?
 
-    /// `server`: the listening channel (``start(for:dataDirectory:)``); tests give a stand-in.
+    /// `server`: the listening channel (``start(for:dataDirectory:group:)``); tests give a stand-in.
     init(path: String, server: any Channel, backend: StoreBackend) {
         self.path = path
         self.server = server
@@ -47,12 +48,14 @@ final class StoreHost: Sendable {
     }
 
     /// Offers `backend`'s store to other processes of this user, unless it hosts already or
-    /// owns no file. A failure (an unsafe socket folder) is logged: the store works, and other
-    /// processes get `storeLocked` as before.
-    static func offer(_ backend: StoreBackend) {
+    /// owns no file. The socket and its connections run on `group`, the store's device's (several
+    /// devices in one process share no event loop unless their makers give them one). A failure
+    /// (an unsafe socket folder) is logged: the store works, and other processes get
+    /// `storeLocked` as before.
+    static func offer(_ backend: StoreBackend, on group: any EventLoopGroup) {
         guard backend.state.withLock({ $0.storage != nil && $0.localHost == nil }) else { return }
         do {
-            let host = try start(for: backend, dataDirectory: backend.dataDirectory)
+            let host = try start(for: backend, dataDirectory: backend.dataDirectory, group: group)
             let keep = backend.state.withLock { s -> Bool in
                 guard s.storage != nil, s.localHost == nil else { return false }
                 s.localHost = host
@@ -67,7 +70,7 @@ final class StoreHost: Sendable {
     /// Listens on the store's socket for `backend`, replacing a socket file left by an earlier
     /// host (this process holds the store's lock now, so that one is gone). Blocks for the bind
     /// only (microseconds). Throws why it cannot.
-    private static func start(for backend: StoreBackend, dataDirectory: String) throws -> StoreHost {
+    private static func start(for backend: StoreBackend, dataDirectory: String, group: any EventLoopGroup) throws -> StoreHost {
         let path = LocalSocketDirectory.socketPath(dataDirectory: dataDirectory, storeIdentifier: backend.storeIdentifier)
         try LocalSocketDirectory.prepare((path as NSString).deletingLastPathComponent)
         // Bound under a name of its own, and renamed into place once it listens: a process
@@ -78,7 +81,7 @@ final class StoreHost: Sendable {
         let hostBox = Locked<StoreHost?>(nil)
         let server: any Channel
         do {
-            server = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            server = try ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 64)
                 .childChannelInitializer { [weak backend] channel in
                     channel.eventLoop.makeCompletedFuture {

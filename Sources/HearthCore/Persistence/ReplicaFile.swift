@@ -14,7 +14,8 @@ import Foundation
 ///   entries: [ { key: String, value: <any>, timestamp: Int, origin: Data(16), sequence: Int,
 ///                signer: Data, signature: Data } ],      // no `value`: a tombstone
 ///   collected: Int,                                      // the highest stamp of a tombstone collected
-///   superseded: [ { key: String, timestamps: [Int] } ]   // per key, stamps seen on entries not current
+///   superseded: [ { key: String, timestamps: [Int] } ],  // per key, stamps seen on entries not current
+///   wantsWhole: Bool                                     // only when true: peers' whole store wanted
 /// }
 /// ```
 ///
@@ -23,6 +24,8 @@ import Foundation
 /// if they were zero and empty, and an earlier build ignores them. What an earlier build loses
 /// is only what they guard against: a write stamped before a removal collected, or a re-stamped
 /// entry losing to a write it had beaten, after a clock that was hours off (docs/architecture.md).
+/// So did `wantsWhole` (``Replica/wantsWhole``, issue 28): an earlier build ignores it, and so
+/// does not ask its peers again for what a removed device's dropped writes had replaced.
 ///
 /// Version 2 keeps the entries in an array, each with its `key`, where version 1 kept them in
 /// a dictionary by key: a property-list dictionary read into Swift merges keys that differ only
@@ -75,6 +78,10 @@ package enum ReplicaFile {
                              "timestamps": .array($0.value.map { .integer(Int64(bitPattern: $0.rawValue)) })])
             }),
         ])
+        if replica.wantsWhole, case .dictionary(var fields) = document {
+            fields["wantsWhole"] = .bool(true)
+            return try BinaryPropertyList.encode(.dictionary(fields))
+        }
         return try BinaryPropertyList.encode(document)
     }
 
@@ -192,6 +199,7 @@ package enum ReplicaFile {
                               sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers,
                               certificates: certificates, history: StampHistory(collected: collected, superseded: superseded))
         replica.hasSynced = try field("synced")?.boolValue ?? false
+        replica.wantsWhole = try field("wantsWhole")?.boolValue ?? false
         return Contents(replica: replica, header: Header(storeIdentifier: storeIdentifier, account: account), setAside: setAside)
     }
 }

@@ -50,6 +50,10 @@ package struct Replica: Sendable, Equatable {
     package private(set) var imposedLeads = ImposedLeads()
     /// Whether this replica has had its first download from the account's peers.
     package var hasSynced = false
+    /// Set when ``dropEntries(signedBy:stampedAfter:)`` dropped entries: the peers' whole store
+    /// is wanted (what they had replaced), until one has come. Saved, so that a device that
+    /// stops before then asks again when it comes back.
+    package var wantsWhole = false
     /// Stamps no longer on its entries that later stamps must still beat: the highest collected
     /// removal, and each key's superseded entries (saved; see ``StampHistory``).
     package private(set) var history = StampHistory()
@@ -192,11 +196,21 @@ package struct Replica: Sendable, Equatable {
     /// would change. Those that lose (but the current entry sent again) leave their stamp in
     /// ``history``: the sync engine drops them without applying them (or verifying
     /// them: a forged stamp can only make a re-stamped entry later, within the drift bound).
+    ///
+    /// An entry of a key with no entry here that the vector covers lost too: this replica had it
+    /// (or a later entry of its origin) and it was replaced, by a removal since collected. Sent
+    /// again (a member replaying old entries), it would bring the removed value back here alone,
+    /// for good: every peer's vector covers it too (docs/simulator.md, finding 6). An origin whose
+    /// counter compaction dropped is not covered, and its old entries still win.
     package mutating func winners(of entries: [Entry]) -> [Entry] {
         var winners: [Entry] = []
         winners.reserveCapacity(entries.count)
         for entry in entries {
-            guard let current = self.entries[entry.key], !entry.wins(over: current) else {
+            guard let current = self.entries[entry.key] else {
+                if !vector.covers(entry) { winners.append(entry) }
+                continue
+            }
+            guard !entry.wins(over: current) else {
                 winners.append(entry)
                 continue
             }
@@ -297,6 +311,36 @@ package struct Replica: Sendable, Equatable {
         return future.map(\.key)
     }
 
+    // MARK: A removed device's later writes
+
+    /// Drops every current entry signed by `device` and stamped after `removedAt` (milliseconds
+    /// since 1970): writes of a device removed from the account, which every device that knows
+    /// of the removal refuses (`removedSigner`). Returns the entries dropped.
+    ///
+    /// This replica took them before it heard of the removal (a thief's copy of the removed
+    /// device's files, met while this device was away). Its peers never took them and hold the
+    /// entry each one replaced here, which this replica's vector covers, so no peer would send it
+    /// again: the caller asks its peers for their whole store (docs/protocol.md, "Device
+    /// removals"). The vector is left as it is: lowered, it would stop this replica from
+    /// relaying its own writes its peers lack.
+    @discardableResult
+    package mutating func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> [Entry] {
+        let doomed = entries.values.filter { $0.signature?.signer == device && $0.timestamp.milliseconds > removedAt }
+        for entry in doomed {
+            entries[entry.key] = nil
+            if !entry.isTombstone {
+                usage.bytes -= entry.quotaSize
+                usage.keys -= 1
+            }
+            count(entry, -1)
+        }
+        if !doomed.isEmpty {
+            compactVector()
+            wantsWhole = true
+        }
+        return doomed.sorted { $0.key < $1.key }
+    }
+
     // MARK: Origins bound to devices
 
     /// Moves this replica's own entries that are not under an origin bound to `device` (written
@@ -338,6 +382,7 @@ package struct Replica: Sendable, Equatable {
                            entries: entries, peerVectors: peerVectors, certificates: certificates,
                            history: history)
         copy.hasSynced = hasSynced
+        copy.wantsWhole = wantsWhole
         return copy
     }
 
@@ -364,6 +409,13 @@ package struct Replica: Sendable, Equatable {
     /// Records `device` as known, with nothing acknowledged yet, unless it is known already.
     package mutating func learnOf(device: String) {
         if peerVectors[device] == nil { peerVectors[device] = VersionVector() }
+    }
+
+    /// Forgets `device` as known if it has acknowledged nothing here; returns whether it did.
+    package mutating func forget(device: String) -> Bool {
+        guard peerVectors[device]?.counters.isEmpty == true else { return false }
+        peerVectors[device] = nil
+        return true
     }
 
     /// What every known peer and this replica have all seen; `nil` with no known peer.

@@ -58,15 +58,21 @@ package struct StampHistory: Sendable, Equatable {
 
     /// Records that the replica saw `timestamp` on an entry of `key` that is not its current one.
     package mutating func note(_ timestamp: HLCTimestamp, forKey key: StoreKey) {
-        var stamps = superseded[key] ?? []
+        // In place: a copy taken out of the dictionary and stored back shares its buffer with
+        // the dictionary's, so the insert would copy the key's stamps on every merge.
+        Self.insert(timestamp, into: &superseded[key, default: []])
+    }
+
+    /// Puts `timestamp` in its place in `stamps` (ascending, no repeats), dropping the lower of
+    /// the two closest past ``maximumPerKey``.
+    private static func insert(_ timestamp: HLCTimestamp, into stamps: inout [HLCTimestamp]) {
         let index = stamps.firstIndex { $0 >= timestamp } ?? stamps.endIndex
         guard index == stamps.endIndex || stamps[index] != timestamp else { return }
         stamps.insert(timestamp, at: index)
-        if stamps.count > Self.maximumPerKey {
+        if stamps.count > maximumPerKey {
             let closest = stamps.indices.dropLast().min { stamps[$0 + 1].rawValue - stamps[$0].rawValue < stamps[$1 + 1].rawValue - stamps[$1].rawValue }!
             stamps.remove(at: closest)
         }
-        superseded[key] = stamps
     }
 
     /// `tombstone` was collected: its stamp raises ``collected``, and its key's stamps go with it.

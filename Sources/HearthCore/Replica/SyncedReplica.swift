@@ -323,16 +323,41 @@ package struct SyncedReplica: Sendable {
         return ignored
     }
 
+    /// Forgets a device (by device ID hex) known with nothing acknowledged, and collects what
+    /// every device still known has (see ``notePeer(_:acknowledged:wall:)``): one noted when its
+    /// link came up whose hello then did not list the store. Returns whether anything changed.
+    package mutating func forget(device: String, wall: UInt64) -> Bool {
+        guard replica.forget(device: device) else { return false }
+        _ = collectTombstones(wall: wall)
+        return true
+    }
+
     /// Records what a peer (device ID hex) acknowledged and collects the tombstones every known
     /// peer has, or older than ``tombstoneHorizon``. Returns whether anything worth saving
     /// changed: an idle link's pings repeat the same vector and must not touch the disk.
     package mutating func notePeer(_ device: String, acknowledged vector: VersionVector, wall: UInt64) -> Bool {
         let before = replica.peerVectors[device]
         replica.notePeer(device, acknowledged: vector)
-        let collected = replica.collectTombstones(coveredBy: replica.stableVector,
-                                                  olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0),
-                                                  wall: wall)
+        let collected = collectTombstones(wall: wall)
         return collected > 0 || replica.peerVectors[device] != before
+    }
+
+    /// Collects the tombstones every known peer has, or older than ``tombstoneHorizon``.
+    private mutating func collectTombstones(wall: UInt64) -> Int {
+        replica.collectTombstones(coveredBy: replica.stableVector,
+                                  olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0), wall: wall)
+    }
+
+    /// Drops the entries of a removed device stamped after its removal, which this replica took
+    /// before it heard of it (``Replica/dropEntries(signedBy:stampedAfter:)``). Returns the entries
+    /// dropped (the values among them are visible changes).
+    package mutating func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> [Entry] {
+        replica.dropEntries(signedBy: device, stampedAfter: removedAt)
+    }
+
+    /// A peer's whole store came in (``Replica/wantsWhole``).
+    package mutating func wholeReceived() {
+        replica.wantsWhole = false
     }
 
     /// Marks the first download from the account's peers as done.

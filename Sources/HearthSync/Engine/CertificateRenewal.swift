@@ -44,7 +44,8 @@ final class CertificateRenewal: Sendable {
         if let authority { precondition(authority.account.id == identity.account.id, "the authority is another account's") }
         state.withLock { $0.authority = authority }
         guard authority != nil else { return }
-        for session in sessions() where session.state.withLock({ $0.renewal.askedByPeer }) { issue(to: session) }
+        // Each on its own loop, where its state is.
+        for session in sessions() { session.answerRenewalIfAsked() }
     }
 
     var onRenewed: (@Sendable (DeviceIdentity) -> Void)? {
@@ -61,8 +62,9 @@ final class CertificateRenewal: Sendable {
     var isDue: Bool { isDue(current.certificate) }
 
     /// A peer asked for a renewal: answered now if the CA is unlocked here, else when it is.
-    func asked(by session: SyncSession) {
-        session.state.withLock { $0.renewal.askedByPeer = true }
+    /// On the session's loop (it notes the request in its state).
+    func asked(by session: isolated SyncSession) {
+        session.state.renewal.askedByPeer = true
         if authority != nil {
             issue(to: session)
         } else {
@@ -72,14 +74,16 @@ final class CertificateRenewal: Sendable {
 
     /// Issues the session's peer a certificate for its own key, once per connection, if its
     /// certificate is within the renewal window (a peer cannot extend its certificate at will).
-    func issue(to session: SyncSession) {
+    /// On the session's loop.
+    func issue(to session: isolated SyncSession) {
         guard let authority else { return }
         let certificate = session.peer.certificate
         guard isDue(certificate), let key = certificate.publicKey else {
             session.logger.debug("the peer asked for a certificate renewal it is not due")
             return
         }
-        guard session.state.withLock({ s in defer { s.renewal.issued = true }; return !s.renewal.issued }) else { return }
+        guard !session.state.renewal.issued else { return }
+        session.state.renewal.issued = true
         do {
             let renewed = try authority.issueDeviceCertificate(for: key, deviceName: certificate.commonName ?? "")
             session.logger.info("renewed the peer's certificate, valid until \(renewed.notValidAfter)")

@@ -22,6 +22,8 @@ final class EngineStores: Sendable {
 
     subscript(identifier: String) -> SyncStore? { state.withLock { $0.stores[identifier] } }
     var identifiers: [String] { state.withLock { $0.stores.keys.sorted() } }
+    /// Every store attached now.
+    var all: [SyncStore] { state.withLock { Array($0.stores.values) } }
 
     /// See ``SyncEngine/attach(_:onlyFor:)``. The store goes in first, then the sessions are
     /// read: one registered in between finds it in the table and is announced it twice, which
@@ -33,6 +35,8 @@ final class EngineStores: Sendable {
             throw .invalidStoreIdentifier(identifier)
         }
         let store = SyncStore(replica: replica, identity: engine.identity, certificates: engine.certificates, logger: engine.logger, engine: engine)
+        // Removals learned while the store was closed: their later writes go before any peer sees them.
+        store.dropRemovedWrites(engine.removals.all)
         // The certificates saved with the replica: this run can relay entries of devices it
         // has not met (yet), as the run that received them could. Each is checked again.
         for (signer, der) in replica.signerCertificates {

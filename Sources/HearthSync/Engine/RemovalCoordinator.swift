@@ -13,16 +13,20 @@ final class RemovalCoordinator: Sendable {
     private let context: EngineContext
     /// The engine's sessions now.
     private let sessions: @Sendable () -> [SyncSession]
+    /// The engine's stores now.
+    private let stores: @Sendable () -> [SyncStore]
     /// The peers that said this device was removed (each logged once).
     private let noticesFrom = Locked(Set<DeviceID>())
     /// Its observer of ``removals`` (nil once stopped).
     private let observer = Locked<UInt64?>(nil)
 
     /// Observes `removals` from now until ``stop()``: what is added reaches ``removalsAdded(_:)``.
-    init(removals: DeviceRemovals, context: EngineContext, sessions: @escaping @Sendable () -> [SyncSession]) {
+    init(removals: DeviceRemovals, context: EngineContext, stores: @escaping @Sendable () -> [SyncStore] = { [] },
+         sessions: @escaping @Sendable () -> [SyncSession]) {
         self.removals = removals
         device = context.identity.deviceID
         self.context = context
+        self.stores = stores
         self.sessions = sessions
         let token = removals.observe { [weak self] added in self?.removalsAdded(added) }
         observer.withLock { $0 = token }
@@ -70,6 +74,11 @@ final class RemovalCoordinator: Sendable {
             case .close: session.close()
             case .relay: session.relayRemovals()
             }
+        }
+        // Writes of a removed device that this device took before it heard of the removal: they
+        // go, and every peer is asked for its whole store, which holds what they had replaced.
+        for store in stores() where store.dropRemovedWrites(added) {
+            for session in sessions { session.askForWhole(store) }
         }
         if selfRemoved {
             context.logger.error("this device was removed from the account; its stores keep working here, and no peer will sync with it")

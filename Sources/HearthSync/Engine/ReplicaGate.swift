@@ -34,6 +34,7 @@ final class ReplicaGate: SyncReplica {
     var storeIdentifier: String { replica.storeIdentifier }
     func wallMilliseconds() -> UInt64 { replica.wallMilliseconds() }
     var syncVector: VersionVector { replica.syncVector }
+    var durableVector: VersionVector { replica.durableVector }
     func syncDelta(for peer: VersionVector) -> (entries: [Entry], vector: VersionVector) { replica.syncDelta(for: peer) }
     func winningEntries(_ entries: [Entry]) -> [Entry] { replica.winningEntries(entries) }
     func entry(forKey key: StoreKey) -> Entry? { replica.entry(forKey: key) }
@@ -43,6 +44,7 @@ final class ReplicaGate: SyncReplica {
     var signerCertificates: [Data: Data] { replica.signerCertificates }
     var knownDevices: [DeviceID] { replica.knownDevices }
     var awaitingInitialSync: Bool { replica.awaitingInitialSync }
+    var wantsWhole: Bool { replica.wantsWhole }
 
     // Changes go through the gate.
     func unsignedEntries() -> [Entry] { ifOpen([]) { replica.unsignedEntries() } }
@@ -51,9 +53,14 @@ final class ReplicaGate: SyncReplica {
         ifOpen(([], [])) { replica.applyRemote(entries, heldBack: heldBack, reason: reason) }
     }
     func restampIfNeeded() -> Bool { ifOpen(false) { replica.restampIfNeeded() } }
+    func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
+        ifOpen(0) { replica.dropEntries(signedBy: device, stampedAfter: removedAt) }
+    }
     func keepCertificate(_ der: Data, signer: Data) { ifOpen(()) { replica.keepCertificate(der, signer: signer) } }
     func learnOfDevices(_ devices: [DeviceID]) { ifOpen(()) { replica.learnOfDevices(devices) } }
+    func forgetDevice(_ device: DeviceID) { ifOpen(()) { replica.forgetDevice(device) } }
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) { ifOpen(()) { replica.notePeer(device, acknowledged: vector) } }
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { ifOpen(()) { replica.onLocalChange(handler) } }
     func initialSyncCompleted() { ifOpen(()) { replica.initialSyncCompleted() } }
+    func wholeReceived() { ifOpen(()) { replica.wholeReceived() } }
 }

@@ -72,7 +72,22 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// its hello or sent its state since (a store we announced and it ignores is not shared).
     package func shares(_ store: String) -> Bool { shared[store] != nil && served.contains(store) }
 
-    // MARK: The hellos
+    // MARK: The link and the hellos
+
+    /// The stores this connection made the peer a known device of when its link came up (it was
+    /// not one before): forgotten again there if its hello does not list them.
+    package private(set) var knownSinceLinkUp = Set<String>()
+
+    /// The peer's link is up, and it was made a known device of `stores` (``knownSinceLinkUp``).
+    package mutating func linkUp(knownIn stores: Set<String>) { knownSinceLinkUp = stores }
+
+    /// The peer's hello lists `listed`: of the stores it was made known in when its link came up,
+    /// those it does not serve, where it is to be forgotten (it holds no entry of them to send).
+    /// Given once.
+    package mutating func notServedSinceLinkUp(listed: Set<String>) -> Set<String> {
+        defer { knownSinceLinkUp = [] }
+        return knownSinceLinkUp.subtracting(listed)
+    }
 
     /// Our hello is being sent, listing these stores.
     package mutating func helloSent(listing stores: Set<String>, inline: Set<String> = []) {
@@ -115,8 +130,10 @@ package struct SessionState<Store: Sendable>: Sendable {
             entry.peerKnown = view.vector
             entry.acknowledged = view.vector
             entry.told = view.vector
-            // Known from now on: tombstones it lacks are kept until it has them.
-            effects.append(.notePeer(acknowledged: view.vector))
+            // Known from now on: tombstones it lacks are kept until it has them. Known with
+            // nothing saved: a hello says what the peer has, not what it keeps through a crash
+            // (its first ping says that).
+            effects.append(.notePeer(acknowledged: VersionVector()))
             // The peer has nothing we lack: the first download is done, and empty.
             if view.awaitingInitialSync { effects.append(.initialSyncCompleted) }
         }
@@ -136,6 +153,7 @@ package struct SessionState<Store: Sendable>: Sendable {
                 mail.peers = !samePeers
             }
         }
+        if view.wantsWhole { askForWhole(name) }
         return effects
     }
 
@@ -148,7 +166,8 @@ package struct SessionState<Store: Sendable>: Sendable {
         entry.peerKnown.formUnion(claimed)
         entry.acknowledged.formUnion(claimed)
         Self.keepUnknownClaims(vector, in: &entry.unknownClaims, ours: view.vector)
-        effects.append(.notePeer(acknowledged: claimed))
+        // Known, with nothing saved: its hello or state says what it has, not what it keeps.
+        effects.append(.notePeer(acknowledged: VersionVector()))
         // The peer has nothing we lack: the first download is done, and empty.
         if view.awaitingInitialSync, view.vector.dominates(vector) { effects.append(.initialSyncCompleted) }
     }
@@ -166,10 +185,11 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// Starts syncing `name`, attached on this device since the hellos: our state is posted;
     /// deltas wait for the peer's answer. Returns nil if it was already synced here, else the
     /// state the peer sent before we had the store (to be received now), if any.
-    package mutating func announce(_ store: Store, named name: String) -> SyncMessage.StoreState?? {
+    package mutating func announce(_ store: Store, named name: String, wantsWhole: Bool = false) -> SyncMessage.StoreState?? {
         guard shared[name] == nil else { return nil }
         var entry = Shared(store: store)
         entry.sentState = true
+        entry.askWhole = wantsWhole
         shared[name] = entry
         mailbox.post(name) { mail in
             mail.state = true
@@ -230,7 +250,17 @@ package struct SessionState<Store: Sendable>: Sendable {
             return effects
         }
         take(vector, of: name, into: &entry, view: view, effects: &effects)
+        if state.whole && !entry.gaveWhole {
+            // It dropped entries its vector still covers (a removed device's later writes): it
+            // is sent everything, as a newcomer is, whatever it was sent before. Once per
+            // connection: a peer asking again and again pays a connection per store it gets.
+            entry.gaveWhole = true
+            entry.peerKnown = VersionVector()
+            entry.deferred = VersionVector()
+            entry.relaying = false
+        }
         shared[name] = entry
+        if view.wantsWhole { askForWhole(name) }
         mailbox.post(name) { mail in
             mail.delta = true
             // Not told ours yet (our hello's digest matched theirs, or we had not heard of it): answer.
@@ -254,12 +284,28 @@ package struct SessionState<Store: Sendable>: Sendable {
 
     /// The peer says it has `claimed` of `name`: its ack or a delta's vector (`known`: it has what
     /// we sent too), or its ping's or links' (only what it says). Counters of origins `ours` does
-    /// not name are kept aside (bounded, ``claimsNowKnown(of:in:)``); the rest is noted, and
-    /// returned for the replica (settling, tombstone collection). Nil if `name` is not synced here.
-    package mutating func acknowledge(_ claimed: VersionVector, of name: String, ours: VersionVector, known: Bool) -> ReplicaEffect? {
+    /// not name are kept aside (bounded, ``claimsNowKnown(of:in:)``); the rest is noted (settling).
+    /// `saved`: the peer has saved it (an ack's `durable`, a ping's, a pong's or links' vectors):
+    /// then it is returned for the replica's tombstone collection. An ack's or a delta's vector
+    /// says what the peer holds in memory: collected on that, a tombstone the peer then lost in a
+    /// crash would never reach it again, and the value it removed would live on there
+    /// (docs/simulator.md, finding 1). Nil if not saved, or `name` is not synced here.
+    package mutating func acknowledge(_ claimed: VersionVector, of name: String, ours: VersionVector, known: Bool,
+                                      saved: Bool) -> ReplicaEffect? {
         let vector = claimed.restricted(to: ours)
-        keepUnknownClaims(claimed, of: name, ours: ours)
-        return peerHas(vector, of: name, known: known) ? .notePeer(acknowledged: vector) : nil
+        keepUnknownClaims(claimed, of: name, ours: ours, saved: saved)
+        return peerHas(vector, of: name, known: known) && saved ? .notePeer(acknowledged: vector) : nil
+    }
+
+    /// The peer's ack: it holds `ack.vector` (it has what we sent), and has saved `ack.saved`,
+    /// which alone counts for tombstone collection (``acknowledge(_:of:ours:known:saved:)``).
+    package mutating func acknowledged(_ ack: SyncMessage.Ack, ours: VersionVector) -> [ReplicaEffect] {
+        var effects: [ReplicaEffect] = []
+        if let held = acknowledge(ack.vector, of: ack.store, ours: ours, known: true, saved: ack.durable == nil) { effects.append(held) }
+        if let durable = ack.durable, let saved = acknowledge(durable, of: ack.store, ours: ours, known: false, saved: true) {
+            effects.append(saved)
+        }
+        return effects
     }
 
     /// A delta of `name` from the peer was checked and applied: `carried` entries (undecodable
@@ -339,10 +385,12 @@ package struct SessionState<Store: Sendable>: Sendable {
         if entry.ready { mailbox.post(name) { $0.delta = true } }
     }
 
-    /// Keeps what the peer claimed of `name` for origins `ours` does not name yet (bounded).
-    package mutating func keepUnknownClaims(_ claimed: VersionVector, of name: String, ours: VersionVector) {
+    /// Keeps what the peer claimed of `name` for origins `ours` does not name yet (bounded);
+    /// `saved`: it said it has saved it.
+    package mutating func keepUnknownClaims(_ claimed: VersionVector, of name: String, ours: VersionVector, saved: Bool) {
         guard shared[name] != nil else { return }
         Self.keepUnknownClaims(claimed, in: &shared[name]!.unknownClaims, ours: ours)
+        if saved { Self.keepUnknownClaims(claimed, in: &shared[name]!.unknownSavedClaims, ours: ours) }
     }
 
     private static func keepUnknownClaims(_ claimed: VersionVector, in kept: inout VersionVector, ours: VersionVector) {
@@ -354,14 +402,19 @@ package struct SessionState<Store: Sendable>: Sendable {
     }
 
     /// The kept claims of `name` about origins `ours` now names (taken out of the kept ones),
-    /// now noted as acknowledged; nil if there are none.
+    /// now noted as acknowledged; returned, those the peer said it saved (for tombstone
+    /// collection), nil if there are none.
     package mutating func claimsNowKnown(of name: String, in ours: VersionVector) -> VersionVector? {
         guard let kept = shared[name]?.unknownClaims, !kept.counters.isEmpty else { return nil }
         let known = kept.restricted(to: ours)
         guard !known.counters.isEmpty else { return nil }
         shared[name]!.unknownClaims = kept.filter { ours.counters[$0] == nil }
         shared[name]!.acknowledged.formUnion(known)
-        return known
+        let savedKept = shared[name]!.unknownSavedClaims
+        let saved = savedKept.restricted(to: ours)
+        guard !saved.counters.isEmpty else { return nil }
+        shared[name]!.unknownSavedClaims = savedKept.filter { ours.counters[$0] == nil }
+        return saved
     }
 
     /// A delta of `name` arrived: whether it belongs to the first batch (the initial download,
@@ -370,6 +423,32 @@ package struct SessionState<Store: Sendable>: Sendable {
         guard let first = shared[name]?.inFirstBatch else { return false }
         if !more { shared[name]!.inFirstBatch = false }
         return first
+    }
+
+    // MARK: A removed device's later writes
+
+    /// Asks the peer for its whole store `name` (our next `store` message says `w`): this replica
+    /// dropped a removed device's later writes, and the entries they replaced, which its vector
+    /// covers, are the peer's to send again (docs/protocol.md, "Device removals").
+    package mutating func askForWhole(_ name: String) {
+        guard shared[name] != nil, !shared[name]!.askWhole, !shared[name]!.awaitingWhole else { return }
+        shared[name]!.askWhole = true
+        mailbox.post(name) { $0.state = true }
+    }
+
+    /// Our `store` message of `name` is being sent: whether it asks for the whole store.
+    package mutating func takeWholeRequest(of name: String) -> Bool {
+        guard shared[name]?.askWhole == true else { return false }
+        shared[name]!.askWhole = false
+        shared[name]!.awaitingWhole = true
+        return true
+    }
+
+    /// A delta of `name` arrived: true once the whole store we asked for is in (its last delta).
+    package mutating func wholeArrived(of name: String, more: Bool) -> Bool {
+        guard shared[name]?.awaitingWhole == true, !more else { return false }
+        shared[name]!.awaitingWhole = false
+        return true
     }
 
     /// Counts entries refused for their signature; true once the connection brought more than
@@ -396,8 +475,11 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// The next thing to send (see ``SessionMailbox/next()``).
     package mutating func next() -> SessionOutgoing? { mailbox.next() }
 
-    /// The peer was told `vector` of `name` (our state, an ack or a ping).
+    /// The peer was told `vector` of `name` (our state or an ack).
     package mutating func told(_ vector: VersionVector, of name: String) { shared[name]?.told = vector }
+
+    /// The peer was told that we saved `vector` of `name` (an ack's, a ping's, a pong's or links').
+    package mutating func toldSaved(_ vector: VersionVector, of name: String) { shared[name]?.toldSaved = vector }
 
     /// What to compute a delta of `name` against: the store; what the peer is known to have,
     /// with what we deferred to its links; and the devices it is linked to, whose own writes
@@ -427,9 +509,9 @@ package struct SessionState<Store: Sendable>: Sendable {
         shared[name]!.relaying = true
     }
 
-    /// The ready stores and the vector each was last told, for a ping.
+    /// The ready stores and the saved vector each was last told, for a ping.
     package var pingBasis: [String: (store: Store, told: VersionVector?)] {
-        shared.filter { $0.value.ready }.mapValues { ($0.store, $0.told) }
+        shared.filter { $0.value.ready }.mapValues { ($0.store, $0.toldSaved) }
     }
 
     // MARK: Removals and renewals

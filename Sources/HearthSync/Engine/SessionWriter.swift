@@ -4,28 +4,21 @@ import HearthTransport
 import Logging
 import NIOCore
 
-/// A session's writer: the only one that writes to its link, so frames never interleave. It
-/// empties the state's mailbox each time it is woken and turns each item into a frame: our
-/// state and vectors read from the replicas, deltas computed as ``DeltaPlan`` says, signed by
-/// the store's one signer and encoded once for all links (``SyncStore/payload(of:sender:)``).
-struct SessionWriter {
-    let session: SyncSession
-    let outbound: FrameBatch
-
-    private var state: Locked<SyncSession.State> { session.state }
-    private var engine: SyncEngine? { session.engine }
-    private var context: SyncEngine.Context { session.context }
-    private var peer: TLSPeer { session.peer }
-    private var logger: Logger { session.logger }
-
+// A session's writer: the only one that writes to its link, so frames never interleave. It
+// empties the state's mailbox each time it is woken and turns each item into a frame: our
+// state and vectors read from the replicas, deltas computed as ``DeltaPlan`` says, signed by
+// the store's one signer and encoded once for all links (``SyncStore/payload(of:sender:)``).
+// It runs on the session's loop (isolated to it): it reads and changes the state directly.
+extension SyncSession {
     /// Sends what the mailbox holds each time the session wakes the writer, until the link ends.
-    func run(_ wakeUps: AsyncStream<Void>) async throws {
+    func runWriter(_ link: any PeerLinkWriter) async throws {
+        let outbound = FrameBatch(link)
         for await _ in wakeUps {
-            while let item = state.withLock({ $0.next() }) {
-                try await send(item)
-                if case .removals = item, state.withLock({ $0.expelled }) {
+            while let item = state.next() {
+                try await send(item, to: outbound)
+                if case .removals = item, state.expelled {
                     try await outbound.flush()
-                    session.close()
+                    closeNow()
                     return
                 }
             }
@@ -36,77 +29,83 @@ struct SessionWriter {
 
     /// Sends `message`, encoded here unless its `payload` was made already (a delta shared by
     /// several links: ``SyncStore/payload(of:sender:)``).
-    func send(_ message: SyncMessage, payload made: ByteBuffer? = nil) async throws {
+    func send(_ message: SyncMessage, payload made: ByteBuffer? = nil, to outbound: FrameBatch) async throws {
         let payload = try made ?? ByteBuffer(bytes: message.encoded(sender: context.identity.deviceID.data))
         logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.readableBytes + 4)"])
         context.metrics.sent(bytes: payload.readableBytes + 4, type: message.kind)
         let now = context.clock.now()
-        state.withLock { s in
-            s.sent(at: now)
-            if !message.isHeartbeat { s.active(at: now) }
-        }
+        state.sent(at: now)
+        if !message.isHeartbeat { state.active(at: now) }
         try await outbound.append(payload)
     }
 
 
     /// Sends one item; a write suspends while the peer does not read (NIO's backpressure), and
     /// meanwhile what is posted coalesces in the mailbox.
-    func send(_ item: SessionOutgoing) async throws {
+    func send(_ item: SessionOutgoing, to outbound: FrameBatch) async throws {
         switch item {
         case .hello:
             guard let hello = engine?.makeHello() else { throw CancellationError() }
-            state.withLock { $0.helloSent(listing: Set(hello.stores.map(\.identifier)),
-                                          inline: Set(hello.stores.filter { $0.vector != nil }.map(\.identifier))) }
-            try await send(.hello(hello))
+            state.helloSent(listing: Set(hello.stores.map(\.identifier)),
+                            inline: Set(hello.stores.filter { $0.vector != nil }.map(\.identifier)))
+            try await send(.hello(hello), to: outbound)
         case .removals:
             guard let removals = engine?.removals.all, !removals.isEmpty else { return }
-            try await send(.removals(Array(removals.prefix(SyncMessage.maximumRemovals))))
-        case .renew: try await send(SyncMessage.renew)
-        case .certificate(let der): try await send(SyncMessage.certificate(der))
+            try await send(.removals(Array(removals.prefix(SyncMessage.maximumRemovals))), to: outbound)
+        case .renew: try await send(SyncMessage.renew, to: outbound)
+        case .certificate(let der): try await send(SyncMessage.certificate(der), to: outbound)
         case .state(let name, let withPeers):
-            guard let store = state.withLock({ $0.shared[name]?.store }) else { return }
+            guard let store = state.shared[name]?.store else { return }
             let vector = store.replica.syncVector
             let peers = withPeers ? store.knownDevices.prefix(SyncMessage.maximumPeers).map(\.data) : nil
-            state.withLock { $0.told(vector, of: name) }
-            try await send(.store(.init(store: name, vector: vector, peers: peers)))
+            state.told(vector, of: name)
+            let whole = state.takeWholeRequest(of: name)
+            try await send(.store(.init(store: name, vector: vector, peers: peers, whole: whole)), to: outbound)
         case .left(let name):
-            try await send(.store(.init(store: name, left: true)))
+            try await send(.store(.init(store: name, left: true)), to: outbound)
         case .delta(let name):
-            try await sendDelta(of: name)
-        case .ack(let ack):
-            state.withLock { $0.told(ack.vector, of: ack.store) }
-            try await send(SyncMessage.ack(ack))
-        case .refused(let refusal): try await send(SyncMessage.refused(refusal))
+            try await sendDelta(of: name, to: outbound)
+        case .ack(var ack):
+            // With what of it we have saved, when that is less: peers collect tombstones on that.
+            if let store = state.shared[ack.store]?.store {
+                let saved = store.replica.durableVector.intersection(ack.vector)
+                if saved != ack.vector { ack.durable = saved }
+            }
+            state.told(ack.vector, of: ack.store)
+            state.toldSaved(ack.saved, of: ack.store)
+            try await send(SyncMessage.ack(ack), to: outbound)
+        case .refused(let refusal): try await send(SyncMessage.refused(refusal), to: outbound)
         case .links:
             // Sorted, so that the same set is the same list (and not told twice).
             let devices = (engine?.linkedDevices(except: peer.deviceID) ?? []).prefix(SyncMessage.maximumPeers).map(\.data)
-            guard state.withLock({ $0.linksToTell(devices) }) else { return }
+            guard state.linksToTell(devices) else { return }
             // With our vectors: the peer then resumes, for a link that is gone, from what we have.
-            try await send(.links(.init(devices: devices, stores: changedVectors())))
+            try await send(.links(.init(devices: devices, stores: changedVectors())), to: outbound)
         case .ping:
-            try await send(.ping(changedVectors()))
+            try await send(.ping(changedVectors()), to: outbound)
         case .pong:
             // On a sparse link the answerer never pings: its pong says what changed here.
-            try await send(.pong(state.withLock({ $0.sparse }) ? changedVectors() : [:]))
+            try await send(.pong(state.sparse ? changedVectors() : [:]), to: outbound)
         }
     }
 
-    /// The vectors of the ready stores that changed since the peer was last told them (now
-    /// noted as told), for a ping or links. Read outside the session's lock (each takes its
-    /// store's).
+    /// The saved vectors of the ready stores that changed since the peer was last told them (now
+    /// noted as told), for a ping or links: what we keep through a crash, on which peers collect
+    /// tombstones (what we hold in memory goes in acks and `store` messages).
     private func changedVectors() -> [String: VersionVector] {
-        let ready = state.withLock { $0.pingBasis }
+        let ready = state.pingBasis
         var changed: [String: VersionVector] = [:]
         for (name, (store, told)) in ready {
-            let vector = store.replica.syncVector
+            let replica = store.replica
+            let vector = replica.durableVector.intersection(replica.syncVector)
             if vector != told { changed[name] = vector }
         }
-        state.withLock { s in for (name, vector) in changed { s.told(vector, of: name) } }
+        for (name, vector) in changed { state.toldSaved(vector, of: name) }
         return changed
     }
 
-    private func sendDelta(of name: String) async throws {
-        guard let (store, known, linked) = state.withLock({ $0.deltaBasis(of: name) }) else { return }
+    private func sendDelta(of name: String, to outbound: FrameBatch) async throws {
+        guard let (store, known, linked) = state.deltaBasis(of: name) else { return }
         try await store.signPending()
         // Direct first: what the peer's links will bring it is left out (DeltaPlan decides).
         var plan = DeltaPlan(known: known, linked: linked, sharers: engine?.sharers(of: name) ?? [],
@@ -124,22 +123,22 @@ struct SessionWriter {
         }
         entries = try store.signed(entries)
         guard plan.worthSending(entries: entries.count, vector: vector) else {
-            state.withLock { $0.deltaSent(VersionVector(), deferred: plan.deferred, of: name) }
+            state.deltaSent(VersionVector(), deferred: plan.deferred, of: name)
             return
         }
         // A big batch (a newcomer's first download) goes as several deltas, each well under the
         // frame cap and the receiver's entry limit; the last one says the batch is complete.
         let parts = Self.split(entries)
         for (index, part) in parts.enumerated() {
-            let sent = state.withLock { $0.shared[name]?.sentCertificates } ?? []
+            let sent = state.shared[name]?.sentCertificates ?? []
             let candidates = store.certificates(for: part, excluding: sent)
-            let certificates = state.withLock { $0.certificatesToSend(candidates, of: name) }
+            let certificates = state.certificatesToSend(candidates, of: name)
             let delta = SyncMessage.Delta(store: name, entries: part, certificates: certificates, vector: vector,
                                           more: index < parts.count - 1)
-            try await send(.delta(delta), payload: store.payload(of: delta, sender: context.identity.deviceID.data))
+            try await send(.delta(delta), payload: store.payload(of: delta, sender: context.identity.deviceID.data), to: outbound)
             context.metrics.sentEntries(part.count)
         }
-        state.withLock { $0.deltaSent(plan.sent(vector), deferred: plan.deferred, of: name) }
+        state.deltaSent(plan.sent(vector), deferred: plan.deferred, of: name)
     }
 
     /// Splits entries into deltas of at most ``SyncMessage/maximumDeltaEntries`` entries and

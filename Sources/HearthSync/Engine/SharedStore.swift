@@ -14,8 +14,11 @@ package struct SharedStore<Store: Sendable>: Sendable {
     package var peerKnown = VersionVector()
     /// What the peer has confirmed having (its vector, acks and pings).
     package var acknowledged = VersionVector()
-    /// The last vector of ours the peer was told (hello digest, state, ack or ping).
+    /// The last vector of ours the peer was told (hello digest, state or ack).
     package var told: VersionVector?
+    /// The last vector of what we saved the peer was told (an ack's, a ping's, a pong's or
+    /// links'): a ping carries it again once it changed, so that the peer collects tombstones.
+    package var toldSaved: VersionVector?
     /// Whether our `store` message has been sent (or posted) on this connection.
     package var sentState = false
     /// Certificates sent with this store's deltas: the peer keeps them, so each goes once.
@@ -36,6 +39,16 @@ package struct SharedStore<Store: Sendable>: Sendable {
     /// Otherwise a peer that got an entry directly from its writer, and told us before we
     /// had it, would never be known to have it: nothing else would make it tell again.
     package var unknownClaims = VersionVector()
+    /// Those of ``unknownClaims`` the peer said it has saved: only these count, once known, for
+    /// tombstone collection.
+    package var unknownSavedClaims = VersionVector()
+    /// Our next `store` message asks the peer for its whole store (`w`): we dropped a removed
+    /// device's later writes, and the entries they had replaced are covered by our vector.
+    package var askWhole = false
+    /// We asked for the whole store and its last delta has not come yet.
+    package var awaitingWhole = false
+    /// The peer asked us for the whole store on this connection (answered once per connection).
+    package var gaveWhole = false
 
     package init(store: Store) { self.store = store }
 }
@@ -54,10 +67,14 @@ package struct SessionRenewal: Sendable, Equatable {
 package struct SessionReplicaView: Sendable {
     package var vector: VersionVector
     package var awaitingInitialSync: Bool
+    /// The replica dropped a removed device's later writes and wants its peers' whole store
+    /// (``SessionState/askForWhole(_:)``).
+    package var wantsWhole: Bool
 
-    package init(vector: VersionVector, awaitingInitialSync: Bool = false) {
+    package init(vector: VersionVector, awaitingInitialSync: Bool = false, wantsWhole: Bool = false) {
         self.vector = vector
         self.awaitingInitialSync = awaitingInitialSync
+        self.wantsWhole = wantsWhole
     }
 }
 
@@ -67,7 +84,8 @@ package enum SessionReplicaEffect: Sendable, Equatable {
     case keepPeerCertificate
     /// The peer knows of these devices in the store (ours left out).
     case learnOfDevices([DeviceID])
-    /// The peer has this much of the store (for settling and tombstone collection).
+    /// The peer has saved this much of the store (for tombstone collection; with nothing, the
+    /// peer is known, so that no tombstone goes before it has saved it).
     case notePeer(acknowledged: VersionVector)
     /// The first download is done (the peer had nothing we lacked).
     case initialSyncCompleted

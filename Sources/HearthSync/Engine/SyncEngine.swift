@@ -106,7 +106,9 @@ package final class SyncEngine: Sendable {
         }, logger: logger))
         certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
         _ = try? certificates.admit(identity.certificate)
-        removalCoordinator = RemovalCoordinator(removals: removals, context: context) { [state] in state.withLock { $0.sessions.sessions } }
+        removalCoordinator = RemovalCoordinator(removals: removals, context: context, stores: { [attachedStores] in attachedStores.all }) { [state] in
+            state.withLock { $0.sessions.sessions }
+        }
         renewal = CertificateRenewal(identity: identity, context: context, network: network, certificates: certificates)
         environment.observeChanges?(changes)
     }
@@ -295,13 +297,13 @@ package final class SyncEngine: Sendable {
     /// `device` no longer serves `store`: the other sessions stop leaving its writes to it.
     func left(_ store: String, by device: DeviceID) {
         for session in state.withLock({ $0.sessions.sessions(except: device) }) {
-            session.update { $0.forgetDeferred(device, of: store) }
+            session.forgetDeferred(device, of: store)
         }
     }
 
     /// The set of sessions changed: every peer is told our links.
     private func linksChanged() {
-        for session in sessions { session.update { $0.relayLinks() } }
+        for session in sessions { session.relayLinks() }
     }
 
     enum Registration { case accepted, duplicate, removed }
@@ -340,16 +342,16 @@ package final class SyncEngine: Sendable {
             guard !s.stopped, s.heartbeat == nil else { return }
             s.heartbeat = Task { [weak self] in
                 while !Task.isCancelled {
-                    guard let next = self?.beatEverySession() else { return }
+                    guard let next = await self?.beatEverySession() else { return }
                     try? await self?.context.clock.sleep(next)
                 }
             }
         }
     }
 
-    /// One heartbeat tick of every session; the time to the next, or nil (the heartbeat then
-    /// ends) when there is no session.
-    private func beatEverySession() -> Duration? {
+    /// One heartbeat tick of every session, each on its own loop; the time to the next, or nil
+    /// (the heartbeat then ends) when there is no session.
+    private func beatEverySession() async -> Duration? {
         let sessions = state.withLock { s -> [SyncSession]? in
             guard !s.stopped, !s.sessions.isEmpty else {
                 s.heartbeat = nil
@@ -359,7 +361,9 @@ package final class SyncEngine: Sendable {
         }
         guard let sessions else { return nil }
         let base = min(options.heartbeatInterval, options.timeout / 3)
-        return min(base, sessions.map { $0.beat() }.min() ?? base)
+        var next = base
+        for session in sessions { next = min(next, await session.beat()) }
+        return next
     }
 
     func unregister(_ session: SyncSession) {
@@ -381,7 +385,7 @@ package final class SyncEngine: Sendable {
             await link.close()
             return .duplicate
         }
-        let session = SyncSession(peer: link.peer, initiatedLocally: initiatedLocally, context: context, engine: self)
+        let session = SyncSession(link: link, initiatedLocally: initiatedLocally, context: context, engine: self)
         return await session.run(link)
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import HearthCore
 import HearthIdentity
 
-// What a session does with the messages that arrive after the hello.
+// What a session does with the messages that arrive after the hello (on its loop).
 extension SyncSession {
     func handle(_ message: SyncMessage) async throws {
         switch message {
@@ -10,13 +10,13 @@ extension SyncSession {
         case .ping(let vectors), .pong(let vectors):
             try await pace(\.heartbeats, "pings and pongs", wait: { $0.heartbeatArrived(at: $1) })
             for (name, claimed) in vectors {
-                if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: false) }
+                if let store = state.shared[name]?.store { acknowledge(claimed, of: name, in: store, known: false, saved: true) }
             }
             if case .ping = message { post { $0.pong = true } }
             return
         case .store(let message):
             // A store this device does not serve yet may be the store provider's to open: off the loop.
-            if !message.left, state.withLock({ $0.peerServes(message.store) }) {
+            if !message.left, state.peerServes(message.store) {
                 _ = await storeOrProvided(message.store)
                 engine?.served(message.store, by: peer.deviceID)
             }
@@ -39,16 +39,19 @@ extension SyncSession {
         }
         // A message about a store this connection does not sync (the peer serves a store this
         // device does not, or one just detached) is ignored: the others go on.
-        guard let name = message.storeIdentifier, let store = state.withLock({ $0.shared[name]?.store }) else {
+        guard let name = message.storeIdentifier, let store = state.shared[name]?.store else {
             logger.debug("ignoring a message about store \(String(reflecting: message.storeIdentifier ?? "")), not synced on this connection")
             return
         }
         switch message {
         case .delta(let delta):
-            let initial = state.withLock { $0.deltaArrived(for: name, more: delta.more) }
+            let (initial, whole) = (state.deltaArrived(for: name, more: delta.more), state.wholeArrived(of: name, more: delta.more))
             try await apply(delta, to: store, initial: initial)
+            if whole { store.wholeReceived() }
         case .ack(let ack):
-            acknowledge(ack.vector, of: name, in: store, known: true)
+            let ours = store.replica.syncVector
+            let effects = state.acknowledged(ack, ours: ours)
+            if !effects.isEmpty { store.perform(effects, for: peer) }
         case .refused(let refusal):
             let fresh = store.note(refusal, from: peer.deviceID)
             guard !fresh.isEmpty else { return }
@@ -63,7 +66,8 @@ extension SyncSession {
     /// logged once per peer a minute. After a minute of waits in a row, closes the link.
     private func pace(_ pacer: KeyPath<State, Pacer>, _ kind: String, wait: (inout State, ContinuousClock.Instant) -> Duration) async throws {
         let now = context.clock.now()
-        let (delay, limit) = state.withLock { s in (wait(&s, now), s[keyPath: pacer]) }
+        let delay = wait(&state, now)
+        let limit = state[keyPath: pacer]
         guard delay > .zero else { return }
         if limit.exhausted {
             throw SyncProtocolError("the peer sent \(kind) faster than one per \(limit.spacing) for \(limit.waitedInARow) in a row; closing")
@@ -72,24 +76,18 @@ extension SyncSession {
                                kind: "paced \(kind)", peer: "\(peer.deviceID)", to: logger)
         try await context.clock.sleep(delay)
         // Closed meanwhile (replaced, expelled): the frames still buffered are not worth the wait.
-        if state.withLock({ $0.closed }) { throw CancellationError() }
+        if state.closed { throw CancellationError() }
     }
 
     /// Records that the peer has what `claimed` says of store `name` (counters of origins we do
-    /// not know are dropped), for settling and tombstone collection; `known`: it has what we sent
-    /// too (an ack), not only what it says (a ping).
+    /// not know are dropped), for settling and, if it has `saved` it, tombstone collection;
+    /// `known`: it has what we sent too (an ack), not only what it says (a ping).
     private func acknowledge(_ claimed: VersionVector, of name: String, in store: SyncStore, known: Bool,
-                             ours: VersionVector? = nil) {
+                             saved: Bool, ours: VersionVector? = nil) {
         let ours = ours ?? store.replica.syncVector
-        if let effect = state.withLock({ $0.acknowledge(claimed, of: name, ours: ours, known: known) }) { store.perform([effect], for: peer) }
-    }
-
-    /// Notes what the peer said it has of origins we have only now come to know (an entry
-    /// arrived from elsewhere): it got them from their writer and told us before we had them.
-    func noteClaimsNowKnown(of store: SyncStore) {
-        let ours = store.replica.syncVector
-        guard let known = state.withLock({ $0.claimsNowKnown(of: store.identifier, in: ours) }) else { return }
-        store.replica.notePeer(peer.deviceID, acknowledged: known)
+        if let effect = state.acknowledge(claimed, of: name, ours: ours, known: known, saved: saved) {
+            store.perform([effect], for: peer)
+        }
     }
 
     /// The peer's links: the devices it has a session with now, and its vectors of the stores
@@ -97,7 +95,7 @@ extension SyncSession {
     /// link that is gone starts from what it has).
     private func receive(_ links: SyncMessage.Links) {
         for (name, claimed) in links.stores {
-            if let store = state.withLock({ $0.shared[name]?.store }) { acknowledge(claimed, of: name, in: store, known: true) }
+            if let store = state.shared[name]?.store { acknowledge(claimed, of: name, in: store, known: true, saved: true) }
         }
         // Malformed IDs are dropped; our own ID means nothing here.
         let devices = Set(links.devices.compactMap { DeviceID(bytes: $0) }).subtracting([context.identity.deviceID])
@@ -111,12 +109,12 @@ extension SyncSession {
     func receive(_ message: SyncMessage.StoreState) {
         let name = message.store
         if message.left {
-            state.withLock { $0.peerLeft(name) }
+            state.peerLeft(name)
             // Our other peers may have been left to this device for its last writes.
             engine?.left(name, by: peer.deviceID)
             return
         }
-        guard state.withLock({ $0.peerServes(name) }) else {
+        guard state.peerServes(name) else {
             logger.debug("ignoring store \(String(reflecting: name)): the peer already serves \(SyncMessage.maximumStores) stores")
             return
         }
@@ -124,12 +122,13 @@ extension SyncSession {
         // provided then was attached, which announced it on this connection (and so opened it here).
         guard let store = engine?.store(name) else {
             logger.debug("ignoring the state of store \(String(reflecting: name)), which this device does not serve")
-            state.withLock { $0.ignore(message) }
+            state.ignore(message)
             return
         }
-        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync)
+        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync,
+                                     wantsWhole: store.wantsWhole)
         let ours = context.identity.deviceID
-        let effects = state.withLock { $0.receive(message, for: store, view: view, ourDevice: ours) }
+        let effects = state.receive(message, for: store, view: view, ourDevice: ours)
         // Before the writer wakes: the peer's entries are checked against its certificate.
         store.perform(effects, for: peer)
         wake()
@@ -142,7 +141,7 @@ extension SyncSession {
         // An honest device never sends an entry whose signature fails; one that keeps doing so
         // is made to pay a new connection (a TLS handshake) for every few of them.
         let forged = checked.refused.filter { [.badSignature, .unknownSigner, .originMismatch].contains($0.reason) }.count
-        if state.withLock({ $0.noteForged(forged) }) {
+        if state.noteForged(forged) {
             throw SyncProtocolError("the peer sent more than \(State.maximumForgedEntries) entries whose signature does not verify; closing")
         }
         let replica = store.replica
@@ -155,7 +154,7 @@ extension SyncSession {
         let applied = replica.syncVector
         // The sender has what it sent and what its vector claims (as an ack or ping would say):
         // known and acknowledged, for settling and tombstone collection.
-        acknowledge(delta.vector, of: store.identifier, in: store, known: true, ours: applied)
+        acknowledge(delta.vector, of: store.identifier, in: store, known: true, saved: false, ours: applied)
         let refused = checked.refused + overQuota
         if !refused.isEmpty {
             let count = delta.entries.count + delta.undecodable.count

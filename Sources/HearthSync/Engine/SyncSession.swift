@@ -11,11 +11,15 @@ import NIOCore
 /// acknowledgements; heartbeats for the connection as a whole.
 ///
 /// The protocol itself is values (``SessionState``, ``HelloCheck``, ``DeltaPlan``); this is their
-/// I/O shell. It keeps the state under one lock, reads the replicas and applies the state's
-/// effects to them outside it (a replica takes its own lock), and runs three tasks on the
-/// connection: a reader (verifies and applies what arrives), a writer (``SessionWriter``), and
-/// a hello timeout. The first to end ends the session.
-final class SyncSession: Sendable {
+/// I/O shell, confined to the connection's event loop: an actor whose executor is the link's
+/// loop, so the state is read and changed there alone, with no lock (as swift-nio-http2's
+/// channel handler owns its connection state machine). It moves bytes (a reader that hands
+/// each frame to the loop, the writer of SessionWriter.swift) and runs the state's effects: on
+/// the replicas (each takes its own lock) and, through the engine, on the other sessions.
+/// What others ask of it (the engine routing an effect, a store attached, a close) is queued
+/// on its loop (``enqueue(_:)``), in order. The first of the reader, the writer and the hello
+/// timeout to end ends the session.
+actor SyncSession {
     typealias Outcome = SessionOutcome
     typealias State = SessionState<SyncStore>
 
@@ -25,50 +29,195 @@ final class SyncSession: Sendable {
     let context: SyncEngine.Context
     /// The engine this session belongs to (weak: a session never keeps a stopped engine alive).
     weak let engine: SyncEngine?
-    /// The protocol's state: everything this connection knows and owes.
-    let state: Locked<State>
+    /// The connection's event loop: where the state lives and every job of the session runs
+    /// (TLS: the channel's loop; in memory: one the network was given). Nil (a link with no
+    /// loop, as the household simulator's): the session is a default actor, see ``anchor``.
+    let eventLoop: (any EventLoop)?
+    /// The loop as a serial executor (kept: the actor holds it unowned).
+    private let executor: (any SerialExecutor)?
+    /// With no loop, the session runs on this default actor's executor: an actor type has one
+    /// `unownedExecutor`, and a default actor's is reachable only through an actor that has it.
+    /// Its jobs go to the global executor, which the simulator replaces to see every job.
+    private let anchor: Anchor?
+    private actor Anchor {}
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        if let executor { return executor.asUnownedSerialExecutor() }
+        return anchor!.unownedExecutor
+    }
+    /// With no loop, what others ask of the session (``enqueue(_:)``), in order: drained on the
+    /// session's executor while it runs (``drainAsked()``).
+    private let asked: AsyncStream<@Sendable (isolated SyncSession) -> Void>
+    private let ask: AsyncStream<@Sendable (isolated SyncSession) -> Void>.Continuation
+    /// The protocol's state: everything this connection knows and owes. Confined to the loop.
+    var state: State {
+        didSet { publishSharing() }
+    }
+    /// What other threads read of the state: the stores both ends serve, each with what the
+    /// peer confirmed having (``shares(_:)``, ``acknowledgedVector(of:)``, for
+    /// ``SyncStore/isSettled`` and the engine's routing). A copy written on the loop whenever
+    /// it changes, never read back here: the state itself has no lock.
+    private let sharing = Locked<[String: VersionVector]>([:])
+    /// The last copy written to ``sharing``.
+    private var published: [String: VersionVector] = [:]
     /// Wakes the writer; holds at most one wake-up (the state's mailbox holds what to send).
     private let wakeUp: AsyncStream<Void>.Continuation
     let wakeUps: AsyncStream<Void>
-    /// Closes the link: the way to stop the reader, which waits on it.
-    private let closeChannel = Locked<(@Sendable () -> Void)?>(nil)
+    /// Closes the link from any thread: the way to stop the reader, which waits on it.
+    private let closeLink: @Sendable () -> Void
+    /// Whether the peer's hello was admitted (``take(_:)``): the frames before it are checked
+    /// as a hello, and the engine is told when the session ends.
+    private var admitted = false
+    private let helloCheck: HelloCheck
     let logger: Logger
 
-    init(peer: TLSPeer, initiatedLocally: Bool, context: SyncEngine.Context, engine: SyncEngine) {
-        self.peer = peer
-        initiator = initiatedLocally ? context.identity.deviceID : peer.deviceID
-        state = Locked(State(now: context.clock.now(), dialled: initiatedLocally))
+    init(link: some PeerLink, initiatedLocally: Bool, context: SyncEngine.Context, engine: SyncEngine) {
+        peer = link.peer
+        eventLoop = link.eventLoop
+        executor = link.eventLoop?.executor
+        anchor = link.eventLoop == nil ? Anchor() : nil
+        (asked, ask) = AsyncStream.makeStream()
+        closeLink = { [link] in link.closeSoon() }
+        initiator = initiatedLocally ? context.identity.deviceID : link.peer.deviceID
+        state = State(now: context.clock.now(), dialled: initiatedLocally)
+        helloCheck = HelloCheck(account: Data(context.identity.account.id.bytes))
         self.context = context
         self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         var logger = context.logger
-        logger[metadataKey: "peer"] = "\(peer)"
+        logger[metadataKey: "peer"] = "\(link.peer)"
         self.logger = logger
+    }
+
+    // MARK: Asked from other threads
+
+    /// Runs `body` on the session's loop, isolated to it, after everything asked before: how the
+    /// engine and the other sessions reach this one's state (no lock, no task per call).
+    nonisolated func enqueue(_ body: @escaping @Sendable (isolated SyncSession) -> Void) {
+        guard let eventLoop else { ask.yield(body); return }
+        eventLoop.execute { self.assumeIsolated { body($0) } }
+    }
+
+    /// Runs what was asked of a session with no loop, in order, until the session ends.
+    private func drainAsked() async {
+        for await body in asked { body(self) }
     }
 
     /// Both ends serve `store` on this connection: ours is open here, and the peer listed it in
     /// its hello or sent its state since (a store we announced and it ignores is not shared).
-    func shares(_ store: String) -> Bool { state.withLock { $0.shares(store) } }
+    /// From the copy the loop publishes: as of its last change.
+    nonisolated func shares(_ store: String) -> Bool { sharing.withLock { $0[store] != nil } }
 
     /// What the peer has confirmed having of `store`; `nil` if this connection does not sync it.
-    func acknowledgedVector(of store: String) -> VersionVector? {
-        state.withLock { $0.shared[store]?.acknowledged }
+    nonisolated func acknowledgedVector(of store: String) -> VersionVector? {
+        sharing.withLock { $0[store] }
+    }
+
+    /// Keeps ``sharing`` equal to what the state says (after each change of it; compared
+    /// first, so that the copy is written only when it changes, at most a few times a message).
+    private func publishSharing() {
+        var count = 0
+        var same = true
+        for (name, shared) in state.shared where state.served.contains(name) {
+            count += 1
+            if published[name] != shared.acknowledged { same = false; break }
+        }
+        guard !same || count != published.count else { return }
+        var copy: [String: VersionVector] = [:]
+        for (name, shared) in state.shared where state.served.contains(name) { copy[name] = shared.acknowledged }
+        published = copy
+        sharing.withLock { $0 = copy }
     }
 
     /// Asks the writer to send every removal we know (we learned one since the hellos).
-    func relayRemovals() {
-        update { $0.relayRemovals() }
+    nonisolated func relayRemovals() {
+        enqueue { $0.update { $0.relayRemovals() } }
+    }
+
+    /// Asks the peer for its whole `store`, if shared here (``SessionState/askForWhole(_:)``).
+    nonisolated func askForWhole(_ store: SyncStore) {
+        let name = store.identifier
+        enqueue { $0.update { $0.askForWhole(name) } }
     }
 
     /// Sends the peer the removals that name it, then closes; closes at once if it cannot be
     /// told (an older build), and in any case within a second (a peer that does not read).
-    func expel() {
-        guard update({ $0.expel() }) else { close(); return }
-        Task { [weak self] in
-            try? await self?.context.clock.sleep(.seconds(1))
-            self?.close()
+    nonisolated func expel() {
+        enqueue { session in
+            guard session.update({ $0.expel() }) else { session.closeNow(); return }
+            let clock = session.context.clock
+            Task { [weak session] in
+                try? await clock.sleep(.seconds(1))
+                session?.close()
+            }
         }
     }
+
+    /// If the peer is linked to one of `writers` (device prefixes), sends it our vector of
+    /// `store` after `delay` (one `store` message however many changes meanwhile).
+    nonisolated func tellVectorSoon(of store: String, ifLinkedTo writers: Set<UInt64>, after delay: Duration) {
+        enqueue { session in
+            guard session.state.tellVectorSoon(of: store, ifLinkedTo: writers) else { return }
+            let clock = session.context.clock
+            Task { [weak session] in
+                try? await clock.sleep(delay)
+                session?.enqueue { $0.update { $0.vectorTellDue(of: store) } }
+            }
+        }
+    }
+
+    /// Asks the writer to send whatever the peer lacks of `store` now.
+    nonisolated func push(_ store: String) {
+        enqueue { session in
+            guard session.state.shares(store) else { return }
+            session.post(store) { $0.delta = true }
+        }
+    }
+
+    /// Stops syncing `store` (detached on this device) and tells the peer.
+    nonisolated func leave(_ store: String) {
+        enqueue { $0.update { $0.leave(store) } }
+    }
+
+    /// `device` no longer serves `store`: stop leaving its writes to it.
+    nonisolated func forgetDeferred(_ device: DeviceID, of store: String) {
+        enqueue { $0.update { $0.forgetDeferred(device, of: store) } }
+    }
+
+    /// The engine's set of sessions changed: the peer is told our links.
+    nonisolated func relayLinks() {
+        enqueue { $0.update { $0.relayLinks() } }
+    }
+
+    /// Starts syncing `store`, attached on this device since the hellos (``announceNow(_:)``).
+    nonisolated func announce(_ store: SyncStore) {
+        enqueue { $0.announceNow(store) }
+    }
+
+    /// Notes what the peer said it has of origins we have only now come to know (an entry
+    /// arrived from elsewhere): it got them from their writer and told us before we had them.
+    nonisolated func noteClaimsNowKnown(of store: SyncStore) {
+        enqueue { session in
+            let ours = store.replica.syncVector
+            guard let known = session.state.claimsNowKnown(of: store.identifier, in: ours) else { return }
+            store.replica.notePeer(session.peer.deviceID, acknowledged: known)
+        }
+    }
+
+    /// Answers the peer's request for a renewed certificate, if it made one (the account CA was
+    /// just unlocked here).
+    nonisolated func answerRenewalIfAsked() {
+        enqueue { session in
+            guard session.state.renewal.askedByPeer, let renewal = session.engine?.renewal else { return }
+            renewal.issue(to: session)
+        }
+    }
+
+    /// Ends the session (its connection closes), from any thread.
+    nonisolated func close() {
+        enqueue { $0.closeNow() }
+    }
+
+    // MARK: On the loop
 
     /// Asks the peer for a renewed certificate, once per connection, if ours is within its
     /// renewal window and the peer understands renewals.
@@ -77,50 +226,37 @@ final class SyncSession: Sendable {
         update { $0.askForRenewal() }
     }
 
-    /// If the peer is linked to one of `writers` (device prefixes), sends it our vector of
-    /// `store` after `delay` (one `store` message however many changes meanwhile).
-    func tellVectorSoon(of store: String, ifLinkedTo writers: Set<UInt64>, after delay: Duration) {
-        guard state.withLock({ $0.tellVectorSoon(of: store, ifLinkedTo: writers) }) else { return }
-        Task { [weak self] in
-            try? await self?.context.clock.sleep(delay)
-            self?.update { $0.vectorTellDue(of: store) }
-        }
-    }
-
-    /// Asks the writer to send whatever the peer lacks of `store` now.
-    func push(_ store: String) {
-        update { s in
-            guard s.shares(store) else { return }
-            s.mailbox.post(store) { $0.delta = true }
-        }
-    }
-
     /// Changes the state and wakes the writer (the change may have posted something to send).
     @discardableResult
     func update<T>(_ change: (inout State) -> T) -> T {
-        let result = state.withLock(change)
+        let result = change(&state)
         wakeUp.yield()
         return result
     }
 
     /// Wakes the writer (something was posted to the state's mailbox).
-    func wake() { wakeUp.yield() }
+    nonisolated func wake() { wakeUp.yield() }
 
     /// Records what to send and wakes the writer.
     func post(_ change: (inout SessionMailbox) -> Void) {
         update { change(&$0.mailbox) }
     }
 
-    /// Ends the session (its connection closes).
-    func close() {
-        state.withLock { $0.closed = true }
+    /// Records what to send of `store` and wakes the writer.
+    func post(_ store: String, _ change: (inout SessionMailbox.StoreMail) -> Void) {
+        update { $0.mailbox.post(store, change) }
+    }
+
+    /// Ends the session: its connection closes, which ends the reader.
+    func closeNow() {
+        state.closed = true
         wakeUp.finish()
-        closeChannel.withLock { $0 }?()
+        closeLink()
     }
 
     func fail(_ error: any Error) {
-        if !state.withLock({ $0.closed }) { logger.notice("closing the connection: \(error)") }
-        closeChannel.withLock { $0 }?()
+        if !state.closed { logger.notice("closing the connection: \(error)") }
+        closeLink()
     }
 
     // MARK: Stores coming and going
@@ -128,7 +264,7 @@ final class SyncSession: Sendable {
     /// Starts syncing `store` on this connection, as the peer's hello listed it.
     func open(_ store: SyncStore, as listed: SyncMessage.Hello.Store) {
         let (ours, vector) = store.announcement()
-        let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync)
+        let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync, wantsWhole: store.wantsWhole)
         let effects = update { $0.open(store, named: store.identifier, listed: listed, ours: ours, view: view) }
         store.perform(effects, for: peer)
     }
@@ -137,27 +273,25 @@ final class SyncSession: Sendable {
     /// vector and, if it serves the store (or its store provider takes it up, as a device
     /// daemon's does), answers with its own; deltas wait for that answer. A peer that serves
     /// it not ignores the message, as it would have ignored the store in our hello.
-    func announce(_ store: SyncStore) {
+    func announceNow(_ store: SyncStore) {
         // First: the peer's answer may come as soon as our state is posted.
         store.keep(peerCertificate: peer.certificate, of: peer.deviceID)
-        guard let replay = update({ $0.announce(store, named: store.identifier) }) else { return }
+        let whole = store.wantsWhole
+        guard let replay = update({ $0.announce(store, named: store.identifier, wantsWhole: whole) }) else { return }
         // The peer told its state before this device had the store: it counts as its answer.
         if let replay { receive(replay) }
     }
 
-    /// Stops syncing `store` (detached on this device) and tells the peer.
-    func leave(_ store: String) {
-        update { $0.leave(store) }
-    }
-
     // MARK: Running
 
-    func run<Link: PeerLink>(_ link: Link) async -> Outcome {
-        closeChannel.withLock { $0 = { link.closeSoon() } }
+    /// Runs the session on `link` (the one it was made with) until it ends.
+    nonisolated func run<Link: PeerLink>(_ link: Link) async -> Outcome {
+        await noteLinkUp()
         do {
-            if let eventLoop = link.eventLoop {
-                // On the connection's event loop: a frame resumes the reader, and the writer's bytes
-                // reach the channel, without a hand-off between threads (EventLoopTaskExecutor).
+            // What is not the session's own (decoding the stream, the link's writes, checking
+            // signatures) runs on the loop too: a frame resumes the reader, and the writer's bytes
+            // reach the channel, without a hand-off between threads (EventLoopTaskExecutor).
+            if let eventLoop {
                 return try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop)) {
                     try await exchange(link)
                 }
@@ -169,81 +303,124 @@ final class SyncSession: Sendable {
             if let tls = error as? TLSError, tls.code == .removedByPeer {
                 return .refusedAsRevoked
             }
-            if !state.withLock({ $0.closed }) { logger.notice("connection closed: \(error)") }
+            await noteClosed(error)
             return .ended
         }
     }
 
+    private func noteClosed(_ error: any Error) {
+        if !state.closed { logger.notice("connection closed: \(error)") }
+    }
+
     /// Runs `body` on the global executor, off the connection's event loop: for what may read
     /// files (a store provider opening a store) or take long.
-    func offLoop<T: Sendable>(_ body: @Sendable () throws -> T) async rethrows -> T {
+    nonisolated func offLoop<T: Sendable>(_ body: @Sendable () throws -> T) async rethrows -> T {
         try await withTaskExecutorPreference(globalConcurrentExecutor) { try body() }
     }
 
     /// The store `name` if this device serves it, or what the store provider makes of it
     /// (opened off the event loop).
-    func storeOrProvided(_ name: String) async -> SyncStore? {
+    nonisolated func storeOrProvided(_ name: String) async -> SyncStore? {
         if let store = engine?.store(name) { return store }
         guard let engine else { return nil }
         let peer = peer.deviceID
         return await offLoop { engine.provide(name, for: peer) }
     }
 
-    private func exchange<Link: PeerLink>(_ link: Link) async throws -> Outcome {
+    /// The reader: hands each frame to the loop (``take(_:)``), in order, until the link ends
+    /// or a frame ends the session. Not isolated: the inbound stream stays in this task.
+    private nonisolated func exchange<Link: PeerLink>(_ link: Link) async throws -> Outcome {
         try await link.executeThenClose { inbound, outbound in
             try await withThrowingTaskGroup(of: Void.self, returning: Outcome.self) { group in
                 defer { group.cancelAll() }
                 group.addTask {
-                    do { try await SessionWriter(session: self, outbound: FrameBatch(outbound)).run(self.wakeUps) } catch is CancellationError {} catch { self.fail(error) }
+                    do { try await self.runWriter(outbound) } catch is CancellationError {} catch { await self.fail(error) }
+                }
+                if self.eventLoop == nil {
+                    group.addTask { await self.drainAsked() }
                 }
                 // From the start: a peer that never says hello is dropped like a silent one.
                 group.addTask {
-                    do { try await self.awaitHello() } catch is CancellationError {} catch { self.fail(error) }
+                    do { try await self.awaitHello() } catch is CancellationError {} catch { await self.fail(error) }
                 }
-                post { $0.hello = true }
-                // The reader runs here, in the parent task, so the inbound stream never crosses tasks.
-                var greeted = false
-                let helloCheck = HelloCheck(account: Data(context.identity.account.id.bytes))
+                await self.post { $0.hello = true }
                 for try await frame in inbound {
-                    let now = context.clock.now()
-                    state.withLock { $0.heard(at: now) }
-                    context.metrics.received(bytes: frame.readableBytes + 4)
-                    if !greeted { try HelloCheck.admitFrame(of: frame.readableBytes) }
-                    let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
-                    context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
-                    if !message.isHeartbeat { state.withLock { $0.active(at: now) } }
-                    if !greeted {
-                        switch try helloCheck.check(message) {
-                        case .removals(let records):
-                            engine?.removalCoordinator.learn(records, from: self)
-                            try HelloCheck.removedByPeer(namingUs: engine?.removals.isRemoved(context.identity.deviceID) == true)
-                            return .removedByPeer
-                        case .hello(let hello):
-                            switch engine?.register(self) {
-                            case .accepted?: break
-                            case .removed?:
-                                logger.notice("the peer was removed from the account; closing the connection")
-                                return .peerRemoved
-                            case .duplicate?, nil:
-                                logger.debug("another connection to this peer is kept; closing this one")
-                                return .duplicate
-                            }
-                            greeted = true
-                            context.metrics.sessionStarted()
-                            await greet(hello)
-                            logger.info("connected", metadata: ["stores": "\(state.withLock { $0.shared.count })"])
-                            engine?.changes.signal()   // the stores it shares are known now
-                            continue
-                        }
-                    }
-                    try await handle(message)
-                    // What the peer confirmed or refused may have changed (waitUntilSynced).
-                    engine?.changes.signal()
+                    if let outcome = try await self.take(frame) { return outcome }
                 }
-                if greeted { engine?.unregister(self) }
-                return greeted ? .ended : .duplicate
+                return await self.ended()
             }
         }
+    }
+
+    /// The peer's link is up: a device of the account, its hello on its way, which until it says
+    /// what it has may hold an entry older than any tombstone here. It is made a known device
+    /// (nothing acknowledged) of every store this engine would sync with it, so that no tombstone
+    /// is collected on the word of the peers heard so far: another session's ack, on another
+    /// thread, may come before this peer's hello is read, and the peer's older entry would then
+    /// come back with nothing to lose to (docs/architecture.md, "Who runs where").
+    private func noteLinkUp() {
+        guard let engine else { return }
+        var noted = Set<String>()
+        for identifier in engine.storeIdentifiers where engine.announces(identifier, to: peer.deviceID) {
+            guard let store = engine.store(identifier), !store.replica.knownDevices.contains(peer.deviceID) else { continue }
+            store.replica.learnOfDevices([peer.deviceID])
+            noted.insert(identifier)
+        }
+        state.linkUp(knownIn: noted)
+    }
+
+    /// The peer's hello: where it was made known at link-up but serves not the store, it is
+    /// forgotten again, so that it does not hold back that store's tombstones.
+    private func forgetUnlisted(_ hello: SyncMessage.Hello) {
+        let unlisted = state.notServedSinceLinkUp(listed: Set(hello.stores.map(\.identifier)))
+        for identifier in unlisted { engine?.store(identifier)?.replica.forgetDevice(peer.deviceID) }
+    }
+
+    /// One frame from the peer: checked as a hello until one is admitted, then handled. Returns
+    /// how the session ends, if this frame ends it.
+    private func take(_ frame: ByteBuffer) async throws -> Outcome? {
+        let now = context.clock.now()
+        state.heard(at: now)
+        context.metrics.received(bytes: frame.readableBytes + 4)
+        if !admitted { try HelloCheck.admitFrame(of: frame.readableBytes) }
+        let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: peer.deviceID.data)
+        context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
+        if !message.isHeartbeat { state.active(at: now) }
+        if !admitted {
+            switch try helloCheck.check(message) {
+            case .removals(let records):
+                engine?.removalCoordinator.learn(records, from: self)
+                try HelloCheck.removedByPeer(namingUs: engine?.removals.isRemoved(context.identity.deviceID) == true)
+                return .removedByPeer
+            case .hello(let hello):
+                forgetUnlisted(hello)
+                switch engine?.register(self) {
+                case .accepted?: break
+                case .removed?:
+                    logger.notice("the peer was removed from the account; closing the connection")
+                    return .peerRemoved
+                case .duplicate?, nil:
+                    logger.debug("another connection to this peer is kept; closing this one")
+                    return .duplicate
+                }
+                admitted = true
+                context.metrics.sessionStarted()
+                await greet(hello)
+                logger.info("connected", metadata: ["stores": "\(state.shared.count)"])
+                engine?.changes.signal()   // the stores it shares are known now
+                return nil
+            }
+        }
+        try await handle(message)
+        // What the peer confirmed or refused may have changed (waitUntilSynced).
+        engine?.changes.signal()
+        return nil
+    }
+
+    /// The link ended (the peer closed it, or we did).
+    private func ended() -> Outcome {
+        if admitted { engine?.unregister(self) }
+        return admitted ? .ended : .duplicate
     }
 
     /// Opens every store the hello lists that this device serves (or its store provider
@@ -263,7 +440,7 @@ final class SyncSession: Sendable {
         }
         // Our hello is not made yet: it will list every store attached until then (and attach()
         // announces the later ones, this session being registered now).
-        guard let listed = state.withLock({ $0.listedInHello }) else { return }
+        guard let listed = state.listedInHello else { return }
         // Listed in our hello but detached since: the peer must not wait for us to sync them.
         let attached = Set(engine?.storeIdentifiers ?? [])
         update { $0.leaveDetached(isAttached: attached.contains) }
@@ -271,7 +448,7 @@ final class SyncSession: Sendable {
         // announced it to the sessions registered then, not to this one, so the peer would
         // never hear of it on this connection (a hub's daemon missed a store that way).
         for identifier in attached where !listed.contains(identifier) && engine?.announces(identifier, to: peer.deviceID) == true {
-            if let store = engine?.store(identifier) { announce(store) }
+            if let store = engine?.store(identifier) { announceNow(store) }
         }
     }
 
@@ -282,10 +459,10 @@ final class SyncSession: Sendable {
     private func awaitHello() async throws {
         let timeout = context.options.timeout
         let interval = context.options.heartbeatInterval
-        while !state.withLock({ $0.greeted }) {
-            let clock = context.clock
-            try await clock.sleep(state.withLock { $0.heartbeatDelay(now: clock.now(), timeout: timeout, interval: interval) })
-            if case .silent(let reason) = state.withLock({ $0.heartbeat(now: clock.now(), timeout: timeout, interval: interval) }) {
+        let clock = context.clock
+        while !state.greeted {
+            try await clock.sleep(state.heartbeatDelay(now: clock.now(), timeout: timeout, interval: interval))
+            if case .silent(let reason) = state.heartbeat(now: clock.now(), timeout: timeout, interval: interval) {
                 throw SyncProtocolError(.silent, reason)
             }
         }
@@ -298,17 +475,17 @@ final class SyncSession: Sendable {
     func beat() -> Duration {
         let timeout = context.options.timeout
         let interval = context.options.heartbeatInterval
-        if state.withLock({ $0.greeted }) {
+        if state.greeted {
             askForRenewalIfDue()
             // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
-            for store in state.withLock({ $0.shared.values.map(\.store) }) { _ = store.replica.restampIfNeeded() }
+            for shared in state.shared.values { _ = shared.store.replica.restampIfNeeded() }
         }
         let clock = context.clock
-        switch state.withLock({ $0.heartbeat(now: clock.now(), timeout: timeout, interval: interval) }) {
+        switch state.heartbeat(now: clock.now(), timeout: timeout, interval: interval) {
         case .alive: break
         case .ping: wakeUp.yield()
         case .silent(let reason): fail(SyncProtocolError(.silent, reason))
         }
-        return state.withLock { $0.heartbeatDelay(now: clock.now(), timeout: timeout, interval: interval) }
+        return state.heartbeatDelay(now: clock.now(), timeout: timeout, interval: interval)
     }
 }

@@ -39,6 +39,9 @@ package final class SyncStore: Sendable {
     private weak let engine: SyncEngine?
     /// The last delta encoded for this store's sessions, and its frame payload (``payload(of:sender:)``).
     private let lastDelta = Locked<(delta: SyncMessage.Delta, payload: ByteBuffer)?>(nil)
+    /// Set when this store dropped a removed device's later writes (``dropRemovedWrites(_:)``):
+    /// each session asks its peer for the whole store, until one whole store has come.
+    private let wholeWanted = Locked(false)
 
     init(replica: any SyncReplica, identity: DeviceIdentity, certificates: DeviceCertificateCache, logger: Logger, engine: SyncEngine) {
         identifier = replica.storeIdentifier
@@ -49,6 +52,37 @@ package final class SyncStore: Sendable {
         logger[metadataKey: "store"] = "\(replica.storeIdentifier)"
         self.logger = logger
         self.engine = engine
+    }
+
+    // MARK: A removed device's later writes
+
+    /// Drops the entries of each removed device stamped after its removal, which this device
+    /// took before it heard of it (a thief's copy of the removed device met while away): every
+    /// device that knows of the removal refuses them, so they must go here too or the household
+    /// never agrees again. Returns whether any went: then the peers' whole store is wanted, since
+    /// what those entries replaced is covered by this replica's vector (docs/protocol.md, "Device removals").
+    @discardableResult
+    func dropRemovedWrites(_ removals: [DeviceRemoval]) -> Bool {
+        var dropped = 0
+        for removal in removals {
+            let count = replica.dropEntries(signedBy: removal.device.data, stampedAfter: removal.removedAt)
+            guard count > 0 else { continue }
+            dropped += count
+            logger.notice("dropped \(count) entr\(count == 1 ? "y" : "ies") of device \(removal.device.short) (\(removal.deviceName)) stamped after its removal at \(removal.date); asking peers for their whole store")
+        }
+        guard dropped > 0 else { return false }
+        wholeWanted.withLock { $0 = true }
+        return true
+    }
+
+    /// Whether peers are to be asked for their whole store (``dropRemovedWrites(_:)``, in this
+    /// run or one before it that stopped first: the replica keeps it).
+    var wantsWhole: Bool { wholeWanted.withLock { $0 } || replica.wantsWhole }
+
+    /// A peer's whole store came in: what the dropped entries had replaced is here.
+    func wholeReceived() {
+        wholeWanted.withLock { $0 = false }
+        replica.wholeReceived()
     }
 
     // MARK: What the owner asks

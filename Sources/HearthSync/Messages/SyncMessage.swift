@@ -187,12 +187,17 @@ package enum SyncMessage: Sendable, Equatable {
         package var peers: [Data]?
         /// The sender no longer serves the store on this connection.
         package var left: Bool
+        /// `w`: the sender asks for every entry the receiver has, whatever it was sent before
+        /// (with `vector`): it dropped a removed device's later writes, and the entries they
+        /// replaced are covered by its vector (docs/protocol.md, "Device removals").
+        package var whole: Bool
 
-        package init(store: String, vector: VersionVector? = nil, peers: [Data]? = nil, left: Bool = false) {
+        package init(store: String, vector: VersionVector? = nil, peers: [Data]? = nil, left: Bool = false, whole: Bool = false) {
             self.store = store
             self.vector = vector
             self.peers = peers
             self.left = left
+            self.whole = whole
         }
     }
 
@@ -225,11 +230,19 @@ package enum SyncMessage: Sendable, Equatable {
     package struct Ack: Sendable, Equatable {
         package var store: String
         package var vector: VersionVector
+        /// The part of ``vector`` the receiver has saved (`d`), when that is less: peers collect
+        /// tombstones only on what a device keeps through a crash. Absent: all of it (what older
+        /// builds of protocol 4 claim, as they did).
+        package var durable: VersionVector?
 
-        package init(store: String, vector: VersionVector) {
+        package init(store: String, vector: VersionVector, durable: VersionVector? = nil) {
             self.store = store
             self.vector = vector
+            self.durable = durable
         }
+
+        /// What the sender has saved of the store, by its word.
+        package var saved: VersionVector { durable ?? vector }
     }
 
     package struct Refusal: Sendable, Equatable {

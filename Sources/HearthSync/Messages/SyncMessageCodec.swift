@@ -22,7 +22,7 @@ struct SyncMessageCodec: Sendable {
         static let type = "t", protocolVersion = "p", account = "a", stores = "s", removals = "r"
         static let store = "s", vector = "v", peers = "p", left = "l"
         static let entries = "e", certificates = "c", more = "m", clock = "w", devices = "d", vectors = "v"
-        static let records = "r", certificate = "c"
+        static let records = "r", certificate = "c", durable = "d", whole = "w"
     }
 
     /// The message as a property list; a delta leaves out the signer of the entries ``sender`` signed.
@@ -51,6 +51,7 @@ struct SyncMessageCodec: Sendable {
             if let vector = state.vector { items[Field.vector] = .data(vector.packed) }
             if let peers = state.peers { items[Field.peers] = .array(peers.map(PropertyListValue.data)) }
             if state.left { items[Field.left] = true }
+            if state.whole { items[Field.whole] = true }
             return fields("store", items)
         case .delta(let d):
             var items: [String: PropertyListValue] = [
@@ -63,7 +64,10 @@ struct SyncMessageCodec: Sendable {
         case .refused(let r):
             return fields("refused", [Field.store: .string(r.store), Field.entries: .array(r.entries.map(\.propertyList)),
                                       Field.clock: .integer(Int64(clamping: r.clock))])
-        case .ack(let ack): return fields("ack", [Field.store: .string(ack.store), Field.vector: .data(ack.vector.packed)])
+        case .ack(let ack):
+            var items: [String: PropertyListValue] = [Field.store: .string(ack.store), Field.vector: .data(ack.vector.packed)]
+            if let durable = ack.durable { items[Field.durable] = .data(durable.packed) }
+            return fields("ack", items)
         case .ping(let stores): return fields("ping", stores.isEmpty ? [:] : [Field.vectors: vectors(stores)])
         case .pong(let stores): return fields("pong", stores.isEmpty ? [:] : [Field.vectors: vectors(stores)])
         case .removals(let records): return fields("removals", [Field.records: .array(records.map(\.propertyList))])
@@ -250,14 +254,16 @@ struct SyncMessageCodec: Sendable {
                 // Items that are not device IDs are dropped; past the cap, the rest is not read.
                 peers = list.prefix(SyncMessage.maximumPeers).compactMap(\.dataValue).filter { $0.count == 32 }
             }
-            return .store(SyncMessage.StoreState(store: name, vector: vector, peers: peers, left: fields[Field.left]?.boolValue ?? false))
+            return .store(SyncMessage.StoreState(store: name, vector: vector, peers: peers, left: fields[Field.left]?.boolValue ?? false,
+                                                 whole: vector != nil && fields[Field.whole]?.boolValue == true))
         case "delta":
             // Through the frame path, so that entries are read one by one in both.
             let payload: Data
             do { payload = try BinaryPropertyList.encode(value) } catch { throw SyncProtocolError("delta: \(error)") }
             return try decode(payload)
         case "ack":
-            return .ack(SyncMessage.Ack(store: try store(), vector: try Self.vector(fields[Field.vector], in: "ack")))
+            let durable = try fields[Field.durable].map { field throws(SyncProtocolError) in try Self.vector(field, in: "ack") }
+            return .ack(SyncMessage.Ack(store: try store(), vector: try Self.vector(fields[Field.vector], in: "ack"), durable: durable))
         case "ping":
             return .ping(try Self.vectors(fields[Field.vectors], in: "ping"))
         case "pong": return .pong(try Self.vectors(fields[Field.vectors], in: "pong"))
