@@ -124,6 +124,16 @@ package enum ControlSocket {
 package final class ControlServer: Sendable {
     package let path: String
     private let fd: Int32
+    /// Who owns `fd`: the server until ``start(_:)``, then the accepting thread, which closes
+    /// it as it leaves. Closed while that thread could still call `accept`, the number would
+    /// be handed to the next socket opened (the daemon opens one per store it holds) and the
+    /// thread would answer that socket's clients with this handler.
+    private let lifecycle = Locked(Lifecycle())
+    private struct Lifecycle {
+        var accepting = false
+        var closed = false
+        var stopped = false
+    }
     private let connections = Locked(0)
     /// Clients are this user's own `hearth` commands; more at once than this is a runaway script.
     package static let maximumConnections = 64
@@ -161,13 +171,37 @@ package final class ControlServer: Sendable {
         self.note = note
     }
 
+    /// Accepts on a thread of its own until ``stop()``; does nothing once stopped.
     package func start(_ handler: @escaping @Sendable (String) async -> String) {
+        let begins = lifecycle.withLock { state -> Bool in
+            guard !state.stopped, !state.accepting else { return false }
+            state.accepting = true
+            return true
+        }
+        guard begins else { return }
         Thread.detachNewThread { [self] in
+            defer {
+                // The descriptor is closed here, under the lock stop() shuts it down under, so
+                // neither acts on a number the other has let go.
+                lifecycle.withLock { state in
+                    close(fd)
+                    state.closed = true
+                }
+            }
             while true {
                 let client = accept(fd, nil, nil)
                 guard client >= 0 else {
-                    if errno == EINTR || errno == ECONNABORTED { continue }
-                    return      // stop() shut the socket down
+                    let error = errno
+                    if error == EINTR || error == ECONNABORTED { continue }
+                    if lifecycle.withLock({ $0.stopped }) { return }     // stop() shut the socket down
+                    if error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM {
+                        // Out of descriptors or memory for now: the listener stays, and retries.
+                        note("cannot accept on \(path): \(String(cString: strerror(error))); retrying")
+                        usleep(100_000)     // this thread is ours, not the pool's
+                        continue
+                    }
+                    note("stopped accepting on \(path): \(String(cString: strerror(error)))")
+                    return
                 }
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                 // The folder's mode keeps other users out; the kernel's word on who connected
@@ -217,9 +251,22 @@ package final class ControlServer: Sendable {
         PrivateFolder.peerUID(client) == geteuid()
     }
 
+    /// Stops listening: the path is removed and the socket shut down at once (a client then
+    /// finds no listener); the descriptor is closed by the accepting thread as it leaves, or
+    /// here if ``start(_:)`` never ran. Calling it again does nothing.
     package func stop() {
-        unlink(path)
-        shutdown(fd, Int32(SHUT_RDWR))
-        close(fd)
+        let stops = lifecycle.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.stopped = true
+            if state.closed { return true }         // the accepting thread gave up on an error
+            if state.accepting {
+                shutdown(fd, Int32(SHUT_RDWR))     // wakes accept(), which then sees `stopped`
+            } else {
+                close(fd)
+                state.closed = true
+            }
+            return true
+        }
+        if stops { unlink(path) }
     }
 }

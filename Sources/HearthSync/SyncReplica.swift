@@ -54,8 +54,8 @@ package protocol SyncReplica: AnyObject, Sendable {
 
     /// Drops the entries signed by `device` (removed from the account at `removedAt`,
     /// milliseconds since 1970) stamped after its removal, posting `serverChange` for the keys
-    /// whose visible value went; returns how many entries went
-    /// (``Replica/dropEntries(signedBy:stampedAfter:)``).
+    /// whose visible value went; returns how many entries went, and if any did, ``wantsWhole``
+    /// holds from then on (``Replica/dropEntries(signedBy:stampedAfter:)``).
     func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int
 
     /// Whether entries were dropped (``dropEntries(signedBy:stampedAfter:)``) and no peer's whole

@@ -53,8 +53,12 @@ struct EncodeOnceTests {
         let sent = (writer.snapshot.sentByType["delta"]?.messages ?? 0) - sentBefore
         print("8-device mesh, \(changes) changes by one writer: \(sent) deltas sent (\(Double(sent) / Double(changes)) a change), "
               + "\(encoded) encoded (\(Double(encoded) / Double(changes)) a change)")
-        #expect(sent >= changes * 7, "each change goes to the 7 peers")
-        #expect(encoded == changes, "\(encoded) encodings for \(changes) changes")
+        // Never more than one encoding a change. Usually exactly one, sent on all 7 links; a
+        // slow session (ThreadSanitizer) may find its peer already served by a relay and send
+        // nothing, so a change may be sent on fewer links, or encoded for none of them (seen: 29
+        // encodings and 203 deltas for 30 changes). Encoding per link gives about 1 link an encoding.
+        #expect(encoded <= changes, "\(encoded) encodings for \(changes) changes")
+        #expect(encoded > 0 && Double(sent) / Double(encoded) > 5, "\(sent) deltas sent from \(encoded) encodings")
         for engine in engines { await engine.stop() }
     }
 }

@@ -201,13 +201,16 @@ package struct Replica: Sendable, Equatable {
     /// (or a later entry of its origin) and it was replaced, by a removal since collected. Sent
     /// again (a member replaying old entries), it would bring the removed value back here alone,
     /// for good: every peer's vector covers it too (docs/simulator.md, finding 6). An origin whose
-    /// counter compaction dropped is not covered, and its old entries still win.
+    /// counter compaction dropped is not covered, and its old entries still win. Except while
+    /// ``wantsWhole``: ``dropEntries(signedBy:stampedAfter:)`` left keys with no entry whose
+    /// earlier entries the vector covers, and the peers' whole store brings them back (until it
+    /// has come, a replay of a collected removal's older value gets in too: the price of healing).
     package mutating func winners(of entries: [Entry]) -> [Entry] {
         var winners: [Entry] = []
         winners.reserveCapacity(entries.count)
         for entry in entries {
             guard let current = self.entries[entry.key] else {
-                if !vector.covers(entry) { winners.append(entry) }
+                if wantsWhole || !vector.covers(entry) { winners.append(entry) }
                 continue
             }
             guard !entry.wins(over: current) else {

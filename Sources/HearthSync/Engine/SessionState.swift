@@ -54,6 +54,9 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// Set when the peer was removed: the writer closes once it has sent the removals.
     package private(set) var expelled = false
     package var closed = false
+    /// Set once the link has ended and the session left the engine: the writer sends nothing
+    /// more (what it still had would go nowhere, and be counted as sent).
+    package var linkEnded = false
 
     /// How many counters of origins we do not know yet are kept per store from a peer's claims:
     /// an honest peer's are the few writers whose entries are on their way to us; a lying peer

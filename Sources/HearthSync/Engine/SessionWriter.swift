@@ -30,6 +30,9 @@ extension SyncSession {
     /// Sends `message`, encoded here unless its `payload` was made already (a delta shared by
     /// several links: ``SyncStore/payload(of:sender:)``).
     func send(_ message: SyncMessage, payload made: ByteBuffer? = nil, to outbound: FrameBatch) async throws {
+        // The link ended while this item waited (a delta posted before a peer left, sent after
+        // a write made since): it would go nowhere.
+        if state.linkEnded { throw CancellationError() }
         let payload = try made ?? ByteBuffer(bytes: message.encoded(sender: context.identity.deviceID.data))
         logger.trace("sent", metadata: ["message": "\(message.kind)", "bytes": "\(payload.readableBytes + 4)"])
         context.metrics.sent(bytes: payload.readableBytes + 4, type: message.kind)

@@ -299,17 +299,17 @@ actor SyncSession {
             // A link with no loop: where the caller's tasks run (the pool, or the simulator's executor).
             return try await exchange(link)
         } catch {
+            let revoked = (error as? TLSError)?.code == .removedByPeer
+            await linkFailed(error, logged: !revoked)
             engine?.unregister(self)
-            if let tls = error as? TLSError, tls.code == .removedByPeer {
-                return .refusedAsRevoked
-            }
-            await noteClosed(error)
-            return .ended
+            return revoked ? .refusedAsRevoked : .ended
         }
     }
 
-    private func noteClosed(_ error: any Error) {
-        if !state.closed { logger.notice("connection closed: \(error)") }
+    /// The link failed: the writer stops, and why is logged unless we closed it.
+    private func linkFailed(_ error: any Error, logged: Bool) {
+        state.linkEnded = true
+        if logged, !state.closed { logger.notice("connection closed: \(error)") }
     }
 
     /// Runs `body` on the global executor, off the connection's event loop: for what may read
@@ -419,6 +419,7 @@ actor SyncSession {
 
     /// The link ended (the peer closed it, or we did).
     private func ended() -> Outcome {
+        state.linkEnded = true
         if admitted { engine?.unregister(self) }
         return admitted ? .ended : .duplicate
     }

@@ -39,9 +39,6 @@ package final class SyncStore: Sendable {
     private weak let engine: SyncEngine?
     /// The last delta encoded for this store's sessions, and its frame payload (``payload(of:sender:)``).
     private let lastDelta = Locked<(delta: SyncMessage.Delta, payload: ByteBuffer)?>(nil)
-    /// Set when this store dropped a removed device's later writes (``dropRemovedWrites(_:)``):
-    /// each session asks its peer for the whole store, until one whole store has come.
-    private let wholeWanted = Locked(false)
 
     init(replica: any SyncReplica, identity: DeviceIdentity, certificates: DeviceCertificateCache, logger: Logger, engine: SyncEngine) {
         identifier = replica.storeIdentifier
@@ -70,18 +67,15 @@ package final class SyncStore: Sendable {
             dropped += count
             logger.notice("dropped \(count) entr\(count == 1 ? "y" : "ies") of device \(removal.device.short) (\(removal.deviceName)) stamped after its removal at \(removal.date); asking peers for their whole store")
         }
-        guard dropped > 0 else { return false }
-        wholeWanted.withLock { $0 = true }
-        return true
+        return dropped > 0
     }
 
     /// Whether peers are to be asked for their whole store (``dropRemovedWrites(_:)``, in this
     /// run or one before it that stopped first: the replica keeps it).
-    var wantsWhole: Bool { wholeWanted.withLock { $0 } || replica.wantsWhole }
+    var wantsWhole: Bool { replica.wantsWhole }
 
     /// A peer's whole store came in: what the dropped entries had replaced is here.
     func wholeReceived() {
-        wholeWanted.withLock { $0 = false }
         replica.wholeReceived()
     }
 
