@@ -194,8 +194,8 @@ final class Household: Sendable {
             guard let run = member.run.withLock({ $0 }) else { continue }
             for (name, store) in run.stores { replicas[name, default: []].append((member.index, store.replica)) }
         }
-        checker.checkQuiescent(replicas, wall: workloadEnded)
-        checker.checkTombstones(replicas, everyDeviceHonest: !settings.hostile)
+        checker.checkQuiescent(replicas)
+        checker.checkTombstones(replicas, wall: workloadEnded, everyDeviceHonest: !settings.hostile)
         for member in members { await member.run.withLock({ $0 })?.engine.stop() }
         trace.log("end")
         return Outcome(seed: seed, digest: trace.digest, events: trace.count, jobs: executor.jobsRun, violations: checker.violations,
