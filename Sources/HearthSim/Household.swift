@@ -36,9 +36,11 @@ final class Household: Sendable {
         /// Ends the workload at the first violation (`--fail-fast`, for scripts/mutants.sh): the
         /// household then heals and goes quiet as at the end, and the final checks run.
         var failFast = false
-        /// One crash in two follows a write within its write-behind second (`--crash-after-write`):
-        /// peers may have the write and the disk not yet (docs/simulator.md, finding 1).
-        var crashAfterWrite = false
+        /// One crash in two follows a write within its write-behind second, and the device's
+        /// app writes again as it restarts (on unless `--no-crash-after-write`; not with
+        /// `--clock-faults`, whose seeds stay as they were): peers may have the write and the
+        /// disk not yet (docs/simulator.md, finding 1).
+        var crashAfterWrite = true
         /// One partition fault in two cuts a single pair of devices off from each other instead
         /// (`--no-pair-cuts` leaves them out).
         var pairCuts = true
@@ -149,7 +151,7 @@ final class Household: Sendable {
         self.members = members
         checker = Checker(trace: trace, prefixes: Dictionary(uniqueKeysWithValues: members.map {
             (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
-        }), honest: members.filter { !$0.hostile }.map(\.index))
+        }), honest: members.filter { !$0.hostile }.map(\.index), checksCoverage: !settings.hostile && !settings.clockFaults)
         random = Locked(SplitMix64(seed: keys.next()))
     }
 
@@ -231,11 +233,13 @@ final class Household: Sendable {
             return
         }
         do {
+            // Planted: the same draws each run, so the same replica IDs.
+            let ids = settings.plant == .sameReplicaID ? Locked(SplitMix64(seed: UInt64(member.index))) : member.ids
             for name in settings.stores {
                 let location = StoreLocation(dataDirectory: "/sim/d\(member.index)", storeIdentifier: name,
                                              account: member.identity.account.id.hex)
                 let (storage, replica) = try ReplicaStorage.open(location, on: member.disk, device: member.identity.deviceID.data, logger: logger,
-                                                                 wall: wall, random: { member.ids.withLock { $0.next() } })
+                                                                 wall: wall, random: { ids.withLock { $0.next() } })
                 checker.loaded(replica, device: member.index, store: name)
                 stores[name] = SimulatedStore(device: member.index, storeIdentifier: name, replica: replica, storage: storage, wall: wall,
                                               checker: checker, executor: executor, trace: trace, plant: settings.plant)
@@ -278,17 +282,29 @@ final class Household: Sendable {
     /// A set (4 in 5) or a removal of a random key of a random store, on a random device that is
     /// up; one in 8 is a conflict: two devices write the key in the same millisecond, so their
     /// stamps are often equal and the origin decides.
-    private func write() {
+    /// `launched`: the app of that device, just restarted, writes as it starts (before its
+    /// peers told it what they have).
+    private func write(launched: Member? = nil) {
         let up = members.filter { !$0.hostile && $0.run.withLock { $0 != nil } }
         guard !up.isEmpty else { return }
-        let writers = up.count > 1 && draw(below: 8) == 0 ? 2 : 1
         var chosen = up
-        for i in 0..<writers { chosen.swapAt(i, i + draw(below: chosen.count - i)) }
+        let writers: Int
+        if let launched {
+            guard up.contains(where: { $0 === launched }) else { return }
+            (chosen, writers) = ([launched], 1)
+        } else {
+            writers = up.count > 1 && draw(below: 8) == 0 ? 2 : 1
+            for i in 0..<writers { chosen.swapAt(i, i + draw(below: chosen.count - i)) }
+        }
         let store = settings.stores[draw(below: settings.stores.count)]
         let key = StoreKey("k\(draw(below: settings.keys))")
         for member in chosen.prefix(writers) {
             let value: PropertyListValue? = draw(below: 5) == 0 ? nil : .integer(Int64(draw(below: 1_000_000)))
-            member.run.withLock { $0 }?.stores[store]?.write(value, forKey: key)
+            guard let entry = member.run.withLock({ $0 })?.stores[store]?.write(value, forKey: key) else { continue }
+            let others = up.filter { $0 !== member }.compactMap { other in
+                other.run.withLock { $0 }?.stores[store].map { (device: other.index, vector: $0.syncVector) }
+            }
+            checker.logged(entry, device: member.index, store: store, others: others)
         }
         crashSoon(chosen[0])
     }
@@ -303,7 +319,14 @@ final class Household: Sendable {
             guard executor.now < end else { return }
             Task {
                 await crash(member)
-                executor.after(down) { [self] in Task { await restart(member) } }
+                executor.after(down) { [self] in
+                    Task {
+                        await restart(member)
+                        // Its app writes as it starts: a restart that gave out again the
+                        // sequence numbers the crash lost would show now (mutant 11).
+                        if executor.now < end { write(launched: member) }
+                    }
+                }
             }
         }
     }
@@ -369,9 +392,9 @@ final class Household: Sendable {
             lan.reset(link.id)
             return false
         default:
-            // With --crash-after-write, one crash in two follows the next write, within its
-            // write-behind second (off by default while finding 1 is open: it shows at once).
-            if settings.crashAfterWrite, draw(below: 2) == 0 {
+            // One crash in two follows the next write, within its write-behind second (finding 1,
+            // fixed; --no-crash-after-write leaves these out).
+            if settings.crashAfterWrite, !settings.clockFaults, draw(below: 2) == 0 {
                 crashAfterWrite.withLock { $0 = duration(0...1) }
                 return false
             }

@@ -33,7 +33,8 @@ let usage = """
       --signatures S sampled (default: real Ed25519 in every seed divisible by 10, the fast signer
                      in the others), real (Ed25519 in every seed) or fast (in none)
       --fail-fast    ends a seed's workload at its first violation (scripts/mutants.sh)
-      --crash-after-write  one crash in two follows a write, within its write-behind second
+      --no-crash-after-write  leaves out the crashes that follow a write within its write-behind
+                     second (one crash in two; the device's app then writes as it restarts)
       --no-pair-cuts leaves out the faults that cut one pair of devices off from each other
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
     """
@@ -83,7 +84,7 @@ while let argument = arguments.popFirst() {
     case "--no-link-faults": settings.linkFaults = false
     case "--hostile": settings.hostile = true
     case "--fail-fast": settings.failFast = true
-    case "--crash-after-write": settings.crashAfterWrite = true
+    case "--no-crash-after-write": settings.crashAfterWrite = false
     case "--no-pair-cuts": settings.pairCuts = false
     case "--signatures":
         guard let sampling = SignatureSampling(rawValue: value(of: argument)) else { fail("--signatures takes sampled, real or fast") }
@@ -151,7 +152,7 @@ struct SeedReport {
 
 /// The arguments that replay a seed of this run.
 let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.linkFaults ? "" : " --no-link-faults") + (settings.hostile ? " --hostile" : "")
-    + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? " --crash-after-write" : "") + (settings.pairCuts ? "" : " --no-pair-cuts")
+    + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? "" : " --no-crash-after-write") + (settings.pairCuts ? "" : " --no-pair-cuts")
     + (settings.plant.map { " --plant \($0.rawValue)" } ?? "") + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
 
 @MainActor func report(_ seed: UInt64) -> SeedReport {

@@ -81,6 +81,17 @@ struct SimulatorTests {
         #expect(!line.contains(", 0 violations, "), "\(line)")
     }
 
+    /// docs/simulator.md, "Invariants": a vector covers only what its replica holds. A restart
+    /// that opens its stores under the replica ID of an earlier run gives out again sequence
+    /// numbers its peers' vectors already cover (mutant 11's kind); the crash after a write and
+    /// the write at launch make it show in the first crash.
+    @Test("A restarted device reusing its replica IDs is caught: its peers' vectors cover its new writes before they are made")
+    func reusedReplicaIDIsCaught() async throws {
+        let (status, output) = try await Self.simulate(["--seed", "1", "--devices", "4", "--hours", "1", "--fail-fast", "--plant", "same-replica-id"])
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("a vector covers only what its replica holds: "), "\(output)")
+    }
+
     /// docs/simulator.md, "Findings" 2, 3 and 5, fixed: the seeds that found them pass. Seed 10
     /// also shows finding 8 (open): a tombstone collected with clocks hours apart while one
     /// device still holds an older value; only that invariant may fail there.
