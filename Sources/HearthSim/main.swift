@@ -36,7 +36,8 @@ let usage = """
       --no-crash-after-write  leaves out the crashes that follow a write within its write-behind
                      second (one crash in two; the device's app then writes as it restarts)
       --no-pair-cuts leaves out the faults that cut one pair of devices off from each other
-      --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes)
+      --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes,
+                     same-replica-id)
     """
 
 func fail(_ message: String) -> Never {
