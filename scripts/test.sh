@@ -69,6 +69,17 @@ if [ "$status" != 0 ]; then
   exit "$status"
 fi
 
+# The household simulator's CI budget (issue 28, docs/simulator.md "The CI budget"): a fixed
+# set of seeds, on the debug build made above, as the test user, within 4 minutes on 2 cores; it
+# ends with the summary line, and a violation fails the run (HEARTH_SKIP_SIM=1 leaves it out).
+if [ "${HEARTH_SKIP_SIM:-0}" != 1 ] && [ $# -eq 0 ]; then
+  echo "test: scripts/sim.sh --ci (the simulator's CI budget: $(scripts/sim.sh --print-ci-budget | sed 's/ / seeds, /'))" >&2
+  if ! "${HEARTH_AS_USER[@]}" env HEARTH_SIM_DEBUG=1 HEARTH_SIM_BUILT=1 scripts/sim.sh --ci; then
+    echo "test: the simulator found a violation (above: the seed, the invariant, the command that replays it)" >&2
+    exit 1
+  fi
+fi
+
 # Another local user gets nothing from a user's commands (issue 26, docs/security.md "Other
 # users of the same machine"): only root can make the two users this needs, so it is a script
 # run here, not a test of the suite.

@@ -9,6 +9,7 @@ import HearthCore
 /// product's `Entry.wins`. A crash sets it back to what the device last saved; a restart must
 /// load exactly that. A write is acknowledged once its own device saved it (durable, as
 /// `synchronize()` reports it); at quiescence nothing older may stand in its key's place.
+/// Tombstones (Checker+Tombstones.swift) go once every device has them, not before, not later.
 final class Checker: Sendable {
     struct Violation: Sendable {
         let invariant: String
@@ -34,11 +35,18 @@ final class Checker: Sendable {
     private let prefixes: [UInt64: Int]
     /// The devices the invariants speak for (all but a hostile member).
     let honest: [Int]
+    /// Every local write (Checker+Coverage.swift).
+    let writeLog = Locked(WriteLog())
+    /// Whether vectors are held to what their replicas hold as deltas move them: not with a
+    /// hostile member, whose withheld entries do leave such gaps (finding 7), nor with clock
+    /// jumps beyond the bound, whose held and re-stamped entries the write log does not follow.
+    let checksCoverage: Bool
 
-    init(trace: Trace, prefixes: [UInt64: Int], honest: [Int]) {
+    init(trace: Trace, prefixes: [UInt64: Int], honest: [Int], checksCoverage: Bool) {
         self.trace = trace
         self.prefixes = prefixes
         self.honest = honest
+        self.checksCoverage = checksCoverage
     }
 
     /// The entry the model says `device` holds for `key` in `store` (a collected removal included).

@@ -65,7 +65,7 @@ extension Household {
     private func flap(_ pair: LinkFaults.Pair, _ steps: ArraySlice<(down: Duration, gap: Duration)>) {
         guard let step = steps.first, lan.faults.block(pair, true) else { return }
         trace.log("flap \(pair) down for \(step.down)")
-        lan.cut(pair.low, pair.high)
+        lan.closeLinks(pair.low, pair.high)
         executor.after(step.down) { [self] in
             guard lan.faults.block(pair, false) else { return }
             trace.log("flap \(pair) up")

@@ -16,7 +16,8 @@ final class Household: Sendable {
         var hours = 1.0
         /// Writes per device per simulated minute.
         var writesPerMinute = 1.0
-        /// Faults per simulated hour, for the household.
+        /// Faults per simulated hour, for the household: 3 each of partitions, resets, crashes
+        /// and clock faults (the same with `--clock-faults`, whose seeds stay as they were).
         var faultsPerHour = 12.0
         var stores = ["com.example.notes", "com.example.settings"]
         var keys = 24
@@ -32,6 +33,17 @@ final class Household: Sendable {
         /// The last device is the hostile member (`--hostile`, ``HostileStore``): off by default
         /// while what it finds is open (docs/simulator.md, "Findings").
         var hostile = false
+        /// Ends the workload at the first violation (`--fail-fast`, for scripts/mutants.sh): the
+        /// household then heals and goes quiet as at the end, and the final checks run.
+        var failFast = false
+        /// One crash in two follows a write within its write-behind second, and the device's
+        /// app writes again as it restarts (on unless `--no-crash-after-write`; not with
+        /// `--clock-faults`, whose seeds stay as they were): peers may have the write and the
+        /// disk not yet (docs/simulator.md, finding 1).
+        var crashAfterWrite = true
+        /// One partition fault in two cuts a single pair of devices off from each other instead
+        /// (`--no-pair-cuts` leaves them out).
+        var pairCuts = true
     }
 
     struct Outcome: Sendable {
@@ -96,6 +108,9 @@ final class Household: Sendable {
     let logger: Logger
     /// The workload's and the faults' draws (the engines draw from their own).
     private let random: Locked<SplitMix64>
+    /// A crash drawn to follow the next write, this long after it: within the second its save
+    /// waits (the write-behind), when its peers may have the write and its disk not yet.
+    private let crashAfterWrite = Locked<Duration?>(nil)
 
     init(seed: UInt64, settings: Settings, executor: SimulationExecutor) throws {
         self.seed = seed
@@ -136,7 +151,7 @@ final class Household: Sendable {
         self.members = members
         checker = Checker(trace: trace, prefixes: Dictionary(uniqueKeysWithValues: members.map {
             (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
-        }), honest: members.filter { !$0.hostile }.map(\.index))
+        }), honest: members.filter { !$0.hostile }.map(\.index), checksCoverage: !settings.hostile && !settings.clockFaults)
         random = Locked(SplitMix64(seed: keys.next()))
     }
 
@@ -164,13 +179,15 @@ final class Household: Sendable {
             // The next event of a Poisson process of writes, faults and the hostile member's acts.
             let gap = -log(1 - unit()) / total
             try? await executor.sleep(for: .milliseconds(Int64(gap * 1000)))
-            guard executor.now < end else { break }
+            guard executor.now < end, !settings.failFast || checker.violations.isEmpty else { break }
             let pick = unit()
             if pick < writeRate / total { write() } else if pick < (writeRate + faultRate) / total { crashed = await fault() || crashed } else { hostileAct() }
         }
         trace.log("workload over: clocks set right, healing, restarting, then \(quietSpell) of quiet")
+        let workloadEnded = Self.t0 + UInt64(executor.now.components.seconds) * 1000
         for member in members { member.skew.withLock { $0 = 0 } }
         if lan.heal() { trace.log("heal") }
+        if lan.rejoinAll() { trace.log("every pair rejoined") }
         lan.faults.healAll()
         for member in members { await restart(member) }
         try? await executor.sleep(for: quietSpell)
@@ -180,7 +197,7 @@ final class Household: Sendable {
             for (name, store) in run.stores { replicas[name, default: []].append((member.index, store.replica)) }
         }
         checker.checkQuiescent(replicas)
-        checker.checkTombstones(replicas, everyDeviceHonest: !settings.hostile)
+        checker.checkTombstones(replicas, wall: workloadEnded, everyDeviceHonest: !settings.hostile)
         for member in members { await member.run.withLock({ $0 })?.engine.stop() }
         trace.log("end")
         return Outcome(seed: seed, digest: trace.digest, events: trace.count, jobs: executor.jobsRun, violations: checker.violations,
@@ -216,11 +233,13 @@ final class Household: Sendable {
             return
         }
         do {
+            // Planted: the same draws each run, so the same replica IDs.
+            let ids = settings.plant == .sameReplicaID ? Locked(SplitMix64(seed: UInt64(member.index))) : member.ids
             for name in settings.stores {
                 let location = StoreLocation(dataDirectory: "/sim/d\(member.index)", storeIdentifier: name,
                                              account: member.identity.account.id.hex)
                 let (storage, replica) = try ReplicaStorage.open(location, on: member.disk, device: member.identity.deviceID.data, logger: logger,
-                                                                 wall: wall, random: { member.ids.withLock { $0.next() } })
+                                                                 wall: wall, random: { ids.withLock { $0.next() } })
                 checker.loaded(replica, device: member.index, store: name)
                 stores[name] = SimulatedStore(device: member.index, storeIdentifier: name, replica: replica, storage: storage, wall: wall,
                                               checker: checker, executor: executor, trace: trace, plant: settings.plant)
@@ -263,23 +282,58 @@ final class Household: Sendable {
     /// A set (4 in 5) or a removal of a random key of a random store, on a random device that is
     /// up; one in 8 is a conflict: two devices write the key in the same millisecond, so their
     /// stamps are often equal and the origin decides.
-    private func write() {
+    /// `launched`: the app of that device, just restarted, writes as it starts (before its
+    /// peers told it what they have).
+    private func write(launched: Member? = nil) {
         let up = members.filter { !$0.hostile && $0.run.withLock { $0 != nil } }
         guard !up.isEmpty else { return }
-        let writers = up.count > 1 && draw(below: 8) == 0 ? 2 : 1
         var chosen = up
-        for i in 0..<writers { chosen.swapAt(i, i + draw(below: chosen.count - i)) }
+        let writers: Int
+        if let launched {
+            guard up.contains(where: { $0 === launched }) else { return }
+            (chosen, writers) = ([launched], 1)
+        } else {
+            writers = up.count > 1 && draw(below: 8) == 0 ? 2 : 1
+            for i in 0..<writers { chosen.swapAt(i, i + draw(below: chosen.count - i)) }
+        }
         let store = settings.stores[draw(below: settings.stores.count)]
         let key = StoreKey("k\(draw(below: settings.keys))")
         for member in chosen.prefix(writers) {
             let value: PropertyListValue? = draw(below: 5) == 0 ? nil : .integer(Int64(draw(below: 1_000_000)))
-            member.run.withLock { $0 }?.stores[store]?.write(value, forKey: key)
+            guard let entry = member.run.withLock({ $0 })?.stores[store]?.write(value, forKey: key) else { continue }
+            let others = up.filter { $0 !== member }.compactMap { other in
+                other.run.withLock { $0 }?.stores[store].map { (device: other.index, vector: $0.syncVector) }
+            }
+            checker.logged(entry, device: member.index, store: store, others: others)
+        }
+        crashSoon(chosen[0])
+    }
+
+    /// The crash drawn to follow a write (``crashAfterWrite``), of the device that wrote.
+    private func crashSoon(_ member: Member) {
+        guard let delay = crashAfterWrite.withLock({ d in defer { d = nil }; return d }) else { return }
+        let (down, end) = (duration(5...300), Duration.seconds(settings.hours * 3600))
+        trace.log("d\(member.index) crashes in \(delay)")
+        executor.after(delay) { [self] in
+            // Not once the workload is over (every device is then up for the final checks).
+            guard executor.now < end else { return }
+            Task {
+                await crash(member)
+                executor.after(down) { [self] in
+                    Task {
+                        await restart(member)
+                        // Its app writes as it starts: a restart that gave out again the
+                        // sequence numbers the crash lost would show now (mutant 11).
+                        if executor.now < end { write(launched: member) }
+                    }
+                }
+            }
         }
     }
 
     /// How many kinds of fault are drawn among, and how many of them are link faults (drawn
     /// after the others, so that a run without them draws as before).
-    private var faultKinds: Int { (settings.clockFaults ? 4 : 3) + linkFaultKinds }
+    private var faultKinds: Int { 4 + linkFaultKinds }
     private var linkFaultKinds: Int { settings.linkFaults ? LinkFault.allCases.count : 0 }
 
     /// One fault drawn from the seed. Returns whether a device crashed.
@@ -291,14 +345,30 @@ final class Household: Sendable {
         }
         switch kind {
         case 3:
-            // A device's clock jumps: set right if it was off, else off by up to 11 hours either
-            // way, or (1 in 4) 13 to 20 hours ahead, beyond the bound peers accept (12 h).
+            // A device's clock is set right if it was off, else set off: by up to 10 minutes
+            // either way (beyond the minute a peer may lead the clock, within the 12 h bound);
+            // with --clock-faults by up to 11 hours either way, or (1 in 4) 13 to 20 hours ahead,
+            // beyond the bound peers accept.
             let member = members[draw(below: members.count)]
             let skew: Int64 = member.skew.withLock { $0 } != 0 ? 0
+                : !settings.clockFaults ? Int64(duration(-600...600).components.seconds * 1000)
                 : draw(below: 4) == 0 ? Int64(duration(46_800...72_000).components.seconds * 1000)
                 : Int64(duration(-39_600...39_600).components.seconds * 1000)
             member.skew.withLock { $0 = skew }
             trace.log("d\(member.index) clock off by \(skew) ms")
+            return false
+        // Not with --clock-faults, whose seeds stay as they were (findings 2, 3 and 5 replay).
+        case 0 where settings.pairCuts && !settings.clockFaults && settings.devices > 2 && draw(below: 2) == 0:
+            // Two devices that cannot reach each other while both reach the others (out of
+            // each other's radio range): what relaying is for. Healed after up to 10 minutes.
+            let a = draw(below: settings.devices)
+            let b = (a + 1 + draw(below: settings.devices - 1)) % settings.devices
+            let lasting = duration(10...600)
+            trace.log("d\(a) and d\(b) cut off from each other for \(lasting)")
+            let number = lan.cut(a, b)
+            executor.after(lasting) { [lan, trace] in
+                if lan.rejoin(number) { trace.log("d\(a) and d\(b) rejoined") }
+            }
             return false
         case 0:
             // Two sides, each with at least one device; healed after up to 10 minutes.
@@ -322,6 +392,12 @@ final class Household: Sendable {
             lan.reset(link.id)
             return false
         default:
+            // One crash in two follows the next write, within its write-behind second (finding 1,
+            // fixed; --no-crash-after-write leaves these out).
+            if settings.crashAfterWrite, !settings.clockFaults, draw(below: 2) == 0 {
+                crashAfterWrite.withLock { $0 = duration(0...1) }
+                return false
+            }
             let up = members.filter { $0.run.withLock { $0 != nil } }
             guard up.count > 1 else { return false }
             let member = up[draw(below: up.count)]

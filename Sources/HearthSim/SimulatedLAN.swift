@@ -33,6 +33,9 @@ final class SimulatedLAN: Sendable {
         var partitions: UInt64 = 0
         /// Devices that are down (crashed): nothing reaches them.
         var down: Set<Int> = []
+        /// Pairs of devices cut off from each other (by cut number), both reaching the others.
+        var cuts: [UInt64: (Int, Int)] = [:]
+        var nextCut: UInt64 = 0
         var ends: [UInt64: LinkEnd] = [:]
         var nextEnd: UInt64 = 0
         /// Port → the device listening on it.
@@ -103,6 +106,34 @@ final class SimulatedLAN: Sendable {
         }
     }
 
+    /// Cuts devices `a` and `b` off from each other (their link ends, and no dial between them
+    /// succeeds) until ``rejoin(_:)``; each still reaches every other device. Returns the cut's number.
+    func cut(_ a: Int, _ b: Int) -> UInt64 {
+        let (ends, number) = state.withLock { s -> ([LinkEnd], UInt64) in
+            s.nextCut += 1
+            s.cuts[s.nextCut] = (a, b)
+            return (s.ends.values.filter { Set([$0.local, $0.remote]) == Set([a, b]) }, s.nextCut)
+        }
+        for end in ends { end.close() }
+        return number
+    }
+
+    /// Ends cut `number`. Returns whether it was still in place.
+    @discardableResult
+    func rejoin(_ number: UInt64) -> Bool { state.withLock { $0.cuts.removeValue(forKey: number) != nil } }
+
+    /// Ends every cut. Returns whether there was one.
+    func rejoinAll() -> Bool {
+        state.withLock { s in
+            defer { s.cuts = [:] }
+            return !s.cuts.isEmpty
+        }
+    }
+
+    private static func isCut(_ s: State, _ a: Int, _ b: Int) -> Bool {
+        s.cuts.values.contains { ($0.0 == a && $0.1 == b) || ($0.0 == b && $0.1 == a) }
+    }
+
     /// The link ends up now, as (local, remote) pairs, sorted (for a seeded choice).
     var links: [(local: Int, remote: Int, id: UInt64)] {
         state.withLock { s in s.ends.map { (local: $0.value.local, remote: $0.value.remote, id: $0.key) } }
@@ -126,8 +157,8 @@ final class SimulatedLAN: Sendable {
     /// Whether link end `id` is still up (its session has not ended).
     func isUp(_ id: UInt64) -> Bool { state.withLock { $0.ends[id] != nil } }
 
-    /// Cuts every link between `a` and `b` (a flap; ``LinkFaults/block(_:_:)`` refuses their dials meanwhile).
-    func cut(_ a: Int, _ b: Int) {
+    /// Closes every link between `a` and `b` (a flap; ``LinkFaults/block(_:_:)`` refuses their dials meanwhile).
+    func closeLinks(_ a: Int, _ b: Int) {
         let pair = LinkFaults.Pair(a, b)
         for end in state.withLock({ s in s.ends.values.filter { LinkFaults.Pair($0.local, $0.remote) == pair } }) { end.close() }
     }
@@ -144,7 +175,7 @@ final class SimulatedLAN: Sendable {
     fileprivate func reachable(from local: Int, port: Int) -> Int? {
         state.withLock { s in
             guard let remote = s.owners[port], !s.down.contains(local), !s.down.contains(remote),
-                  s.side[local] == s.side[remote], !faults.isBlocked(local, remote) else { return nil }
+                  s.side[local] == s.side[remote], !faults.isBlocked(local, remote), !Self.isCut(s, local, remote) else { return nil }
             return remote
         }
     }
@@ -155,9 +186,9 @@ final class SimulatedLAN: Sendable {
 
     fileprivate func opened(local: Int, remote: Int, control: LinkEndControl, close: @escaping @Sendable () -> Void) -> UInt64? {
         let id = state.withLock { s -> UInt64? in
-            // Cut meanwhile (a partition, a flap or a crash between the dial and the session's start).
+            // Cut meanwhile (a partition, a pair cut, a flap or a crash between the dial and the session's start).
             guard !s.down.contains(local), !s.down.contains(remote), s.side[local] == s.side[remote],
-                  !faults.isBlocked(local, remote) else { return nil }
+                  !faults.isBlocked(local, remote), !Self.isCut(s, local, remote) else { return nil }
             s.nextEnd += 1
             s.ends[s.nextEnd] = LinkEnd(local: local, remote: remote, control: control, closeLink: close)
             return s.nextEnd

@@ -40,6 +40,9 @@ final class SimulatedStore: SyncReplica {
     enum Plant: String, Sendable, CaseIterable {
         /// A peer's removals are not applied (the vector still advances past them).
         case dropRemoteDeletes = "drop-remote-deletes"
+        /// Every run of a device opens its stores under the replica IDs of its first run
+        /// (planted in ``Household``: what a restart reusing its ID gives out again, peers have).
+        case sameReplicaID = "same-replica-id"
     }
 
     init(device: Int, storeIdentifier: String, replica: Replica, storage: ReplicaStorage, wall: @escaping @Sendable () -> UInt64,
@@ -58,12 +61,13 @@ final class SimulatedStore: SyncReplica {
     var replica: Replica { state.withLock { $0.synced.replica } }
 
     /// An app's write (`nil` removes), as the store makes it: the same rules, unsigned (the
-    /// engine signs it), saved within a second.
-    func write(_ value: PropertyListValue?, forKey key: StoreKey) {
+    /// engine signs it), saved within a second. Returns the entry written, if any.
+    @discardableResult
+    func write(_ value: PropertyListValue?, forKey key: StoreKey) -> Entry? {
         let size: Int
         do { size = try StoreLimits.check(key: key, value: value) } catch {
             trace.log("d\(device) \(storeIdentifier) write \(key.string) refused: \(error)")
-            return
+            return nil
         }
         let now = wall()
         let outcome = state.withLock { s -> (entry: Entry?, prior: Entry?, restamped: [StoreKey], handler: (@Sendable () -> Void)?)? in
@@ -74,7 +78,7 @@ final class SimulatedStore: SyncReplica {
             if entry != nil || !restamped.isEmpty { s.generation += 1 }
             return (entry, prior, restamped, entry != nil || !restamped.isEmpty ? s.handler : nil)
         }
-        guard let outcome else { return }
+        guard let outcome else { return nil }
         restamped(outcome.restamped.filter { $0 != key })
         if let entry = outcome.entry {
             trace.log("d\(device) \(storeIdentifier) write \(Checker.describe(entry))")
@@ -83,6 +87,7 @@ final class SimulatedStore: SyncReplica {
         }
         outcome.handler?()
         scheduleSave()
+        return outcome.entry
     }
 
     /// Entries the replica wrote again with its clock set right: new local writes to the model.
@@ -159,16 +164,18 @@ final class SimulatedStore: SyncReplica {
 
     func applyRemote(_ entries: [Entry], heldBack: [Entry], reason: ChangeReason) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         let now = wall()
-        guard let (result, replica, held) = state.withLock({ s -> ((changed: [StoreKey], refused: [RefusedEntry]), Replica, Int)? in
+        guard let (result, before, replica, held) = state.withLock({ s -> ((changed: [StoreKey], refused: [RefusedEntry]), VersionVector, Replica, Int)? in
             guard !s.dead else { return nil }
+            let before = s.synced.vector
             let given = plant == .dropRemoteDeletes ? entries.filter { !$0.isTombstone } : entries
             let result = s.synced.applyRemote(given, heldBack: heldBack, wall: now)
             s.generation += 1
-            return (result, s.synced.replica, s.synced.heldBack.count)
+            return (result, before, s.synced.replica, s.synced.heldBack.count)
         }) else { return ([], []) }
         trace.log("d\(device) \(storeIdentifier) applied \(entries.count) entries, \(result.changed.count) changed, \(result.refused.count) refused, \(heldBack.count) held back")
         let accepted = entries.filter { entry in !result.refused.contains { $0.refers(to: entry) } }
         checker.applied(accepted, device: device, store: storeIdentifier, now: entry(forKey:))
+        checker.covered(before: before, after: replica.vector, device: device, store: storeIdentifier)
         checker.checkBounds(replica, held: held, device: device, store: storeIdentifier)
         scheduleSave()
         return result
@@ -218,29 +225,35 @@ final class SimulatedStore: SyncReplica {
 
     func forgetDevice(_ device: DeviceID) {
         let now = wall()
-        let changed = state.withLock { s -> Bool in
-            guard !s.dead, s.synced.forget(device: device.hex, wall: now) else { return false }
+        noteCollection(scheduling: state.withLock { s -> (Bool, [Entry]) in
+            guard !s.dead else { return (false, []) }
+            let tombstones = s.synced.entries.values.filter(\.isTombstone)
+            guard s.synced.forget(device: device.hex, wall: now) else { return (false, []) }
             s.generation += 1
-            return true
-        }
-        if changed { scheduleSave() }
+            return (true, tombstones.filter { s.synced.entries[$0.key] == nil })
+        })
     }
 
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) {
         let now = wall()
-        let (changed, collected) = state.withLock { s -> (Bool, [Entry]) in
+        noteCollection(scheduling: state.withLock { s -> (Bool, [Entry]) in
             guard !s.dead else { return (false, []) }
-            // The tombstones before, to tell the checker which went (the only place they go).
+            // The tombstones before, to tell the checker which went (the only places they go).
             let tombstones = s.synced.entries.values.filter(\.isTombstone)
             guard s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return (false, []) }
             s.generation += 1
             return (true, tombstones.filter { s.synced.entries[$0.key] == nil })
+        })
+    }
+
+    /// Tells the checker which tombstones went, and saves if anything changed.
+    private func noteCollection(scheduling outcome: (changed: Bool, collected: [Entry])) {
+        if !outcome.collected.isEmpty {
+            let count = outcome.collected.count
+            trace.log("d\(self.device) \(storeIdentifier) collected \(count) tombstone\(count == 1 ? "" : "s")")
+            checker.collected(outcome.collected, device: self.device, store: storeIdentifier)
         }
-        if !collected.isEmpty {
-            trace.log("d\(self.device) \(storeIdentifier) collected \(collected.count) tombstone\(collected.count == 1 ? "" : "s")")
-            checker.collected(collected, device: self.device, store: storeIdentifier)
-        }
-        if changed { scheduleSave() }
+        if outcome.changed { scheduleSave() }
     }
 
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }

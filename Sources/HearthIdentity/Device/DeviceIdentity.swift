@@ -37,7 +37,9 @@ package struct DeviceIdentity: Sendable, CustomStringConvertible {
 
     /// Signs `entry` as it would be stored in `storeIdentifier`.
     package func sign(entry: Entry, storeIdentifier: String) throws -> EntrySignature {
-        let bytes = try privateKey.signature(for: entry.signingBytes(storeIdentifier: storeIdentifier))
+        let message = entry.signingBytes(storeIdentifier: storeIdentifier)
+        let bytes = EntrySignatures.scheme == .ed25519 ? try privateKey.signature(for: message)
+            : EntrySignatures.simulated(message, by: deviceID.data)
         return EntrySignature(signer: deviceID.data, bytes: Data(bytes))
     }
 
