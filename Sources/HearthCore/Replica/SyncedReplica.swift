@@ -249,6 +249,8 @@ package struct SyncedReplica: Sendable {
         let changed = replica.apply(accepted, coveredBy: nil, wall: wall, overGaps: !holding)
         if holding {
             for entry in accepted { deferredCover.advance(origin: entry.origin, to: entry.sequence) }
+            // Bounded as the vector is: an origin that owns no entry keeps no counter anyway.
+            deferredCover = deferredCover.filter { replica.originEntries[$0] != nil }
             // A hold ends when the entry arrives or this replica has a later write of its key.
             heldBack = heldBack.filter { _, held in
                 guard let current = replica.entries[held.key] else { return true }
