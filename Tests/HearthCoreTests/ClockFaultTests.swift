@@ -139,6 +139,63 @@ struct ClockFaultTests {
         #expect(receiver.vector[writerID] == 3)
     }
 
+    /// What the sync engine does with a delta (`SyncStore.check`, then `applyRemote`): entries
+    /// that lose are dropped unapplied, those stamped beyond the drift bound are held back.
+    func receive(_ delta: [Entry], into receiver: inout SyncedReplica, wall: UInt64) {
+        let winners = receiver.winningEntries(delta)
+        let acceptable = winners.filter { HybridLogicalClock.isAcceptable($0.timestamp, wall: wall) }
+        let ahead = winners.filter { !HybridLogicalClock.isAcceptable($0.timestamp, wall: wall) }
+        _ = receiver.applyRemote(acceptable, heldBack: ahead, wall: wall)
+    }
+
+    @Test("Finding 8: a receiver holding back the sender's future write does not cover the removal the sender superseded with it, so the remover keeps the tombstone until the receiver has the removal")
+    func holdingBackAWriteDoesNotCoverWhatItSuperseded() throws {
+        let removerID = writerID, receiverID = ReplicaID(high: 0xC, low: 1), otherID = ReplicaID(high: 0xB, low: 1)
+        var remover = Replica(id: removerID), ahead = Replica(id: laggardID), other = Replica(id: otherID)
+        var receiver = SyncedReplica(Replica(id: receiverID))
+        let old = remover.write("old", forKey: "k", wall: now)!
+        ahead.apply([old], wall: now + 18 * hour)
+        receive([old], into: &receiver, wall: now)
+        // D, its clock 18 h ahead, writes `k`; A removes it after (by the true time) and writes `o`.
+        let future = ahead.write("D's", forKey: "k", wall: now + 18 * hour + 1000)!
+        let removal = remover.write(nil, forKey: "k", wall: now + 2000)!
+        let later = remover.write("A's", forKey: "o", wall: now + 3000)!
+        // At D the removal loses to its future write: its vector covers the removal all the same.
+        ahead.apply(ahead.winners(of: [removal, later]), wall: now + 18 * hour + 4000)
+        #expect(ahead.vector.covers(removal) && ahead.entries["k"] == future)
+        // B writes `p` twice: D, meeting it late, has only the second write.
+        other.write(1, forKey: "p", wall: now + 4000)
+        let second = other.write(2, forKey: "p", wall: now + 5000)!
+        ahead.apply([second], wall: now + 18 * hour + 5000)
+
+        // D's delta to C: D's write (held back, 18 h ahead of C's clock), A's `o` and B's second write.
+        let delta = ahead.delta(for: receiver.vector)
+        #expect(Set(delta.map(\.key)) == ["k", "o", "p"])
+        receive(delta, into: &receiver, wall: now + 6000)
+        #expect(receiver.heldBack[laggardID] != nil && receiver.value(forKey: "k") == "old" && receiver.value(forKey: "o") == "A's")
+        // C has neither the removal nor what superseded it at D: its vector must not cover it.
+        #expect(!receiver.vector.covers(removal), "the receiver covers \(removal.origin)#\(removal.sequence) with \(receiver.vector)")
+        #expect(!receiver.vector.covers(origin: otherID, sequence: 1))
+
+        // So A, told by C and D what they have, keeps its tombstone.
+        remover.notePeer("C", acknowledged: receiver.vector)
+        remover.notePeer("D", acknowledged: ahead.vector)
+        #expect(remover.collectTombstones(coveredBy: remover.stableVector, wall: now + 7000) == 0)
+        #expect(remover.entries["k"] == removal)
+        // A's delta brings C the removal; A may then collect it.
+        receive(remover.delta(for: receiver.vector), into: &receiver, wall: now + 8000)
+        #expect(receiver.value(forKey: "k") == nil && receiver.vector.covers(removal))
+        remover.notePeer("C", acknowledged: receiver.vector)
+        #expect(remover.collectTombstones(coveredBy: remover.stableVector, wall: now + 9000) == 1)
+
+        // Once C's clock reaches D's write, C takes it: nothing is held back, and the advances
+        // held off meanwhile (B's, over its first write of `p`, which D superseded) are made.
+        #expect(!receiver.vector.covers(origin: otherID, sequence: 1))
+        receive(ahead.delta(for: receiver.vector), into: &receiver, wall: now + 7 * hour)
+        #expect(receiver.heldBack.isEmpty && receiver.value(forKey: "k") == "D's")
+        #expect(receiver.vector[otherID] == 2 && receiver.vector[laggardID] == future.sequence)
+    }
+
     @Test("The collected and superseded stamps survive a file; a file of an earlier build, without them, still opens")
     func stampsArePersistedCompatibly() throws {
         var (ahead, _, otherWrite) = futureEntryBeatsALaterWrite()

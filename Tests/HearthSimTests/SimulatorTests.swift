@@ -92,22 +92,16 @@ struct SimulatorTests {
         #expect(output.contains("a vector covers only what its replica holds: "), "\(output)")
     }
 
-    /// docs/simulator.md, "Findings" 2, 3 and 5, fixed: the seeds that found them pass. Seed 10
-    /// also shows finding 8 (open): a tombstone collected with clocks hours apart while one
-    /// device still holds an older value; only that invariant may fail there.
-    @Test("With clock jumps, seed 2 (a write after a collected removal beats it), seed 10 (a re-stamped entry still beats the write it had beaten) and seed 11 (a relay holding an entry back does not vouch for it) pass every invariant (seed 10: but finding 8's)", arguments: [2, 10, 11])
+    /// docs/simulator.md, "Findings" 2, 3, 5 and 8, fixed: the seeds that found them pass.
+    @Test("With clock jumps, seed 2 (a write after a collected removal beats it), seed 10 (a re-stamped entry still beats the write it had beaten; a receiver holding an entry back does not cover what it superseded) and seed 11 (a relay holding an entry back does not vouch for it) pass every invariant", arguments: [2, 10, 11])
     func clockFaultFindings(seed: Int) async throws {
         // Without link faults: the runs that found them, as they were.
         let (status, output) = try await Self.simulate(["--seed", "\(seed)", "--devices", "5", "--hours", "1", "--clock-faults", "--no-link-faults"])
         let violations = output.split(separator: "\n").filter { $0.hasPrefix("  ") && !$0.hasPrefix("    ") && !$0.hasPrefix("  the last") }
-        let open = "  tombstones are collected once every device has them: "
-        let others = seed == 10 ? violations.filter { !$0.hasPrefix(open) } : violations
-        #expect(others.isEmpty, "\(others.prefix(3).joined(separator: "\n"))")
-        if seed != 10 {
-            #expect(status == 0)
-            let (line, _) = try Self.summary(of: output)
-            #expect(line.contains(", 0 violations, "), "\(line)")
-        }
+        #expect(violations.isEmpty, "\(violations.prefix(3).joined(separator: "\n"))")
+        #expect(status == 0)
+        let (line, _) = try Self.summary(of: output)
+        #expect(line.contains(", 0 violations, "), "\(line)")
     }
 
     /// docs/simulator.md, "What a run does": the link faults, on by default.

@@ -208,10 +208,14 @@ package struct Replica: Sendable, Equatable {
     /// delta's entries and `coveredBy` (the sender's vector, when the delta is everything
     /// the sender had beyond ours).
     ///
+    /// Without `overGaps` the vector advances, per origin, only over sequences this replica
+    /// holds (the delta's and its current entries), from its counter up: the caller holds back an
+    /// entry the sender may have superseded other origins' entries with (``advanceWithoutGaps(over:)``).
+    ///
     /// Returns the keys whose visible value changed, in the order of the delta.
     @discardableResult
     package mutating func apply(_ delta: [Entry], coveredBy senderVector: VersionVector? = nil,
-                               wall: UInt64) -> [StoreKey] {
+                               wall: UInt64, overGaps: Bool = true) -> [StoreKey] {
         var before: [StoreKey: PropertyListValue?] = [:]
         var order: [StoreKey] = []
         for entry in delta {
@@ -220,12 +224,40 @@ package struct Replica: Sendable, Equatable {
                 order.append(entry.key)
             }
             merge(entry, wall: wall)
-            vector.advance(origin: entry.origin, to: entry.sequence)
+            if overGaps { vector.advance(origin: entry.origin, to: entry.sequence) }
         }
+        if !overGaps { advanceWithoutGaps(over: delta) }
         if let senderVector { vector.formUnion(senderVector) }
         compactVector()
         // Compare with the start, not per entry: a key changed twice may be back where it was.
         return order.filter { before[$0]! != value(forKey: $0) }
+    }
+
+    /// Advances each origin of `delta` over the sequences following its counter that this
+    /// replica holds, an entry of the delta or a current one, and stops at the first it lacks.
+    ///
+    /// A per-entry advance also covers the origin's earlier entries the sender did not send,
+    /// which is sound only if the sender superseded each with an entry this replica has. If this
+    /// replica holds one of the sender's entries back, the entry it superseded may be of any
+    /// origin, in any gap: covered, no peer would send it again, and peers would collect it, a
+    /// removal, while this replica shows the older value (docs/simulator.md, finding 8).
+    package mutating func advanceWithoutGaps(over delta: [Entry]) {
+        let origins = Set(delta.map(\.origin))
+        var held: [ReplicaID: Set<UInt64>] = [:]
+        for entry in delta { held[entry.origin, default: []].insert(entry.sequence) }
+        for entry in entries.values where origins.contains(entry.origin) { held[entry.origin]!.insert(entry.sequence) }
+        for (origin, sequences) in held {
+            var counter = vector[origin]
+            while sequences.contains(counter + 1) { counter += 1 }
+            vector.advance(origin: origin, to: counter)
+        }
+    }
+
+    /// Advances the vector to `counters` (what per-entry advances held off while entries were
+    /// held back, once none is: ``advanceWithoutGaps(over:)``).
+    package mutating func cover(_ counters: VersionVector) {
+        vector.formUnion(counters)
+        compactVector()
     }
 
     /// Every current entry, tombstones included, that `peer` does not cover and this replica's

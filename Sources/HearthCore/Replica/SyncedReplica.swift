@@ -36,6 +36,9 @@ package struct SyncedReplica: Sendable {
     /// over its signer's share), kept without its value: the vector stays below it so that
     /// peers send it again (see ``applyRemote(_:heldBack:wall:)``).
     package private(set) var heldBack: [ReplicaID: Entry] = [:]
+    /// What the vector would have advanced to, per entry, while entries were held back: made
+    /// once none is (see ``applyRemote(_:heldBack:wall:)``).
+    private var deferredCover = VersionVector()
 
     /// How long a tombstone is kept when some known peer never acknowledges it (30 days).
     package static let tombstoneHorizon: UInt64 = 30 * 86_400_000
@@ -79,6 +82,7 @@ package struct SyncedReplica: Sendable {
         self.replica = replica
         unsignedKeys = Self.unsigned(in: replica)
         heldBack = [:]
+        deferredCover = VersionVector()
     }
 
     private static func unsigned(in replica: Replica) -> Set<StoreKey> {
@@ -236,14 +240,27 @@ package struct SyncedReplica: Sendable {
             held.value = nil
             heldBack[entry.origin] = held
         }
-        let changed = replica.apply(accepted, coveredBy: nil, wall: wall)
-        if !heldBack.isEmpty {
+        // While an entry is held back, the vector does not jump gaps: the sender may have
+        // superseded, with the held entry, another origin's entry in any of them, which this
+        // replica then has neither of (docs/simulator.md, finding 8). The jumps wait until no
+        // entry is held back: each hold ended with its entry, or a later write of its key,
+        // here, which beats whatever the sender superseded with it.
+        let holding = !heldBack.isEmpty
+        let changed = replica.apply(accepted, coveredBy: nil, wall: wall, overGaps: !holding)
+        if holding {
+            for entry in accepted { deferredCover.advance(origin: entry.origin, to: entry.sequence) }
+            // Bounded as the vector is: an origin that owns no entry keeps no counter anyway.
+            deferredCover = deferredCover.filter { replica.originEntries[$0] != nil }
             // A hold ends when the entry arrives or this replica has a later write of its key.
             heldBack = heldBack.filter { _, held in
                 guard let current = replica.entries[held.key] else { return true }
                 return !(current.origin == held.origin && current.sequence == held.sequence) && !current.wins(over: held)
             }
             for held in heldBack.values { replica.uncover(held) }
+            if heldBack.isEmpty {
+                replica.cover(deferredCover)
+                deferredCover = VersionVector()
+            }
         }
         // Entries of one origin too many are not held back (a hold would take a slot of the
         // 1,024 from honest holds); they are not covered either, so they come again on a new link.
