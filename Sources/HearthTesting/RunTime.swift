@@ -76,18 +76,21 @@ package enum RunTime {
     }
 
     /// Whether `condition` held before `bound` of this clock passed, checked at once and after
-    /// each change of `observing` (as ``ChangeSignal/waitUntil(_:observing:_:)``, which waits on
-    /// wall time: each time its deadline passes while this clock lags, it waits again for what
-    /// is left). Seen to hold only once the bound has passed counts as not: no event announced
-    /// the change, and a test must not pass by timing.
+    /// each change of `observing` (as ``ChangeSignal/waitUntil(_:observing:_:)``, whose timer is
+    /// on wall time: when it fires while this clock lags, the wait goes on for what is left).
+    /// Seen to hold only when a timer fired, not after a signal, counts as not: no event
+    /// announced the change (a signal missing in the code under test), and a test must not pass
+    /// by timing.
     package static func wait(for bound: Duration, observing: () -> [ChangeSignal], _ condition: () -> Bool) async -> Bool {
         let deadline = now() + bound
+        var signalled = true   // the first check counts, as does each after a signal
         while true {
-            let left = deadline - now()
-            guard left > .zero, !Task.isCancelled else { return false }
-            if await ChangeSignal.waitUntil(ContinuousClock.now + left, observing: observing, { condition() && now() < deadline }) {
-                return true
-            }
+            // Generations first: a change after the check moves one of them, so the wait returns.
+            let observed = observing().map { (signal: $0, seen: $0.generation) }
+            if condition() { return signalled && now() < deadline }
+            guard now() < deadline, !Task.isCancelled else { return false }
+            await ChangeSignal.wait(for: observed, until: ContinuousClock.now + (deadline - now()))
+            signalled = observed.contains { $0.signal.generation != $0.seen }
         }
     }
 }
