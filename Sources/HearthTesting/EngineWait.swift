@@ -15,7 +15,7 @@ extension SyncEngine {
     /// ```
     package static func until(_ what: @autoclosure () -> String, engines: [SyncEngine], deadline: Duration = .seconds(30),
                               _ condition: () -> Bool) async throws {
-        guard await InMemoryNetwork.wait(until: ContinuousClock.now + deadline, observing: { engines.map(\.changes) }, condition) else {
+        guard await InMemoryNetwork.wait(for: deadline, observing: { engines.map(\.changes) }, condition) else {
             throw InMemoryNetworkError("timed out after \(deadline) waiting for \(what())")
         }
     }

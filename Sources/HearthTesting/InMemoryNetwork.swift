@@ -67,8 +67,12 @@ package final class InMemoryNetwork: Sendable {
         { [self] setup in Endpoint(network: self, setup: setup) }
     }
 
-    /// An engine environment on this network, with `clock` and `random`.
-    package func environment(clock: SyncClock = .system, random: SyncRandom = .system) -> SyncEnvironment {
+    /// An engine environment on this network, with `clock` and `random`. The default clock
+    /// stamps on the system's wall clock and times heartbeats, link timeouts and back-off on
+    /// ``RunTime``, which does not count this process's stalls: both ends of a link live in this
+    /// process, so a stall would make each call the other silent (a link here dies only when a
+    /// test ends it).
+    package func environment(clock: SyncClock = RunTime.syncClock, random: SyncRandom = .system) -> SyncEnvironment {
         var environment = SyncEnvironment(clock: clock, random: random, network: maker)
         environment.observeChanges = { [self] engineChanges in
             state.withLock { $0.engineChanges.append(engineChanges) }
@@ -89,19 +93,17 @@ package final class InMemoryNetwork: Sendable {
     /// try await network.until("B to apply A's write") { b.string(forKey: "k") == "v" }
     /// ```
     package func until(_ what: @autoclosure () -> String, deadline: Duration = .seconds(30), _ condition: () -> Bool) async throws {
-        guard await Self.wait(until: ContinuousClock.now + deadline, observing: { signals }, condition) else {
+        guard await Self.wait(for: deadline, observing: { signals }, condition) else {
             throw InMemoryNetworkError("timed out after \(deadline) waiting for \(what())")
         }
     }
 
-    /// Whether `condition` held before `deadline`, checked at once and after each change of
-    /// `observing`. Seen to hold only at the deadline counts as not: no event announced the
-    /// change (a signal missing in the code under test), and a test must not pass by timing.
-    package static func wait(until deadline: ContinuousClock.Instant, observing: () -> [ChangeSignal],
-                             _ condition: () -> Bool) async -> Bool {
-        await ChangeSignal.waitUntil(deadline, observing: observing) {
-            condition() && ContinuousClock.now < deadline
-        }
+    /// Whether `condition` held before `bound` passed on ``RunTime`` (a stall of this process
+    /// does not count), checked at once and after each change of `observing`. Seen to hold only
+    /// at the bound counts as not: no event announced the change (a signal missing in the code
+    /// under test), and a test must not pass by timing.
+    package static func wait(for bound: Duration, observing: () -> [ChangeSignal], _ condition: () -> Bool) async -> Bool {
+        await RunTime.wait(for: bound, observing: observing, condition)
     }
 
     /// A port no listener of this network has or will be given by port 0 (to listen on later,

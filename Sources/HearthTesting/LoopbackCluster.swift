@@ -163,7 +163,7 @@ public final class LoopbackCluster: Sendable {
         // no other (a cluster of one) has no one to download from: it never completes one.
         let linked = (0..<replicas).filter { !topology.neighbours(of: $0, among: replicas).isEmpty }
         let waiting = { linked.first { !self[$0].internals.hasCompletedInitialSync } }
-        guard try await wait(until: ContinuousClock.now + connectTimeout, { waiting() == nil }) else {
+        guard try await wait(for: connectTimeout, { waiting() == nil }) else {
             throw LoopbackClusterError(.timedOut, "replica \(waiting() ?? -1) did not complete its initial sync within \(connectTimeout)")
         }
     }
@@ -218,7 +218,7 @@ public final class LoopbackCluster: Sendable {
             guard let first = values.first else { return true }
             return values.allSatisfy { $0 == first } && (expected == nil || first == expected)
         }
-        guard try await !wait(until: ContinuousClock.now + timeout, converged) else { return }
+        guard try await !wait(for: timeout, converged) else { return }
         let values = chosen.map { self[$0].values }
         let shown = zip(chosen, values).map { index, held in
             "replica \(index): " + held.keys.sorted().map { "\($0)=\(held[$0]!)" }.joined(separator: ", ")
@@ -270,7 +270,7 @@ public final class LoopbackCluster: Sendable {
 
     /// Waits until `counts` (connected peers per replica, and the counts waited for) agree.
     private func waitForPeerCounts(timeout: Duration, _ counts: () -> (connected: [Int], expected: [Int])) async throws {
-        guard try await !wait(until: ContinuousClock.now + timeout, { let now = counts(); return now.connected == now.expected }) else { return }
+        guard try await !wait(for: timeout, { let now = counts(); return now.connected == now.expected }) else { return }
         let (connected, expected) = counts()
         throw LoopbackClusterError(.timedOut, "replicas not connected within \(timeout): peers per replica \(connected), expected \(expected)")
     }
@@ -286,20 +286,21 @@ public final class LoopbackCluster: Sendable {
     /// ```
     package func until(_ what: @autoclosure () -> String, deadline: Duration = .seconds(30), _ condition: () -> Bool) async throws {
         precondition(network != nil, "until(_:deadline:_:) waits on the in-memory network's events; a cluster over TLS has none")
-        guard try await wait(until: ContinuousClock.now + deadline, condition) else {
+        guard try await wait(for: deadline, condition) else {
             throw LoopbackClusterError(.timedOut, "timed out after \(deadline) waiting for \(what())")
         }
     }
 
-    /// Whether `condition` held by `deadline`, checked again at each change signalled by a
-    /// replica's notifications and by the in-memory network or, over TLS, by each replica's sync
-    /// (its engine started or stopped, a peer connected, left, acknowledged or refused:
-    /// `syncSignals`): no polling on either.
-    private func wait(until deadline: ContinuousClock.Instant, _ condition: () -> Bool) async throws -> Bool {
+    /// Whether `condition` held within `bound` (on the in-memory network, of ``RunTime``: a
+    /// stall of this process does not count; over TLS, of wall time), checked again at each
+    /// change signalled by a replica's notifications and by the in-memory network or, over TLS,
+    /// by each replica's sync (its engine started or stopped, a peer connected, left,
+    /// acknowledged or refused: `syncSignals`): no polling on either.
+    private func wait(for bound: Duration, _ condition: () -> Bool) async throws -> Bool {
         if let network {
-            return await InMemoryNetwork.wait(until: deadline, observing: { [changes] + network.signals }, condition)
+            return await InMemoryNetwork.wait(for: bound, observing: { [changes] + network.signals }, condition)
         }
-        return await ChangeSignal.waitUntil(deadline, observing: { [changes] + stores.flatMap(\.internals.syncSignals) }, condition)
+        return await ChangeSignal.waitUntil(ContinuousClock.now + bound, observing: { [changes] + stores.flatMap(\.internals.syncSignals) }, condition)
     }
 
     // MARK: Partitions and restarts
@@ -373,7 +374,7 @@ public final class LoopbackCluster: Sendable {
             found = self.recorder.consumeNext(of: index, reason: reason)
             return found != nil
         }
-        guard try await wait(until: ContinuousClock.now + timeout, next), let found else {
+        guard try await wait(for: timeout, next), let found else {
             throw LoopbackClusterError(.timedOut, "replica \(index) posted no \(reason) notification within \(timeout); it posted \(notifications(of: index))")
         }
         return found

@@ -174,7 +174,9 @@ final class HostileLink: Sendable {
     /// The next message received that `matches`, skipping others; `nil` after `timeout`.
     func next(within timeout: Duration = .seconds(20), where matches: (SyncMessage) -> Bool = { _ in true }) async -> SyncMessage? {
         var found: SyncMessage?
-        _ = await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [arrivals] }) {
+        // On RunTime: a stall of this process (both ends of an in-memory link live in it) is
+        // not the honest end's silence.
+        _ = await RunTime.wait(for: timeout, observing: { [arrivals] }) {
             found = received.withLock { r -> SyncMessage? in
                 while r.next < r.messages.count {
                     defer { r.next += 1 }
@@ -216,7 +218,7 @@ final class HostileLink: Sendable {
 
     /// Waits until the honest end closes the connection; false if it has not after `timeout`.
     func waitUntilClosed(within timeout: Duration = .seconds(20)) async -> Bool {
-        await ChangeSignal.waitUntil(ContinuousClock.now + timeout, observing: { [arrivals] }) { isClosed }
+        await RunTime.wait(for: timeout, observing: { [arrivals] }) { isClosed }
     }
 
     func close() async {

@@ -10,6 +10,8 @@ struct RandomizedTests {
     func sixReplicas() async throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["HEARTH_TEST_SEED"] ?? "") ?? UInt64.random(in: 0..<1_000_000)
         var rng = SplitMix64(seed: seed)
+        // Said first: a wait that throws (no convergence) ends the test before the check that names it.
+        print("randomized convergence: seed \(seed) (HEARTH_TEST_SEED)")
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 6, linkTimeout: UnderLoad.linkTimeout,
                                       connectTimeout: UnderLoad.connectTimeout) { cluster in
             try await cluster.waitUntilConnected()

@@ -100,8 +100,9 @@ struct RefusalTests {
     @Test("Point 13: a device 2 days ahead is refused entry by entry and told; once its clock is right its writes sync again")
     func clockAheadThenFixed() async throws {
         let capture = LogCapture()
-        // Heartbeats of a second (links dead after 5 s): a loaded machine does not drop links, so
-        // a reconnection below can only be a refusal loop.
+        // Heartbeats of a second (links dead after 5 s of silence on the engines' RunTime, which
+        // does not count a stall of this process, the two ends' own): a loaded machine does not
+        // drop links, so a reconnection below can only be a refusal loop.
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 2, storeIdentifier: "com.example.clock", heartbeat: .seconds(1),
                                       clockSkews: [.seconds(2 * 86_400), .zero], logger: capture.logger("hearth")) { cluster in
             let ahead = cluster.deviceIDs[0], honest = cluster.deviceIDs[1]

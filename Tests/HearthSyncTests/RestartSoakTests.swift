@@ -11,6 +11,8 @@ struct RestartSoakTests {
     func restartsAndPartitions() async throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["HEARTH_TEST_SEED"] ?? "") ?? UInt64.random(in: 0..<1_000_000)
         var rng = SplitMix64(seed: seed)
+        // Said first: a wait that throws (no convergence) ends the test before the check that names it.
+        print("restart soak: seed \(seed) (HEARTH_TEST_SEED)")
         try await withLoopbackCluster(network: InMemoryNetwork(), replicas: 4, storeIdentifier: "com.example.soak") { cluster in
             var isolated = Set<Int>()
             var restarts = 0
