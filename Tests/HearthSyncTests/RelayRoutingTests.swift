@@ -140,6 +140,19 @@ struct RelayRoutingTests {
         #expect(state.next() == .ack(.init(store: "notes", vector: v)))
     }
 
+    @Test("A delta whose sender has all we have is relayed to the others only; one that leaves us ahead goes to every session")
+    func senderWithAllIsNotPushed() {
+        var state = Self.sharedState()
+        let applied = VersionVector([Self.origin(of: Self.c): 1])
+        let covering = state.deltaApplied("notes", carried: 1, accepted: [], changed: true, refused: [], clock: 0, applied: applied,
+                                          senderHas: applied.union(VersionVector([Self.origin(of: Self.d): 2])))
+        #expect(covering == [.pushOthers("notes")])
+        let ahead = applied.union(VersionVector([Self.origin(of: Self.us): 3]))
+        let behind = state.deltaApplied("notes", carried: 1, accepted: [], changed: true, refused: [], clock: 0, applied: ahead,
+                                        senderHas: applied)
+        #expect(behind == [.push("notes")], "the sender lacks our write: its session must send it")
+    }
+
     @Test("An ack is noted only for origins we know; others wait until we know them")
     func acknowledge() {
         var state = Self.sharedState()
@@ -215,6 +228,7 @@ struct RelayRoutingTests {
         var routing = Routing<Session>()
         for device in [Self.d, Self.peer, Self.c] { _ = routing.admit(Session("\(device.short)"), peer: device, initiator: Self.us, removed: false) }
         #expect(routing.targets(of: .push("notes"), from: Self.peer).count == 3)
+        #expect(Set(routing.targets(of: .pushOthers("notes"), from: Self.peer).map(\.name)) == [Self.c.short, Self.d.short])
         #expect(Set(routing.targets(of: .tellLinkedPeers("notes", writers: []), from: Self.peer).map(\.name)) == [Self.c.short, Self.d.short])
         #expect(routing.linked(except: Self.c) == [Self.peer, Self.d])
         #expect(Routing<Session>.onRemovals([Self.c], peer: Self.c, us: Self.us) == .expel)

@@ -164,7 +164,8 @@ extension SyncSession {
         }
         let effects = update {
             $0.deltaApplied(store.identifier, carried: delta.entries.count + delta.undecodable.count, accepted: checked.accepted,
-                            changed: !changed.isEmpty, refused: refused, clock: replica.wallMilliseconds(), applied: applied)
+                            changed: !changed.isEmpty, refused: refused, clock: replica.wallMilliseconds(), applied: applied,
+                            senderHas: delta.vector)
         }
         if !changed.isEmpty { store.logger.debug("applied \(checked.accepted.count) entries; changed \(changed.count) keys") }
         engine?.route(effects, from: peer.deviceID, in: store)
