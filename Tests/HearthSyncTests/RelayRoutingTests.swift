@@ -153,6 +153,44 @@ struct RelayRoutingTests {
         #expect(behind == [.push("notes")], "the sender lacks our write: its session must send it")
     }
 
+    @Test("Held acks: an ack alone waits for the timer or for another frame, travels with that frame, and a refusal is not held")
+    func heldAcks() {
+        var state = Self.sharedState()
+        state.mailbox.holdsAcks = true
+        let v = VersionVector([Self.origin(of: Self.c): 1])
+        _ = state.deltaApplied("notes", carried: 1, accepted: [], changed: false, refused: [], clock: 0, applied: v)
+        #expect(!state.mailbox.hasSendable, "nothing to wake the writer for")
+        #expect(state.next() == nil)
+        let first = state.mailbox.heldAcksNeedTimer(), second = state.mailbox.heldAcksNeedTimer()
+        #expect(first)
+        #expect(!second, "one timer however many acks")
+        // A later delta's ack replaces the held one.
+        let w = VersionVector([Self.origin(of: Self.c): 2])
+        _ = state.deltaApplied("notes", carried: 1, accepted: [], changed: false, refused: [], clock: 0, applied: w)
+        #expect(state.next() == nil)
+        state.mailbox.ackTimerFired()
+        #expect(state.mailbox.hasSendable)
+        #expect(state.next() == .ack(.init(store: "notes", vector: w)))
+        #expect(state.next() == nil)
+        // Past the timer, acks are held again.
+        _ = state.deltaApplied("notes", carried: 1, accepted: [], changed: false, refused: [], clock: 0, applied: v)
+        #expect(state.next() == nil)
+        // Another frame goes out (a ping): the held ack goes with it, in the same flush.
+        state.mailbox.ping = true
+        #expect(state.mailbox.hasSendable)
+        #expect(state.next() == .ping)
+        state.mailbox.frameSent()
+        #expect(state.next() == .ack(.init(store: "notes", vector: v)))
+        #expect(state.next() == nil)
+        // A refusal goes at once, and its ack with it.
+        let refused = RefusedEntry(key: StoreKey("k"), origin: Self.origin(of: Self.c), sequence: 2, reason: .badSignature, detail: "test")
+        _ = state.deltaApplied("notes", carried: 1, accepted: [], changed: false, refused: [refused], clock: 7, applied: v)
+        #expect(state.mailbox.hasSendable)
+        #expect(state.next() == .refused(.init(store: "notes", entries: [refused], clock: 7)))
+        state.mailbox.frameSent()
+        #expect(state.next() == .ack(.init(store: "notes", vector: v)))
+    }
+
     @Test("An ack is noted only for origins we know; others wait until we know them")
     func acknowledge() {
         var state = Self.sharedState()

@@ -24,6 +24,8 @@ extension SyncSession {
             }
             // The mailbox is empty: what it held goes out in one flush (one TLS record when small).
             try await outbound.flush()
+            // An ack left alone waits for other mail, or for the ack delay.
+            if state.mailbox.heldAcksNeedTimer() { armAckTimer() }
         }
     }
 
@@ -38,6 +40,7 @@ extension SyncSession {
         context.metrics.sent(bytes: payload.readableBytes + 4, type: message.kind)
         let now = context.clock.now()
         state.sent(at: now)
+        state.mailbox.frameSent()
         if !message.isHeartbeat { state.active(at: now) }
         try await outbound.append(payload)
     }

@@ -162,11 +162,12 @@ extension SyncSession {
             context.limitedLog.log(.warning, "refused \(refused.count) of \(count) entries from the peer, applied the rest, and told the peer: \(Self.summary(refused))",
                                    kind: "refused entries of \(store.identifier)", peer: "\(peer.deviceID)", to: store.logger, metadata: ["peer": "\(peer)"])
         }
-        let effects = update {
-            $0.deltaApplied(store.identifier, carried: delta.entries.count + delta.undecodable.count, accepted: checked.accepted,
-                            changed: !changed.isEmpty, refused: refused, clock: replica.wallMilliseconds(), applied: applied,
-                            senderHas: delta.vector)
-        }
+        // The writer is woken only for what goes out now: an ack alone waits (SessionMailbox.holdsAcks).
+        let effects = state.deltaApplied(store.identifier, carried: delta.entries.count + delta.undecodable.count,
+                                         accepted: checked.accepted, changed: !changed.isEmpty, refused: refused,
+                                         clock: replica.wallMilliseconds(), applied: applied, senderHas: delta.vector)
+        if state.mailbox.hasSendable { wake() }
+        if state.mailbox.heldAcksNeedTimer() { armAckTimer() }
         if !changed.isEmpty { store.logger.debug("applied \(checked.accepted.count) entries; changed \(changed.count) keys") }
         engine?.route(effects, from: peer.deviceID, in: store)
     }

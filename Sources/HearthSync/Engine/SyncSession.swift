@@ -78,7 +78,9 @@ actor SyncSession {
         (asked, ask) = AsyncStream.makeStream()
         closeLink = { [link] in link.closeSoon() }
         initiator = initiatedLocally ? context.identity.deviceID : link.peer.deviceID
-        state = State(now: context.clock.now(), dialled: initiatedLocally)
+        var state = State(now: context.clock.now(), dialled: initiatedLocally)
+        state.mailbox.holdsAcks = true
+        self.state = state
         helloCheck = HelloCheck(account: Data(context.identity.account.id.bytes))
         self.context = context
         self.engine = engine
@@ -236,6 +238,18 @@ actor SyncSession {
 
     /// Wakes the writer (something was posted to the state's mailbox).
     nonisolated func wake() { wakeUp.yield() }
+
+    /// How long an ack waits for other mail to travel with (``SessionMailbox/holdsAcks``): a
+    /// peer waiting to be settled (`waitUntilSynced`) learns this much later at most.
+    static let ackDelay = Duration.milliseconds(10)
+
+    /// Releases the held acks after ``ackDelay`` (the mailbox noted the timer as armed).
+    func armAckTimer() {
+        Task { [weak self] in
+            try? await self?.context.clock.sleep(Self.ackDelay)
+            self?.enqueue { $0.update { $0.mailbox.ackTimerFired() } }
+        }
+    }
 
     /// Records what to send and wakes the writer.
     func post(_ change: (inout SessionMailbox) -> Void) {
