@@ -16,13 +16,9 @@ import Testing
 struct DeviceEventLoopTests {
     @Test("A device given an event loop group runs its engine's TLS network on it; one not given, on NIO's shared one")
     func givenGroup() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-loops-\(UUID())").path
+        let root = try Self.signedIn("hearth-loops")
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
-        _ = try accounts.createAccount(displayName: "Loops", passphrase: "pw", deviceName: "loops")
-        let configuration = UbiquitousKeyValueStore.Configuration(
-            dataDirectory: "\(root)/data", sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"),
-            logger: Logger(label: "test"))
+        let configuration = Self.syncing(root, data: "data")
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
         for given in [true, false] {
@@ -39,14 +35,10 @@ struct DeviceEventLoopTests {
 
     @Test("The daemon's device (onOneEventLoop) runs its TLS network and its stores' sockets on one loop; another device hosts on NIO's shared group")
     func oneLoop() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-oneloop-\(UUID())").path
+        let root = try Self.signedIn("hearth-oneloop")
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
-        _ = try accounts.createAccount(displayName: "Loops", passphrase: "pw", deviceName: "loops")
         for oneLoop in [true, false] {
-            let configuration = UbiquitousKeyValueStore.Configuration(
-                dataDirectory: "\(root)/data-\(oneLoop)", sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"),
-                logger: Logger(label: "test"))
+            let configuration = Self.syncing(root, data: "data-\(oneLoop)")
             let device = oneLoop ? try HearthDevice.onOneEventLoop(configuration) : try HearthDevice(configuration, disk: SystemDisk())
             let sync = try #require(try DeviceSync.start(device: device) { _ in nil })
             // Two stores: NIO's group hands out its loops in turn, so a host on it would land on
@@ -112,6 +104,21 @@ struct DeviceEventLoopTests {
         }
         try await clientGroup.shutdownGracefully()
         try await hostGroup.shutdownGracefully()
+    }
+
+    /// A new temporary folder whose `config` holds a signed-in device of a new account.
+    static func signedIn(_ prefix: String) throws -> String {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID())").path
+        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
+        _ = try accounts.createAccount(displayName: "Loops", passphrase: "pw", deviceName: "loops")
+        return root
+    }
+
+    /// A store configuration syncing as the device of `root`'s account, on loopback, no discovery.
+    static func syncing(_ root: String, data: String) -> UbiquitousKeyValueStore.Configuration {
+        UbiquitousKeyValueStore.Configuration(
+            dataDirectory: "\(root)/\(data)", sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"),
+            logger: Logger(label: "test"))
     }
 
     /// Runs `work`, which blocks, on a Dispatch thread rather than the cooperative pool.
