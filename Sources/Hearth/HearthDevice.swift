@@ -88,6 +88,13 @@ public final class HearthDevice: Sendable {
         self.init(checked: configuration, watcher: nil, disk: disk, eventLoopGroup: eventLoopGroup, saveScheduler: saveScheduler)
     }
 
+    /// A device whose TLS sessions and store sockets (its apps' connections) all run on one
+    /// event loop of NIO's shared group: what one write touches then stays on one thread. The
+    /// device daemon's (docs/daemon.md).
+    package static func onOneEventLoop(_ configuration: UbiquitousKeyValueStore.Configuration) throws(KeyValueStoreError) -> HearthDevice {
+        try HearthDevice(configuration, disk: SystemDisk(), eventLoopGroup: MultiThreadedEventLoopGroup.singleton.next())
+    }
+
     /// A device with `watcher` shared, or a watcher of its own when nil.
     private init(checked configuration: UbiquitousKeyValueStore.Configuration, watcher shared: AccountDirectoryWatcher?,
                  disk: any StoreDisk, eventLoopGroup: (any EventLoopGroup)? = nil, saveScheduler: SaveScheduler? = nil) {

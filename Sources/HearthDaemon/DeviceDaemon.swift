@@ -106,7 +106,11 @@ package final class DeviceDaemon: Sendable {
         do {
             authority = try unlock()
             let base = StoreAccess(folders: options.folders, peering: options.peering, storeIdentifier: "-", identity: nil)
-            device = try options.device ?? HearthDevice(base.configuration(logLevel: .warning))
+            // One event loop for the daemon's TLS sessions and its apps' connections: a write an
+            // app sends reaches the sessions that push it, and a peer's change the apps, on the
+            // thread that read it (no wake-up of another thread per write). Signatures and
+            // verifications of big batches still go to the global executor (SyncStore).
+            device = try options.device ?? HearthDevice.onOneEventLoop(base.configuration(logLevel: .warning))
         } catch {
             lock.release()
             throw error

@@ -140,6 +140,57 @@ struct RelayRoutingTests {
         #expect(state.next() == .ack(.init(store: "notes", vector: v)))
     }
 
+    @Test("A delta whose sender has all we have is relayed to the others only; one that leaves us ahead goes to every session")
+    func senderWithAllIsNotPushed() {
+        var state = Self.sharedState()
+        let applied = VersionVector([Self.origin(of: Self.c): 1])
+        let covering = state.deltaApplied("notes", carried: 1, accepted: [], changed: true, refused: [], clock: 0, applied: applied,
+                                          senderHas: applied.union(VersionVector([Self.origin(of: Self.d): 2])))
+        #expect(covering == [.pushOthers("notes")])
+        let ahead = applied.union(VersionVector([Self.origin(of: Self.us): 3]))
+        let behind = state.deltaApplied("notes", carried: 1, accepted: [], changed: true, refused: [], clock: 0, applied: ahead,
+                                        senderHas: applied)
+        #expect(behind == [.push("notes")], "the sender lacks our write: its session must send it")
+    }
+
+    @Test("Held acks: an ack alone waits for the timer or for another frame, travels with that frame, and a refusal is not held")
+    func heldAcks() {
+        var state = Self.sharedState()
+        state.mailbox.holdsAcks = true
+        let v = VersionVector([Self.origin(of: Self.c): 1])
+        _ = state.deltaApplied("notes", carried: 1, accepted: [], changed: false, refused: [], clock: 0, applied: v)
+        #expect(!state.mailbox.hasSendable, "nothing to wake the writer for")
+        #expect(state.next() == nil)
+        let first = state.mailbox.heldAcksNeedTimer(), second = state.mailbox.heldAcksNeedTimer()
+        #expect(first)
+        #expect(!second, "one timer however many acks")
+        // A later delta's ack replaces the held one.
+        let w = VersionVector([Self.origin(of: Self.c): 2])
+        _ = state.deltaApplied("notes", carried: 1, accepted: [], changed: false, refused: [], clock: 0, applied: w)
+        #expect(state.next() == nil)
+        state.mailbox.ackTimerFired()
+        #expect(state.mailbox.hasSendable)
+        #expect(state.next() == .ack(.init(store: "notes", vector: w)))
+        #expect(state.next() == nil)
+        // Past the timer, acks are held again.
+        _ = state.deltaApplied("notes", carried: 1, accepted: [], changed: false, refused: [], clock: 0, applied: v)
+        #expect(state.next() == nil)
+        // Another frame goes out (a ping): the held ack goes with it, in the same flush.
+        state.mailbox.ping = true
+        #expect(state.mailbox.hasSendable)
+        #expect(state.next() == .ping)
+        state.mailbox.frameSent()
+        #expect(state.next() == .ack(.init(store: "notes", vector: v)))
+        #expect(state.next() == nil)
+        // A refusal goes at once, and its ack with it.
+        let refused = RefusedEntry(key: StoreKey("k"), origin: Self.origin(of: Self.c), sequence: 2, reason: .badSignature, detail: "test")
+        _ = state.deltaApplied("notes", carried: 1, accepted: [], changed: false, refused: [refused], clock: 7, applied: v)
+        #expect(state.mailbox.hasSendable)
+        #expect(state.next() == .refused(.init(store: "notes", entries: [refused], clock: 7)))
+        state.mailbox.frameSent()
+        #expect(state.next() == .ack(.init(store: "notes", vector: v)))
+    }
+
     @Test("An ack is noted only for origins we know; others wait until we know them")
     func acknowledge() {
         var state = Self.sharedState()
@@ -215,6 +266,7 @@ struct RelayRoutingTests {
         var routing = Routing<Session>()
         for device in [Self.d, Self.peer, Self.c] { _ = routing.admit(Session("\(device.short)"), peer: device, initiator: Self.us, removed: false) }
         #expect(routing.targets(of: .push("notes"), from: Self.peer).count == 3)
+        #expect(Set(routing.targets(of: .pushOthers("notes"), from: Self.peer).map(\.name)) == [Self.c.short, Self.d.short])
         #expect(Set(routing.targets(of: .tellLinkedPeers("notes", writers: []), from: Self.peer).map(\.name)) == [Self.c.short, Self.d.short])
         #expect(routing.linked(except: Self.c) == [Self.peer, Self.d])
         #expect(Routing<Session>.onRemovals([Self.c], peer: Self.c, us: Self.us) == .expel)

@@ -16,13 +16,9 @@ import Testing
 struct DeviceEventLoopTests {
     @Test("A device given an event loop group runs its engine's TLS network on it; one not given, on NIO's shared one")
     func givenGroup() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hearth-loops-\(UUID())").path
+        let root = try Self.signedIn("hearth-loops")
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
-        _ = try accounts.createAccount(displayName: "Loops", passphrase: "pw", deviceName: "loops")
-        let configuration = UbiquitousKeyValueStore.Configuration(
-            dataDirectory: "\(root)/data", sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"),
-            logger: Logger(label: "test"))
+        let configuration = Self.syncing(root, data: "data")
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
         for given in [true, false] {
@@ -35,6 +31,34 @@ struct DeviceEventLoopTests {
             await device.stop()
         }
         try await group.shutdownGracefully()
+    }
+
+    @Test("The daemon's device (onOneEventLoop) runs its TLS network and its stores' sockets on one loop; another device hosts on NIO's shared group")
+    func oneLoop() async throws {
+        let root = try Self.signedIn("hearth-oneloop")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        for oneLoop in [true, false] {
+            let configuration = Self.syncing(root, data: "data-\(oneLoop)")
+            let device = oneLoop ? try HearthDevice.onOneEventLoop(configuration) : try HearthDevice(configuration, disk: SystemDisk())
+            let sync = try #require(try DeviceSync.start(device: device) { _ in nil })
+            // Two stores: NIO's group hands out its loops in turn, so a host on it would land on
+            // another loop than the sessions' for one of them.
+            for name in ["com.example.loops", "com.example.loops2"] {
+                let store = try device.store(name)
+                let host = try #require(store.backend.state.withLock { $0.localHost })
+                let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
+                #expect(loops.contains { $0 === host.server.eventLoop })
+                if oneLoop {
+                    let transport = try #require(sync.engine.network as? PeerTransport)
+                    let loop = try #require(transport.group as? any EventLoop)
+                    #expect(host.server.eventLoop === loop, "the stores' sockets on the sessions' loop")
+                } else {
+                    #expect(device.eventLoopGroup === MultiThreadedEventLoopGroup.singleton)
+                }
+            }
+            await sync.stop()
+            await device.stop()
+        }
     }
 
     @Test("A device given an event loop group hosts its stores for other processes on it, and a device attached to it connects (and, once the host goes, hosts) on its own; without one, on NIO's shared one")
@@ -80,6 +104,21 @@ struct DeviceEventLoopTests {
         }
         try await clientGroup.shutdownGracefully()
         try await hostGroup.shutdownGracefully()
+    }
+
+    /// A new temporary folder whose `config` holds a signed-in device of a new account.
+    static func signedIn(_ prefix: String) throws -> String {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID())").path
+        let accounts = AccountStore(directory: URL(fileURLWithPath: "\(root)/config"), logger: Logger(label: "test"), scrypt: .testing)
+        _ = try accounts.createAccount(displayName: "Loops", passphrase: "pw", deviceName: "loops")
+        return root
+    }
+
+    /// A store configuration syncing as the device of `root`'s account, on loopback, no discovery.
+    static func syncing(_ root: String, data: String) -> UbiquitousKeyValueStore.Configuration {
+        UbiquitousKeyValueStore.Configuration(
+            dataDirectory: "\(root)/\(data)", sync: SyncSettings(accountDirectory: "\(root)/config", discovery: .none, listenHost: "127.0.0.1"),
+            logger: Logger(label: "test"))
     }
 
     /// Runs `work`, which blocks, on a Dispatch thread rather than the cooperative pool.

@@ -48,7 +48,7 @@ final class EngineSessions: Sendable {
         for effect in effects {
             let targets = state.withLock { $0.sessions.targets(of: effect, from: device) }
             switch effect {
-            case .push(let name):
+            case .push(let name), .pushOthers(let name):
                 for session in targets { session.push(name) }
             case .originsLearned(let name):
                 for session in targets where session.shares(name) { session.noteClaimsNowKnown(of: store) }

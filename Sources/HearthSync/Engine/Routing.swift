@@ -8,6 +8,9 @@ import HearthIdentity
 package enum RelayEffect: Sendable, Equatable {
     /// Other peers may lack what this one brought: every session is to send what its peer lacks.
     case push(String)
+    /// As ``push(_:)``, but the peer that brought it is left out: it has everything we have (its
+    /// delta's vector covers ours after applying it), so its session would find nothing to send.
+    case pushOthers(String)
     /// Entries of origins new to the store arrived: sessions note what their peer said it had
     /// of them before we knew them (``SessionState/claimsNowKnown(of:in:)``).
     case originsLearned(String)
@@ -97,6 +100,7 @@ package struct Routing<Session: AnyObject & Sendable>: Sendable {
     package func targets(of effect: RelayEffect, from sender: DeviceID) -> [Session] {
         switch effect {
         case .push: return sessions
+        case .pushOthers: return sessions(except: sender)
         case .originsLearned: return sessions
         case .tellLinkedPeers: return routes.compactMap { $0.key != sender ? $0.value.session : nil }
         }

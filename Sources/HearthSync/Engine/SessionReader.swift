@@ -247,10 +247,12 @@ struct SessionReader: Sendable {
             context.limitedLog.log(.warning, "refused \(refused.count) of \(count) entries from the peer, applied the rest, and told the peer: \(Self.summary(refused))",
                                    kind: "refused entries of \(store.identifier)", peer: "\(peer.deviceID)", to: store.logger, metadata: ["peer": "\(peer)"])
         }
-        let effects = session.update {
-            $0.deltaApplied(store.identifier, carried: delta.entries.count + delta.undecodable.count, accepted: checked.accepted,
-                            changed: !changed.isEmpty, refused: refused, clock: replica.wallMilliseconds(), applied: applied)
-        }
+        // The writer is woken only for what goes out now: an ack alone waits (SessionMailbox.holdsAcks).
+        let effects = session.state.deltaApplied(store.identifier, carried: delta.entries.count + delta.undecodable.count,
+                                                 accepted: checked.accepted, changed: !changed.isEmpty, refused: refused,
+                                                 clock: replica.wallMilliseconds(), applied: applied, senderHas: delta.vector)
+        if session.state.mailbox.hasSendable { session.wake() }
+        if session.state.mailbox.heldAcksNeedTimer() { session.armAckTimer() }
         if !changed.isEmpty { store.logger.debug("applied \(checked.accepted.count) entries; changed \(changed.count) keys") }
         session.engine?.route(effects, from: peer.deviceID, in: store)
     }

@@ -240,12 +240,15 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// if the delta carried anything, our vector; returned is what the other sessions are to do
     /// (``Routing/targets(of:from:)``): relay what changed, note claims about origins now known,
     /// and tell peers linked to the writers our vector.
+    /// `senderHas`, the delta's vector: when it covers `applied`, the peer lacks nothing of ours
+    /// and only the other sessions are pushed.
     package mutating func deltaApplied(_ name: String, carried: Int, accepted: [Entry], changed: Bool, refused: [RefusedEntry],
-                                       clock: @autoclosure () -> UInt64, applied: VersionVector) -> [RelayEffect] {
+                                       clock: @autoclosure () -> UInt64, applied: VersionVector,
+                                       senderHas: VersionVector? = nil) -> [RelayEffect] {
         // An empty delta teaches the peer nothing new about us: its hello already did.
         self.applied(name, refused: refused, clock: refused.isEmpty ? 0 : clock(), ack: carried == 0 ? nil : applied)
         var effects: [RelayEffect] = []
-        if changed { effects.append(.push(name)) }
+        if changed { effects.append(senderHas?.dominates(applied) == true ? .pushOthers(name) : .push(name)) }
         if !accepted.isEmpty {
             effects.append(.originsLearned(name))
             effects.append(.tellLinkedPeers(name, writers: Set(accepted.map(\.origin.devicePrefix))))

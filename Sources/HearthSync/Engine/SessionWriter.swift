@@ -33,6 +33,8 @@ struct SessionWriter {
             }
             // The mailbox is empty: what it held goes out in one flush (one TLS record when small).
             try await outbound.flush()
+            // An ack left alone waits for other mail, or for the ack delay.
+            if session.state.mailbox.heldAcksNeedTimer() { session.armAckTimer() }
         }
     }
 
@@ -47,6 +49,7 @@ struct SessionWriter {
         session.context.metrics.sent(bytes: payload.readableBytes + 4, type: message.kind)
         let now = session.context.clock.now()
         session.state.sent(at: now)
+        session.state.mailbox.frameSent()
         if !message.isHeartbeat { session.state.active(at: now) }
         try await outbound.append(payload)
     }

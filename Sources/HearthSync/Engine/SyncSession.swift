@@ -63,6 +63,9 @@ actor SyncSession {
     /// Wakes the writer; holds at most one wake-up (the state's mailbox holds what to send).
     private let wakeUp: AsyncStream<Void>.Continuation
     let wakeUps: AsyncStream<Void>
+    /// Arms the ack timer of a session with no loop (``runAckTimer()``); the mailbox arms it once at a time.
+    private let ackTimerArm: AsyncStream<Void>.Continuation
+    private let ackTimerArms: AsyncStream<Void>
     /// Closes the link from any thread: the way to stop the reader, which waits on it.
     private let closeLink: @Sendable () -> Void
     let logger: Logger
@@ -75,10 +78,13 @@ actor SyncSession {
         (asked, ask) = AsyncStream.makeStream()
         closeLink = { [link] in link.closeSoon() }
         initiator = initiatedLocally ? context.identity.deviceID : link.peer.deviceID
-        state = State(now: context.clock.now(), dialled: initiatedLocally)
+        var state = State(now: context.clock.now(), dialled: initiatedLocally)
+        state.mailbox.holdsAcks = true
+        self.state = state
         self.context = context
         self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        (ackTimerArms, ackTimerArm) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         var logger = context.logger
         logger[metadataKey: "peer"] = "\(link.peer)"
         self.logger = logger
@@ -233,6 +239,31 @@ actor SyncSession {
     /// Wakes the writer (something was posted to the state's mailbox).
     nonisolated func wake() { wakeUp.yield() }
 
+    /// How long an ack waits for other mail to travel with (``SessionMailbox/holdsAcks``): a
+    /// peer waiting to be settled (`waitUntilSynced`) learns this much later at most.
+    static let ackDelay = Duration.milliseconds(10)
+
+    /// Releases the held acks after ``ackDelay`` (the mailbox noted the timer as armed): on the
+    /// loop, a task NIO schedules there (one pending when the loop shuts down is dropped
+    /// quietly); with no loop, the session's timer task, on the engine's clock (the simulator's
+    /// virtual one).
+    nonisolated func armAckTimer() {
+        guard let eventLoop else { ackTimerArm.yield(); return }
+        let (seconds, attoseconds) = Self.ackDelay.components
+        eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+            self.assumeIsolated { $0.update { $0.mailbox.ackTimerFired() } }
+        }
+    }
+
+    /// The ack timer of a session with no loop: a task of the session's group (``exchange(_:)``),
+    /// so it ends with the session. Each arming waits ``ackDelay``, then lets the held acks go.
+    private func runAckTimer() async {
+        for await _ in ackTimerArms {
+            do { try await context.clock.sleep(Self.ackDelay) } catch { return }
+            update { $0.mailbox.ackTimerFired() }
+        }
+    }
+
     /// Records what to send and wakes the writer.
     func post(_ change: (inout SessionMailbox) -> Void) {
         update { change(&$0.mailbox) }
@@ -247,6 +278,7 @@ actor SyncSession {
     func closeNow() {
         state.closed = true
         wakeUp.finish()
+        ackTimerArm.finish()
         closeLink()
     }
 
@@ -370,6 +402,7 @@ actor SyncSession {
                 }
                 if self.eventLoop == nil {
                     group.addTask { await self.drainAsked() }
+                    group.addTask { await self.runAckTimer() }
                 }
                 // From the start: a peer that never says hello is dropped like a silent one.
                 group.addTask {
