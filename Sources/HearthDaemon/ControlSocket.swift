@@ -180,7 +180,12 @@ package final class ControlServer: Sendable {
         }
         guard begins else { return }
         Thread.detachNewThread { [self] in
+            // A descriptor kept in reserve: out of descriptors, it is let go to accept the waiting
+            // client and close it at once (the client finds the connection closed, and says
+            // so), instead of the listener spinning on EMFILE or ending for good.
+            var spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
             defer {
+                if spare >= 0 { close(spare) }
                 // The descriptor is closed here, under the lock stop() shuts it down under, so
                 // neither acts on a number the other has let go.
                 lifecycle.withLock { state in
@@ -194,10 +199,12 @@ package final class ControlServer: Sendable {
                     let error = errno
                     if error == EINTR || error == ECONNABORTED { continue }
                     if lifecycle.withLock({ $0.stopped }) { return }     // stop() shut the socket down
-                    if error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM {
-                        // Out of descriptors or memory for now: the listener stays, and retries.
-                        note("cannot accept on \(path): \(String(cString: strerror(error))); retrying")
-                        usleep(100_000)     // this thread is ours, not the pool's
+                    if error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM, spare >= 0 {
+                        close(spare)
+                        let refused = accept(fd, nil, nil)
+                        if refused >= 0 { close(refused) }
+                        spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                        note("refused a connection to \(path): \(String(cString: strerror(error)))")
                         continue
                     }
                     note("stopped accepting on \(path): \(String(cString: strerror(error)))")
