@@ -35,17 +35,17 @@ extension Household {
     func hostileAct() {
         guard let member = members.last, member.hostile, let stores = member.run.withLock({ $0?.hostile }), !stores.isEmpty else { return }
         let acts = HostileStore.Act.allCases
-        let choice = draw(below: acts.count + 2)
-        let name = settings.stores[draw(below: settings.stores.count)]
+        let choice = draws.draw(below: acts.count + 2)
+        let name = settings.stores[draws.draw(below: settings.stores.count)]
         switch choice {
         case acts.count:
             // Up to past the 2,048 origins one device may have with entries in a store.
-            let count = 500 + draw(below: 2000)
+            let count = 500 + draws.draw(below: 2000)
             trace.log("d\(member.index) (hostile) floods \(name) with \(count) origins")
             stores[name]!.flood(count, newOrigins: true, valueBytes: 16)
         case acts.count + 1:
             // Up to past a signer's share of a store (2,048 keys, 2 MB) in one flood.
-            let count = 1000 + draw(below: 2000)
+            let count = 1000 + draws.draw(below: 2000)
             trace.log("d\(member.index) (hostile) floods \(name) with \(count) keys of 800 bytes")
             stores[name]!.flood(count, newOrigins: false, valueBytes: 800)
         default:

@@ -61,7 +61,7 @@ final class Household: Sendable {
     static let t0: UInt64 = 1_767_225_600_000
     /// The quiet spell before the final check: far longer than the longest back-off (10 s
     /// and its jitter) and a heartbeat; with link faults, than the longest a half-open link
-    /// may live too (``halfOpenBound``, 8.5 min), and the sync after it.
+    /// may live too (``HouseholdFaults/halfOpenBound``, 8.5 min), and the sync after it.
     var quietSpell: Duration { settings.linkFaults ? .seconds(720) : .seconds(300) }
 
     /// A device as the household knows it.
@@ -106,11 +106,10 @@ final class Household: Sendable {
     let lan: SimulatedLAN
     let members: [Member]
     let logger: Logger
-    /// The workload's and the faults' draws (the engines draw from their own).
-    private let random: Locked<SplitMix64>
-    /// A crash drawn to follow the next write, this long after it: within the second its save
-    /// waits (the write-behind), when its peers may have the write and its disk not yet.
-    private let crashAfterWrite = Locked<Duration?>(nil)
+    /// The workload's, the faults' and the hostile member's draws (the engines draw from their own).
+    let draws: Draws
+    /// The faults drawn among the workload.
+    let faults: HouseholdFaults
 
     init(seed: UInt64, settings: Settings, executor: SimulationExecutor) throws {
         self.seed = seed
@@ -152,16 +151,8 @@ final class Household: Sendable {
         checker = Checker(trace: trace, prefixes: Dictionary(uniqueKeysWithValues: members.map {
             (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
         }), honest: members.filter { !$0.hostile }.map(\.index), checksCoverage: !settings.hostile && !settings.clockFaults)
-        random = Locked(SplitMix64(seed: keys.next()))
-    }
-
-    func draw() -> UInt64 { random.withLock { $0.next() } }
-    func draw(below bound: Int) -> Int { Int(draw() % UInt64(bound)) }
-    func unit() -> Double { Double(draw() >> 11) / Double(1 << 53) }
-
-    /// A duration drawn uniformly from `range` (seconds), in whole milliseconds.
-    func duration(_ range: ClosedRange<Double>) -> Duration {
-        .milliseconds(Int64((range.lowerBound + (range.upperBound - range.lowerBound) * unit()) * 1000))
+        draws = Draws(seed: keys.next())
+        faults = HouseholdFaults(settings: settings, members: members, lan: lan, trace: trace, executor: executor, checker: checker, draws: draws)
     }
 
     // MARK: The run
@@ -171,16 +162,16 @@ final class Household: Sendable {
         let end = Duration.seconds(settings.hours * 3600)
         let writeRate = Double(settings.devices) * settings.writesPerMinute / 60   // per second
         // Each kind of fault as often as without link faults.
-        let faultRate = settings.faultsPerHour * Double(faultKinds) / Double(faultKinds - linkFaultKinds) / 3600
+        let faultRate = settings.faultsPerHour * Double(faults.faultKinds) / Double(faults.faultKinds - faults.linkFaultKinds) / 3600
         let hostileRate = settings.hostile ? Self.hostileActsPerHour / 3600 : 0
         let total = writeRate + faultRate + hostileRate
         var crashed = false
         while executor.now < end {
             // The next event of a Poisson process of writes, faults and the hostile member's acts.
-            let gap = -log(1 - unit()) / total
+            let gap = -log(1 - draws.unit()) / total
             try? await executor.sleep(for: .milliseconds(Int64(gap * 1000)))
             guard executor.now < end, !settings.failFast || checker.violations.isEmpty else { break }
-            let pick = unit()
+            let pick = draws.unit()
             if pick < writeRate / total { write() } else if pick < (writeRate + faultRate) / total { crashed = await fault() || crashed } else { hostileAct() }
         }
         trace.log("workload over: clocks set right, healing, restarting, then \(quietSpell) of quiet")
@@ -293,13 +284,13 @@ final class Household: Sendable {
             guard up.contains(where: { $0 === launched }) else { return }
             (chosen, writers) = ([launched], 1)
         } else {
-            writers = up.count > 1 && draw(below: 8) == 0 ? 2 : 1
-            for i in 0..<writers { chosen.swapAt(i, i + draw(below: chosen.count - i)) }
+            writers = up.count > 1 && draws.draw(below: 8) == 0 ? 2 : 1
+            for i in 0..<writers { chosen.swapAt(i, i + draws.draw(below: chosen.count - i)) }
         }
-        let store = settings.stores[draw(below: settings.stores.count)]
-        let key = StoreKey("k\(draw(below: settings.keys))")
+        let store = settings.stores[draws.draw(below: settings.stores.count)]
+        let key = StoreKey("k\(draws.draw(below: settings.keys))")
         for member in chosen.prefix(writers) {
-            let value: PropertyListValue? = draw(below: 5) == 0 ? nil : .integer(Int64(draw(below: 1_000_000)))
+            let value: PropertyListValue? = draws.draw(below: 5) == 0 ? nil : .integer(Int64(draws.draw(below: 1_000_000)))
             guard let entry = member.run.withLock({ $0 })?.stores[store]?.write(value, forKey: key) else { continue }
             let others = up.filter { $0 !== member }.compactMap { other in
                 other.run.withLock { $0 }?.stores[store].map { (device: other.index, vector: $0.syncVector) }
@@ -309,10 +300,10 @@ final class Household: Sendable {
         crashSoon(chosen[0])
     }
 
-    /// The crash drawn to follow a write (``crashAfterWrite``), of the device that wrote.
+    /// The crash drawn to follow a write (``HouseholdFaults/crashAfterWrite``), of the device that wrote.
     private func crashSoon(_ member: Member) {
-        guard let delay = crashAfterWrite.withLock({ d in defer { d = nil }; return d }) else { return }
-        let (down, end) = (duration(5...300), Duration.seconds(settings.hours * 3600))
+        guard let delay = faults.crashAfterWrite.withLock({ d in defer { d = nil }; return d }) else { return }
+        let (down, end) = (draws.duration(5...300), Duration.seconds(settings.hours * 3600))
         trace.log("d\(member.index) crashes in \(delay)")
         executor.after(delay) { [self] in
             // Not once the workload is over (every device is then up for the final checks).
@@ -331,80 +322,12 @@ final class Household: Sendable {
         }
     }
 
-    /// How many kinds of fault are drawn among, and how many of them are link faults (drawn
-    /// after the others, so that a run without them draws as before).
-    private var faultKinds: Int { 4 + linkFaultKinds }
-    private var linkFaultKinds: Int { settings.linkFaults ? LinkFault.allCases.count : 0 }
-
-    /// One fault drawn from the seed. Returns whether a device crashed.
+    /// One fault drawn from the seed (``HouseholdFaults/fault()``); a crash is the household's to
+    /// make. Returns whether a device crashed.
     private func fault() async -> Bool {
-        let kind = draw(below: faultKinds)
-        if kind >= faultKinds - linkFaultKinds {
-            inject(LinkFault.allCases[kind - (faultKinds - linkFaultKinds)])
-            return false
-        }
-        switch kind {
-        case 3:
-            // A device's clock is set right if it was off, else set off: by up to 10 minutes
-            // either way (beyond the minute a peer may lead the clock, within the 12 h bound);
-            // with --clock-faults by up to 11 hours either way, or (1 in 4) 13 to 20 hours ahead,
-            // beyond the bound peers accept.
-            let member = members[draw(below: members.count)]
-            let skew: Int64 = member.skew.withLock { $0 } != 0 ? 0
-                : !settings.clockFaults ? Int64(duration(-600...600).components.seconds * 1000)
-                : draw(below: 4) == 0 ? Int64(duration(46_800...72_000).components.seconds * 1000)
-                : Int64(duration(-39_600...39_600).components.seconds * 1000)
-            member.skew.withLock { $0 = skew }
-            trace.log("d\(member.index) clock off by \(skew) ms")
-            return false
-        // Not with --clock-faults, whose seeds stay as they were (findings 2, 3 and 5 replay).
-        case 0 where settings.pairCuts && !settings.clockFaults && settings.devices > 2 && draw(below: 2) == 0:
-            // Two devices that cannot reach each other while both reach the others (out of
-            // each other's radio range): what relaying is for. Healed after up to 10 minutes.
-            let a = draw(below: settings.devices)
-            let b = (a + 1 + draw(below: settings.devices - 1)) % settings.devices
-            let lasting = duration(10...600)
-            trace.log("d\(a) and d\(b) cut off from each other for \(lasting)")
-            let number = lan.cut(a, b)
-            executor.after(lasting) { [lan, trace] in
-                if lan.rejoin(number) { trace.log("d\(a) and d\(b) rejoined") }
-            }
-            return false
-        case 0:
-            // Two sides, each with at least one device; healed after up to 10 minutes.
-            let cut = 1 + draw(below: settings.devices - 1)
-            var order = Array(0..<settings.devices)
-            for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, draw(below: i + 1)) }
-            var side = Array(repeating: 0, count: settings.devices)
-            for device in order.prefix(cut) { side[device] = 1 }
-            let lasting = duration(10...600)
-            trace.log("partition \(side.map(String.init).joined()) for \(lasting)")
-            let number = lan.partition(side)
-            executor.after(lasting) { [lan, trace] in
-                if lan.heal(number) { trace.log("heal") }
-            }
-            return false
-        case 1:
-            let links = lan.links
-            guard !links.isEmpty else { return false }
-            let link = links[draw(below: links.count)]
-            trace.log("reset d\(link.local)->d\(link.remote)")
-            lan.reset(link.id)
-            return false
-        default:
-            // One crash in two follows the next write, within its write-behind second (finding 1,
-            // fixed; --no-crash-after-write leaves these out).
-            if settings.crashAfterWrite, !settings.clockFaults, draw(below: 2) == 0 {
-                crashAfterWrite.withLock { $0 = duration(0...1) }
-                return false
-            }
-            let up = members.filter { $0.run.withLock { $0 != nil } }
-            guard up.count > 1 else { return false }
-            let member = up[draw(below: up.count)]
-            let down = duration(5...300)
-            await crash(member)
-            executor.after(down) { [self] in Task { await restart(member) } }
-            return true
-        }
+        guard let (member, down) = faults.fault() else { return false }
+        await crash(member)
+        executor.after(down) { [self] in Task { await restart(member) } }
+        return true
     }
 }

@@ -53,12 +53,9 @@ package struct Replica: Sendable, Equatable {
     /// Stamps no longer on its entries that later stamps must still beat: the highest collected
     /// removal, and each key's superseded entries (saved; see ``StampHistory``).
     package private(set) var history = StampHistory()
-    /// The DER certificates of devices that signed entries, by signer (device ID bytes).
-    ///
-    /// Kept with the entries so that this replica can prove them to a peer after a restart,
-    /// even while their signer is away: a relayed entry travels with its signer's certificate.
-    /// Opaque here; the sync engine checks each one against the account CA when it loads them.
-    package private(set) var certificates: [Data: Data]
+    /// The DER certificates of devices that signed entries, by signer (``SignerCertificates``).
+    package private(set) var signerCertificates: SignerCertificates
+    package var certificates: [Data: Data] { signerCertificates.bySigner }
 
     /// What one signing device's current entries take (``signerUsage``).
     package typealias SignerUsage = HearthCore.SignerUsage
@@ -97,7 +94,7 @@ package struct Replica: Sendable, Equatable {
         self.entries = entries
         tallies = EntryTallies(of: entries.values)
         peers = KnownPeers(peerVectors)
-        self.certificates = certificates
+        signerCertificates = SignerCertificates(certificates)
     }
 
     // MARK: Reading
@@ -210,7 +207,7 @@ package struct Replica: Sendable, Equatable {
     ///
     /// Without `overGaps` the vector advances, per origin, only over sequences this replica
     /// holds (the delta's and its current entries), from its counter up: the caller holds back an
-    /// entry the sender may have superseded other origins' entries with (``advanceWithoutGaps(over:)``).
+    /// entry the sender may have superseded other origins' entries with (``HeldOffAdvances``).
     ///
     /// Returns the keys whose visible value changed, in the order of the delta.
     @discardableResult
@@ -226,35 +223,15 @@ package struct Replica: Sendable, Equatable {
             merge(entry, wall: wall)
             if overGaps { vector.advance(origin: entry.origin, to: entry.sequence) }
         }
-        if !overGaps { advanceWithoutGaps(over: delta) }
+        if !overGaps { HeldOffAdvances.advanceWithoutGaps(&vector, over: delta, entries: entries) }
         if let senderVector { vector.formUnion(senderVector) }
         compactVector()
         // Compare with the start, not per entry: a key changed twice may be back where it was.
         return order.filter { before[$0]! != value(forKey: $0) }
     }
 
-    /// Advances each origin of `delta` over the sequences following its counter that this
-    /// replica holds, an entry of the delta or a current one, and stops at the first it lacks.
-    ///
-    /// A per-entry advance also covers the origin's earlier entries the sender did not send,
-    /// which is sound only if the sender superseded each with an entry this replica has. If this
-    /// replica holds one of the sender's entries back, the entry it superseded may be of any
-    /// origin, in any gap: covered, no peer would send it again, and peers would collect it, a
-    /// removal, while this replica shows the older value (docs/simulator.md, finding 8).
-    package mutating func advanceWithoutGaps(over delta: [Entry]) {
-        let origins = Set(delta.map(\.origin))
-        var held: [ReplicaID: Set<UInt64>] = [:]
-        for entry in delta { held[entry.origin, default: []].insert(entry.sequence) }
-        for entry in entries.values where origins.contains(entry.origin) { held[entry.origin]!.insert(entry.sequence) }
-        for (origin, sequences) in held {
-            var counter = vector[origin]
-            while sequences.contains(counter + 1) { counter += 1 }
-            vector.advance(origin: origin, to: counter)
-        }
-    }
-
     /// Advances the vector to `counters` (what per-entry advances held off while entries were
-    /// held back, once none is: ``advanceWithoutGaps(over:)``).
+    /// held back, once none is: ``HeldOffAdvances``).
     package mutating func cover(_ counters: VersionVector) {
         vector.formUnion(counters)
         compactVector()
@@ -398,18 +375,11 @@ package struct Replica: Sendable, Equatable {
         return copy
     }
 
-    // MARK: Signers' certificates
+    // MARK: Signers' certificates (``SignerCertificates``, documented there)
 
-    /// Remembers `der` as the certificate of `signer` (whose entries this replica may hold).
-    package mutating func keepCertificate(_ der: Data, signer: Data) {
-        certificates[signer] = der
-    }
-
+    package mutating func keepCertificate(_ der: Data, signer: Data) { signerCertificates.keepCertificate(der, signer: signer) }
     /// The certificates of the devices that signed a current entry: what is worth saving.
-    package var certificatesInUse: [Data: Data] {
-        let signers = Set(entries.values.compactMap { $0.signature?.signer })
-        return certificates.filter { signers.contains($0.key) }
-    }
+    package var certificatesInUse: [Data: Data] { signerCertificates.certificatesInUse(by: entries.values) }
 
     // MARK: Peers and tombstones
 

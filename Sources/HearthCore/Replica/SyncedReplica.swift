@@ -37,8 +37,8 @@ package struct SyncedReplica: Sendable {
     /// peers send it again (see ``applyRemote(_:heldBack:wall:)``).
     package private(set) var heldBack: [ReplicaID: Entry] = [:]
     /// What the vector would have advanced to, per entry, while entries were held back: made
-    /// once none is (see ``applyRemote(_:heldBack:wall:)``).
-    private var deferredCover = VersionVector()
+    /// once none is (see ``applyRemote(_:heldBack:wall:)``, ``HeldOffAdvances``).
+    private var deferredCover = HeldOffAdvances()
 
     /// How long a tombstone is kept when some known peer never acknowledges it (30 days).
     package static let tombstoneHorizon: UInt64 = 30 * 86_400_000
@@ -82,7 +82,7 @@ package struct SyncedReplica: Sendable {
         self.replica = replica
         unsignedKeys = Self.unsigned(in: replica)
         heldBack = [:]
-        deferredCover = VersionVector()
+        deferredCover = HeldOffAdvances()
     }
 
     private static func unsigned(in replica: Replica) -> Set<StoreKey> {
@@ -248,9 +248,7 @@ package struct SyncedReplica: Sendable {
         let holding = !heldBack.isEmpty
         let changed = replica.apply(accepted, coveredBy: nil, wall: wall, overGaps: !holding)
         if holding {
-            for entry in accepted { deferredCover.advance(origin: entry.origin, to: entry.sequence) }
-            // Bounded as the vector is: an origin that owns no entry keeps no counter anyway.
-            deferredCover = deferredCover.filter { replica.originEntries[$0] != nil }
+            deferredCover.hold(accepted, in: replica)
             // A hold ends when the entry arrives or this replica has a later write of its key.
             heldBack = heldBack.filter { _, held in
                 guard let current = replica.entries[held.key] else { return true }
@@ -258,8 +256,8 @@ package struct SyncedReplica: Sendable {
             }
             for held in heldBack.values { replica.uncover(held) }
             if heldBack.isEmpty {
-                replica.cover(deferredCover)
-                deferredCover = VersionVector()
+                replica.cover(deferredCover.counters)
+                deferredCover = HeldOffAdvances()
             }
         }
         // Entries of one origin too many are not held back (a hold would take a slot of the

@@ -15,7 +15,7 @@ enum LinkFault: CaseIterable {
     case halfOpen
 }
 
-extension Household {
+extension HouseholdFaults {
     /// The longest a half-open link may live: the longest silence a session allows (two of its
     /// sparse ping intervals, each up to `maximumIdleFactor` heartbeat intervals: 8 min with the
     /// defaults), then at most one heartbeat tick of the engine (every `min(interval, timeout / 3)`).
@@ -29,24 +29,24 @@ extension Household {
     func inject(_ fault: LinkFault) {
         let links = lan.links
         guard !links.isEmpty else { return }
-        let link = links[draw(below: links.count)]
+        let link = links[draws.draw(below: links.count)]
         let pair = LinkFaults.Pair(link.local, link.remote)
         switch fault {
         case .stall:
-            let lasting = duration(5...240)
+            let lasting = draws.duration(5...240)
             trace.log("stall \(pair) for \(lasting)")
             lan.faults.stall(pair, until: executor.now + lasting)
             executor.after(lasting) { [trace] in trace.log("stall \(pair) over") }
         case .slow:
-            let latency = duration(0.05...2)
+            let latency = draws.duration(0.05...2)
             // Log-uniform from 1 KB/s to 64 KB/s.
-            let bytesPerSecond = Int(1024 * pow(64, unit()))
-            let lasting = duration(30...600)
+            let bytesPerSecond = Int(1024 * pow(64, draws.unit()))
+            let lasting = draws.duration(30...600)
             trace.log("slow \(pair): \(latency) late, \(bytesPerSecond) bytes/s, for \(lasting)")
             lan.faults.slow(pair, .init(until: executor.now + lasting, latency: latency, bytesPerSecond: bytesPerSecond))
             executor.after(lasting) { [trace] in trace.log("slow \(pair) over") }
         case .flap:
-            let steps = (0..<(2 + draw(below: 5))).map { _ in (down: duration(0.1...5), gap: duration(1...30)) }
+            let steps = (0..<(2 + draws.draw(below: 5))).map { _ in (down: draws.duration(0.1...5), gap: draws.duration(1...30)) }
             trace.log("flap \(pair) \(steps.count) times")
             flap(pair, steps[...])
         case .halfOpen:
