@@ -1,0 +1,88 @@
+/// Shrinking a failing run (`--shrink`, docs/simulator.md "Shrinking"): a greedy search for a
+/// smaller run of the same seed that still fails with the same invariant.
+///
+/// Each candidate is a replay of the seed with other settings, in this process: a run is decided
+/// by its seed and settings (the executor is reset per run, as `--twice` relies on), so the search
+/// needs no randomness of its own and gives the same result each time.
+@MainActor
+struct Shrinker {
+    /// Runs the seed with these settings to its end.
+    let run: (Household.Settings) -> Household.Outcome
+    /// The command line that replays these settings (for the progress lines).
+    let command: (Household.Settings) -> String
+    /// Where the progress lines go.
+    let say: (String) -> Void
+
+    struct Result {
+        let invariant: String
+        let original: (settings: Household.Settings, outcome: Household.Outcome)
+        let shrunk: (settings: Household.Settings, outcome: Household.Outcome)
+        let candidates: Int
+    }
+
+    /// The fault kinds a flag switches off, each tried once a round. The planted bug is never
+    /// taken out: it is what fails.
+    static let faultKinds: [(flag: String, setting: WritableKeyPath<Household.Settings, Bool>)] = [
+        ("--no-link-faults", \.linkFaults),
+        ("without --clock-faults", \.clockFaults),
+        ("without --hostile", \.hostile),
+        ("--no-crash-after-write", \.crashAfterWrite),
+        ("--no-pair-cuts", \.pairCuts),
+    ]
+
+    /// The shrunk run, or nil when the original passes (nothing to shrink; its outcome is given).
+    func shrink(_ original: Household.Settings, outcome first: Household.Outcome) -> Result? {
+        // The first violation's invariant is the one a candidate must keep failing.
+        guard let invariant = first.violations.first?.invariant else { return nil }
+        var best = (settings: original, outcome: first)
+        var candidates = 0
+        say("shrink: the original: \(command(original)): \(first.events) events, \(first.violations.count) violations; keeping \"\(invariant)\"")
+
+        /// Runs a candidate; keeps it if it fails with the invariant and, when `mustDiffer`, is
+        /// another run than the best so far (a flag that changes nothing only lengthens the command).
+        @discardableResult
+        func attempt(_ change: String, mustDiffer: Bool = true, _ edit: (inout Household.Settings) -> Void) -> Bool {
+            var candidate = best.settings
+            edit(&candidate)
+            candidates += 1
+            let outcome = run(candidate)
+            let fails = outcome.violations.contains { $0.invariant == invariant }
+            let same = outcome.digest == best.outcome.digest
+            let kept = fails && !(mustDiffer && same)
+            let verdict = fails ? (kept ? "fails alike: kept" : "the same run: dropped")
+                : outcome.violations.isEmpty ? "passes: dropped" : "fails otherwise (\(outcome.violations[0].invariant)): dropped"
+            say("shrink: \(change): \(outcome.events) events, \(verdict)")
+            if kept { best = (candidate, outcome) }
+            return kept
+        }
+
+        // The workload ends at the first violation: everything after it is noise.
+        if !best.settings.failFast { attempt("--fail-fast") { $0.failFast = true } }
+        // Rounds until nothing more is taken off: fewer devices change the whole run, after which
+        // a fault kind or hours may go that could not before. Three rounds bound the cost.
+        for _ in 0..<3 {
+            let before = command(best.settings)
+            for kind in Self.faultKinds where best.settings[keyPath: kind.setting] {
+                attempt(kind.flag) { $0[keyPath: kind.setting] = false }
+            }
+            // Fewest first: the first that still fails is the smallest household found.
+            for devices in 2..<max(2, best.settings.devices) {
+                if attempt("--devices \(devices)", { $0.devices = devices }) { break }
+            }
+            // The simulated time, bisected in whole minutes: a shorter run is a prefix of the
+            // workload (its draws come in time order), so the failure usually shows up to a point.
+            var (passes, fails) = (0, Int((best.settings.hours * 60).rounded(.up)))
+            while fails - passes > 1 {
+                let minutes = (passes + fails) / 2
+                // The same run with fewer hours is still a shorter command: kept.
+                if attempt("--hours \(Double(minutes) / 60) (\(minutes) min)", mustDiffer: false, { $0.hours = Double(minutes) / 60 }) {
+                    fails = minutes
+                } else {
+                    passes = minutes
+                }
+            }
+            if command(best.settings) == before { break }
+        }
+        return Result(invariant: invariant, original: (original, first), shrunk: best, candidates: candidates)
+    }
+}
