@@ -60,6 +60,7 @@ struct Shrinker {
         if !best.settings.failFast { attempt("--fail-fast") { $0.failFast = true } }
         // Rounds until nothing more is taken off: fewer devices change the whole run, after which
         // a fault kind or hours may go that could not before. Three rounds bound the cost.
+        var passed: (settings: String, hundredths: Int)?
         for _ in 0..<3 {
             let before = command(best.settings)
             for kind in Self.faultKinds where best.settings[keyPath: kind.setting] {
@@ -69,18 +70,25 @@ struct Shrinker {
             for devices in 2..<max(2, best.settings.devices) {
                 if attempt("--devices \(devices)", { $0.devices = devices }) { break }
             }
-            // The simulated time, bisected in whole minutes: a shorter run is a prefix of the
-            // workload (its draws come in time order), so the failure usually shows up to a point.
-            var (passes, fails) = (0, Int((best.settings.hours * 60).rounded(.up)))
+            // The simulated time, bisected in hundredths of an hour (36 s, and a short `--hours`):
+            // a shorter run is a prefix of the workload (its draws come in time order), so the
+            // failure usually shows from some point on. A length that passed with the other
+            // settings as they are need not run again in the next round.
+            var others = best.settings
+            others.hours = 0
+            let key = command(others)
+            var passes = passed?.settings == key ? passed?.hundredths ?? 0 : 0
+            var fails = Int((best.settings.hours * 100).rounded(.up))
             while fails - passes > 1 {
-                let minutes = (passes + fails) / 2
+                let hundredths = (passes + fails) / 2
                 // The same run with fewer hours is still a shorter command: kept.
-                if attempt("--hours \(Double(minutes) / 60) (\(minutes) min)", mustDiffer: false, { $0.hours = Double(minutes) / 60 }) {
-                    fails = minutes
+                if attempt("--hours \(Double(hundredths) / 100)", mustDiffer: false, { $0.hours = Double(hundredths) / 100 }) {
+                    fails = hundredths
                 } else {
-                    passes = minutes
+                    passes = hundredths
                 }
             }
+            passed = (key, passes)
             if command(best.settings) == before { break }
         }
         return Result(invariant: invariant, original: (original, first), shrunk: best, candidates: candidates)
