@@ -172,15 +172,15 @@ if shrink {
     settings.echo = false
     let shrinker = Shrinker(run: { simulate(seed, $0) },
                             command: { "scripts/sim.sh --seed \(seed) --devices \($0.devices) --hours \($0.hours)\(replayArguments($0))" },
-                            say: { print($0) })
+                            say: { print($0); fflush(nil) })   // each candidate's line as it ends, into a file too
     let original = simulate(seed)
     if let result = shrinker.shrink(settings, outcome: original) {
         let (from, to) = (result.original.outcome, result.shrunk.outcome)
         // A kept candidate fails with the invariant: the first such violation is its line.
-        let violation = to.violations.first { $0.invariant == result.invariant } ?? to.violations[0]
+        let violation = to.violations.first { $0.invariant == result.invariant }
         print("shrink: \(result.candidates) candidates run; from \(shrinker.command(result.original.settings)): \(from.events) events, \(from.violations.count) violations")
         print("shrink: to \(shrinker.command(result.shrunk.settings)): \(to.events) events, \(to.violations.count) violations")
-        print("shrink: violation: \(violation.invariant): \(violation.detail)")
+        print(violation.map { "shrink: violation: \($0.invariant): \($0.detail)" } ?? "shrink: the shrunk run does not fail with \"\(result.invariant)\" (a bug of the search)")
         print("shrink: the shrunk run, replayed with its trace:")
         // The shrunk run is replayed below as a seed of its own, printing every event.
         settings = result.shrunk.settings
