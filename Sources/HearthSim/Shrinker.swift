@@ -37,6 +37,7 @@ struct Shrinker {
         // The first violation's invariant is the one a candidate must keep failing.
         guard let invariant = first.violations.first?.invariant else { return nil }
         var best = (settings: original, outcome: first)
+        var ran = [command(original): first]
         var candidates = 0
         say("shrink: the original: \(command(original)): \(first.events) events, \(first.violations.count) violations; keeping \"\(invariant)\"")
 
@@ -46,14 +47,23 @@ struct Shrinker {
         func attempt(_ change: String, mustDiffer: Bool = true, _ edit: (inout Household.Settings) -> Void) -> Bool {
             var candidate = best.settings
             edit(&candidate)
-            candidates += 1
-            let outcome = run(candidate)
+            // A run is decided by its settings: one already run (an earlier round's) is not run again.
+            let key = command(candidate)
+            let outcome: Household.Outcome
+            let cached = ran[key] != nil
+            if let known = ran[key] {
+                outcome = known
+            } else {
+                candidates += 1
+                outcome = run(candidate)
+                ran[key] = outcome
+            }
             let fails = outcome.violations.contains { $0.invariant == invariant }
             let same = outcome.digest == best.outcome.digest
             let kept = fails && !(mustDiffer && same)
             let verdict = fails ? (kept ? "fails alike: kept" : "the same run: dropped")
                 : outcome.violations.isEmpty ? "passes: dropped" : "fails otherwise (\(outcome.violations[0].invariant)): dropped"
-            say("shrink: \(change): \(outcome.events) events, \(verdict)")
+            say("shrink: \(change): \(outcome.events) events, \(verdict)\(cached ? " (run before)" : "")")
             if kept { best = (candidate, outcome) }
             return kept
         }
