@@ -10,6 +10,11 @@
 #   scripts/sim.sh --seed 7 --twice       run seed 7 twice; fail unless the digests agree
 #   scripts/sim.sh --clock-faults         add clock jumps to the faults (docs/simulator.md, "Findings")
 #   scripts/sim.sh --ci                   the CI budget (below; scripts/test.sh runs it)
+#   scripts/sim.sh --seed 7 --devices 8 --hours 1 --plant drop-remote-deletes --shrink
+#                                         shrink a failing run: the smallest run of seed 7 found that
+#                                         fails with the same invariant (fail-fast, fault kinds off,
+#                                         fewer devices, fewer hours), then its trace and replay command
+#                                         (docs/simulator.md, "Shrinking")
 #
 # The last line is the summary: `sim: N seeds, H simulated device-hours, E events in S s,
 # V violations, digest D`; the exit status is non-zero on any violation.

@@ -18,7 +18,7 @@ if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
 SimulationExecutors.install()
 
 let usage = """
-    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--no-link-faults] [--hostile] [--signatures S] [--trace] [--log-level LEVEL]
+    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--no-link-faults] [--hostile] [--signatures S] [--trace] [--log-level LEVEL] [--shrink]
       --seeds N      run seeds 1…N (default 10)
       --seed S       run seed S alone (a failure's replay)
       --devices D    devices in the household, 2…16 (default 8)
@@ -38,6 +38,9 @@ let usage = """
       --no-pair-cuts leaves out the faults that cut one pair of devices off from each other
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes,
                      same-replica-id)
+      --shrink       with --seed S: if the run fails, search for a smaller run of the seed that fails
+                     with the same invariant (fail-fast, fault kinds off, fewer devices, fewer hours),
+                     then replay the smallest found with its trace (docs/simulator.md, "Shrinking")
     """
 
 func fail(_ message: String) -> Never {
@@ -48,6 +51,7 @@ func fail(_ message: String) -> Never {
 var seeds: [UInt64] = Array(1...10)
 var settings = Household.Settings()
 var twice = false
+var shrink = false
 /// Which seeds sign and verify with Ed25519 (the others with EntrySignatures' fast stand-in).
 enum SignatureSampling: String { case sampled, real, fast }
 var signatures = SignatureSampling.sampled
@@ -74,6 +78,7 @@ while let argument = arguments.popFirst() {
         guard let h = Double(value(of: argument)), h > 0, h <= 10_000 else { fail("--hours takes a number of hours above 0") }
         settings.hours = h
     case "--twice": twice = true
+    case "--shrink": shrink = true
     case "--jobs":
         guard let n = Int(value(of: argument)), (1...64).contains(n) else { fail("--jobs takes a number of processes, 1 to 64") }
         jobs = n
@@ -118,7 +123,7 @@ while let argument = arguments.popFirst() {
 }
 
 /// Runs one seed to its end on this thread.
-@MainActor func simulate(_ seed: UInt64) -> Household.Outcome {
+@MainActor func simulate(_ seed: UInt64, _ settings: Household.Settings = settings) -> Household.Outcome {
     // The same run either way (the trace shows no signature bytes): only its cost differs.
     EntrySignatures.scheme = realSignatures(seed) ? .ed25519 : .simulated
     let executor = SimulationExecutors.shared
@@ -151,13 +156,45 @@ struct SeedReport {
     var marker: String { "@@ \(seed) \(events) \(violations) \(foreign) \(stray) \(Hex.encode(digest))" }
 }
 
-/// The arguments that replay a seed of this run.
-let replay = (settings.clockFaults ? " --clock-faults" : "") + (settings.linkFaults ? "" : " --no-link-faults") + (settings.hostile ? " --hostile" : "")
+/// The arguments that replay a seed of a run with these settings, after its seed, devices and hours.
+@MainActor func replayArguments(_ settings: Household.Settings) -> String {
+    (settings.clockFaults ? " --clock-faults" : "") + (settings.linkFaults ? "" : " --no-link-faults") + (settings.hostile ? " --hostile" : "")
     + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? "" : " --no-crash-after-write") + (settings.pairCuts ? "" : " --no-pair-cuts")
     + (settings.plant.map { " --plant \($0.rawValue)" } ?? "") + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
+}
 
-@MainActor func report(_ seed: UInt64) -> SeedReport {
-    let outcome = simulate(seed)
+/// A failing run's outcome, when `--shrink` ran it already.
+var shrinkOriginal: Household.Outcome?
+if shrink {
+    guard seeds.count == 1, let seed = seeds.first else { fail("--shrink takes one seed: --seed S") }
+    guard !twice else { fail("--shrink replays its candidates once each: leave out --twice") }
+    let echo = settings.echo
+    settings.echo = false
+    let shrinker = Shrinker(run: { simulate(seed, $0) },
+                            command: { "scripts/sim.sh --seed \(seed) --devices \($0.devices) --hours \($0.hours)\(replayArguments($0))" },
+                            say: { print($0); fflush(nil) })   // each candidate's line as it ends, into a file too
+    let original = simulate(seed)
+    if let result = shrinker.shrink(settings, outcome: original) {
+        let (from, to) = (result.original.outcome, result.shrunk.outcome)
+        // A kept candidate fails with the invariant: the first such violation is its line.
+        let violation = to.violations.first { $0.invariant == result.invariant }
+        print("shrink: \(result.candidates) candidates run; from \(shrinker.command(result.original.settings)): \(from.events) events, \(from.violations.count) violations")
+        print("shrink: to \(shrinker.command(result.shrunk.settings)): \(to.events) events, \(to.violations.count) violations")
+        print(violation.map { "shrink: violation: \($0.invariant): \($0.detail)" } ?? "shrink: the shrunk run does not fail with \"\(result.invariant)\" (a bug of the search)")
+        print("shrink: the shrunk run, replayed with its trace:")
+        // The shrunk run is replayed below as a seed of its own, printing every event.
+        settings = result.shrunk.settings
+        settings.echo = true
+    } else {
+        print("shrink: seed \(seed) passes every invariant: nothing to shrink")
+        settings.echo = echo
+        shrinkOriginal = original
+    }
+}
+let replay = replayArguments(settings)
+
+@MainActor func report(_ seed: UInt64, outcome ran: Household.Outcome? = nil) -> SeedReport {
+    let outcome = ran ?? simulate(seed)
     var report = SeedReport(seed: seed, events: outcome.events, foreign: outcome.foreignEnqueues, stray: outcome.strayTimers, digest: outcome.digest)
     var failures = outcome.violations.map { "\($0.invariant): \($0.detail)" }
     if twice {
@@ -234,7 +271,7 @@ if jobs > 1 && seeds.count > 1 {
     for report in reports { print(report.text) }
 } else {
     for seed in seeds {
-        let report = report(seed)
+        let report = report(seed, outcome: shrinkOriginal)
         print(report.text)
         reports.append(report)
     }
