@@ -109,6 +109,11 @@ final class StoreBackend: Sendable {
         state.withLock { $0.replica.replica }
     }
 
+    /// The replica with the entries it holds back, read at one moment (a divergence's dump).
+    var replicaAndHeldBack: (replica: Replica, heldBack: [ReplicaID: Entry]) {
+        state.withLock { ($0.replica.replica, $0.replica.heldBack) }
+    }
+
     var usage: Replica.Usage {
         state.withLock { $0.replica.usage }
     }

@@ -102,6 +102,9 @@ package struct StoreInternals: Sendable {
 
     /// A copy of the replica behind the store.
     package var replica: Replica { backend.replica }
+
+    /// The replica and the entries it holds back, per origin, read together.
+    package var replicaAndHeldBack: (replica: Replica, heldBack: [ReplicaID: Entry]) { backend.replicaAndHeldBack }
 }
 
 extension UbiquitousKeyValueStore {

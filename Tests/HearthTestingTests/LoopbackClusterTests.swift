@@ -86,6 +86,24 @@ import Testing
     }
 }
 
+/// A replica whose vector covers an entry it never got is never sent it again (a divergence for
+/// good): the failed wait names it, with each replica's vector.
+@Test func waitingTooLongNamesAReplicaCoveringWhatItLacks() async throws {
+    try await withLoopbackCluster(replicas: 2, storeIdentifier: "com.example.covered") { cluster in
+        await cluster.isolate(1)
+        try cluster.write(1, forKey: "only-here", on: 0)
+        try cluster.write(2, forKey: "both", on: 0)
+        // Replica 1 gets the later entry, and a vector over both (its origin then owns an entry: the counter stays).
+        let writer = cluster[0].internals.replica
+        cluster[1].internals.applyExternal(writer.entries.values.filter { $0.key == "both" }, coveredBy: writer.vector)
+        let error = await #expect(throws: LoopbackClusterError.self) {
+            try await cluster.waitUntilConverged([0, 1], timeout: .milliseconds(300))
+        }
+        #expect(error?.description.contains("covered but not held by replicas 1") == true, "\(error.map { "\($0)" } ?? "")")
+        #expect(error?.description.contains("replica 1 (origin") == true)
+    }
+}
+
 @Test func guideQuotesTheFirstTestExactly() throws {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)

@@ -376,6 +376,13 @@ package struct SessionState<Store: Sendable>: Sendable {
     package func deltaBasis(of name: String) -> (store: Store, peerKnown: VersionVector, linked: Set<DeviceID>)? {
         shared[name]?.deltaBasis(peerLinks: peerLinks)
     }
+    /// ``deltaBasis(of:)`` for a delta planned with `sharers`, the devices that sync `name` with
+    /// us now (``DeltaPlan``): first, what was deferred to a writer no longer among them is owed
+    /// again (``SharedStore/keepDeferred(of:)``).
+    package mutating func deltaBasis(of name: String, sharers: Set<DeviceID>) -> (store: Store, peerKnown: VersionVector, linked: Set<DeviceID>)? {
+        shared[name]?.keepDeferred(of: Set(sharers.map { ReplicaID.devicePrefix(of: $0.data) }))
+        return deltaBasis(of: name)
+    }
     /// All of them if the store is not shared here.
     package mutating func certificatesToSend(_ candidates: [Data], of name: String) -> [Data] {
         shared[name]?.certificatesToSend(candidates) ?? candidates

@@ -119,10 +119,13 @@ struct SessionWriter {
     }
 
     private func sendDelta(of name: String, on session: isolated SyncSession) async throws {
-        guard let (store, known, linked) = session.state.deltaBasis(of: name) else { return }
+        // Read once: the basis forgets what was deferred to writers not among them, the plan
+        // leaves out those among them the peer is linked to.
+        let sharers = session.engine?.sharers(of: name) ?? []
+        guard let (store, known, linked) = session.state.deltaBasis(of: name, sharers: sharers) else { return }
         try await store.signPending()
         // Direct first: what the peer's links will bring it is left out (DeltaPlan decides).
-        var plan = DeltaPlan(known: known, linked: linked, sharers: session.engine?.sharers(of: name) ?? [],
+        var plan = DeltaPlan(known: known, linked: linked, sharers: sharers,
                              us: session.context.identity.deviceID, peer: session.peer.deviceID, vector: store.replica.syncVector)
         let basis = plan.basis
         var (entries, vector) = store.replica.syncDelta(for: basis)

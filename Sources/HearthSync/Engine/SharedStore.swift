@@ -220,6 +220,17 @@ package struct SharedStore<Store: Sendable>: Sendable {
         relaying = true
     }
 
+    /// What we deferred to devices of other prefixes than these (the store's sharers now) is owed
+    /// again: a writer that no longer syncs with us is not left out of our deltas, so its later
+    /// writes we relay would otherwise go from the deferred counter up, and the peer's vector,
+    /// advanced to each, would cover the earlier ones left to its own link to the writer, which
+    /// it may never have got (docs/protocol.md, "Relays, direct first").
+    mutating func keepDeferred(of prefixes: Set<UInt64>) {
+        if deferred.counters.keys.contains(where: { !prefixes.contains($0.devicePrefix) }) {
+            deferred = deferred.filter { prefixes.contains($0.devicePrefix) }
+        }
+    }
+
     /// What we deferred to the devices of these prefixes is owed again (the peer's link to them
     /// is gone, or they left the store); false if there was none.
     mutating func forgetDeferred(of prefixes: Set<UInt64>) -> Bool {
