@@ -39,12 +39,14 @@ extension Checker {
     /// link (direct first).
     func covered(before: VersionVector, after: VersionVector, device: Int, store: String) {
         guard checksCoverage else { return }
+        // A removed device's later writes are refused, not held, by design.
+        let removed = removals.withLock { $0.at }
         let skipped = writeLog.withLock { log -> [Entry] in
             var skipped: [Entry] = []
             for (origin, counter) in after.counters {
                 let from = before.counters[origin] ?? 0
                 guard counter > from, let written = log.writes[store]?[origin] else { continue }
-                for (sequence, entry) in written where sequence > from && sequence <= counter {
+                for (sequence, entry) in written where sequence > from && sequence <= counter && !Self.isVoid(entry, removed) {
                     guard let latest = log.latest[store]?[entry.key], Self.same(latest, entry) else { continue }
                     skipped.append(entry)
                 }

@@ -10,8 +10,11 @@ extension Checker {
     /// (or a later write of its key), in memory, as the model says (a device that is down holds
     /// what it last saved). A hostile member is not asked: what it claims is its own loss.
     func collected(_ tombstones: [Entry], device: Int, store: String) {
+        // A removed device is no member to hold them, nor its collections any member's loss.
+        let out = removals.withLock { $0.out }
+        guard !out.contains(device) else { return }
         for tombstone in tombstones {
-            for other in honest where other != device {
+            for other in honest where other != device && !out.contains(other) {
                 let held = modelEntry(device: other, store: store, key: tombstone.key)
                 guard let held, Self.same(held, tombstone) || Self.beats(held, tombstone) else {
                     fail(Self.tombstones, "d\(device) \(store) collected \(Self.describe(tombstone)) while d\(other) holds \(Self.describe(held))")
@@ -30,6 +33,7 @@ extension Checker {
     /// collected only at an acknowledgement after the clocks reach it, which a quiet household
     /// may not send (finding 9), so only the replica's own clock says it was reached.
     func checkTombstones(_ replicas: [String: [(device: Int, replica: Replica)]], wall: UInt64, everyDeviceHonest: Bool) {
+        let removed = removals.withLock { $0.ids }
         for (store, holders) in replicas.sorted(by: { $0.key < $1.key }) {
             for (device, replica) in holders {
                 let stable = replica.stableVector
@@ -39,7 +43,10 @@ extension Checker {
                         fail(Self.tombstones, "d\(device) \(store) keeps \(Self.describe(tombstone)), which every peer it knows acknowledged")
                         break
                     }
-                    if everyDeviceHonest, reached, holders.allSatisfy({ $0.replica.vector.covers(tombstone) }) {
+                    // A removed device the replica still knows of, which never acknowledged it,
+                    // holds it back until the 30-day horizon (finding 11).
+                    let heldByRemoved = removed.contains { replica.peerVectors[$0].map { !$0.covers(tombstone) } ?? false }
+                    if everyDeviceHonest, reached, !heldByRemoved, holders.allSatisfy({ $0.replica.vector.covers(tombstone) }) {
                         fail(Self.tombstones, "d\(device) \(store) keeps \(Self.describe(tombstone)), which every device has")
                         break
                     }

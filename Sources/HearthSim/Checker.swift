@@ -16,12 +16,12 @@ final class Checker: Sendable {
         let detail: String
     }
 
-    private struct Place: Hashable {
+    struct Place: Hashable {
         let device: Int
         let store: String
     }
 
-    private struct State {
+    struct State {
         var held: [Place: [StoreKey: Entry]] = [:]
         var durable: [Place: [StoreKey: Entry]] = [:]
         /// Per store and key, the latest write its own device made durable.
@@ -29,10 +29,13 @@ final class Checker: Sendable {
         var violations: [Violation] = []
     }
 
-    private let state = Locked(State())
+    let state = Locked(State())
     private let trace: Trace
-    /// The device prefix of each device's origins (`ReplicaID.devicePrefix`).
-    private let prefixes: [UInt64: Int]
+    /// The device prefix of each device's origins (`ReplicaID.devicePrefix`); a device joining
+    /// again with a new key has two.
+    let prefixes: Locked<[UInt64: Int]>
+    /// The removals made (Checker+Removals.swift).
+    let removals = Locked(RemovalLog())
     /// The devices the invariants speak for (all but a hostile member).
     let honest: [Int]
     /// Every local write (Checker+Coverage.swift).
@@ -44,7 +47,7 @@ final class Checker: Sendable {
 
     init(trace: Trace, prefixes: [UInt64: Int], honest: [Int], checksCoverage: Bool) {
         self.trace = trace
-        self.prefixes = prefixes
+        self.prefixes = Locked(prefixes)
         self.honest = honest
         self.checksCoverage = checksCoverage
     }
@@ -122,7 +125,7 @@ final class Checker: Sendable {
     }
 
     /// The replica holds for each key what the model says it should.
-    private func compare(_ keys: some Sequence<StoreKey>, at place: Place, now: (StoreKey) -> Entry?) {
+    func compare(_ keys: some Sequence<StoreKey>, at place: Place, now: (StoreKey) -> Entry?) {
         for key in keys {
             let expected = state.withLock { $0.held[place]?[key] }
             let actual = now(key)
@@ -135,11 +138,13 @@ final class Checker: Sendable {
 
     func saved(_ replica: Replica, device: Int, store: String) {
         let place = Place(device: device, store: store)
+        let (prefixes, removed) = (prefixes.withLock { $0 }, removals.withLock { $0.at })
         state.withLock { s in
             // The model's view, not the file's: it keeps the tombstones the replica collected
             // (the replica equals it but for those, as checked at every change).
             s.durable[place] = s.held[place] ?? [:]
-            for entry in replica.entries.values where prefixes[entry.origin.devicePrefix] == device {
+            // A removed device's writes are held to "its earlier ones everywhere" instead (Checker+Removals.swift).
+            for entry in replica.entries.values where prefixes[entry.origin.devicePrefix] == device && removed[entry.origin.devicePrefix] == nil {
                 if Self.beats(entry, s.acknowledged[store]?[entry.key]) { s.acknowledged[store, default: [:]][entry.key] = entry }
             }
         }
@@ -155,11 +160,20 @@ final class Checker: Sendable {
         }
     }
 
-    /// What a restarted device loaded must be what it saved last.
+    /// What a restarted device loaded must be what it saved last. A device that joined again
+    /// with a new key loads its old key's unsigned entries under its new origin (the product's
+    /// `adoptUnboundEntries`): the same writes (key, value, timestamp), now the model's.
     func loaded(_ replica: Replica, device: Int, store: String) {
         let place = Place(device: device, store: store)
-        let expected = state.withLock { $0.durable[place] ?? [:] }
+        var expected = state.withLock { $0.durable[place] ?? [:] }
+        let prefixes = prefixes.withLock { $0 }
         for key in Set(expected.keys).union(replica.entries.keys) where !Self.same(expected[key], replica.entries[key]) {
+            if let saved = expected[key], let loaded = replica.entries[key], saved.origin != loaded.origin,
+               prefixes[saved.origin.devicePrefix] == device, prefixes[loaded.origin.devicePrefix] == device,
+               saved.timestamp == loaded.timestamp, saved.value == loaded.value {
+                expected[key] = loaded
+                continue
+            }
             fail("durability", "d\(device) \(store) loaded \(Self.describe(replica.entries[key])) for \(key.string), saved \(Self.describe(expected[key]))")
         }
         state.withLock { $0.held[place] = expected }

@@ -44,6 +44,10 @@ final class Household: Sendable {
         /// One partition fault in two cuts a single pair of devices off from each other instead
         /// (`--no-pair-cuts` leaves them out).
         var pairCuts = true
+        /// Device removals among the faults (on unless `--no-removals`): one device removes
+        /// another, the removed one may go on as a thief's copy and may join again with a new
+        /// key (Household+Removals.swift).
+        var removals = true
     }
 
     struct Outcome: Sendable {
@@ -67,7 +71,15 @@ final class Household: Sendable {
     /// A device as the household knows it.
     final class Member: Sendable {
         let index: Int
-        let identity: DeviceIdentity
+        /// Its identity now: a device removed and joining again has a new key (``Household/rejoin(_:)``).
+        private let current: Locked<DeviceIdentity>
+        var identity: DeviceIdentity { current.withLock { $0 } }
+        /// The account's removals as this device knows them (`accounts/<id>/removals`: kept
+        /// across crashes, as `hearth device remove` saves its record at once; a thief's copy
+        /// starts each run from its files copied before the removal, so with none).
+        let removals: Locked<DeviceRemovals>
+        /// The removal of its current identity, once made (``Household/remove(_:by:)``).
+        let removal = Locked<RemovedDevice?>(nil)
         let disk: SimulatedDisk
         let port: Int
         /// Its run now (nil while it is down).
@@ -84,11 +96,22 @@ final class Household: Sendable {
         init(index: Int, identity: DeviceIdentity, disk: SimulatedDisk, port: Int, seed: UInt64, hostile: Bool) {
             self.hostile = hostile
             self.index = index
-            self.identity = identity
+            current = Locked(identity)
+            removals = Locked(DeviceRemovals(trust: identity.account.trust, logger: Logger(label: "hearth-sim")))
             self.disk = disk
             self.port = port
             ids = Locked(SplitMix64(seed: seed))
         }
+
+        /// Takes `identity` on (a device joining again with a new key).
+        func become(_ identity: DeviceIdentity) { current.withLock { $0 = identity } }
+    }
+
+    /// A device's identity removed from the account: when (on the remover's clock), and whether
+    /// what goes on running is a thief's copy of its files, which never keeps the record.
+    struct RemovedDevice: Sendable {
+        let at: UInt64
+        let thief: Bool
     }
 
     struct Run: Sendable {
@@ -110,6 +133,13 @@ final class Household: Sendable {
     let draws: Draws
     /// The faults drawn among the workload.
     let faults: HouseholdFaults
+    /// The account's CA: signs removal records and the certificates of devices joining again.
+    let authority: AccountAuthority
+    /// The keys of devices joining again (apart from the stream of the first keys, so that a run
+    /// without removals draws what it drew before they existed).
+    let rejoinKeys: Locked<SplitMix64>
+    /// The certificates' validity.
+    let validity: (notBefore: Date, notAfter: Date)
 
     init(seed: UInt64, settings: Settings, executor: SimulationExecutor) throws {
         self.seed = seed
@@ -133,6 +163,9 @@ final class Household: Sendable {
         let ca = try CertificateIssuer.issue(kind: .authority, commonName: "Simulated household", publicKey: caKey.publicKey,
                                              issuer: nil, signingKey: caKey, notBefore: notBefore, notAfter: notAfter)
         let authority = try AccountAuthority(account: Account(caCertificate: ca), privateKey: caKey)
+        self.authority = authority
+        validity = (notBefore, notAfter)
+        rejoinKeys = Locked(SplitMix64(seed: seed ^ 0x5E70_1E55))
         let lan = SimulatedLAN(devices: settings.devices, date: { start.addingTimeInterval(executor.now / .seconds(1)) }, trace: trace,
                                executor: executor, seed: keys.next())
         self.lan = lan
@@ -161,8 +194,8 @@ final class Household: Sendable {
         for member in members { await start(member) }
         let end = Duration.seconds(settings.hours * 3600)
         let writeRate = Double(settings.devices) * settings.writesPerMinute / 60   // per second
-        // Each kind of fault as often as without link faults.
-        let faultRate = settings.faultsPerHour * Double(faults.faultKinds) / Double(faults.faultKinds - faults.linkFaultKinds) / 3600
+        // Each kind of fault as often as each of the first four (3 an hour).
+        let faultRate = settings.faultsPerHour * Double(faults.faultKinds) / Double(HouseholdFaults.firstKinds) / 3600
         let hostileRate = settings.hostile ? Self.hostileActsPerHour / 3600 : 0
         let total = writeRate + faultRate + hostileRate
         var crashed = false
@@ -183,11 +216,13 @@ final class Household: Sendable {
         for member in members { await restart(member) }
         try? await executor.sleep(for: quietSpell)
         var replicas: [String: [(device: Int, replica: Replica)]] = [:]
-        for member in members {
+        // A removed device (not joined again) is no longer of the household.
+        for member in activeMembers {
             guard let run = member.run.withLock({ $0 }) else { continue }
             for (name, store) in run.stores { replicas[name, default: []].append((member.index, store.replica)) }
         }
         checker.checkQuiescent(replicas)
+        checker.checkRemovals(replicas)
         checker.checkTombstones(replicas, wall: workloadEnded, everyDeviceHonest: !settings.hostile)
         for member in members { await member.run.withLock({ $0 })?.engine.stop() }
         trace.log("end")
@@ -235,8 +270,12 @@ final class Household: Sendable {
                 stores[name] = SimulatedStore(device: member.index, storeIdentifier: name, replica: replica, storage: storage, wall: wall,
                                               checker: checker, executor: executor, trace: trace, plant: settings.plant)
             }
+            // A thief's copy starts from files copied before its removal: it knows of none.
+            if member.removal.withLock({ $0?.thief == true }) {
+                member.removals.withLock { $0 = DeviceRemovals(trust: member.identity.account.trust, logger: logger) }
+            }
             let engine = try SyncEngine(identity: member.identity, options: .init(host: "memory", port: member.port),
-                                        environment: environment(for: member), logger: logger)
+                                        removals: member.removals.withLock { $0 }, environment: environment(for: member), logger: logger)
             for name in settings.stores { _ = try engine.attach(stores[name]!) }
             try await engine.start()
             member.run.withLock { $0 = Run(engine: engine, stores: stores) }
@@ -248,7 +287,7 @@ final class Household: Sendable {
     }
 
     /// Cuts the device's power: links gone, memory gone, the disk back to what was durable.
-    private func crash(_ member: Member) async {
+    func crash(_ member: Member) async {
         guard let run = member.run.withLock({ s in defer { s = nil }; return s }) else { return }
         member.down.withLock { $0 = true }
         trace.log("d\(member.index) crashes")
@@ -259,7 +298,7 @@ final class Household: Sendable {
         await run.engine.stop()
     }
 
-    private func restart(_ member: Member) async {
+    func restart(_ member: Member) async {
         // Once: the end of the workload restarts every device still down, and its timer may come after.
         guard member.down.withLock({ d in defer { d = false }; return d }) else { return }
         member.disk.restart()
@@ -325,9 +364,15 @@ final class Household: Sendable {
     /// One fault drawn from the seed (``HouseholdFaults/fault()``); a crash is the household's to
     /// make. Returns whether a device crashed.
     private func fault() async -> Bool {
-        guard let (member, down) = faults.fault() else { return false }
-        await crash(member)
-        executor.after(down) { [self] in Task { await restart(member) } }
-        return true
+        switch faults.fault() {
+        case nil: return false
+        case .crash(let member, let down):
+            await crash(member)
+            executor.after(down) { [self] in Task { await restart(member) } }
+            return true
+        case .removal(let removal):
+            await remove(removal)
+            return false
+        }
     }
 }

@@ -32,17 +32,27 @@ final class HouseholdFaults: Sendable {
         self.draws = draws
     }
 
-    /// How many kinds of fault are drawn among, and how many of them are link faults (drawn
-    /// after the others, so that a run without them draws as before).
-    var faultKinds: Int { 4 + linkFaultKinds }
+    /// How many kinds of fault are drawn among: the first four (partitions, resets, crashes,
+    /// clock faults), the link faults, then removals (each drawn after the kinds before, so that
+    /// a run without them draws as before).
+    var faultKinds: Int { Self.firstKinds + linkFaultKinds + removalFaultKinds }
+    static let firstKinds = 4
     var linkFaultKinds: Int { settings.linkFaults ? LinkFault.allCases.count : 0 }
+    var removalFaultKinds: Int { settings.removals ? 1 : 0 }
 
-    /// One fault drawn from the seed. Returns the device to crash and how long it stays down
-    /// when the fault is a crash: the household powers its devices (``Household/crash(_:)``).
-    func fault() -> (member: Household.Member, down: Duration)? {
+    /// What the household itself does for a fault: powering a device off (and on again after
+    /// `down`), or a removal (Household+Removals.swift).
+    enum Action {
+        case crash(Household.Member, down: Duration)
+        case removal(Household.Removal)
+    }
+
+    /// One fault drawn from the seed; what the household makes itself is handed back.
+    func fault() -> Action? {
         let kind = draws.draw(below: faultKinds)
-        if kind >= faultKinds - linkFaultKinds {
-            inject(LinkFault.allCases[kind - (faultKinds - linkFaultKinds)])
+        if kind >= Self.firstKinds + linkFaultKinds { return drawRemoval().map(Action.removal) }
+        if kind >= Self.firstKinds {
+            inject(LinkFault.allCases[kind - Self.firstKinds])
             return nil
         }
         switch kind {
@@ -104,7 +114,7 @@ final class HouseholdFaults: Sendable {
             guard up.count > 1 else { return nil }
             let member = up[draws.draw(below: up.count)]
             let down = draws.duration(5...300)
-            return (member, down)
+            return .crash(member, down: down)
         }
     }
 }

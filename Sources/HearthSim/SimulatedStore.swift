@@ -183,19 +183,21 @@ final class SimulatedStore: SyncReplica {
 
     func entry(forKey key: StoreKey) -> Entry? { state.withLock { $0.synced.entries[key] } }
 
-    /// Not reached yet: the simulator has no device removals (docs/simulator.md, "Not simulated yet").
+    /// A removed device's later writes, which this store took before it knew of the removal
+    /// (the engine calls it as it learns the record, and as it attaches the store).
     func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> Int {
-        let dropped = state.withLock { s -> Int in
-            guard !s.dead else { return 0 }
-            let dropped = s.synced.dropEntries(signedBy: device, stampedAfter: removedAt).count
-            if dropped > 0 { s.generation += 1 }
+        let dropped = state.withLock { s -> [Entry] in
+            guard !s.dead else { return [] }
+            let dropped = s.synced.dropEntries(signedBy: device, stampedAfter: removedAt)
+            if !dropped.isEmpty { s.generation += 1 }
             return dropped
         }
-        if dropped > 0 {
-            trace.log("d\(self.device) \(storeIdentifier) dropped \(dropped) entries of a removed device")
+        if !dropped.isEmpty {
+            trace.log("d\(self.device) \(storeIdentifier) dropped \(dropped.count) entries of a removed device")
+            checker.dropped(dropped, device: self.device, store: storeIdentifier, now: entry(forKey:))
             scheduleSave()
         }
-        return dropped
+        return dropped.count
     }
 
     func imposedLead(forKey key: StoreKey, origin: ReplicaID, sequence: UInt64) -> Replica.ImposedLead? {
