@@ -44,10 +44,13 @@ final class Household: Sendable {
         /// One partition fault in two cuts a single pair of devices off from each other instead
         /// (`--no-pair-cuts` leaves them out).
         var pairCuts = true
-        /// Device removals among the faults (on unless `--no-removals`): one device removes
-        /// another, the removed one may go on as a thief's copy and may join again with a new
-        /// key (Household+Removals.swift).
-        var removals = true
+        /// Device removals among the faults (`--removals`): one device removes another, which may
+        /// join again with a new key (Household+Removals.swift). Off by default while what they
+        /// find is open (docs/simulator.md, finding 10); without them a run draws as before.
+        var removals = false
+        /// With removals, one in two leaves a thief's copy of the removed device going on, with
+        /// devices away from the remover meanwhile (`--thief`).
+        var thief = false
     }
 
     struct Outcome: Sendable {
@@ -93,11 +96,11 @@ final class Household: Sendable {
         /// The hostile member: its stores are ``HostileStore``s, and no invariant speaks for it.
         let hostile: Bool
 
-        init(index: Int, identity: DeviceIdentity, disk: SimulatedDisk, port: Int, seed: UInt64, hostile: Bool) {
+        init(index: Int, identity: DeviceIdentity, disk: SimulatedDisk, port: Int, seed: UInt64, hostile: Bool, logger: Logger) {
             self.hostile = hostile
             self.index = index
             current = Locked(identity)
-            removals = Locked(DeviceRemovals(trust: identity.account.trust, logger: Logger(label: "hearth-sim")))
+            removals = Locked(DeviceRemovals(trust: identity.account.trust, logger: logger))
             self.disk = disk
             self.port = port
             ids = Locked(SplitMix64(seed: seed))
@@ -178,7 +181,7 @@ final class Household: Sendable {
             let port = lan.memory.reservePort()
             lan.register(identity.deviceID, index: index, port: port)
             members.append(Member(index: index, identity: identity, disk: SimulatedDisk(seed: seed &+ UInt64(index)), port: port,
-                                  seed: keys.next(), hostile: settings.hostile && index == settings.devices - 1))
+                                  seed: keys.next(), hostile: settings.hostile && index == settings.devices - 1, logger: logger))
         }
         self.members = members
         checker = Checker(trace: trace, prefixes: Dictionary(uniqueKeysWithValues: members.map {

@@ -15,14 +15,15 @@ extension HouseholdFaults {
         let remover = removers[draws.draw(below: removers.count)]
         // One in two: a thief's copy goes on, with devices away from the remover's side meanwhile
         // (each other device with one chance in two), which meet only the thief until they come back.
-        let thief = draws.draw(below: 2) == 0
-        let away = thief ? active.filter { $0 !== victim && $0 !== remover && draws.draw(below: 2) == 0 }.map(\.index) : []
+        // (Drawn alike without them, so that `--thief` changes only what it adds.)
+        let thief = draws.draw(below: 2) == 0 && settings.thief
+        let away = active.filter { $0 !== victim && $0 !== remover && draws.draw(below: 2) == 0 }.map(\.index)
         let awayFor = draws.duration(60...600)
         // When the thief restores its copy again (and so forgets the record it learned meanwhile).
         let copyAgain = awayFor + draws.duration(30...600)
         // One in two: the owner joins the device again, with a new key, 5 to 30 minutes later.
         let rejoin = draws.draw(below: 2) == 0 ? draws.duration(300...1800) : nil
-        return Household.Removal(victim: victim, remover: remover, thief: thief, away: away, awayFor: awayFor,
+        return Household.Removal(victim: victim, remover: remover, thief: thief, away: thief ? away : [], awayFor: awayFor,
                                  copyAgain: copyAgain, rejoinAfter: rejoin)
     }
 }

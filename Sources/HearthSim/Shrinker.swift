@@ -30,7 +30,8 @@ struct Shrinker {
         ("without --hostile", \.hostile, { _ in false }),
         ("--no-crash-after-write", \.crashAfterWrite, { $0.clockFaults }),
         ("--no-pair-cuts", \.pairCuts, { $0.clockFaults || $0.devices <= 2 }),
-        ("--no-removals", \.removals, { $0.devices <= 2 }),
+        ("without --thief", \.thief, { $0.devices <= 2 }),
+        ("without --removals", \.removals, { $0.thief || $0.devices <= 2 }),
     ]
 
     /// The shrunk run, or nil when the original passes (nothing to shrink; its outcome is given).

@@ -18,7 +18,7 @@ if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
 SimulationExecutors.install()
 
 let usage = """
-    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--no-link-faults] [--hostile] [--signatures S] [--trace] [--log-level LEVEL] [--shrink]
+    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--no-link-faults] [--hostile] [--removals] [--thief] [--signatures S] [--trace] [--log-level LEVEL] [--shrink]
       --seeds N      run seeds 1…N (default 10)
       --seed S       run seed S alone (a failure's replay)
       --devices D    devices in the household, 2…16 (default 8)
@@ -36,7 +36,10 @@ let usage = """
       --no-crash-after-write  leaves out the crashes that follow a write within its write-behind
                      second (one crash in two; the device's app then writes as it restarts)
       --no-pair-cuts leaves out the faults that cut one pair of devices off from each other
-      --no-removals  leaves out device removals (a thief's copy going on, a device joining again)
+      --removals     adds device removals to the faults (made on one device, spread by sync; the
+                     removed device joining again with a new key in one removal in two)
+      --thief        --removals, and one removal in two leaves a thief's copy of the removed device
+                     going on, with devices away from the remover meanwhile (docs/simulator.md, finding 10)
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes,
                      same-replica-id)
       --shrink       with --seed S: if the run fails, search for a smaller run of the seed that fails
@@ -93,7 +96,8 @@ while let argument = arguments.popFirst() {
     case "--fail-fast": settings.failFast = true
     case "--no-crash-after-write": settings.crashAfterWrite = false
     case "--no-pair-cuts": settings.pairCuts = false
-    case "--no-removals": settings.removals = false
+    case "--removals": settings.removals = true
+    case "--thief": (settings.removals, settings.thief) = (true, true)
     case "--signatures":
         guard let sampling = SignatureSampling(rawValue: value(of: argument)) else { fail("--signatures takes sampled, real or fast") }
         signatures = sampling
@@ -162,7 +166,7 @@ struct SeedReport {
 @MainActor func replayArguments(_ settings: Household.Settings) -> String {
     (settings.clockFaults ? " --clock-faults" : "") + (settings.linkFaults ? "" : " --no-link-faults") + (settings.hostile ? " --hostile" : "")
     + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? "" : " --no-crash-after-write") + (settings.pairCuts ? "" : " --no-pair-cuts")
-    + (settings.removals ? "" : " --no-removals")
+    + (settings.thief ? " --thief" : settings.removals ? " --removals" : "")
     + (settings.plant.map { " --plant \($0.rawValue)" } ?? "") + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
 }
 

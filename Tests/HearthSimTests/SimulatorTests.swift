@@ -144,6 +144,24 @@ struct SimulatorTests {
         #expect(line.contains(", 0 violations, "), "\(line)")
     }
 
+    /// docs/simulator.md, "What a run does" (removals) and "Invariants" (a removed device's writes).
+    @Test("With removals and thieves' copies, seed 1 of 5 devices removes d0 while d1 is away with its thief's copy, d1 takes the thief's writes and drops them once it hears of the removal, a removed device joins again with a new key, and every invariant holds")
+    func removalAndThiefsCopy() async throws {
+        let (status, output) = try await Self.simulate(["--seed", "1", "--devices", "5", "--hours", "0.5", "--thief", "--trace"])
+        #expect(status == 0, "\(output.split(separator: "\n").filter { $0.contains("VIOLATION") }.prefix(3).joined(separator: "\n"))")
+        let lines = output.split(separator: "\n")
+        let removal = try #require(lines.firstIndex { $0.hasSuffix("removes d0 at 1767226124088 (a thief's copy goes on)") }, "no removal of d0 with a thief's copy")
+        #expect(lines[removal + 1].contains("partition 11000 "), "d0 (the thief) and d1 away from the others: \(lines[removal + 1])")
+        // d1 took the thief's writes while away (a write of d0 applied by d1), and let them go.
+        let dropped = try #require(lines[removal...].firstIndex { $0.contains("d1 com.example.settings dropped 2 entries of a removed device") },
+                                   "d1 never dropped the thief's writes")
+        #expect(lines[removal..<dropped].contains { $0.contains("d0 com.example.") && $0.contains(" write ") }, "the thief wrote nothing while d1 was away")
+        #expect(output.contains("d0 (the thief) restores its copy"))
+        #expect(output.contains(" joins again with a new key"))
+        let (line, _) = try Self.summary(of: output)
+        #expect(line.contains(", 0 violations, "), "\(line)")
+    }
+
     @Test("A bad argument is refused with a clear error and the usage")
     func badArgumentsAreRefused() async throws {
         let (status, output) = try await Self.simulate(["--devices", "17"])
