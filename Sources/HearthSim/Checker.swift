@@ -172,6 +172,11 @@ final class Checker: Sendable {
                prefixes[saved.origin.devicePrefix] == device, prefixes[loaded.origin.devicePrefix] == device,
                saved.timestamp == loaded.timestamp, saved.value == loaded.value {
                 expected[key] = loaded
+                // A write of its new origin from now on (Checker+Coverage.swift).
+                writeLog.withLock { log in
+                    log.writes[store, default: [:]][loaded.origin, default: [:]][loaded.sequence] = loaded
+                    if Self.beats(loaded, log.latest[store]?[loaded.key]) { log.latest[store, default: [:]][loaded.key] = loaded }
+                }
                 continue
             }
             fail("durability", "d\(device) \(store) loaded \(Self.describe(replica.entries[key])) for \(key.string), saved \(Self.describe(expected[key]))")

@@ -81,7 +81,7 @@ final class Household: Sendable {
         /// across crashes, as `hearth device remove` saves its record at once; a thief's copy
         /// starts each run from its files copied before the removal, so with none).
         let removals: Locked<DeviceRemovals>
-        /// The removal of its current identity, once made (``Household/remove(_:by:)``).
+        /// The removal of its current identity, once made (``Household/remove(_:)``).
         let removal = Locked<RemovedDevice?>(nil)
         let disk: SimulatedDisk
         let port: Int
