@@ -77,9 +77,7 @@ extension Household {
     func rejoin(_ member: Member) async {
         let identity: DeviceIdentity
         do {
-            let key = try rejoinKeys.withLock { keys in
-                try Ed25519PrivateKey(rawRepresentation: (0..<4).flatMap { _ in withUnsafeBytes(of: keys.next()) { Array($0) } })
-            }
+            let key = try rejoinKeys.withLock { try Self.key(from: &$0) }
             let certificate = try authority.issueDeviceCertificate(for: key.publicKey, deviceName: "d\(member.index)",
                                                                    notBefore: validity.notBefore, notAfter: validity.notAfter)
             identity = try DeviceIdentity(account: authority.account, privateKey: key, certificate: certificate)

@@ -154,9 +154,7 @@ final class Household: Sendable {
         logger.logLevel = settings.logLevel
         self.logger = logger
         var keys = SplitMix64(seed: seed)
-        func key() throws -> Ed25519PrivateKey {
-            try Ed25519PrivateKey(rawRepresentation: (0..<4).flatMap { _ in withUnsafeBytes(of: keys.next()) { Array($0) } })
-        }
+        func key() throws -> Ed25519PrivateKey { try Self.key(from: &keys) }
         // Keys from the seed, so device IDs (which order sessions and origins) are the seed's;
         // certificates dated around the virtual clock (their serials stay random: the trace
         // never shows certificate bytes).
@@ -189,6 +187,11 @@ final class Household: Sendable {
         }), honest: members.filter { !$0.hostile }.map(\.index), checksCoverage: !settings.hostile && !settings.clockFaults)
         draws = Draws(seed: keys.next())
         faults = HouseholdFaults(settings: settings, members: members, lan: lan, trace: trace, executor: executor, checker: checker, draws: draws)
+    }
+
+    /// An Ed25519 key made of the next 32 bytes of `keys` (a seed's keys are the seed's).
+    static func key(from keys: inout SplitMix64) throws -> Ed25519PrivateKey {
+        try Ed25519PrivateKey(rawRepresentation: (0..<4).flatMap { _ in withUnsafeBytes(of: keys.next()) { Array($0) } })
     }
 
     // MARK: The run
