@@ -9,6 +9,7 @@
 #   scripts/sim.sh --seed 7 --trace       replay seed 7, printing every event
 #   scripts/sim.sh --seed 7 --twice       run seed 7 twice; fail unless the digests agree
 #   scripts/sim.sh --clock-faults         add clock jumps to the faults (docs/simulator.md, "Findings")
+#   scripts/sim.sh --removals             add device removals (--thief: and thieves' copies; "Findings")
 #   scripts/sim.sh --ci                   the CI budget (below; scripts/test.sh runs it)
 #   scripts/sim.sh --seed 7 --devices 8 --hours 1 --plant drop-remote-deletes --shrink
 #                                         shrink a failing run: the smallest run of seed 7 found that
