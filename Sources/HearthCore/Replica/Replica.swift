@@ -408,10 +408,35 @@ package struct Replica: Sendable, Equatable {
     @discardableResult
     package mutating func collectTombstones(coveredBy stable: VersionVector? = nil,
                                            olderThan horizon: HLCTimestamp? = nil, wall: UInt64? = nil) -> Int {
+        collectTombstones(covering: .given(stable), olderThan: horizon, wall: wall)
+    }
+
+    /// ``collectTombstones(coveredBy:olderThan:wall:)`` with ``stableVector``, which it works out
+    /// only once a tombstone is due: it runs at every acknowledgement, and the stable vector
+    /// intersects every peer's vector.
+    @discardableResult
+    package mutating func collectStableTombstones(olderThan horizon: HLCTimestamp? = nil, wall: UInt64? = nil) -> Int {
+        collectTombstones(covering: .stable, olderThan: horizon, wall: wall)
+    }
+
+    /// What vector covers the tombstones that may go.
+    private enum Covering {
+        case given(VersionVector?)
+        /// ``stableVector``, worked out at the first tombstone that may go.
+        case stable
+    }
+
+    private mutating func collectTombstones(covering: Covering,
+                                            olderThan horizon: HLCTimestamp?, wall: UInt64?) -> Int {
+        // Tombstones are the entries that are no live key: with none, no pass over the entries.
+        guard entries.count > tallies.usage.keys else { return 0 }
+        var stable: VersionVector?? = nil
+        if case .given(let vector) = covering { stable = .some(vector) }
         let doomed = entries.values.filter { entry in
             guard entry.isTombstone,
                   entry.timestamp <= clock.last || wall.map({ entry.timestamp.milliseconds <= $0 }) == true else { return false }
-            if let stable, stable.covers(entry) { return true }
+            if stable == nil { stable = .some(peers.stable(with: vector)) }
+            if let stable = stable!, stable.covers(entry) { return true }
             if let horizon, entry.timestamp < horizon { return true }
             return false
         }

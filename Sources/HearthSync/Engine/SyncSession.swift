@@ -51,7 +51,9 @@ actor SyncSession {
     private let ask: AsyncStream<@Sendable (isolated SyncSession) -> Void>.Continuation
     /// The protocol's state: everything this connection knows and owes. Confined to the loop.
     var state: State {
-        didSet { publishSharing() }
+        // The two fields read here, from the storage: a read of `state` from another method
+        // copied the whole state (every field retained and released), once per store.
+        didSet { publishSharing(state.shared, served: state.served) }
     }
     /// What other threads read of the state: the stores both ends serve, each with what the
     /// peer confirmed having (``shares(_:)``, ``acknowledgedVector(of:)``, for
@@ -116,16 +118,16 @@ actor SyncSession {
 
     /// Keeps ``sharing`` equal to what the state says (after each change of it; compared
     /// first, so that the copy is written only when it changes, at most a few times a message).
-    private func publishSharing() {
+    private func publishSharing(_ stores: [String: State.Shared], served: Set<String>) {
         var count = 0
         var same = true
-        for (name, shared) in state.shared where state.served.contains(name) {
+        for (name, shared) in stores where served.contains(name) {
             count += 1
             if published[name] != shared.acknowledged { same = false; break }
         }
         guard !same || count != published.count else { return }
         var copy: [String: VersionVector] = [:]
-        for (name, shared) in state.shared where state.served.contains(name) { copy[name] = shared.acknowledged }
+        for (name, shared) in stores where served.contains(name) { copy[name] = shared.acknowledged }
         published = copy
         sharing.withLock { $0 = copy }
     }
