@@ -411,9 +411,9 @@ package struct Replica: Sendable, Equatable {
         collectTombstones(covering: .given(stable), olderThan: horizon, wall: wall)
     }
 
-    /// ``collectTombstones(coveredBy:olderThan:wall:)`` with ``stableVector``, which it works out
-    /// only once a tombstone is due: it runs at every acknowledgement, and the stable vector
-    /// intersects every peer's vector.
+    /// ``collectTombstones(coveredBy:olderThan:wall:)`` with ``stableVector``, without working it
+    /// out: it runs at every acknowledgement, and the stable vector intersects every peer's
+    /// vector over every origin, where a tombstone needs only its own origin's counters.
     @discardableResult
     package mutating func collectStableTombstones(olderThan horizon: HLCTimestamp? = nil, wall: UInt64? = nil) -> Int {
         collectTombstones(covering: .stable, olderThan: horizon, wall: wall)
@@ -422,7 +422,7 @@ package struct Replica: Sendable, Equatable {
     /// What vector covers the tombstones that may go.
     private enum Covering {
         case given(VersionVector?)
-        /// ``stableVector``, worked out at the first tombstone that may go.
+        /// ``stableVector`` (``KnownPeers/allCover(_:with:)``).
         case stable
     }
 
@@ -430,13 +430,13 @@ package struct Replica: Sendable, Equatable {
                                             olderThan horizon: HLCTimestamp?, wall: UInt64?) -> Int {
         // Tombstones are the entries that are no live key: with none, no pass over the entries.
         guard entries.count > tallies.usage.keys else { return 0 }
-        var stable: VersionVector?? = nil
-        if case .given(let vector) = covering { stable = .some(vector) }
         let doomed = entries.values.filter { entry in
             guard entry.isTombstone,
                   entry.timestamp <= clock.last || wall.map({ entry.timestamp.milliseconds <= $0 }) == true else { return false }
-            if stable == nil { stable = .some(peers.stable(with: vector)) }
-            if let stable = stable!, stable.covers(entry) { return true }
+            switch covering {
+            case .given(let stable): if let stable, stable.covers(entry) { return true }
+            case .stable: if peers.allCover(entry, with: vector) { return true }
+            }
             if let horizon, entry.timestamp < horizon { return true }
             return false
         }

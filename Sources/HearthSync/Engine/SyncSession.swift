@@ -51,10 +51,20 @@ actor SyncSession {
     private let ask: AsyncStream<@Sendable (isolated SyncSession) -> Void>.Continuation
     /// The protocol's state: everything this connection knows and owes. Confined to the loop.
     var state: State {
-        // The two fields read here, from the storage: a read of `state` from another method
-        // copied the whole state (every field retained and released), once per store.
-        didSet { publishSharing(state.shared, served: state.served) }
+        // Borrowed and changed in place: with a `didSet` instead, each read of a field
+        // (`session.state.shared[name]`) copied the whole state, every field retained and
+        // released (a tenth of the household simulator's time).
+        _read { yield storedState }
+        _modify {
+            defer { publishSharing() }
+            yield &storedState
+        }
+        set {
+            storedState = newValue
+            publishSharing()
+        }
     }
+    private var storedState: State
     /// What other threads read of the state: the stores both ends serve, each with what the
     /// peer confirmed having (``shares(_:)``, ``acknowledgedVector(of:)``, for
     /// ``SyncStore/isSettled`` and the engine's routing). A copy written on the loop whenever
@@ -82,7 +92,7 @@ actor SyncSession {
         initiator = initiatedLocally ? context.identity.deviceID : link.peer.deviceID
         var state = State(now: context.clock.now(), dialled: initiatedLocally)
         state.mailbox.holdsAcks = true
-        self.state = state
+        storedState = state
         self.context = context
         self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -118,7 +128,8 @@ actor SyncSession {
 
     /// Keeps ``sharing`` equal to what the state says (after each change of it; compared
     /// first, so that the copy is written only when it changes, at most a few times a message).
-    private func publishSharing(_ stores: [String: State.Shared], served: Set<String>) {
+    private func publishSharing() {
+        let stores = storedState.shared, served = storedState.served
         var count = 0
         var same = true
         for (name, shared) in stores where served.contains(name) {
