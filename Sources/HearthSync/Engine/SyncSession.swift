@@ -56,12 +56,12 @@ actor SyncSession {
         // released (a tenth of the household simulator's time).
         _read { yield storedState }
         _modify {
-            defer { publishSharing() }
+            defer { publishSharing(of: &storedState) }
             yield &storedState
         }
         set {
             storedState = newValue
-            publishSharing()
+            publishSharing(of: &storedState)
         }
     }
     private var storedState: State
@@ -128,17 +128,20 @@ actor SyncSession {
 
     /// Keeps ``sharing`` equal to what the state says (after each change of it; compared
     /// first, so that the copy is written only when it changes, at most a few times a message).
-    private func publishSharing() {
-        let stores = storedState.shared, served = storedState.served
+    /// `state` in place (`inout`): a read of the stored state copied all of it first.
+    private func publishSharing(of state: inout State) {
         var count = 0
         var same = true
-        for (name, shared) in stores where served.contains(name) {
+        // By index, reading only each store's vector: a `for (name, shared) in` copied every
+        // store's whole state out of the dictionary at each change of the session's state.
+        let stores = state.shared
+        for index in stores.indices where state.served.contains(stores.keys[index]) {
             count += 1
-            if published[name] != shared.acknowledged { same = false; break }
+            if published[stores.keys[index]] != stores.values[index].acknowledged { same = false; break }
         }
         guard !same || count != published.count else { return }
         var copy: [String: VersionVector] = [:]
-        for (name, shared) in stores where served.contains(name) { copy[name] = shared.acknowledged }
+        for (name, shared) in state.shared where state.served.contains(name) { copy[name] = shared.acknowledged }
         published = copy
         sharing.withLock { $0 = copy }
     }
