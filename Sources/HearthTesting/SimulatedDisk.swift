@@ -333,6 +333,13 @@ public final class SimulatedDisk: StoreDisk, Sendable {
     }
 
     private static func parent(of path: String) -> String {
+        // A clean path (no "//", no trailing "/": every store's) is what precedes its last "/",
+        // as NSString says, without NSString's bridging and slash fixing (a tenth of a directory
+        // sync's cost, which takes every name on the disk).
+        let utf8 = path.utf8, slash = UInt8(ascii: "/")
+        if let last = utf8.lastIndex(of: slash), last > utf8.startIndex, utf8.last != slash, !path.contains("//") {
+            return String(path[..<last])
+        }
         let parent = (normalized(path) as NSString).deletingLastPathComponent
         return parent.isEmpty ? "/" : parent
     }

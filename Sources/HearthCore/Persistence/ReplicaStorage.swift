@@ -26,6 +26,8 @@ package final class ReplicaStorage: Sendable {
     }
 
     package let location: StoreLocation
+    /// `location.filePath`, worked out once (escaping and path joins at every save showed in profiles).
+    private let filePath: String
     /// Where the file is: another account's file of the store is opened on the same disk.
     package let disk: any StoreDisk
     private let lock: any StoreDiskLock
@@ -40,6 +42,7 @@ package final class ReplicaStorage: Sendable {
         try disk.createDirectory(location.directory, mode: 0o700)
         lock = try disk.lock(location.lockPath)
         self.location = location
+        filePath = location.filePath
         self.disk = disk
         self.logger = logger
         self.wall = wall
@@ -53,7 +56,7 @@ package final class ReplicaStorage: Sendable {
 
     /// Reads the replica, moving a damaged file aside.
     package func load() throws(PersistenceError) -> LoadResult {
-        let path = location.filePath
+        let path = filePath
         guard let data = try disk.read(path) else { return .fresh }
         let contents: ReplicaFile.Contents
         do throws(PersistenceError) {
@@ -83,9 +86,9 @@ package final class ReplicaStorage: Sendable {
     package func save(_ replica: Replica) throws(PersistenceError) {
         let data: Data
         do { data = try ReplicaFile.encode(replica, header: header) } catch {
-            throw PersistenceError(.unencodable, path: location.filePath, reason: error.reason)
+            throw PersistenceError(.unencodable, path: filePath, reason: error.reason)
         }
-        try disk.replace(data, at: location.filePath)
+        try disk.replace(data, at: filePath)
     }
 
     /// `<base>-<time>`, or `<base>-<time>-<n>` if that exists.
@@ -110,7 +113,7 @@ package final class ReplicaStorage: Sendable {
     /// A temporary file beside ours is a save that a crash cut short; the store file itself
     /// is intact (it is only ever replaced by rename), so the leftover can go.
     private func removeInterruptedWrites() {
-        let prefix = (location.filePath as NSString).lastPathComponent + AtomicFile.temporaryMarker
+        let prefix = (filePath as NSString).lastPathComponent + AtomicFile.temporaryMarker
         for name in disk.contentsOfDirectory(location.directory) where name.hasPrefix(prefix) {
             let path = (location.directory as NSString).appendingPathComponent(name)
             if disk.remove(path) { logger.notice("removed an interrupted write", metadata: ["file": "\(path)"]) }

@@ -26,6 +26,13 @@ package struct KnownPeers: Sendable, Equatable {
         return true
     }
 
+    /// Whether ``stable(with:)`` covers `entry`, without working it out: `ours` and every known
+    /// peer cover it (a vector covers an entry when its counter for the entry's origin reaches
+    /// the entry's sequence, and the intersection's counter is the least of theirs).
+    func allCover(_ entry: Entry, with ours: VersionVector) -> Bool {
+        !vectors.isEmpty && ours.covers(entry) && vectors.values.allSatisfy { $0.covers(entry) }
+    }
+
     /// What every known peer and `ours` have all seen; `nil` with no known peer.
     func stable(with ours: VersionVector) -> VersionVector? {
         guard !vectors.isEmpty else { return nil }

@@ -408,10 +408,35 @@ package struct Replica: Sendable, Equatable {
     @discardableResult
     package mutating func collectTombstones(coveredBy stable: VersionVector? = nil,
                                            olderThan horizon: HLCTimestamp? = nil, wall: UInt64? = nil) -> Int {
+        collectTombstones(covering: .given(stable), olderThan: horizon, wall: wall)
+    }
+
+    /// ``collectTombstones(coveredBy:olderThan:wall:)`` with ``stableVector``, without working it
+    /// out: it runs at every acknowledgement, and the stable vector intersects every peer's
+    /// vector over every origin, where a tombstone needs only its own origin's counters.
+    @discardableResult
+    package mutating func collectStableTombstones(olderThan horizon: HLCTimestamp? = nil, wall: UInt64? = nil) -> Int {
+        collectTombstones(covering: .stable, olderThan: horizon, wall: wall)
+    }
+
+    /// What vector covers the tombstones that may go.
+    private enum Covering {
+        case given(VersionVector?)
+        /// ``stableVector`` (``KnownPeers/allCover(_:with:)``).
+        case stable
+    }
+
+    private mutating func collectTombstones(covering: Covering,
+                                            olderThan horizon: HLCTimestamp?, wall: UInt64?) -> Int {
+        // Tombstones are the entries that are no live key: with none, no pass over the entries.
+        guard entries.count > tallies.usage.keys else { return 0 }
         let doomed = entries.values.filter { entry in
             guard entry.isTombstone,
                   entry.timestamp <= clock.last || wall.map({ entry.timestamp.milliseconds <= $0 }) == true else { return false }
-            if let stable, stable.covers(entry) { return true }
+            switch covering {
+            case .given(let stable): if let stable, stable.covers(entry) { return true }
+            case .stable: if peers.allCover(entry, with: vector) { return true }
+            }
             if let horizon, entry.timestamp < horizon { return true }
             return false
         }

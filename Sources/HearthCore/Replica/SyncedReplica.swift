@@ -359,8 +359,7 @@ package struct SyncedReplica: Sendable {
 
     /// Collects the tombstones every known peer has, or older than ``tombstoneHorizon``.
     private mutating func collectTombstones(wall: UInt64) -> Int {
-        replica.collectTombstones(coveredBy: replica.stableVector,
-                                  olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0), wall: wall)
+        replica.collectStableTombstones(olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0), wall: wall)
     }
 
     /// Drops the entries of a removed device stamped after its removal, which this replica took

@@ -50,8 +50,10 @@ struct BinaryPropertyListWriter {
     var scalarIndex: [PropertyListValue: Int] = [:]
 
     /// Adds `value`, found `depth` levels below the root, to the table; returns its index.
+    /// `shared`: equal scalars are stored once; otherwise each scalar is an object of its own,
+    /// unhashed (for what rarely repeats: ``ReplicaFile`` shares what it knows repeats itself).
     @discardableResult
-    mutating func flatten(_ value: PropertyListValue, depth: Int) throws(PropertyListEncodingError) -> Int {
+    mutating func flatten(_ value: PropertyListValue, depth: Int, shared: Bool = true) throws(PropertyListEncodingError) -> Int {
         switch value {
         case .array, .dictionary:
             guard depth < BinaryPropertyList.maximumDocumentDepth else {
@@ -64,7 +66,7 @@ struct BinaryPropertyListWriter {
             let index = reserve()
             var refs: [Int] = []
             refs.reserveCapacity(elements.count)
-            for element in elements { refs.append(try flatten(element, depth: depth + 1)) }
+            for element in elements { refs.append(try flatten(element, depth: depth + 1, shared: shared)) }
             objects[index] = .array(refs)
             return index
         case .dictionary(let dictionary):
@@ -73,11 +75,12 @@ struct BinaryPropertyListWriter {
             var keyRefs: [Int] = [], valueRefs: [Int] = []
             keyRefs.reserveCapacity(keys.count)
             valueRefs.reserveCapacity(keys.count)
-            for key in keys { keyRefs.append(try flatten(.string(key), depth: depth + 1)) }
-            for key in keys { valueRefs.append(try flatten(dictionary[key]!, depth: depth + 1)) }
+            for key in keys { keyRefs.append(try flatten(.string(key), depth: depth + 1, shared: shared)) }
+            for key in keys { valueRefs.append(try flatten(dictionary[key]!, depth: depth + 1, shared: shared)) }
             objects[index] = .dictionary(keys: keyRefs, values: valueRefs)
             return index
         default:
+            guard shared else { return append(.scalar(value)) }
             // One hash per scalar, found or new (a lookup then an insert hashed a new one twice):
             // the slot gets `index` only if the value is new, and no earlier object has it.
             let index = objects.count
@@ -88,8 +91,14 @@ struct BinaryPropertyListWriter {
         }
     }
 
-    private mutating func reserve() -> Int {
-        objects.append(.array([]))
+    /// A slot for a container, filled once its elements are added (they follow it).
+    mutating func reserve() -> Int {
+        append(.array([]))
+    }
+
+    /// Adds `object` as it is; returns its index.
+    mutating func append(_ object: Object) -> Int {
+        objects.append(object)
         return objects.count - 1
     }
 

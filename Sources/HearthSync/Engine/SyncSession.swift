@@ -51,8 +51,20 @@ actor SyncSession {
     private let ask: AsyncStream<@Sendable (isolated SyncSession) -> Void>.Continuation
     /// The protocol's state: everything this connection knows and owes. Confined to the loop.
     var state: State {
-        didSet { publishSharing() }
+        // Borrowed and changed in place: with a `didSet` instead, each read of a field
+        // (`session.state.shared[name]`) copied the whole state, every field retained and
+        // released (a tenth of the household simulator's time).
+        _read { yield storedState }
+        _modify {
+            defer { publishSharing(of: &storedState) }
+            yield &storedState
+        }
+        set {
+            storedState = newValue
+            publishSharing(of: &storedState)
+        }
     }
+    private var storedState: State
     /// What other threads read of the state: the stores both ends serve, each with what the
     /// peer confirmed having (``shares(_:)``, ``acknowledgedVector(of:)``, for
     /// ``SyncStore/isSettled`` and the engine's routing). A copy written on the loop whenever
@@ -80,7 +92,7 @@ actor SyncSession {
         initiator = initiatedLocally ? context.identity.deviceID : link.peer.deviceID
         var state = State(now: context.clock.now(), dialled: initiatedLocally)
         state.mailbox.holdsAcks = true
-        self.state = state
+        storedState = state
         self.context = context
         self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -116,12 +128,16 @@ actor SyncSession {
 
     /// Keeps ``sharing`` equal to what the state says (after each change of it; compared
     /// first, so that the copy is written only when it changes, at most a few times a message).
-    private func publishSharing() {
+    /// `state` in place (`inout`): a read of the stored state copied all of it first.
+    private func publishSharing(of state: inout State) {
         var count = 0
         var same = true
-        for (name, shared) in state.shared where state.served.contains(name) {
+        // By index, reading only each store's vector: a `for (name, shared) in` copied every
+        // store's whole state out of the dictionary at each change of the session's state.
+        let stores = state.shared
+        for index in stores.indices where state.served.contains(stores.keys[index]) {
             count += 1
-            if published[name] != shared.acknowledged { same = false; break }
+            if published[stores.keys[index]] != stores.values[index].acknowledged { same = false; break }
         }
         guard !same || count != published.count else { return }
         var copy: [String: VersionVector] = [:]
