@@ -32,7 +32,7 @@ final class Checker: Sendable {
     private let state = Locked(State())
     private let trace: Trace
     /// The device prefix of each device's origins (`ReplicaID.devicePrefix`).
-    private let prefixes: [UInt64: Int]
+    let prefixes: [UInt64: Int]
     /// The devices the invariants speak for (all but a hostile member).
     let honest: [Int]
     /// Every local write (Checker+Coverage.swift).
@@ -52,6 +52,11 @@ final class Checker: Sendable {
     /// The entry the model says `device` holds for `key` in `store` (a collected removal included).
     func modelEntry(device: Int, store: String, key: StoreKey) -> Entry? {
         state.withLock { $0.held[Place(device: device, store: store)]?[key] }
+    }
+
+    /// Every entry the model says `device` holds in `store`.
+    func modelEntries(device: Int, store: String) -> [StoreKey: Entry] {
+        state.withLock { $0.held[Place(device: device, store: store)] ?? [:] }
     }
 
     var violations: [Violation] { state.withLock { $0.violations } }

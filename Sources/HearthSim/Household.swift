@@ -44,6 +44,10 @@ final class Household: Sendable {
         /// One partition fault in two cuts a single pair of devices off from each other instead
         /// (`--no-pair-cuts` leaves them out).
         var pairCuts = true
+        /// Account switches among the faults, and each app's notifications checked (on unless
+        /// `--no-account-switches`; not with `--clock-faults` nor `--hostile`, whose seeds stay as
+        /// they were): Household+Accounts.swift.
+        var accountSwitches = true
     }
 
     struct Outcome: Sendable {
@@ -110,6 +114,8 @@ final class Household: Sendable {
     let draws: Draws
     /// The faults drawn among the workload.
     let faults: HouseholdFaults
+    /// The other account and the devices on it now (Household+Accounts.swift).
+    let accounts: AccountSwitches
 
     init(seed: UInt64, settings: Settings, executor: SimulationExecutor) throws {
         self.seed = seed
@@ -152,6 +158,7 @@ final class Household: Sendable {
             (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
         }), honest: members.filter { !$0.hostile }.map(\.index), checksCoverage: !settings.hostile && !settings.clockFaults)
         draws = Draws(seed: keys.next())
+        accounts = AccountSwitches(seed: seed, start: start)
         faults = HouseholdFaults(settings: settings, members: members, lan: lan, trace: trace, executor: executor, checker: checker, draws: draws)
     }
 
@@ -162,7 +169,7 @@ final class Household: Sendable {
         let end = Duration.seconds(settings.hours * 3600)
         let writeRate = Double(settings.devices) * settings.writesPerMinute / 60   // per second
         // Each kind of fault as often as without link faults.
-        let faultRate = settings.faultsPerHour * Double(faults.faultKinds) / Double(faults.faultKinds - faults.linkFaultKinds) / 3600
+        let faultRate = settings.faultsPerHour * Double(faults.faultKinds) / Double(faults.faultKinds - faults.linkFaultKinds - faults.accountSwitchKinds) / 3600
         let hostileRate = settings.hostile ? Self.hostileActsPerHour / 3600 : 0
         let total = writeRate + faultRate + hostileRate
         var crashed = false
@@ -177,6 +184,7 @@ final class Household: Sendable {
         trace.log("workload over: clocks set right, healing, restarting, then \(quietSpell) of quiet")
         let workloadEnded = Self.t0 + UInt64(executor.now.components.seconds) * 1000
         for member in members { member.skew.withLock { $0 = 0 } }
+        await switchBackAll()
         if lan.heal() { trace.log("heal") }
         if lan.rejoinAll() { trace.log("every pair rejoined") }
         lan.faults.healAll()
@@ -189,6 +197,7 @@ final class Household: Sendable {
         }
         checker.checkQuiescent(replicas)
         checker.checkTombstones(replicas, wall: workloadEnded, everyDeviceHonest: !settings.hostile)
+        checkAccounts(replicas)
         for member in members { await member.run.withLock({ $0 })?.engine.stop() }
         trace.log("end")
         return Outcome(seed: seed, digest: trace.digest, events: trace.count, jobs: executor.jobsRun, violations: checker.violations,
@@ -233,18 +242,24 @@ final class Household: Sendable {
                                                                  wall: wall, random: { ids.withLock { $0.next() } })
                 checker.loaded(replica, device: member.index, store: name)
                 stores[name] = SimulatedStore(device: member.index, storeIdentifier: name, replica: replica, storage: storage, wall: wall,
-                                              checker: checker, executor: executor, trace: trace, plant: settings.plant)
+                                              checker: checker, executor: executor, trace: trace, plant: settings.plant,
+                                              app: makeApp(member, store: name))
             }
-            let engine = try SyncEngine(identity: member.identity, options: .init(host: "memory", port: member.port),
-                                        environment: environment(for: member), logger: logger)
-            for name in settings.stores { _ = try engine.attach(stores[name]!) }
-            try await engine.start()
-            member.run.withLock { $0 = Run(engine: engine, stores: stores) }
-            for other in members where other.index > member.index { engine.addPeer(host: "memory", port: other.port) }
-            trace.log("d\(member.index) up")
+            try await startEngine(member, stores: stores)
         } catch {
             checker.fail("start", "d\(member.index) could not start: \(error)")
         }
+    }
+
+    /// Starts the device's engine on its stores, dialling the devices after it.
+    func startEngine(_ member: Member, stores: [String: SimulatedStore]) async throws {
+        let engine = try SyncEngine(identity: member.identity, options: .init(host: "memory", port: member.port),
+                                    environment: environment(for: member), logger: logger)
+        for name in settings.stores { _ = try engine.attach(stores[name]!) }
+        try await engine.start()
+        member.run.withLock { $0 = Run(engine: engine, stores: stores) }
+        for other in members where other.index > member.index { engine.addPeer(host: "memory", port: other.port) }
+        trace.log("d\(member.index) up")
     }
 
     /// Cuts the device's power: links gone, memory gone, the disk back to what was durable.
@@ -325,9 +340,16 @@ final class Household: Sendable {
     /// One fault drawn from the seed (``HouseholdFaults/fault()``); a crash is the household's to
     /// make. Returns whether a device crashed.
     private func fault() async -> Bool {
-        guard let (member, down) = faults.fault() else { return false }
-        await crash(member)
-        executor.after(down) { [self] in Task { await restart(member) } }
-        return true
+        switch faults.fault() {
+        case .crash(let member, let down)?:
+            await crash(member)
+            executor.after(down) { [self] in Task { await restart(member) } }
+            return true
+        case .accountSwitch(let member, let away)?:
+            await switchAccount(member, away: away)
+            return false
+        case nil:
+            return false
+        }
     }
 }

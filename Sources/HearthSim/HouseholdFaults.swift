@@ -33,16 +33,19 @@ final class HouseholdFaults: Sendable {
     }
 
     /// How many kinds of fault are drawn among, and how many of them are link faults (drawn
-    /// after the others, so that a run without them draws as before).
-    var faultKinds: Int { 4 + linkFaultKinds }
+    /// after the others, so that a run without them draws as before; account switches after
+    /// them, for the same reason).
+    var faultKinds: Int { 4 + linkFaultKinds + accountSwitchKinds }
     var linkFaultKinds: Int { settings.linkFaults ? LinkFault.allCases.count : 0 }
 
-    /// One fault drawn from the seed. Returns the device to crash and how long it stays down
-    /// when the fault is a crash: the household powers its devices (``Household/crash(_:)``).
-    func fault() -> (member: Household.Member, down: Duration)? {
+    /// One fault drawn from the seed. Returns the faults the household makes, which power and
+    /// run its devices: a crash (the device, how long it stays down: ``Household/crash(_:)``) or
+    /// an account switch (the device, how long it is away: Household+Accounts.swift).
+    func fault() -> DrawnFault? {
         let kind = draws.draw(below: faultKinds)
-        if kind >= faultKinds - linkFaultKinds {
-            inject(LinkFault.allCases[kind - (faultKinds - linkFaultKinds)])
+        if kind >= 4 + linkFaultKinds { return accountSwitch() }
+        if kind >= 4 {
+            inject(LinkFault.allCases[kind - 4])
             return nil
         }
         switch kind {
@@ -104,7 +107,7 @@ final class HouseholdFaults: Sendable {
             guard up.count > 1 else { return nil }
             let member = up[draws.draw(below: up.count)]
             let down = draws.duration(5...300)
-            return (member, down)
+            return .crash(member, down: down)
         }
     }
 }

@@ -30,6 +30,7 @@ struct Shrinker {
         ("without --hostile", \.hostile, { _ in false }),
         ("--no-crash-after-write", \.crashAfterWrite, { $0.clockFaults }),
         ("--no-pair-cuts", \.pairCuts, { $0.clockFaults || $0.devices <= 2 }),
+        ("--no-account-switches", \.accountSwitches, { !Household.switchesAccounts($0) }),
     ]
 
     /// The shrunk run, or nil when the original passes (nothing to shrink; its outcome is given).

@@ -36,6 +36,8 @@ let usage = """
       --no-crash-after-write  leaves out the crashes that follow a write within its write-behind
                      second (one crash in two; the device's app then writes as it restarts)
       --no-pair-cuts leaves out the faults that cut one pair of devices off from each other
+      --no-account-switches  leaves out the account switches (a device leaves for another account,
+                     writes there and comes back) and the check of each app's notifications
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes,
                      same-replica-id)
       --shrink       with --seed S: if the run fails, search for a smaller run of the seed that fails
@@ -92,6 +94,7 @@ while let argument = arguments.popFirst() {
     case "--fail-fast": settings.failFast = true
     case "--no-crash-after-write": settings.crashAfterWrite = false
     case "--no-pair-cuts": settings.pairCuts = false
+    case "--no-account-switches": settings.accountSwitches = false
     case "--signatures":
         guard let sampling = SignatureSampling(rawValue: value(of: argument)) else { fail("--signatures takes sampled, real or fast") }
         signatures = sampling
@@ -160,6 +163,7 @@ struct SeedReport {
 @MainActor func replayArguments(_ settings: Household.Settings) -> String {
     (settings.clockFaults ? " --clock-faults" : "") + (settings.linkFaults ? "" : " --no-link-faults") + (settings.hostile ? " --hostile" : "")
     + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? "" : " --no-crash-after-write") + (settings.pairCuts ? "" : " --no-pair-cuts")
+    + (settings.accountSwitches ? "" : " --no-account-switches")
     + (settings.plant.map { " --plant \($0.rawValue)" } ?? "") + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
 }
 
