@@ -78,7 +78,7 @@ extension Household {
     /// The app of a store of a run of `member` (none without account switches).
     func makeApp(_ member: Member, store: String) -> SimulatedApp? {
         Self.switchesAccounts(settings) && !member.hostile
-            ? SimulatedApp(device: member.index, storeIdentifier: store, executor: executor, checker: checker) : nil
+            ? SimulatedApp(device: member.index, storeIdentifier: store, executor: executor, checker: checker, trace: trace) : nil
     }
 
     /// `member` switches to the other account for `away`; its app writes there 1 to 4 times meanwhile.

@@ -42,8 +42,10 @@ final class SimulatedApp: Sendable {
     let fanOut: ChangeFanOut
     private let state = Locked(State())
     private let checker: Checker
+    private let trace: Trace
 
-    init(device: Int, storeIdentifier: String, executor: SimulationExecutor, checker: Checker) {
+    init(device: Int, storeIdentifier: String, executor: SimulationExecutor, checker: Checker, trace: Trace) {
+        self.trace = trace
         self.device = device
         self.storeIdentifier = storeIdentifier
         self.checker = checker
@@ -69,6 +71,8 @@ final class SimulatedApp: Sendable {
         }) else { return }
         let keys = event.keys.map { StoreKey($0) }
         let told = "\(event.reason) \(Owed.list(keys))"
+        // Only these: a line per serverChange would lengthen every trace.
+        if event.reason == .accountChange { trace.log("d\(device) \(storeIdentifier) app told accountChange, \(keys.count) keys") }
         guard let owed else {
             checker.fail(Self.invariant, "d\(device) \(storeIdentifier): the app was told \(told), owed nothing")
             return

@@ -51,6 +51,12 @@ final class SimulatedStore: SyncReplica {
         /// Every run of a device opens its stores under the replica IDs of its first run
         /// (planted in ``Household``: what a restart reusing its ID gives out again, peers have).
         case sameReplicaID = "same-replica-id"
+        /// An account switch merges the set it leaves into the one it opens, as a sign-in from
+        /// signed out does (`AccountSwitch.replace` told it signs in): the other account's writes
+        /// come back with the device.
+        case switchMerges = "switch-merges"
+        /// An account switch posts no notification.
+        case silentSwitch = "silent-switch"
     }
 
     init(device: Int, storeIdentifier: String, replica: Replica, storage: ReplicaStorage, wall: @escaping @Sendable () -> UInt64,
@@ -155,7 +161,7 @@ final class SimulatedStore: SyncReplica {
         checker.loaded(opened, device: device, store: checkedAs)
         let owed = Checker.changedKeys(checker.modelVisible(device: device, store: from), checker.modelVisible(device: device, store: checkedAs))
         let event = state.withLock { s -> ChangeEvent? in
-            let event = AccountSwitch.replace(&s.synced, with: opened, signingIn: false, discardSignedOutWrites: false,
+            let event = AccountSwitch.replace(&s.synced, with: opened, signingIn: plant == .switchMerges, discardSignedOutWrites: false,
                                               device: identity, wall: wall, logger: logger)
             s.storage = storage
             s.savedVector = opened.vector
@@ -167,7 +173,7 @@ final class SimulatedStore: SyncReplica {
         trace.log("d\(device) \(storeIdentifier) \(checkedAs == storeIdentifier ? "back on the household's account" : "on the other account"): \(opened.entries.count) entries, \(event?.keys.count ?? 0) keys changed")
         if checkedAs == storeIdentifier { checker.checkHousehold(replica.entries.values, device: device, store: storeIdentifier, when: "after switching back") }
         if !owed.isEmpty { app?.owe(.accountChange(owed)) }
-        if let event { app?.fanOut.post(event) }
+        if let event, plant != .silentSwitch { app?.fanOut.post(event) }
         scheduleSave()
     }
 

@@ -39,7 +39,7 @@ let usage = """
       --no-account-switches  leaves out the account switches (a device leaves for another account,
                      writes there and comes back) and the check of each app's notifications
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes,
-                     same-replica-id)
+                     same-replica-id, switch-merges, silent-switch)
       --shrink       with --seed S: if the run fails, search for a smaller run of the seed that fails
                      with the same invariant (fail-fast, fault kinds off, fewer devices, fewer hours),
                      then replay the smallest found with its trace (docs/simulator.md, "Shrinking")
