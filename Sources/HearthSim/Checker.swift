@@ -37,6 +37,9 @@ final class Checker: Sendable {
     let honest: [Int]
     /// Every local write (Checker+Coverage.swift).
     let writeLog = Locked(WriteLog())
+    /// Per device and store, the wall clock of its replica's last acknowledgement from a peer
+    /// (Checker+Tombstones.swift).
+    let lastAcknowledgement = Locked<[String: UInt64]>([:])
     /// Whether vectors are held to what their replicas hold as deltas move them: not with a
     /// hostile member, whose withheld entries do leave such gaps (finding 7), nor with clock
     /// jumps beyond the bound, whose held and re-stamped entries the write log does not follow.

@@ -134,11 +134,13 @@ extension Household {
     /// Opens each store's file of `identity`'s account on the device's disk (a new replica ID
     /// from the device's source, as the product's switch does) and switches the store to it.
     private func move(_ stores: [String: SimulatedStore], of member: Member, to identity: DeviceIdentity, checkedAs: (String) -> String) throws {
+        // Planted (`same-replica-id`): every run of a store under its first run's IDs, as at a restart.
+        let ids = settings.plant == .sameReplicaID ? Locked(SplitMix64(seed: UInt64(member.index))) : member.ids
         for name in settings.stores {
             guard let store = stores[name] else { continue }
             let location = StoreLocation(dataDirectory: "/sim/d\(member.index)", storeIdentifier: name, account: identity.account.id.hex)
             let (storage, opened) = try ReplicaStorage.open(location, on: member.disk, device: identity.deviceID.data, logger: logger,
-                                                            wall: wall(of: member), random: { member.ids.withLock { $0.next() } })
+                                                            wall: wall(of: member), random: { ids.withLock { $0.next() } })
             store.switchAccount(to: storage, opened: opened, device: identity.deviceID.data, checkedAs: checkedAs(name), logger: logger)
         }
     }

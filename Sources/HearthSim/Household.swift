@@ -182,7 +182,6 @@ final class Household: Sendable {
             if pick < writeRate / total { write() } else if pick < (writeRate + faultRate) / total { crashed = await fault() || crashed } else { hostileAct() }
         }
         trace.log("workload over: clocks set right, healing, restarting, then \(quietSpell) of quiet")
-        let workloadEnded = Self.t0 + UInt64(executor.now.components.seconds) * 1000
         for member in members { member.skew.withLock { $0 = 0 } }
         await switchBackAll()
         if lan.heal() { trace.log("heal") }
@@ -196,7 +195,7 @@ final class Household: Sendable {
             for (name, store) in run.stores { replicas[name, default: []].append((member.index, store.replica)) }
         }
         checker.checkQuiescent(replicas)
-        checker.checkTombstones(replicas, wall: workloadEnded, everyDeviceHonest: !settings.hostile)
+        checker.checkTombstones(replicas, everyDeviceHonest: !settings.hostile)
         checkAccounts(replicas)
         for member in members { await member.run.withLock({ $0 })?.engine.stop() }
         trace.log("end")

@@ -70,6 +70,8 @@ final class SimulatedStore: SyncReplica {
         self.checker = checker
         self.executor = executor
         self.trace = trace
+        // A new replica: no acknowledgement yet (the tombstones' liveness check).
+        checker.acknowledged(device: device, store: storeIdentifier, wall: 0)
     }
 
     var replica: Replica { state.withLock { $0.synced.replica } }
@@ -166,6 +168,7 @@ final class SimulatedStore: SyncReplica {
             s.storage = storage
             s.savedVector = opened.vector
             s.checked = checkedAs
+            checker.acknowledged(device: device, store: storeIdentifier, wall: 0)
             // As the product: the new file holds what the switch made only once saved.
             s.generation += 1
             return event
@@ -297,6 +300,7 @@ final class SimulatedStore: SyncReplica {
         let now = wall()
         noteCollection(scheduling: state.withLock { s -> (Bool, [Entry]) in
             guard !s.dead else { return (false, []) }
+            checker.acknowledged(device: self.device, store: storeIdentifier, wall: now)
             // The tombstones before, to tell the checker which went (the only places they go).
             let tombstones = s.synced.entries.values.filter(\.isTombstone)
             guard s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return (false, []) }
