@@ -8,7 +8,7 @@ import HearthCore
 ///
 /// Its own lock, apart from the replica's: who listens has nothing to do with what the replica
 /// holds, and a delivery reads the listeners without holding up a writer.
-final class ChangeFanOut: Sendable {
+package final class ChangeFanOut: Sendable {
     private struct Listeners {
         var instances: [ObjectIdentifier: WeakStore] = [:]
         var streams: [UInt64: AsyncStream<ChangeEvent>.Continuation] = [:]
@@ -20,11 +20,19 @@ final class ChangeFanOut: Sendable {
     }
 
     private let listeners = Locked(Listeners())
-    /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does).
-    private let queue: DispatchQueue
+    /// Delivers notifications in order, never on the writer's stack (as Apple's daemon does):
+    /// a serial queue of its own, or the scheduler it was given.
+    private let schedule: @Sendable (@escaping @Sendable () -> Void) -> Void
 
-    init(storeIdentifier: String) {
-        queue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
+    /// `schedule` runs each delivery later, in the order given (the household simulator's
+    /// virtual clock); by default a serial `DispatchQueue` of the store's.
+    package init(storeIdentifier: String, schedule: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) {
+        if let schedule {
+            self.schedule = schedule
+        } else {
+            let queue = DispatchQueue(label: "hearth.store.notify.\(storeIdentifier)")
+            self.schedule = { queue.async(execute: $0) }
+        }
     }
 
     func register(_ store: UbiquitousKeyValueStore) {
@@ -39,7 +47,7 @@ final class ChangeFanOut: Sendable {
         listeners.withLock { _ = $0.instances.removeValue(forKey: ObjectIdentifier(store)) }
     }
 
-    func makeStream() -> AsyncStream<ChangeEvent> {
+    package func makeStream() -> AsyncStream<ChangeEvent> {
         let (stream, continuation) = AsyncStream<ChangeEvent>.makeStream(bufferingPolicy: .unbounded)
         let id = listeners.withLock { l in
             l.nextStreamID += 1
@@ -53,10 +61,10 @@ final class ChangeFanOut: Sendable {
     }
 
     /// Tells every listener of `event`, asynchronously and in order.
-    func post(_ event: ChangeEvent) {
+    package func post(_ event: ChangeEvent) {
         // Nobody to tell in this process (the device daemon): no hop to the notify queue.
         guard listeners.withLock({ !$0.instances.isEmpty || !$0.streams.isEmpty }) else { return }
-        queue.async { [self] in deliver(event) }
+        schedule { [self] in deliver(event) }
     }
 
     private func deliver(_ event: ChangeEvent) {

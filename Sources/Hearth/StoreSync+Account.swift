@@ -75,37 +75,26 @@ extension StoreSync {
             try ReplicaStorage.open(location, on: file.disk, device: device, logger: logger, wall: backend.wall, random: file.random)
         }
         let loaded = ContinuousClock.now
-        var next = opened
         let signingIn = current.account == nil
-        let (changed, previousStorage) = backend.state.withLock { s -> ([StoreKey], ReplicaStorage?) in
-            let before = s.replica.visibleValues
-            if signingIn {
-                if settings.discardWritesBeforeInitialSync {
-                    if !s.replica.entries.isEmpty { logger.notice("discarding \(s.replica.usage.keys) keys written while signed out") }
-                } else {
-                    for entry in s.replica.entries.values { next.merge(entry, wall: backend.wallMilliseconds()) }
-                    // The signed-out writes become this device's writes in the account.
-                    if let device { next.adoptUnboundEntries(of: device) }
-                }
-            }
-            let after = next.visibleValues
-            let keys = AttachedStore.changedKeys(before, after)
+        let (event, previousStorage) = backend.state.withLock { s -> (ChangeEvent?, ReplicaStorage?) in
+            let event = AccountSwitch.replace(&s.replica, with: opened, signingIn: signingIn,
+                                              discardSignedOutWrites: settings.discardWritesBeforeInitialSync,
+                                              device: device, wall: backend.wallMilliseconds, logger: logger)
             let previous = s.storage
-            s.replica.replace(with: next)
             s.device = device
             s.attachedApplied = [:]
             s.storage = storage
             s.savedVector = opened.vector
             s.generation &+= 1        // the new file holds the merge only once saved
-            return (keys, previous)
+            return (event, previous)
         }
         // The signed-out writes now live in the account; the signed-out replica starts over.
         if signingIn, let previousStorage { try await backend.saves.onIOQueue { try previousStorage.save(Replica()) } }
         await backend.flushOffPool()
         logger.info("account changed", metadata: ["store": "\(storeIdentifier)", "account": "\(target?.prefix(8) ?? "signed out")",
-                                                  "changedKeys": "\(changed.count)",
+                                                  "changedKeys": "\(event?.keys.count ?? 0)",
                                                   "took": "\(ContinuousClock.now - started) (sync stopped in \(stopped - started), file opened in \(loaded - stopped))"])
-        if !changed.isEmpty { backend.post(ChangeEvent(reason: .accountChange, keys: changed.map(\.string))) }
+        if let event { backend.post(event) }
         // Attached processes reattach: a snapshot of the new account's data, posted as accountChange.
         backend.state.withLock { $0.localHost }?.closeClients()
         if let identity { start(backend, identity: identity, settings: settings) }

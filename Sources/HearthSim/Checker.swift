@@ -40,6 +40,9 @@ final class Checker: Sendable {
     let honest: [Int]
     /// Every local write (Checker+Coverage.swift).
     let writeLog = Locked(WriteLog())
+    /// Per device and store, the wall clock of its replica's last acknowledgement from a peer
+    /// (Checker+Tombstones.swift).
+    let lastAcknowledgement = Locked<[String: UInt64]>([:])
     /// Whether vectors are held to what their replicas hold as deltas move them: not with a
     /// hostile member, whose withheld entries do leave such gaps (finding 7), nor with clock
     /// jumps beyond the bound, whose held and re-stamped entries the write log does not follow.
@@ -55,6 +58,11 @@ final class Checker: Sendable {
     /// The entry the model says `device` holds for `key` in `store` (a collected removal included).
     func modelEntry(device: Int, store: String, key: StoreKey) -> Entry? {
         state.withLock { $0.held[Place(device: device, store: store)]?[key] }
+    }
+
+    /// Every entry the model says `device` holds in `store`.
+    func modelEntries(device: Int, store: String) -> [StoreKey: Entry] {
+        state.withLock { $0.held[Place(device: device, store: store)] ?? [:] }
     }
 
     var violations: [Violation] { state.withLock { $0.violations } }

@@ -51,6 +51,10 @@ final class Household: Sendable {
         /// With removals, one in two leaves a thief's copy of the removed device going on, with
         /// devices away from the remover meanwhile (`--thief`).
         var thief = false
+        /// Account switches among the faults, and each app's notifications checked (on unless
+        /// `--no-account-switches`; not with `--clock-faults` nor `--hostile`, whose seeds stay as
+        /// they were): Household+Accounts.swift.
+        var accountSwitches = true
     }
 
     struct Outcome: Sendable {
@@ -143,6 +147,8 @@ final class Household: Sendable {
     let rejoinKeys: Locked<SplitMix64>
     /// The certificates' validity.
     let validity: (notBefore: Date, notAfter: Date)
+    /// The other account and the devices on it now (Household+Accounts.swift).
+    let accounts: AccountSwitches
 
     init(seed: UInt64, settings: Settings, executor: SimulationExecutor) throws {
         self.seed = seed
@@ -186,6 +192,7 @@ final class Household: Sendable {
             (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
         }), honest: members.filter { !$0.hostile }.map(\.index), checksCoverage: !settings.hostile && !settings.clockFaults)
         draws = Draws(seed: keys.next())
+        accounts = AccountSwitches(seed: seed, start: start)
         faults = HouseholdFaults(settings: settings, members: members, lan: lan, trace: trace, executor: executor, checker: checker, draws: draws)
     }
 
@@ -214,8 +221,8 @@ final class Household: Sendable {
             if pick < writeRate / total { write() } else if pick < (writeRate + faultRate) / total { crashed = await fault() || crashed } else { hostileAct() }
         }
         trace.log("workload over: clocks set right, healing, restarting, then \(quietSpell) of quiet")
-        let workloadEnded = Self.t0 + UInt64(executor.now.components.seconds) * 1000
         for member in members { member.skew.withLock { $0 = 0 } }
+        await switchBackAll()
         if lan.heal() { trace.log("heal") }
         if lan.rejoinAll() { trace.log("every pair rejoined") }
         lan.faults.healAll()
@@ -229,7 +236,8 @@ final class Household: Sendable {
         }
         checker.checkQuiescent(replicas)
         checker.checkRemovals(replicas)
-        checker.checkTombstones(replicas, wall: workloadEnded, everyDeviceHonest: !settings.hostile)
+        checker.checkTombstones(replicas, everyDeviceHonest: !settings.hostile)
+        checkAccounts(replicas)
         for member in members { await member.run.withLock({ $0 })?.engine.stop() }
         trace.log("end")
         return Outcome(seed: seed, digest: trace.digest, events: trace.count, jobs: executor.jobsRun, violations: checker.violations,
@@ -274,22 +282,28 @@ final class Household: Sendable {
                                                                  wall: wall, random: { ids.withLock { $0.next() } })
                 checker.loaded(replica, device: member.index, store: name)
                 stores[name] = SimulatedStore(device: member.index, storeIdentifier: name, replica: replica, storage: storage, wall: wall,
-                                              checker: checker, executor: executor, trace: trace, plant: settings.plant)
+                                              checker: checker, executor: executor, trace: trace, plant: settings.plant,
+                                              app: makeApp(member, store: name))
             }
-            // A thief's copy starts from files copied before its removal: it knows of none.
-            if member.removal.withLock({ $0?.thief == true }) {
-                member.removals.withLock { $0 = DeviceRemovals(trust: member.identity.account.trust, logger: logger) }
-            }
-            let engine = try SyncEngine(identity: member.identity, options: .init(host: "memory", port: member.port),
-                                        removals: member.removals.withLock { $0 }, environment: environment(for: member), logger: logger)
-            for name in settings.stores { _ = try engine.attach(stores[name]!) }
-            try await engine.start()
-            member.run.withLock { $0 = Run(engine: engine, stores: stores) }
-            for other in members where other.index > member.index { engine.addPeer(host: "memory", port: other.port) }
-            trace.log("d\(member.index) up")
+            try await startEngine(member, stores: stores)
         } catch {
             checker.fail("start", "d\(member.index) could not start: \(error)")
         }
+    }
+
+    /// Starts the device's engine on its stores, dialling the devices after it.
+    func startEngine(_ member: Member, stores: [String: SimulatedStore]) async throws {
+        // A thief's copy starts from files copied before its removal: it knows of none.
+        if member.removal.withLock({ $0?.thief == true }) {
+            member.removals.withLock { $0 = DeviceRemovals(trust: member.identity.account.trust, logger: logger) }
+        }
+        let engine = try SyncEngine(identity: member.identity, options: .init(host: "memory", port: member.port),
+                                    removals: member.removals.withLock { $0 }, environment: environment(for: member), logger: logger)
+        for name in settings.stores { _ = try engine.attach(stores[name]!) }
+        try await engine.start()
+        member.run.withLock { $0 = Run(engine: engine, stores: stores) }
+        for other in members where other.index > member.index { engine.addPeer(host: "memory", port: other.port) }
+        trace.log("d\(member.index) up")
     }
 
     /// Cuts the device's power: links gone, memory gone, the disk back to what was durable.
@@ -371,13 +385,17 @@ final class Household: Sendable {
     /// make. Returns whether a device crashed.
     private func fault() async -> Bool {
         switch faults.fault() {
-        case nil: return false
-        case .crash(let member, let down):
+        case .crash(let member, let down)?:
             await crash(member)
             executor.after(down) { [self] in Task { await restart(member) } }
             return true
-        case .removal(let removal):
+        case .removal(let removal)?:
             await remove(removal)
+            return false
+        case .accountSwitch(let member, let away)?:
+            await switchAccount(member, away: away)
+            return false
+        case nil:
             return false
         }
     }

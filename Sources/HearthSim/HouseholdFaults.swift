@@ -33,24 +33,20 @@ final class HouseholdFaults: Sendable {
     }
 
     /// How many kinds of fault are drawn among: the first four (partitions, resets, crashes,
-    /// clock faults), the link faults, then removals (each drawn after the kinds before, so that
-    /// a run without them draws as before).
-    var faultKinds: Int { Self.firstKinds + linkFaultKinds + removalFaultKinds }
+    /// clock faults), the link faults, removals, then account switches (each drawn after the kinds
+    /// before, so that a run without them draws as before).
+    var faultKinds: Int { Self.firstKinds + linkFaultKinds + removalFaultKinds + accountSwitchKinds }
     static let firstKinds = 4
     var linkFaultKinds: Int { settings.linkFaults ? LinkFault.allCases.count : 0 }
     var removalFaultKinds: Int { settings.removals ? 1 : 0 }
 
-    /// What the household itself does for a fault: powering a device off (and on again after
-    /// `down`), or a removal (Household+Removals.swift).
-    enum Action {
-        case crash(Household.Member, down: Duration)
-        case removal(Household.Removal)
-    }
-
-    /// One fault drawn from the seed; what the household makes itself is handed back.
-    func fault() -> Action? {
+    /// One fault drawn from the seed. Returns the faults the household makes, which power and
+    /// run its devices: a crash (the device, how long it stays down: ``Household/crash(_:)``), a
+    /// removal (Household+Removals.swift) or an account switch (Household+Accounts.swift).
+    func fault() -> DrawnFault? {
         let kind = draws.draw(below: faultKinds)
-        if kind >= Self.firstKinds + linkFaultKinds { return drawRemoval().map(Action.removal) }
+        if kind >= Self.firstKinds + linkFaultKinds + removalFaultKinds { return accountSwitch() }
+        if kind >= Self.firstKinds + linkFaultKinds { return drawRemoval().map(DrawnFault.removal) }
         if kind >= Self.firstKinds {
             inject(LinkFault.allCases[kind - Self.firstKinds])
             return nil

@@ -2,6 +2,8 @@ import Foundation
 import HearthCore
 import HearthIdentity
 import HearthSync
+import Hearth
+import Logging
 
 /// One store of one simulated device: the product's `SyncedReplica` (every rule on what enters
 /// it) behind a lock, as the store's backend holds it, saved by the product's `ReplicaStorage`
@@ -21,18 +23,24 @@ final class SimulatedStore: SyncReplica {
         var savedVector: VersionVector
         /// The device crashed: this object is what its memory was, and does nothing more.
         var dead = false
+        /// The file of the account the store is on (another's after an account switch).
+        var storage: ReplicaStorage
+        /// The store's name to the ``Checker``: its identifier on the household's account,
+        /// another on the other account's (``switchAccount(to:opened:device:checkedAs:logger:)``).
+        var checked: String
     }
 
     let storeIdentifier: String
     let device: Int
     private let state: Locked<State>
-    private let storage: ReplicaStorage
     private let wall: @Sendable () -> UInt64
     private let checker: Checker
     private let executor: SimulationExecutor
     private let trace: Trace
     /// A bug planted on purpose (`--plant`), to show that the invariants catch it.
     private let plant: Plant?
+    /// The app listening to the store's notifications (none without account switches).
+    let app: SimulatedApp?
     /// How long after the first unsaved change a save comes (the store's default).
     static let writeBehind = Duration.seconds(1)
 
@@ -43,22 +51,33 @@ final class SimulatedStore: SyncReplica {
         /// Every run of a device opens its stores under the replica IDs of its first run
         /// (planted in ``Household``: what a restart reusing its ID gives out again, peers have).
         case sameReplicaID = "same-replica-id"
+        /// An account switch merges the set it leaves into the one it opens, as a sign-in from
+        /// signed out does (`AccountSwitch.replace` told it signs in): the other account's writes
+        /// come back with the device.
+        case switchMerges = "switch-merges"
+        /// An account switch posts no notification.
+        case silentSwitch = "silent-switch"
     }
 
     init(device: Int, storeIdentifier: String, replica: Replica, storage: ReplicaStorage, wall: @escaping @Sendable () -> UInt64,
-         checker: Checker, executor: SimulationExecutor, trace: Trace, plant: Plant?) {
+         checker: Checker, executor: SimulationExecutor, trace: Trace, plant: Plant?, app: SimulatedApp? = nil) {
         self.plant = plant
+        self.app = app
         self.device = device
         self.storeIdentifier = storeIdentifier
-        state = Locked(State(synced: SyncedReplica(replica), savedVector: replica.vector))
-        self.storage = storage
+        state = Locked(State(synced: SyncedReplica(replica), savedVector: replica.vector, storage: storage, checked: storeIdentifier))
         self.wall = wall
         self.checker = checker
         self.executor = executor
         self.trace = trace
+        // A new replica: no acknowledgement yet (the tombstones' liveness check).
+        checker.acknowledged(device: device, store: storeIdentifier, wall: 0)
     }
 
     var replica: Replica { state.withLock { $0.synced.replica } }
+
+    /// The store's name to the checker now (its identifier unless on the other account).
+    var checked: String { state.withLock { $0.checked } }
 
     /// An app's write (`nil` removes), as the store makes it: the same rules, unsigned (the
     /// engine signs it), saved within a second. Returns the entry written, if any.
@@ -83,7 +102,7 @@ final class SimulatedStore: SyncReplica {
         if let entry = outcome.entry {
             trace.log("d\(device) \(storeIdentifier) write \(Checker.describe(entry))")
             let restamp = outcome.restamped.contains(key)
-            checker.wrote(entry, replacing: restamp ? nil : outcome.prior, restamp: restamp, device: device, store: storeIdentifier, now: entry(forKey:))
+            checker.wrote(entry, replacing: restamp ? nil : outcome.prior, restamp: restamp, device: device, store: checked, now: entry(forKey:))
         }
         outcome.handler?()
         scheduleSave()
@@ -95,7 +114,7 @@ final class SimulatedStore: SyncReplica {
         guard !keys.isEmpty else { return }
         trace.log("d\(device) \(storeIdentifier) restamped \(keys.count) entries")
         for key in keys {
-            if let entry = entry(forKey: key) { checker.wrote(entry, replacing: nil, restamp: true, device: device, store: storeIdentifier, now: entry(forKey:)) }
+            if let entry = entry(forKey: key) { checker.wrote(entry, replacing: nil, restamp: true, device: device, store: checked, now: entry(forKey:)) }
         }
     }
 
@@ -112,10 +131,10 @@ final class SimulatedStore: SyncReplica {
 
     /// Saves what changed since the last save (the store's flush).
     func save() {
-        guard let (snapshot, generation) = state.withLock({ s -> (Replica, Int)? in
+        guard let (snapshot, generation, storage, checked) = state.withLock({ s -> (Replica, Int, ReplicaStorage, String)? in
             s.saveScheduled = false
             guard !s.dead, s.generation != s.savedGeneration else { return nil }
-            return (s.synced.replica, s.generation)
+            return (s.synced.replica, s.generation, s.storage, s.checked)
         }) else { return }
         do {
             try storage.save(snapshot)
@@ -124,15 +143,47 @@ final class SimulatedStore: SyncReplica {
                 s.savedVector = snapshot.vector
             }
             trace.log("d\(device) \(storeIdentifier) saved \(snapshot.entries.count) entries")
-            checker.saved(snapshot, device: device, store: storeIdentifier)
+            checker.saved(snapshot, device: device, store: checked)
         } catch {
             trace.log("d\(device) \(storeIdentifier) save failed: \(error.reason)")
         }
     }
 
+    // MARK: Account switches
+
+    /// Switches the store to another account's replica, `opened` from that account's file
+    /// (`storage`), through the product's decision (`AccountSwitch.replace`, as
+    /// `StoreSync.switchAccount` makes it), and posts what it says to the app. Its sync must be
+    /// stopped and what it held saved (the product's switch does both first). `checkedAs`: the
+    /// store's name to the checker on that account. Not from signed out: nothing is merged.
+    func switchAccount(to storage: ReplicaStorage, opened: Replica, device identity: Data, checkedAs: String, logger: Logger) {
+        let from = checked
+        // The other account's file holds what it last saved there (durability), and the model's
+        // views of the two accounts tell what the app is owed.
+        checker.loaded(opened, device: device, store: checkedAs)
+        let owed = Checker.changedKeys(checker.modelVisible(device: device, store: from), checker.modelVisible(device: device, store: checkedAs))
+        let event = state.withLock { s -> ChangeEvent? in
+            let event = AccountSwitch.replace(&s.synced, with: opened, signingIn: plant == .switchMerges, discardSignedOutWrites: false,
+                                              device: identity, wall: wall, logger: logger)
+            s.storage = storage
+            s.savedVector = opened.vector
+            s.checked = checkedAs
+            checker.acknowledged(device: device, store: storeIdentifier, wall: 0)
+            // As the product: the new file holds what the switch made only once saved.
+            s.generation += 1
+            return event
+        }
+        trace.log("d\(device) \(storeIdentifier) \(checkedAs == storeIdentifier ? "back on the household's account" : "on the other account"): \(opened.entries.count) entries, \(event?.keys.count ?? 0) keys changed")
+        if checkedAs == storeIdentifier { checker.checkHousehold(replica.entries.values, device: device, store: storeIdentifier, when: "after switching back") }
+        if !owed.isEmpty { app?.owe(.accountChange(owed)) }
+        if let event, plant != .silentSwitch { app?.fanOut.post(event) }
+        scheduleSave()
+    }
+
     /// The device lost power: this replica is gone with its memory.
     func crash() {
         state.withLock { $0.dead = true }
+        app?.close()
     }
 
     private var isDead: Bool { state.withLock { $0.dead } }
@@ -174,7 +225,18 @@ final class SimulatedStore: SyncReplica {
         }) else { return ([], []) }
         trace.log("d\(device) \(storeIdentifier) applied \(entries.count) entries, \(result.changed.count) changed, \(result.refused.count) refused, \(heldBack.count) held back")
         let accepted = entries.filter { entry in !result.refused.contains { $0.refers(to: entry) } }
+        // What the model shows of the keys before and after: the app is owed their change.
+        let keys = Set(accepted.map(\.key))
+        let shown = { [checker, device, storeIdentifier] in checker.modelVisible(device: device, store: storeIdentifier).filter { keys.contains($0.key) } }
+        let shownBefore = app == nil ? [:] : shown()
         checker.applied(accepted, device: device, store: storeIdentifier, now: entry(forKey:))
+        if let app {
+            checker.checkHousehold(accepted, device: device, store: storeIdentifier, when: "from a peer")
+            let owed = Checker.changedKeys(shownBefore, shown())
+            if !owed.isEmpty { app.owe(.remote(owed)) }
+            // As the store backend posts it (StoreBackend.applyRemote).
+            if !result.changed.isEmpty { app.fanOut.post(ChangeEvent(reason: reason, keys: result.changed.map(\.string))) }
+        }
         checker.covered(before: before, after: replica.vector, device: device, store: storeIdentifier)
         checker.checkBounds(replica, held: held, device: device, store: storeIdentifier)
         scheduleSave()
@@ -240,6 +302,7 @@ final class SimulatedStore: SyncReplica {
         let now = wall()
         noteCollection(scheduling: state.withLock { s -> (Bool, [Entry]) in
             guard !s.dead else { return (false, []) }
+            checker.acknowledged(device: self.device, store: storeIdentifier, wall: now)
             // The tombstones before, to tell the checker which went (the only places they go).
             let tombstones = s.synced.entries.values.filter(\.isTombstone)
             guard s.synced.notePeer(device.hex, acknowledged: vector, wall: now) else { return (false, []) }

@@ -40,8 +40,10 @@ let usage = """
                      removed device joining again with a new key in one removal in two)
       --thief        --removals, and one removal in two leaves a thief's copy of the removed device
                      going on, with devices away from the remover meanwhile (docs/simulator.md, finding 10)
+      --no-account-switches  leaves out the account switches (a device leaves for another account,
+                     writes there and comes back) and the check of each app's notifications
       --plant BUG    plants a bug in every store, to see the invariants catch it (drop-remote-deletes,
-                     same-replica-id)
+                     same-replica-id, switch-merges, silent-switch)
       --shrink       with --seed S: if the run fails, search for a smaller run of the seed that fails
                      with the same invariant (fail-fast, fault kinds off, fewer devices, fewer hours),
                      then replay the smallest found with its trace (docs/simulator.md, "Shrinking")
@@ -98,6 +100,7 @@ while let argument = arguments.popFirst() {
     case "--no-pair-cuts": settings.pairCuts = false
     case "--removals": settings.removals = true
     case "--thief": (settings.removals, settings.thief) = (true, true)
+    case "--no-account-switches": settings.accountSwitches = false
     case "--signatures":
         guard let sampling = SignatureSampling(rawValue: value(of: argument)) else { fail("--signatures takes sampled, real or fast") }
         signatures = sampling
@@ -167,6 +170,7 @@ struct SeedReport {
     (settings.clockFaults ? " --clock-faults" : "") + (settings.linkFaults ? "" : " --no-link-faults") + (settings.hostile ? " --hostile" : "")
     + (settings.failFast ? " --fail-fast" : "") + (settings.crashAfterWrite ? "" : " --no-crash-after-write") + (settings.pairCuts ? "" : " --no-pair-cuts")
     + (settings.thief ? " --thief" : settings.removals ? " --removals" : "")
+    + (settings.accountSwitches ? "" : " --no-account-switches")
     + (settings.plant.map { " --plant \($0.rawValue)" } ?? "") + (signatures == .sampled ? "" : " --signatures \(signatures.rawValue)")
 }
 
