@@ -50,9 +50,17 @@ actor SyncSession {
     private let asked: AsyncStream<@Sendable (isolated SyncSession) -> Void>
     private let ask: AsyncStream<@Sendable (isolated SyncSession) -> Void>.Continuation
     /// The protocol's state: everything this connection knows and owes. Confined to the loop.
+    /// Read in place (`_read`: a `didSet` property's getter copied the whole state, dozens of
+    /// retains, for every `session.state.x` read, several per frame) and changed in place, each
+    /// change then published (``publishSharing()``).
     var state: State {
-        didSet { publishSharing() }
+        _read { yield storedState }
+        _modify {
+            defer { publishSharing() }
+            yield &storedState
+        }
     }
+    private var storedState: State
     /// What other threads read of the state: the stores both ends serve, each with what the
     /// peer confirmed having (``shares(_:)``, ``acknowledgedVector(of:)``, for
     /// ``SyncStore/isSettled`` and the engine's routing). A copy written on the loop whenever
@@ -80,7 +88,7 @@ actor SyncSession {
         initiator = initiatedLocally ? context.identity.deviceID : link.peer.deviceID
         var state = State(now: context.clock.now(), dialled: initiatedLocally)
         state.mailbox.holdsAcks = true
-        self.state = state
+        storedState = state
         self.context = context
         self.engine = engine
         (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -117,15 +125,16 @@ actor SyncSession {
     /// Keeps ``sharing`` equal to what the state says (after each change of it; compared
     /// first, so that the copy is written only when it changes, at most a few times a message).
     private func publishSharing() {
+        let (shared, served) = (storedState.shared, storedState.served)
         var count = 0
         var same = true
-        for (name, shared) in state.shared where state.served.contains(name) {
+        for (name, store) in shared where served.contains(name) {
             count += 1
-            if published[name] != shared.acknowledged { same = false; break }
+            if published[name] != store.acknowledged { same = false; break }
         }
         guard !same || count != published.count else { return }
         var copy: [String: VersionVector] = [:]
-        for (name, shared) in state.shared where state.served.contains(name) { copy[name] = shared.acknowledged }
+        for (name, store) in shared where served.contains(name) { copy[name] = store.acknowledged }
         published = copy
         sharing.withLock { $0 = copy }
     }
