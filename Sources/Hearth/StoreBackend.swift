@@ -142,7 +142,7 @@ final class StoreBackend: Sendable {
             throw KeyValueStoreError(violation: error, key: name)
         }
         let wall = wallMilliseconds()
-        let (scheduleFlush, handler, restamped, written) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?, [StoreKey], (Entry, StoreHost?)?) in
+        let (scheduleFlush, handler, restamped, written, send) = try state.withLock { (s) throws(KeyValueStoreError) -> (Bool, (@Sendable () -> Void)?, [StoreKey], (Entry, StoreHost?)?, (@Sendable () -> Void)?) in
             let made: Entry?, restamped: [StoreKey]
             do throws(SyncedReplica.LocalRefusal) {
                 // Attached: the host re-stamps what its own clock put ahead; this copy only follows.
@@ -153,15 +153,15 @@ final class StoreBackend: Sendable {
             }
             guard let entry = made else {
                 // Deleting an absent key changes nothing, but a re-stamp still needs saving and pushing.
-                return restamped.isEmpty ? (false, nil, [], nil) : (scheduleSave(&s), s.localChangeHandler, restamped, nil)
+                return restamped.isEmpty ? (false, nil, [], nil, nil) : (scheduleSave(&s), s.localChangeHandler, restamped, nil, nil)
             }
             if s.attachment != nil {
-                // Queued under the lock, so that writes leave in sequence order.
-                s.attachment!.enqueue(entry)
-                return (false, nil, [], nil)
+                // Queued under the lock, so that writes leave in sequence order; the loop woken after it.
+                return (false, nil, [], nil, s.attachment!.enqueue(entry))
             }
-            return (scheduleSave(&s), s.localChangeHandler, restamped, (entry, s.localHost))
+            return (scheduleSave(&s), s.localChangeHandler, restamped, (entry, s.localHost), nil)
         }
+        send?()
         if !restamped.isEmpty { logRestamp(restamped) }
         if scheduleFlush { scheduleWriteBehind() }
         handler?()

@@ -57,7 +57,7 @@ final class PairingLink: Sendable {
         }
         do {
             for try await frame in inbound {
-                let message = try PairingMessage.decode(Data(frame.readableBytesView))
+                let message = try PairingMessage.decode(frame.readableData)
                 continuation.yield(message)
                 if case .refused(let reason) = message {
                     // Nothing follows a refusal; a person still deciding here need not go on.

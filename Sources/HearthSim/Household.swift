@@ -13,6 +13,9 @@ import Logging
 final class Household: Sendable {
     struct Settings: Sendable {
         var devices = 8
+        /// How the devices sign and verify entries: Ed25519, or the fast stand-in (main.swift
+        /// chooses per seed; docs/simulator.md, "Signatures").
+        var signatures = EntrySignatures.Scheme.ed25519
         var hours = 1.0
         /// Writes per device per simulated minute.
         var writesPerMinute = 1.0
@@ -181,7 +184,8 @@ final class Household: Sendable {
             let deviceKey = try key()
             let certificate = try authority.issueDeviceCertificate(for: deviceKey.publicKey, deviceName: "d\(index)",
                                                                    notBefore: notBefore, notAfter: notAfter)
-            let identity = try DeviceIdentity(account: authority.account, privateKey: deviceKey, certificate: certificate)
+            let identity = try DeviceIdentity(account: authority.account, privateKey: deviceKey, certificate: certificate,
+                                              signatures: settings.signatures)
             let port = lan.memory.reservePort()
             lan.register(identity.deviceID, index: index, port: port)
             members.append(Member(index: index, identity: identity, disk: SimulatedDisk(seed: seed &+ UInt64(index)), port: port,

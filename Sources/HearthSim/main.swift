@@ -58,7 +58,8 @@ var seeds: [UInt64] = Array(1...10)
 var settings = Household.Settings()
 var twice = false
 var shrink = false
-/// Which seeds sign and verify with Ed25519 (the others with EntrySignatures' fast stand-in).
+/// Which seeds sign and verify with Ed25519 (the others with EntrySignatures' fast stand-in, given to
+/// their devices' identities through Household.Settings).
 enum SignatureSampling: String { case sampled, real, fast }
 var signatures = SignatureSampling.sampled
 var jobs = 1
@@ -134,7 +135,8 @@ while let argument = arguments.popFirst() {
 /// Runs one seed to its end on this thread.
 @MainActor func simulate(_ seed: UInt64, _ settings: Household.Settings = settings) -> Household.Outcome {
     // The same run either way (the trace shows no signature bytes): only its cost differs.
-    EntrySignatures.scheme = realSignatures(seed) ? .ed25519 : .simulated
+    var settings = settings
+    settings.signatures = realSignatures(seed) ? .ed25519 : .simulated
     let executor = SimulationExecutors.shared
     executor.reset(seed: seed)
     let household: Household

@@ -53,6 +53,17 @@ struct BinaryPropertyListTests {
         #expect(value == ["s": "x", "i": 42, "n": -7, "d": 2.5, "b": true, "a": [1, "é"], "data": .data(Data([1, 2]))])
     }
 
+    @Test("A dictionary is written keys first in UTF-8 order, then each key's value in the same order")
+    func dictionaryLayout() throws {
+        let data = try BinaryPropertyList.encode(["b": 2, "a": 1])
+        let expected: [UInt8] = Array("bplist00".utf8)
+            + [0xD2, 1, 2, 3, 4]                         // object 0: the dictionary, keys 1 2, values 3 4
+            + [0x51, 0x61, 0x51, 0x62, 0x10, 1, 0x10, 2]  // objects 1-4: "a", "b", 1, 2
+            + [8, 13, 15, 17, 19]                         // the offset table
+            + [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 5] + [UInt8](repeating: 0, count: 8) + [0, 0, 0, 0, 0, 0, 0, 21]
+        #expect(Array(data) == expected)
+    }
+
     @Test("Encoding is deterministic: equal values give equal bytes")
     func deterministic() throws {
         var a: [String: PropertyListValue] = [:], b: [String: PropertyListValue] = [:]

@@ -43,7 +43,7 @@ extension AttachedStore {
     }
 
     /// Queues a flush of the outbox on `channel`'s event loop, `delay` nanoseconds from now
-    /// (``Attachment/enqueue(_:)``, under the store's lock: this only queues).
+    /// (``Attachment/enqueue(_:)`` returns it; the writer calls it once out of the store's lock).
     func scheduleFlush(on channel: any Channel, in delay: UInt64) {
         if delay == 0 {
             channel.eventLoop.execute { [weak self] in self?.flushOutbox() }

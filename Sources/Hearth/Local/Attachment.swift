@@ -52,18 +52,21 @@ struct Attachment: Sendable {
     /// each per write (the app and the daemon share the device's CPUs).
     static let flushInterval: UInt64 = 250_000
 
-    /// Records a write of this process for the host, and queues a flush on the connection's
-    /// event loop to run at once or when the current batch is due (none if one is queued
+    /// Records a write of this process for the host; returns the flush to queue on the
+    /// connection's event loop, at once or when the current batch is due (none if one is queued
     /// already, or while not attached: the write then goes with the resend after the next
-    /// snapshot). Called under the store's lock, so that writes leave in sequence order.
-    mutating func enqueue(_ entry: Entry) {
+    /// snapshot). Called under the store's lock, so that writes leave in sequence order; the
+    /// caller queues the flush once out of it: the loop it wakes takes that lock first thing,
+    /// and waited for the writer to let go of it (a futex wait and wake per write).
+    mutating func enqueue(_ entry: Entry) -> (@Sendable () -> Void)? {
         let channel = attached ? self.channel : nil
         pending.append(entry, attached: channel != nil)
-        guard let channel, !outboxScheduled else { return }
+        guard let channel, !outboxScheduled else { return nil }
         outboxScheduled = true
         let now = DispatchTime.now().uptimeNanoseconds
         let next = lastFlush &+ Self.flushInterval
-        store.scheduleFlush(on: channel, in: next > now ? next - now : 0)
+        let (store, delay) = (store, next > now ? next - now : 0)
+        return { store.scheduleFlush(on: channel, in: delay) }
     }
 
     /// `entries` as write messages of at most ``LocalMessage/maximumEntries`` entries and about

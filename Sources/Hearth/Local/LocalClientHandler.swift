@@ -1,5 +1,6 @@
 import Foundation
 import HearthCore
+import HearthTransport
 import Logging
 import NIOCore
 
@@ -24,7 +25,7 @@ final class LocalClientHandler: ChannelInboundHandler {
         guard let attached, attached.backend != nil else { return storeGone(context) }
         let decoded: LocalMessage.Decoded
         do {
-            decoded = try LocalMessage.decode(Data(unwrapInboundIn(data).readableBytesView))
+            decoded = try LocalMessage.decode(unwrapInboundIn(data).readableData)
         } catch {
             attached.logger.error("the process hosting the store sent a malformed frame (\(error)); reconnecting",
                                  metadata: ["store": "\(attached.storeIdentifier)"])

@@ -86,7 +86,7 @@ final class LocalHostHandler: ChannelInboundHandler {
         guard let backend else { return close(context) }
         let decoded: LocalMessage.Decoded
         do {
-            decoded = try LocalMessage.decode(Data(frame.readableBytesView))
+            decoded = try LocalMessage.decode(frame.readableData)
         } catch {
             refuse(context, "\(error)")
             return

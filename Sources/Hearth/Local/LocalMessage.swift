@@ -77,17 +77,17 @@ enum LocalMessage: Sendable, Equatable {
                     "store": .string(h.store), "pid": .integer(Int64(h.pid))]
         case .snapshot(let s):
             var fields: [String: PropertyListValue] = ["type": "snapshot", "account": .string(s.account), "device": .data(s.device),
-                                                       "entries": .array(s.entries.map(\.propertyList)), "more": .bool(s.more)]
+                                                       "entries": .array(s.entries.map { $0.propertyList }), "more": .bool(s.more)]
             if let reason = s.reason { fields["reason"] = .integer(Int64(reason.rawValue)) }
             return .dictionary(fields)
         case .write(let entries):
-            return ["type": "write", "entries": .array(entries.map(\.propertyList))]
+            return ["type": "write", "entries": .array(entries.map { $0.propertyList })]
         case .acknowledged(let vector):
             return ["type": "acknowledged", "vector": vector.propertyList]
         case .durable(let vector):
             return ["type": "durable", "vector": vector.propertyList]
         case .change(let reason, let entries):
-            return ["type": "change", "reason": .integer(Int64(reason.rawValue)), "entries": .array(entries.map(\.propertyList))]
+            return ["type": "change", "reason": .integer(Int64(reason.rawValue)), "entries": .array(entries.map { $0.propertyList })]
         case .synchronize(let id):
             return ["type": "synchronize", "id": .integer(Int64(bitPattern: id))]
         case .synchronized(let id, let saved):

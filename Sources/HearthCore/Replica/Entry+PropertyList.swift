@@ -7,6 +7,13 @@ import Foundation
 /// (protocol 4), where every delta carries them once per entry.
 package struct EntryFields: Sendable {
     package let key, value, timestamp, origin, sequence, signer, signature: String
+    /// The names of the scalar fields (all but the value), made once: every entry read checks its fields against them.
+    let scalars: [String]
+
+    init(key: String, value: String, timestamp: String, origin: String, sequence: String, signer: String, signature: String) {
+        (self.key, self.value, self.timestamp, self.origin, self.sequence, self.signer, self.signature) = (key, value, timestamp, origin, sequence, signer, signature)
+        scalars = [key, timestamp, origin, sequence, signer, signature]
+    }
 
     /// Replica files.
     package static let file = EntryFields(key: "key", value: "value", timestamp: "timestamp", origin: "origin",
@@ -14,8 +21,6 @@ package struct EntryFields: Sendable {
     /// Sync deltas.
     package static let wire = EntryFields(key: "k", value: "v", timestamp: "t", origin: "o",
                                           sequence: "n", signer: "s", signature: "g")
-
-    var scalars: [String] { [key, timestamp, origin, sequence, signer, signature] }
 }
 
 extension Entry {
@@ -29,7 +34,7 @@ extension Entry {
         var dictionary = [String: PropertyListValue](minimumCapacity: 7)
         dictionary[fields.key] = .string(key.string)
         dictionary[fields.timestamp] = .integer(Int64(bitPattern: timestamp.rawValue))
-        dictionary[fields.origin] = .data(Data(origin.bytes))
+        dictionary[fields.origin] = .data(origin.data)
         dictionary[fields.sequence] = .integer(Int64(bitPattern: sequence))
         if let value { dictionary[fields.value] = value }
         if let signature {

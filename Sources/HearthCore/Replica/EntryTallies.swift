@@ -82,22 +82,35 @@ package struct EntryTallies: Sendable, Equatable {
 
     /// Adds (`+1`) or removes (`-1`) `entry` in the per-origin and per-signer tallies.
     mutating func count(_ entry: Entry, _ sign: Int) {
-        let owned = (originEntries[entry.origin] ?? 0) + sign
-        originEntries[entry.origin] = owned > 0 ? owned : nil
+        // Each table changed in place: one hash per table (a read then a write hashed twice, and
+        // this runs twice for every entry applied), a second only to drop an emptied slot.
+        let owned = Self.add(sign, to: &originEntries, at: entry.origin)
         if owned == 0 || (owned == 1 && sign > 0) {
             // The origin came to own its first entry, or lost its last.
-            let device = entry.origin.devicePrefix, origins = (deviceOrigins[device] ?? 0) + sign
-            deviceOrigins[device] = origins > 0 ? origins : nil
+            Self.add(sign, to: &deviceOrigins, at: entry.origin.devicePrefix)
         }
         guard let signer = entry.signature?.signer else { return }
-        var tally = signerUsage[signer] ?? SignerUsage()
-        if entry.isTombstone {
-            tally.tombstones += sign
-        } else {
-            tally.bytes += sign * entry.quotaSize
-            tally.keys += sign
-        }
-        signerUsage[signer] = tally == SignerUsage() ? nil : tally
+        let emptied = { (tally: inout SignerUsage) -> Bool in
+            if entry.isTombstone {
+                tally.tombstones += sign
+            } else {
+                tally.bytes += sign * entry.quotaSize
+                tally.keys += sign
+            }
+            return tally == SignerUsage()
+        }(&signerUsage[signer, default: SignerUsage()])
+        if emptied { signerUsage[signer] = nil }
+    }
+
+    /// Adds `delta` to `table[key]` in place and returns the sum; a slot that falls to 0 or below is dropped.
+    @discardableResult
+    private static func add<Key: Hashable>(_ delta: Int, to table: inout [Key: Int], at key: Key) -> Int {
+        let total = { (count: inout Int) -> Int in
+            count += delta
+            return count
+        }(&table[key, default: 0])
+        if total <= 0 { table[key] = nil }
+        return total
     }
 }
 

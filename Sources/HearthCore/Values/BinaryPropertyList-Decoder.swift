@@ -330,13 +330,13 @@ struct BinaryPropertyListReader {
             let (count, start) = try count(marker: marker, at: offset)
             try need(count, at: start)
             try spend(bytes: 5 + count)
-            return .data(Data(bytes[start..<(start + count)]))
+            return .data(Data(copying: UnsafeRawBufferPointer(rebasing: bytes[start..<(start + count)])))
         case 0x5:
             let (count, start) = try count(marker: marker, at: offset)
             try need(count, at: start)
             try spend(bytes: 5 + count)
             // ASCII by the format; bytes over 0x7F are read as Latin-1 rather than refused.
-            let slice = bytes[start..<(start + count)]
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<(start + count)])
             if slice.allSatisfy({ $0 < 0x80 }) { return .string(String(decoding: slice, as: UTF8.self)) }
             return .string(String(slice.map { Character(Unicode.Scalar($0)) }))
         case 0x6:
@@ -354,7 +354,7 @@ struct BinaryPropertyListReader {
             let (count, start) = try count(marker: marker, at: offset)
             try need(count, at: start)
             try spend(bytes: 5 + count)
-            return .string(String(decoding: bytes[start..<(start + count)], as: UTF8.self))
+            return .string(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<(start + count)]), as: UTF8.self))
         case 0xA:
             guard depth < limit else { throw Self.tooDeep(limit) }
             guard let refs = try arrayReferences(index) else { preconditionFailure("marker 0xA is an array") }

@@ -71,12 +71,13 @@ struct BinaryPropertyListWriter {
             return index
         case .dictionary(let dictionary):
             let index = reserve()
-            let keys = dictionary.keys.sorted(by: CanonicalEncoding.utf8Less)
+            // Sorted as pairs: each value comes with its key, not looked up again by it (a hash per field).
+            let pairs = dictionary.sorted { CanonicalEncoding.utf8Less($0.key, $1.key) }
             var keyRefs: [Int] = [], valueRefs: [Int] = []
-            keyRefs.reserveCapacity(keys.count)
-            valueRefs.reserveCapacity(keys.count)
-            for key in keys { keyRefs.append(try flatten(.string(key), depth: depth + 1, shared: shared)) }
-            for key in keys { valueRefs.append(try flatten(dictionary[key]!, depth: depth + 1, shared: shared)) }
+            keyRefs.reserveCapacity(pairs.count)
+            valueRefs.reserveCapacity(pairs.count)
+            for pair in pairs { keyRefs.append(try flatten(.string(pair.key), depth: depth + 1, shared: shared)) }
+            for pair in pairs { valueRefs.append(try flatten(pair.value, depth: depth + 1, shared: shared)) }
             objects[index] = .dictionary(keys: keyRefs, values: valueRefs)
             return index
         default:
@@ -129,7 +130,7 @@ struct BinaryPropertyListWriter {
         Self.writeUInt(UInt64(objects.count), width: 8, to: &out)
         Self.writeUInt(0, width: 8, to: &out)
         Self.writeUInt(UInt64(tableOffset), width: 8, to: &out)
-        return Data(out)
+        return out.withUnsafeBytes { Data(copying: $0) }
     }
 
     static func byteWidth(for value: UInt64) -> Int {

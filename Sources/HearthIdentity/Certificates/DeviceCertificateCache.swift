@@ -13,11 +13,16 @@ package final class DeviceCertificateCache: Sendable {
     /// Devices removed from the account: their entries stamped after the removal are refused.
     package let removals: DeviceRemovals?
     /// Admitted certificates with their public keys, parsed once.
+    /// How entries are verified (``EntrySignatures``).
+    package let signatures: EntrySignatures.Scheme
     private let certificates = Locked<[DeviceID: (certificate: Certificate, key: Ed25519PublicKey)]>([:])
 
-    package init(trust: AccountTrust, removals: DeviceRemovals? = nil) {
+    /// `signatures`: how the entries are verified, Ed25519 but in the simulator (the engine's
+    /// identity's, ``DeviceIdentity/signatures``).
+    package init(trust: AccountTrust, removals: DeviceRemovals? = nil, signatures: EntrySignatures.Scheme = .ed25519) {
         self.trust = trust
         self.removals = removals
+        self.signatures = signatures
     }
 
     /// Verifies `derEncoded` against the account CA and remembers it.
@@ -77,7 +82,7 @@ package final class DeviceCertificateCache: Sendable {
         }
         let message = entry.signingBytes(storeIdentifier: storeIdentifier)
         // The simulator's stand-in for its unsampled seeds (EntrySignatures); Ed25519 everywhere else.
-        let valid = EntrySignatures.scheme == .ed25519 ? admitted.key.isValidSignature(signature.bytes, for: message)
+        let valid = signatures == .ed25519 ? admitted.key.isValidSignature(signature.bytes, for: message)
             : Array(signature.bytes) == EntrySignatures.simulated(message, by: device.data)
         guard valid else {
             throw IdentityError.badSignature("entry \(entry.key): the signature of \(device) does not verify")

@@ -11,13 +11,17 @@ package struct DeviceIdentity: Sendable, CustomStringConvertible {
     package let certificate: Certificate
     /// SHA-256 of the device's public key.
     package let deviceID: DeviceID
+    /// How this device signs its entries, and how the engine it runs verifies its peers':
+    /// Ed25519, but for the simulator's fast stand-in (``EntrySignatures``).
+    package let signatures: EntrySignatures.Scheme
 
     /// Pairs a key with its certificate.
     ///
     /// Does not check that the certificate chains to the account CA (peers do that, and
     /// tests need identities that peers refuse); it does check that the key is the
     /// certificate's.
-    package init(account: Account, privateKey: Ed25519PrivateKey, certificate: Certificate) throws {
+    package init(account: Account, privateKey: Ed25519PrivateKey, certificate: Certificate,
+                 signatures: EntrySignatures.Scheme = .ed25519) throws {
         let publicKey = privateKey.publicKey
         guard certificate.publicKey == publicKey else {
             throw IdentityError(code: .invalidKey, message: "the device key does not match its certificate")
@@ -26,6 +30,7 @@ package struct DeviceIdentity: Sendable, CustomStringConvertible {
         self.privateKey = privateKey
         self.certificate = certificate
         deviceID = DeviceID(publicKey: publicKey)
+        self.signatures = signatures
     }
 
     /// The device's name, from its certificate.
@@ -38,7 +43,7 @@ package struct DeviceIdentity: Sendable, CustomStringConvertible {
     /// Signs `entry` as it would be stored in `storeIdentifier`.
     package func sign(entry: Entry, storeIdentifier: String) throws -> EntrySignature {
         let message = entry.signingBytes(storeIdentifier: storeIdentifier)
-        let bytes = EntrySignatures.scheme == .ed25519 ? try privateKey.signature(for: message)
+        let bytes = signatures == .ed25519 ? try privateKey.signature(for: message)
             : EntrySignatures.simulated(message, by: deviceID.data)
         return EntrySignature(signer: deviceID.data, bytes: Data(bytes))
     }

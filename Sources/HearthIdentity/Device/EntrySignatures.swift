@@ -1,10 +1,14 @@
 import Foundation
 import HearthCore
 
-/// How this process signs and verifies entries: Ed25519 always, but for the household
-/// simulator (hearth-sim, docs/simulator.md, "Signatures"), which may choose a fast stand-in for
-/// the seeds it does not sample for real signatures.
+/// How a device signs and verifies entries: Ed25519 always, but in the household simulator
+/// (hearth-sim, docs/simulator.md, "Signatures"), which may choose a fast stand-in for the seeds
+/// it does not sample for real signatures.
 ///
+/// Chosen per device, not per process: the identity carries its scheme
+/// (``DeviceIdentity/signatures``), signs with it, and the sync engine's certificate cache
+/// verifies with the identity's (``DeviceCertificateCache/init(trust:removals:signatures:)``), so
+/// devices of one process may differ and nothing process-wide is left to set or forget.
 /// Behind the same interface (``DeviceIdentity/sign(entry:storeIdentifier:)`` and
 /// ``DeviceCertificateCache/verify(entry:storeIdentifier:)``), so the engine, the encoding and
 /// the checks run as they do in production. The stand-in keeps what sync depends on: a
@@ -20,14 +24,6 @@ package enum EntrySignatures {
         case ed25519
         /// SHA-256 of the device ID and the signed bytes, twice over (64 bytes): the simulator's.
         case simulated
-    }
-
-    private static let current = Locked(Scheme.ed25519)
-
-    /// The scheme in use in this process.
-    package static var scheme: Scheme {
-        get { current.withLock { $0 } }
-        set { current.withLock { $0 = newValue } }
     }
 
     /// The simulated signature of `message` by `device`.

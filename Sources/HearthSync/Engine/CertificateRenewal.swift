@@ -104,7 +104,8 @@ final class CertificateRenewal: Sendable {
                 session.logger.debug("a renewed certificate that does not last longer than ours; ignored")
                 return
             }
-            let renewed = try DeviceIdentity(account: identity.account, privateKey: identity.privateKey, certificate: certificate)
+            let renewed = try DeviceIdentity(account: identity.account, privateKey: identity.privateKey, certificate: certificate,
+                                             signatures: identity.signatures)
             try network.replaceIdentity(renewed)
             _ = try? certificates.admit(certificate)
             let handler = state.withLock { s -> (@Sendable (DeviceIdentity) -> Void)? in

@@ -35,7 +35,7 @@ struct SessionReader: Sendable {
         session.state.heard(at: now)
         context.metrics.received(bytes: frame.readableBytes + 4)
         if !admitted { try HelloCheck.admitFrame(of: frame.readableBytes) }
-        let message = try SyncMessage(decoding: Data(frame.readableBytesView), sender: session.peer.deviceID.data)
+        let message = try SyncMessage(decoding: frame.readableData, sender: session.peer.deviceID.data)
         context.metrics.received(message.kind, bytes: frame.readableBytes + 4)
         if !message.isHeartbeat { session.state.active(at: now) }
         if !admitted {

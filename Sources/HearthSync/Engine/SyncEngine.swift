@@ -106,7 +106,7 @@ package final class SyncEngine: Sendable {
             guard let record = removals.removal(of: device), let payload = try? SyncMessage.removals([record]).encoded() else { return nil }
             return Frame.encode(payload)
         }, logger: logger))
-        certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals)
+        certificates = DeviceCertificateCache(trust: identity.account.trust, removals: removals, signatures: identity.signatures)
         _ = try? certificates.admit(identity.certificate)
         removalCoordinator = RemovalCoordinator(removals: removals, context: context, stores: { [attachedStores] in attachedStores.all }) { [state] in
             state.withLock { $0.sessions.sessions }

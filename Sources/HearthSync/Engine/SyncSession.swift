@@ -50,6 +50,9 @@ actor SyncSession {
     private let asked: AsyncStream<@Sendable (isolated SyncSession) -> Void>
     private let ask: AsyncStream<@Sendable (isolated SyncSession) -> Void>.Continuation
     /// The protocol's state: everything this connection knows and owes. Confined to the loop.
+    /// Read in place (`_read`: a `didSet` property's getter copied the whole state, dozens of
+    /// retains, for every `session.state.x` read, several per frame) and changed in place, each
+    /// change then published (``publishSharing(of:)``).
     var state: State {
         // Borrowed and changed in place: with a `didSet` instead, each read of a field
         // (`session.state.shared[name]`) copied the whole state, every field retained and
