@@ -61,9 +61,19 @@ final class Checker: Sendable {
         state.withLock { $0.violations.append(Violation(invariant: invariant, detail: detail)) }
     }
 
-    /// Last writer wins, as the model orders writes: by (timestamp, origin).
+    /// Last writer wins, as the model orders writes: by (timestamp, origin); but of two entries
+    /// of one origin, the later sequence (the protocol's one exception: an origin's re-stamp of
+    /// its future entry, stamped earlier, replaces it; docs/protocol.md, "A clock set right
+    /// again"). That the later sequence is a re-stamp, not a write stamped before what its device
+    /// saw, is *causality*'s to check (``stampBeats(_:_:)``).
     static func beats(_ a: Entry, _ b: Entry?) -> Bool {
         guard let b else { return true }
+        if a.origin == b.origin { return a.sequence > b.sequence }
+        return stampBeats(a, b)
+    }
+
+    /// By (timestamp, origin) alone.
+    static func stampBeats(_ a: Entry, _ b: Entry) -> Bool {
         if a.timestamp != b.timestamp { return a.timestamp > b.timestamp }
         return a.origin > b.origin
     }
@@ -94,7 +104,7 @@ final class Checker: Sendable {
         // What the device saw of the key: the replica's entry, or a removal it has collected
         // since (the model keeps it).
         let kept = state.withLock { $0.held[place]?[entry.key] }
-        let seen = [prior, kept].compactMap { $0 }.max { Self.beats($1, $0) }
+        let seen = [prior, kept].compactMap { $0 }.max { Self.stampBeats($1, $0) }
         if restamp {
             // The same write under a new stamp: what was acknowledged of it now stands as this.
             state.withLock { s in
@@ -103,7 +113,7 @@ final class Checker: Sendable {
                     s.acknowledged[store]?[entry.key] = entry
                 }
             }
-        } else if let seen, !Self.beats(entry, seen) {
+        } else if let seen, !Self.stampBeats(entry, seen) {
             fail("causality", "d\(device) \(store): its write \(Self.describe(entry)) does not beat what it saw, \(Self.describe(seen))"
                  + (prior == nil ? " (a removal it had collected)" : ""))
         }
