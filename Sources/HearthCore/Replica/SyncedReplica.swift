@@ -264,15 +264,7 @@ package struct SyncedReplica: Sendable {
     /// visible value changed and the entries refused here.
     package mutating func applyRemote(_ entries: [Entry], heldBack refusedForNow: [Entry], wall: UInt64) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         let (accepted, overQuota, newOrigin) = Self.withinSignerShares(entries, of: replica)
-        // Held back only if not received already (then there is nothing to ask for again), and
-        // kept without its value: what a hold needs is the entry's key, origin, sequence and time.
-        for entry in refusedForNow + overQuota where !replica.vector.covers(entry) {
-            if let held = heldBack[entry.origin], held.sequence <= entry.sequence { continue }
-            guard heldBack[entry.origin] != nil || heldBack.count < Self.maximumHeldOrigins else { continue }
-            var held = entry
-            held.value = nil
-            heldBack[entry.origin] = held
-        }
+        hold(refusedForNow + overQuota)
         // While an entry is held back, the vector does not jump gaps: the sender may have
         // superseded, with the held entry, another origin's entry in any of them, which this
         // replica then has neither of (docs/simulator.md, finding 8). The jumps wait until no
@@ -286,10 +278,27 @@ package struct SyncedReplica: Sendable {
             // origin's re-stamp of it came (``Entry/wins(over:)``): the held entry will never come.
             var latest: [ReplicaID: UInt64] = [:]
             for entry in accepted where heldBack[entry.origin]?.key == entry.key { latest[entry.origin] = max(latest[entry.origin] ?? 0, entry.sequence) }
+            var ended: [ReplicaID: UInt64] = [:]
             heldBack = heldBack.filter { origin, held in
-                if let sequence = latest[origin], sequence > held.sequence { return false }
-                guard let current = replica.entries[held.key] else { return true }
-                return !(current.origin == held.origin && current.sequence == held.sequence) && !current.wins(over: held)
+                let end: Bool
+                if let sequence = latest[origin], sequence > held.sequence {
+                    end = true
+                } else if let current = replica.entries[held.key] {
+                    end = (current.origin == held.origin && current.sequence == held.sequence) || current.wins(over: held)
+                } else {
+                    end = false
+                }
+                if end { ended[origin] = held.sequence }
+                return !end
+            }
+            // A hold is per origin, on its earliest entry: the origin's later entries refused with or
+            // since it are not known here. Those refused in this delta are held now; for those refused
+            // before, the vector stops at the ended hold (the held-off advances would jump them, and no
+            // peer would send them again) and the peers' whole store brings them again.
+            hold(refusedForNow + overQuota)
+            for (origin, sequence) in ended where heldBack[origin] == nil {
+                deferredCover.cap(origin, at: sequence)
+                replica.wantsWhole = true
             }
             for held in heldBack.values { replica.uncover(held) }
             if !askedAgain.isEmpty { askedAgain = askedAgain.filter { heldBack[$0] != nil } }
@@ -308,6 +317,19 @@ package struct SyncedReplica: Sendable {
                          + "already, as many as one device may")
         }
         return (changed, refused)
+    }
+
+    /// Holds back each of `refused` not received already (then there is nothing to ask for
+    /// again) and earlier than its origin's held entry, kept without its value: what a hold needs
+    /// is the entry's key, origin, sequence and time.
+    private mutating func hold(_ refused: [Entry]) {
+        for entry in refused where !replica.vector.covers(entry) {
+            if let held = heldBack[entry.origin], held.sequence <= entry.sequence { continue }
+            guard heldBack[entry.origin] != nil || heldBack.count < Self.maximumHeldOrigins else { continue }
+            var held = entry
+            held.value = nil
+            heldBack[entry.origin] = held
+        }
     }
 
     /// Splits `entries` (in order) into those that keep every signer within its share of the

@@ -466,10 +466,14 @@ actor SyncSession {
                 _ = replica.restampIfNeeded()
                 // A removal stamped ahead, waiting for this clock: no acknowledgement may come after it reaches it.
                 replica.collectReachedTombstones()
-                // A re-stamp made or taken here: the entries the future one had beaten come again
-                // from the peers' whole stores (docs/protocol.md, "A clock set right again"); asked
-                // of each peer once, its `askWhole` and `awaitingWhole` guarding the repeats.
-                if replica.wantsWhole, state.askForWhole(name) { wakeUp.yield() }
+                // A re-stamp made or taken here, or held entries the clock now accepts: what the
+                // future entry had beaten, or the held entries, come again from the peers' whole
+                // stores (docs/protocol.md, "A clock set right again"); asked of every peer at once,
+                // each session's `askWhole` and `awaitingWhole` guarding the repeats.
+                if replica.wantsWhole, state.askForWhole(name) {
+                    wakeUp.yield()
+                    shared.store.askEveryPeerForWhole()
+                }
             }
         }
         let clock = context.clock
