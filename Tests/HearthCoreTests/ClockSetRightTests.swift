@@ -14,13 +14,9 @@ struct ClockSetRightTests {
     let now: UInt64 = 2_000_000_000_000
     let hour: UInt64 = 3_600_000
 
-    /// What the sync engine does with a delta (`SyncStore.check`, then `applyRemote`): entries
-    /// that lose are dropped unapplied, those stamped beyond the drift bound are held back.
+    /// What the sync engine does with a delta (``ClockFaultTests/receive(_:into:wall:)``).
     func receive(_ delta: [Entry], into receiver: inout SyncedReplica, wall: UInt64) {
-        let winners = receiver.winningEntries(delta)
-        let acceptable = winners.filter { HybridLogicalClock.isAcceptable($0.timestamp, wall: wall) }
-        let ahead = winners.filter { !HybridLogicalClock.isAcceptable($0.timestamp, wall: wall) }
-        _ = receiver.applyRemote(acceptable, heldBack: ahead, wall: wall)
+        ClockFaultTests().receive(delta, into: &receiver, wall: wall)
     }
 
     @Test("A peer that took a future entry (its clock ahead too) takes its writer's re-stamp, though stamped earlier, and wants the peers' whole store")
