@@ -106,10 +106,12 @@ final class Checker: Sendable {
         let kept = state.withLock { $0.held[place]?[entry.key] }
         let seen = [prior, kept].compactMap { $0 }.max { Self.stampBeats($1, $0) }
         if restamp {
-            // The same write under a new stamp: what was acknowledged of it now stands as this.
+            // The same write under a new stamp: what was acknowledged of it now stands as this. A
+            // local write of a key re-stamped in the same step (`SimulatedStore.write`) carries a
+            // new value: it supersedes the device's acknowledged write as any later write of its does.
             state.withLock { s in
                 if let acknowledged = s.acknowledged[store]?[entry.key], acknowledged.origin.devicePrefix == entry.origin.devicePrefix,
-                   acknowledged.value == entry.value, acknowledged.timestamp > entry.timestamp {
+                   acknowledged.timestamp > entry.timestamp {
                     s.acknowledged[store]?[entry.key] = entry
                 }
             }
