@@ -105,6 +105,15 @@ extension StoreBackend: SyncReplica {
         if schedule { scheduleWriteBehind() }
     }
 
+    func collectReachedTombstones() {
+        let wall = wallMilliseconds()
+        let schedule = state.withLock { s -> Bool in
+            guard s.replica.collectReachedTombstones(wall: wall) > 0 else { return false }
+            return scheduleSave(&s)
+        }
+        if schedule { scheduleWriteBehind() }
+    }
+
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) {
         // One engine runs at a time: a restarted one replaces the stopped one's handler.
         state.withLock { $0.localChangeHandler = handler }

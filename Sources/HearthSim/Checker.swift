@@ -72,9 +72,19 @@ final class Checker: Sendable {
         state.withLock { $0.violations.append(Violation(invariant: invariant, detail: detail)) }
     }
 
-    /// Last writer wins, as the model orders writes: by (timestamp, origin).
+    /// Last writer wins, as the model orders writes: by (timestamp, origin); but of two entries
+    /// of one origin, the later sequence (the protocol's one exception: an origin's re-stamp of
+    /// its future entry, stamped earlier, replaces it; docs/protocol.md, "A clock set right
+    /// again"). That the later sequence is a re-stamp, not a write stamped before what its device
+    /// saw, is *causality*'s to check (``stampBeats(_:_:)``).
     static func beats(_ a: Entry, _ b: Entry?) -> Bool {
         guard let b else { return true }
+        if a.origin == b.origin { return a.sequence > b.sequence }
+        return stampBeats(a, b)
+    }
+
+    /// By (timestamp, origin) alone.
+    static func stampBeats(_ a: Entry, _ b: Entry) -> Bool {
         if a.timestamp != b.timestamp { return a.timestamp > b.timestamp }
         return a.origin > b.origin
     }
@@ -105,16 +115,18 @@ final class Checker: Sendable {
         // What the device saw of the key: the replica's entry, or a removal it has collected
         // since (the model keeps it).
         let kept = state.withLock { $0.held[place]?[entry.key] }
-        let seen = [prior, kept].compactMap { $0 }.max { Self.beats($1, $0) }
+        let seen = [prior, kept].compactMap { $0 }.max { Self.stampBeats($1, $0) }
         if restamp {
-            // The same write under a new stamp: what was acknowledged of it now stands as this.
+            // The same write under a new stamp: what was acknowledged of it now stands as this. A
+            // local write of a key re-stamped in the same step (`SimulatedStore.write`) carries a
+            // new value: it supersedes the device's acknowledged write as any later write of its does.
             state.withLock { s in
                 if let acknowledged = s.acknowledged[store]?[entry.key], acknowledged.origin.devicePrefix == entry.origin.devicePrefix,
-                   acknowledged.value == entry.value, acknowledged.timestamp > entry.timestamp {
+                   acknowledged.timestamp > entry.timestamp {
                     s.acknowledged[store]?[entry.key] = entry
                 }
             }
-        } else if let seen, !Self.beats(entry, seen) {
+        } else if let seen, !Self.stampBeats(entry, seen) {
             fail("causality", "d\(device) \(store): its write \(Self.describe(entry)) does not beat what it saw, \(Self.describe(seen))"
                  + (prior == nil ? " (a removal it had collected)" : ""))
         }

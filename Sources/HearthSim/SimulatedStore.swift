@@ -311,6 +311,17 @@ final class SimulatedStore: SyncReplica {
         })
     }
 
+    func collectReachedTombstones() {
+        let now = wall()
+        noteCollection(scheduling: state.withLock { s -> (Bool, [Entry]) in
+            guard !s.dead, s.synced.tombstoneAwaitingClock != nil else { return (false, []) }
+            let tombstones = s.synced.entries.values.filter(\.isTombstone)
+            guard s.synced.collectReachedTombstones(wall: now) > 0 else { return (false, []) }
+            s.generation += 1
+            return (true, tombstones.filter { s.synced.entries[$0.key] == nil })
+        })
+    }
+
     /// Tells the checker which tombstones went, and saves if anything changed.
     private func noteCollection(scheduling outcome: (changed: Bool, collected: [Entry])) {
         if !outcome.collected.isEmpty {

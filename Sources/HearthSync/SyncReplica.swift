@@ -100,6 +100,11 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// Records what a peer acknowledged and collects the tombstones every known peer has.
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector)
 
+    /// Collects the tombstones every known peer has that waited for this device's clock to reach
+    /// them, once it has (``SyncedReplica/collectReachedTombstones(wall:)``): called on the
+    /// heartbeat, as no acknowledgement may come after (docs/simulator.md, finding 9).
+    func collectReachedTombstones()
+
     /// Calls `handler` after every local change (on the writer's thread: it must be quick),
     /// instead of any handler given before (that of an engine since stopped).
     func onLocalChange(_ handler: @escaping @Sendable () -> Void)
@@ -114,4 +119,7 @@ package protocol SyncReplica: AnyObject, Sendable {
 extension SyncReplica {
     /// A replica with no file: what it holds is all it will ever have.
     package var durableVector: VersionVector { syncVector }
+
+    /// A replica that collects only at acknowledgements (a hostile member's in the simulator).
+    package func collectReachedTombstones() {}
 }

@@ -136,6 +136,13 @@ struct SimulatorTests {
         #expect(line.contains(", 0 violations, "), "\(line)")
     }
 
+    @Test("With clock jumps beyond the bound and back, seed 2 of 3 devices (finding 4: a peer that took a future entry, and a write stamped after one) passes every invariant")
+    func clockSetRightFinding() async throws {
+        let (status, output) = try await Self.simulate(["--seed", "2", "--devices", "3", "--hours", "0.57", "--clock-faults"])
+        let (line, _) = try Self.summary(of: output)
+        #expect(status == 0 && line.contains(", 0 violations, "), "\(line)")
+    }
+
     /// docs/simulator.md, "What a run does": the link faults, on by default.
     @Test("Three seeds show every link fault in their trace, a half-open link given up by its own heartbeat among them, and pass every invariant")
     func linkFaultsRecover() async throws {

@@ -121,6 +121,11 @@ final class MemoryReplica: SyncReplica {
         _ = state.withLock { $0.synced.notePeer(device.hex, acknowledged: vector, wall: wall) }
     }
 
+    func collectReachedTombstones() {
+        let wall = now()
+        _ = state.withLock { $0.synced.collectReachedTombstones(wall: wall) }
+    }
+
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.handler = handler } }
     var awaitingInitialSync: Bool { state.withLock { !$0.synced.hasSynced } }
     func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }

@@ -56,8 +56,21 @@ package struct Entry: Hashable, Sendable {
 
     /// Last-writer-wins: the greater (timestamp, origin) pair wins, for values and
     /// tombstones alike. Equal pairs are the same write.
+    ///
+    /// One exception: of two entries of one key under one origin, the later sequence wins, even
+    /// if stamped earlier. Only the origin writes under it, and it writes a key after its own
+    /// entry of it, so an earlier stamp there is its re-stamp of an entry its clock set in the
+    /// future (``Replica/restampFutureEntries(wall:)``): a peer that took the future entry must
+    /// take the re-stamp, or keep what every other device replaced (docs/simulator.md, finding 4).
     package func wins(over other: Entry) -> Bool {
-        (timestamp, origin) > (other.timestamp, other.origin)
+        if origin == other.origin { return sequence > other.sequence }
+        return (timestamp, origin) > (other.timestamp, other.origin)
+    }
+
+    /// Whether this entry replaces `other`, its own origin's entry of the key stamped later: a
+    /// re-stamp (``wins(over:)``).
+    package func restamps(_ other: Entry) -> Bool {
+        origin == other.origin && sequence > other.sequence && timestamp < other.timestamp
     }
 
     /// What this entry costs against the quotas: key bytes plus the value's canonical

@@ -21,6 +21,12 @@ package struct HeldOffAdvances: Sendable {
         counters = counters.filter { replica.originEntries[$0] != nil }
     }
 
+    /// Keeps `origin`'s counter at most `sequence`: its hold ended there, and entries after it may
+    /// have been refused (``SyncedReplica/applyRemote(_:heldBack:wall:)``).
+    package mutating func cap(_ origin: ReplicaID, at sequence: UInt64) {
+        if counters[origin] > sequence { counters.lower(origin: origin, to: sequence) }
+    }
+
     /// Advances each origin of `delta` in `vector` over the sequences following its counter that
     /// the replica holds, an entry of the delta or a current one (`entries`), and stops at the
     /// first it lacks.

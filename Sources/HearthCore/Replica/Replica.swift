@@ -53,6 +53,10 @@ package struct Replica: Sendable, Equatable {
     /// Stamps no longer on its entries that later stamps must still beat: the highest collected
     /// removal, and each key's superseded entries (saved; see ``StampHistory``).
     package private(set) var history = StampHistory()
+    /// At least the latest stamp of this replica's own current entries (exact after
+    /// ``restampFutureEntries(wall:)``): one beyond the drift bound is a write stamped after a
+    /// future entry, to re-stamp once the clock is right. Not saved (derived from the entries).
+    package private(set) var latestOwnStamp = HLCTimestamp.zero
     /// The DER certificates of devices that signed entries, by signer (``SignerCertificates``).
     package private(set) var signerCertificates: SignerCertificates
     package var certificates: [Data: Data] { signerCertificates.bySigner }
@@ -92,6 +96,7 @@ package struct Replica: Sendable, Equatable {
         self.sequence = sequence
         self.vector = vector
         self.entries = entries
+        latestOwnStamp = Self.latestStamp(of: id, in: entries)
         tallies = EntryTallies(of: entries.values)
         peers = KnownPeers(peerVectors)
         signerCertificates = SignerCertificates(certificates)
@@ -144,6 +149,7 @@ package struct Replica: Sendable, Equatable {
         imposedLeads.note(timestamp, replacing: entries[key], forKey: key, wall: wall, sequence: sequence, ownOrigin: id)
         let entry = Entry(key: key, value: value, timestamp: timestamp, origin: id, sequence: sequence, quotaSize: size)
         store(entry)
+        latestOwnStamp = max(latestOwnStamp, timestamp)
         vector.advance(origin: id, to: sequence)
         return entry
     }
@@ -163,9 +169,16 @@ package struct Replica: Sendable, Equatable {
                 return false
             }
             history.note(current.timestamp, forKey: remote.key)
+            // The origin re-stamped an entry its clock had set in the future: what that entry beat
+            // here, and every entry a relay superseded with it (which this vector then covers without
+            // this replica ever seeing it), may beat the re-stamp. Peers that held the future entry
+            // back still have them: ask for their whole store (docs/protocol.md, "A clock set right again").
+            if remote.restamps(current) { wantsWhole = true }
             store(remote)
             return current.value != remote.value
         }
+        // It lost to a removal collected here ahead of the wall clock, which peers still hold.
+        guard !history.losesToCollectedRemoval(remote) else { return false }
         store(remote)
         return remote.value != nil
     }
@@ -188,7 +201,7 @@ package struct Replica: Sendable, Equatable {
         winners.reserveCapacity(entries.count)
         for entry in entries {
             guard let current = self.entries[entry.key] else {
-                if wantsWhole || !vector.covers(entry) { winners.append(entry) }
+                if (wantsWhole || !vector.covers(entry)) && !history.losesToCollectedRemoval(entry) { winners.append(entry) }
                 continue
             }
             guard !entry.wins(over: current) else {
@@ -286,14 +299,31 @@ package struct Replica: Sendable, Equatable {
     /// the entries written in that future are re-stamped: the same values (or deletes) as new
     /// local writes, which sync like any other. Their old versions lose nothing: no peer took
     /// them. Values are unchanged, so nothing is posted.
+    ///
+    /// Its own writes stamped beyond the bound are re-stamped too when its logical clock is not:
+    /// each was stamped just after an entry a clock ahead had set in the future (a write after a
+    /// future entry, ``write(_:forKey:wall:size:)``), and every peer whose clock is right holds it
+    /// back. Only its own: the entries of others beyond the bound of a clock that was never beyond
+    /// it are as likely valid entries seen by a clock set wrongly behind (re-stamping those broke
+    /// simulator seed 1); their writers re-stamp them.
+    ///
+    /// A re-stamp replaces the future entry on the peers that took it (a later sequence of the
+    /// same origin wins, ``Entry/wins(over:)``). The future entry may have beaten, here, entries
+    /// this replica never saw (a relay superseded them with it, and the vector covers them): so
+    /// afterwards the peers' whole store is wanted (``wantsWhole``), and what beats the re-stamp
+    /// comes back.
     @discardableResult
     package mutating func restampFutureEntries(wall: UInt64) -> [StoreKey] {
         let bound = wall &+ HybridLogicalClock.maximumDrift
-        guard clock.last.milliseconds > bound else { return [] }
-        let future = entries.values.filter { $0.timestamp.milliseconds > bound }.sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
-        let present = entries.values.map(\.timestamp).filter { $0.milliseconds <= bound }.max() ?? .zero
-        // Not beyond the lead a peer may give the clock: `present` may be a peer's entry hours ahead.
-        clock = HybridLogicalClock(last: min(present, HLCTimestamp(milliseconds: wall &+ HybridLogicalClock.maximumLead, counter: 0)))
+        let clockAhead = clock.last.milliseconds > bound
+        guard clockAhead || latestOwnStamp.milliseconds > bound else { return [] }
+        let future = entries.values.filter { $0.timestamp.milliseconds > bound && (clockAhead || $0.origin == id) }
+            .sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
+        if clockAhead {
+            let present = entries.values.map(\.timestamp).filter { $0.milliseconds <= bound }.max() ?? .zero
+            // Not beyond the lead a peer may give the clock: `present` may be a peer's entry hours ahead.
+            clock = HybridLogicalClock(last: min(present, HLCTimestamp(milliseconds: wall &+ HybridLogicalClock.maximumLead, counter: 0)))
+        }
         for old in future {
             sequence += 1
             // After every stamp of the key seen here within the bound; as in `write`, the clock is not moved.
@@ -301,7 +331,14 @@ package struct Replica: Sendable, Equatable {
             store(Entry(key: old.key, value: old.value, timestamp: timestamp, origin: id, sequence: sequence))
         }
         vector.advance(origin: id, to: sequence)
+        latestOwnStamp = Self.latestStamp(of: id, in: entries)
+        if !future.isEmpty { wantsWhole = true }
         return future.map(\.key)
+    }
+
+    /// The latest stamp of `origin`'s current entries.
+    private static func latestStamp(of origin: ReplicaID, in entries: [StoreKey: Entry]) -> HLCTimestamp {
+        entries.values.lazy.filter { $0.origin == origin }.map(\.timestamp).max() ?? .zero
     }
 
     // MARK: A removed device's later writes
@@ -429,26 +466,49 @@ package struct Replica: Sendable, Equatable {
     private mutating func collectTombstones(covering: Covering,
                                             olderThan horizon: HLCTimestamp?, wall: UInt64?) -> Int {
         // Tombstones are the entries that are no live key: with none, no pass over the entries.
-        guard entries.count > tallies.usage.keys else { return 0 }
+        guard entries.count > tallies.usage.keys else { tombstoneAwaitingClock = nil; return 0 }
+        var awaiting: HLCTimestamp?
         let doomed = entries.values.filter { entry in
-            guard entry.isTombstone,
-                  entry.timestamp <= clock.last || wall.map({ entry.timestamp.milliseconds <= $0 }) == true else { return false }
+            guard entry.isTombstone else { return false }
+            let due: Bool
             switch covering {
-            case .given(let stable): if let stable, stable.covers(entry) { return true }
-            case .stable: if peers.allCover(entry, with: vector) { return true }
+            case .given(let stable): due = stable?.covers(entry) == true || horizon.map { entry.timestamp < $0 } == true
+            case .stable: due = peers.allCover(entry, with: vector) || horizon.map { entry.timestamp < $0 } == true
             }
-            if let horizon, entry.timestamp < horizon { return true }
-            return false
+            guard due else { return false }
+            guard entry.timestamp <= clock.last || wall.map({ entry.timestamp.milliseconds <= $0 }) == true else {
+                awaiting = min(awaiting ?? entry.timestamp, entry.timestamp)
+                return false
+            }
+            return true
         }
+        tombstoneAwaitingClock = awaiting
         for entry in doomed {
             if let wall { clock.observe(entry.timestamp, wall: wall) }
-            history.collected(entry)
+            history.collected(entry, wall: wall)
             entries[entry.key] = nil
             tallies.count(entry, -1)
             retiredOrigins.insert(entry.origin)
         }
         if !doomed.isEmpty { compactVector() }
         return doomed.count
+    }
+
+    /// The earliest tombstone ``collectTombstones(coveredBy:olderThan:wall:)`` found due but not
+    /// yet reached by the clock, if any: collected on the heartbeat once reached
+    /// (``collectReachedTombstones(coveredBy:olderThan:wall:)``). Not saved: a reopened replica
+    /// collects at its peers' first acknowledgements.
+    package private(set) var tombstoneAwaitingClock: HLCTimestamp?
+
+    /// Collects as ``collectTombstones(coveredBy:olderThan:wall:)`` does, if a tombstone every
+    /// peer has was waiting for the clock and the clock (or `wall`) has reached it; else does
+    /// nothing, at no cost. Collection is otherwise tried only at an acknowledgement, and a quiet
+    /// household sends none: a removal stamped ahead by a clock since set right would stay until
+    /// the next write (docs/simulator.md, finding 9).
+    @discardableResult
+    package mutating func collectReachedTombstones(coveredBy stable: VersionVector?, olderThan horizon: HLCTimestamp?, wall: UInt64) -> Int {
+        guard let awaiting = tombstoneAwaitingClock, awaiting <= clock.last || awaiting.milliseconds <= wall else { return 0 }
+        return collectTombstones(coveredBy: stable, olderThan: horizon, wall: wall)
     }
 
     // MARK: Compact vectors

@@ -76,8 +76,27 @@ package struct StampHistory: Sendable, Equatable {
     }
 
     /// `tombstone` was collected: its stamp raises ``collected``, and its key's stamps go with it.
-    package mutating func collected(_ tombstone: Entry) {
+    /// One stamped ahead of `wall` (collected because this replica's clock had reached it, a
+    /// clock that was ahead) is kept in ``collectedAhead`` until `wall` is a drift bound past it.
+    package mutating func collected(_ tombstone: Entry, wall: UInt64? = nil) {
         collected = max(collected, tombstone.timestamp)
         superseded[tombstone.key] = nil
+        if let wall {
+            if !collectedAhead.isEmpty { collectedAhead = collectedAhead.filter { $0.value.timestamp.milliseconds &+ HybridLogicalClock.maximumDrift > wall } }
+            if tombstone.timestamp.milliseconds > wall { collectedAhead[tombstone.key] = tombstone }
+        }
+    }
+
+    /// Removals this replica collected while they were stamped ahead of its wall clock, by key:
+    /// an entry of the key that loses to one (a re-stamp to the present of a write the removal
+    /// beat, made by a device that never saw the removal) must not take the key here while the
+    /// devices whose clocks have not reached the removal keep it (docs/simulator.md, finding 4,
+    /// seed 3 of 8 devices). Not saved; empty unless a clock was ahead.
+    package private(set) var collectedAhead: [StoreKey: Entry] = [:]
+
+    /// Whether `entry`, of a key with no entry, lost to a removal collected ahead of the clock.
+    package func losesToCollectedRemoval(_ entry: Entry) -> Bool {
+        guard let removal = collectedAhead[entry.key] else { return false }
+        return !entry.wins(over: removal) && !(entry.origin == removal.origin && entry.sequence == removal.sequence)
     }
 }

@@ -39,6 +39,9 @@ package struct SyncedReplica: Sendable {
     /// What the vector would have advanced to, per entry, while entries were held back: made
     /// once none is (see ``applyRemote(_:heldBack:wall:)``, ``HeldOffAdvances``).
     private var deferredCover = HeldOffAdvances()
+    /// Origins whose held entry the clock came to accept, and for which the peers' whole store
+    /// was wanted (``askAgainForHeld(wall:)``): once per hold.
+    private var askedAgain: Set<ReplicaID> = []
 
     /// How long a tombstone is kept when some known peer never acknowledges it (30 days).
     package static let tombstoneHorizon: UInt64 = 30 * 86_400_000
@@ -83,6 +86,7 @@ package struct SyncedReplica: Sendable {
         unsignedKeys = Self.unsigned(in: replica)
         heldBack = [:]
         deferredCover = HeldOffAdvances()
+        askedAgain = []
     }
 
     private static func unsigned(in replica: Replica) -> Set<StoreKey> {
@@ -164,10 +168,26 @@ package struct SyncedReplica: Sendable {
 
     /// Writes again, with the current time, the entries stamped while this device's clock was
     /// ahead, once it is back (``Replica/restampFutureEntries(wall:)``): local writes to sign.
+    ///
+    /// Also asks again for entries held back that the clock now accepts (``askAgainForHeld(wall:)``).
     package mutating func restampFutureEntries(wall: UInt64) -> [StoreKey] {
         let restamped = replica.restampFutureEntries(wall: wall)
         unsignedKeys.formUnion(restamped)
+        askAgainForHeld(wall: wall)
         return restamped
+    }
+
+    /// Wants the peers' whole store (``Replica/wantsWhole``) once for each entry held back that
+    /// this device's clock now accepts: it was refused while the clock was behind (or the entry
+    /// ahead), and its senders count it as sent, so only a new connection would bring it again,
+    /// and a quiet household makes none: the household would disagree for as long as the links
+    /// stay up (docs/simulator.md, finding 4).
+    private mutating func askAgainForHeld(wall: UInt64) {
+        guard !heldBack.isEmpty else { return }
+        for (origin, held) in heldBack where !askedAgain.contains(origin) && HybridLogicalClock.isAcceptable(held.timestamp, wall: wall) {
+            askedAgain.insert(origin)
+            replica.wantsWhole = true
+        }
     }
 
     /// Merges entries that another replica of this device admitted already (the host's, in a
@@ -222,7 +242,20 @@ package struct SyncedReplica: Sendable {
     /// last-writer-wins over the current entry); the stamps of those that lose are kept
     /// (``Replica/winners(of:)``).
     package mutating func winningEntries(_ entries: [Entry]) -> [Entry] {
-        replica.winners(of: entries)
+        let winners = replica.winners(of: entries)
+        guard !heldBack.isEmpty else { return winners }
+        // A re-stamp of a held entry ends the hold even if it loses here (the entry it replaces
+        // will never come): it goes on to be verified and applied (``applyRemote(_:heldBack:wall:)``).
+        let kept = Set(winners.map { EntryID(origin: $0.origin, sequence: $0.sequence) })
+        return winners + entries.filter { entry in
+            guard let held = heldBack[entry.origin], held.key == entry.key, entry.sequence > held.sequence else { return false }
+            return !kept.contains(EntryID(origin: entry.origin, sequence: entry.sequence))
+        }
+    }
+
+    private struct EntryID: Hashable {
+        let origin: ReplicaID
+        let sequence: UInt64
     }
 
     /// Applies verified entries from peers atomically, within each signer's share and the
@@ -231,15 +264,7 @@ package struct SyncedReplica: Sendable {
     /// visible value changed and the entries refused here.
     package mutating func applyRemote(_ entries: [Entry], heldBack refusedForNow: [Entry], wall: UInt64) -> (changed: [StoreKey], refused: [RefusedEntry]) {
         let (accepted, overQuota, newOrigin) = Self.withinSignerShares(entries, of: replica)
-        // Held back only if not received already (then there is nothing to ask for again), and
-        // kept without its value: what a hold needs is the entry's key, origin, sequence and time.
-        for entry in refusedForNow + overQuota where !replica.vector.covers(entry) {
-            if let held = heldBack[entry.origin], held.sequence <= entry.sequence { continue }
-            guard heldBack[entry.origin] != nil || heldBack.count < Self.maximumHeldOrigins else { continue }
-            var held = entry
-            held.value = nil
-            heldBack[entry.origin] = held
-        }
+        hold(refusedForNow + overQuota)
         // While an entry is held back, the vector does not jump gaps: the sender may have
         // superseded, with the held entry, another origin's entry in any of them, which this
         // replica then has neither of (docs/simulator.md, finding 8). The jumps wait until no
@@ -249,12 +274,34 @@ package struct SyncedReplica: Sendable {
         let changed = replica.apply(accepted, coveredBy: nil, wall: wall, overGaps: !holding)
         if holding {
             deferredCover.hold(accepted, in: replica)
-            // A hold ends when the entry arrives or this replica has a later write of its key.
-            heldBack = heldBack.filter { _, held in
-                guard let current = replica.entries[held.key] else { return true }
-                return !(current.origin == held.origin && current.sequence == held.sequence) && !current.wins(over: held)
+            // A hold ends when the entry arrives, this replica has a later write of its key, or its
+            // origin's re-stamp of it came (``Entry/wins(over:)``): the held entry will never come.
+            var latest: [ReplicaID: UInt64] = [:]
+            for entry in accepted where heldBack[entry.origin]?.key == entry.key { latest[entry.origin] = max(latest[entry.origin] ?? 0, entry.sequence) }
+            var ended: [ReplicaID: UInt64] = [:]
+            heldBack = heldBack.filter { origin, held in
+                let end: Bool
+                if let sequence = latest[origin], sequence > held.sequence {
+                    end = true
+                } else if let current = replica.entries[held.key] {
+                    end = (current.origin == held.origin && current.sequence == held.sequence) || current.wins(over: held)
+                } else {
+                    end = false
+                }
+                if end { ended[origin] = held.sequence }
+                return !end
+            }
+            // A hold is per origin, on its earliest entry: the origin's later entries refused with or
+            // since it are not known here. Those refused in this delta are held now; for those refused
+            // before, the vector stops at the ended hold (the held-off advances would jump them, and no
+            // peer would send them again) and the peers' whole store brings them again.
+            hold(refusedForNow + overQuota)
+            for (origin, sequence) in ended where heldBack[origin] == nil {
+                deferredCover.cap(origin, at: sequence)
+                replica.wantsWhole = true
             }
             for held in heldBack.values { replica.uncover(held) }
+            if !askedAgain.isEmpty { askedAgain = askedAgain.filter { heldBack[$0] != nil } }
             if heldBack.isEmpty {
                 replica.cover(deferredCover.counters)
                 deferredCover = HeldOffAdvances()
@@ -270,6 +317,19 @@ package struct SyncedReplica: Sendable {
                          + "already, as many as one device may")
         }
         return (changed, refused)
+    }
+
+    /// Holds back each of `refused` not received already (then there is nothing to ask for
+    /// again) and earlier than its origin's held entry, kept without its value: what a hold needs
+    /// is the entry's key, origin, sequence and time.
+    private mutating func hold(_ refused: [Entry]) {
+        for entry in refused where !replica.vector.covers(entry) {
+            if let held = heldBack[entry.origin], held.sequence <= entry.sequence { continue }
+            guard heldBack[entry.origin] != nil || heldBack.count < Self.maximumHeldOrigins else { continue }
+            var held = entry
+            held.value = nil
+            heldBack[entry.origin] = held
+        }
     }
 
     /// Splits `entries` (in order) into those that keep every signer within its share of the
@@ -355,6 +415,15 @@ package struct SyncedReplica: Sendable {
         replica.notePeer(device, acknowledged: vector)
         let collected = collectTombstones(wall: wall)
         return collected > 0 || replica.peerVectors[device] != before
+    }
+
+    /// Collects the tombstones every known peer has that waited for the clock to reach them, once
+    /// it has (``Replica/collectReachedTombstones(coveredBy:olderThan:wall:)``; on the engine's
+    /// heartbeat). Returns how many went.
+    package mutating func collectReachedTombstones(wall: UInt64) -> Int {
+        guard replica.tombstoneAwaitingClock != nil else { return 0 }
+        return replica.collectReachedTombstones(coveredBy: replica.stableVector,
+                                                olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0), wall: wall)
     }
 
     /// Collects the tombstones every known peer has, or older than ``tombstoneHorizon``.

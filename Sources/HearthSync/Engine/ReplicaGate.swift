@@ -60,6 +60,7 @@ final class ReplicaGate: SyncReplica {
     func learnOfDevices(_ devices: [DeviceID]) { ifOpen(()) { replica.learnOfDevices(devices) } }
     func forgetDevice(_ device: DeviceID) { ifOpen(()) { replica.forgetDevice(device) } }
     func notePeer(_ device: DeviceID, acknowledged vector: VersionVector) { ifOpen(()) { replica.notePeer(device, acknowledged: vector) } }
+    func collectReachedTombstones() { ifOpen(()) { replica.collectReachedTombstones() } }
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { ifOpen(()) { replica.onLocalChange(handler) } }
     func initialSyncCompleted() { ifOpen(()) { replica.initialSyncCompleted() } }
     func wholeReceived() { ifOpen(()) { replica.wholeReceived() } }

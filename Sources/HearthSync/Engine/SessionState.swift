@@ -306,10 +306,13 @@ package struct SessionState<Store: Sendable>: Sendable {
     /// Asks the peer for its whole store `name` (our next `store` message says `w`): this replica
     /// dropped a removed device's later writes, and the entries they replaced, which its vector
     /// covers, are the peer's to send again (docs/protocol.md, "Device removals").
-    package mutating func askForWhole(_ name: String) {
-        guard shared[name] != nil, !shared[name]!.askWhole, !shared[name]!.awaitingWhole else { return }
+    /// Returns whether it was asked now (not already).
+    @discardableResult
+    package mutating func askForWhole(_ name: String) -> Bool {
+        guard shared[name] != nil, !shared[name]!.askWhole, !shared[name]!.awaitingWhole else { return false }
         shared[name]!.askWhole = true
         mailbox.post(name) { $0.state = true }
+        return true
     }
 
     /// Counts entries refused for their signature; true once the connection brought more than

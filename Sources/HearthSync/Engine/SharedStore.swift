@@ -50,8 +50,14 @@ package struct SharedStore<Store: Sendable>: Sendable {
     package var askWhole = false
     /// We asked for the whole store and its last delta has not come yet.
     package var awaitingWhole = false
-    /// The peer asked us for the whole store on this connection (answered once per connection).
-    package var gaveWhole = false
+    /// How many times the peer had the whole store on this connection (at most
+    /// ``maximumWholes``).
+    package var wholesGiven = 0
+    /// How many whole stores a peer is sent per store and connection: a device asks once per
+    /// removed device whose writes it dropped, once per re-stamp it made or took, and once per
+    /// entry it held back that its clock, set right, now accepts (docs/protocol.md, "A clock set
+    /// right again"); a peer asking again and again pays a connection per few stores it gets.
+    package static var maximumWholes: Int { 8 }
 
     package init(store: Store) { self.store = store }
 
@@ -161,12 +167,12 @@ package struct SharedStore<Store: Sendable>: Sendable {
     // MARK: What is sent and received of it
 
     /// The peer asked for the whole store in its `store` message: it dropped entries its vector
-    /// still covers (a removed device's later writes), so it is sent everything, as a newcomer
-    /// is, whatever it was sent before. Once per connection: a peer asking again and again pays
-    /// a connection per store it gets.
+    /// still covers (a removed device's later writes, entries a re-stamp had beaten, entries it
+    /// held back), so it is sent everything, as a newcomer is, whatever it was sent before. At
+    /// most ``maximumWholes`` times per connection.
     mutating func giveWhole() {
-        guard !gaveWhole else { return }
-        gaveWhole = true
+        guard wholesGiven < Self.maximumWholes else { return }
+        wholesGiven += 1
         peerKnown = VersionVector()
         deferred = VersionVector()
         relaying = false

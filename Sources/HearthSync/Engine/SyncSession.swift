@@ -157,7 +157,7 @@ actor SyncSession {
     /// Asks the peer for its whole `store`, if shared here (``SessionState/askForWhole(_:)``).
     nonisolated func askForWhole(_ store: SyncStore) {
         let name = store.identifier
-        enqueue { $0.update { $0.askForWhole(name) } }
+        enqueue { _ = $0.update { $0.askForWhole(name) } }
     }
 
     /// Sends the peer the removals that name it, then closes; closes at once if it cannot be
@@ -480,7 +480,20 @@ actor SyncSession {
         if state.greeted {
             askForRenewalIfDue()
             // A clock that was ahead and has been set right: re-stamp what it stamped (pushed at once).
-            for shared in state.shared.values { _ = shared.store.replica.restampIfNeeded() }
+            for (name, shared) in state.shared {
+                let replica = shared.store.replica
+                _ = replica.restampIfNeeded()
+                // A removal stamped ahead, waiting for this clock: no acknowledgement may come after it reaches it.
+                replica.collectReachedTombstones()
+                // A re-stamp made or taken here, or held entries the clock now accepts: what the
+                // future entry had beaten, or the held entries, come again from the peers' whole
+                // stores (docs/protocol.md, "A clock set right again"); asked of every peer at once,
+                // each session's `askWhole` and `awaitingWhole` guarding the repeats.
+                if replica.wantsWhole, state.askForWhole(name) {
+                    wakeUp.yield()
+                    shared.store.askEveryPeerForWhole()
+                }
+            }
         }
         let clock = context.clock
         switch state.heartbeat(now: clock.now(), timeout: timeout, interval: interval) {

@@ -37,6 +37,14 @@ package final class SyncStore: Sendable {
         var waiting: [CheckedContinuation<Void, Never>] = []
     }
     private weak let engine: SyncEngine?
+
+    /// Asks every peer this store is synced with for its whole store (our next `store` message
+    /// says `w`), each once (``SessionState/askForWhole(_:)``): all of them, as one whole store
+    /// leaves out the writes of the devices the asker is linked to, which those send, and which
+    /// they count as sent already (a re-stamp made or taken, held entries the clock now accepts).
+    func askEveryPeerForWhole() {
+        for session in engine?.sessions(sharing: identifier) ?? [] { session.askForWhole(self) }
+    }
     /// The last delta encoded for this store's sessions, and its frame payload (``payload(of:sender:)``).
     private let lastDelta = Locked<(delta: SyncMessage.Delta, payload: ByteBuffer)?>(nil)
 
