@@ -247,7 +247,9 @@ private struct ReplicaFileWriter {
             "superseded": try superseded(replica.history.superseded),
         ]
         var peers: [String: Int] = [:]
-        for (device, acknowledged) in replica.peerVectors { peers[device] = vector(acknowledged) }
+        // In a fixed order, as every loop that adds objects here: a dictionary's order differs
+        // between two instances of one process, and the objects' numbers are in the bytes.
+        for (device, acknowledged) in replica.peerVectors.sorted(by: { $0.key < $1.key }) { peers[device] = vector(acknowledged) }
         fields["peers"] = try dictionary(peers)
         var scalars: [String: PropertyListValue] = [
             "format": .string(ReplicaFile.format),
@@ -264,7 +266,7 @@ private struct ReplicaFileWriter {
             "collected": .integer(Int64(bitPattern: replica.history.collected.rawValue)),
         ]
         if replica.wantsWhole { scalars["wantsWhole"] = .bool(true) }
-        for (name, value) in scalars { fields[name] = try out.flatten(value, depth: 1) }
+        for (name, value) in scalars.sorted(by: { $0.key < $1.key }) { fields[name] = try out.flatten(value, depth: 1) }
         out.objects[root] = try dictionaryObject(fields, depth: 0)
         return out.write()
     }
