@@ -24,7 +24,11 @@ final class AccountSwitches: Sendable {
     /// The virtual wall clock's start, which certificates are dated around.
     private let start: Date
 
-    init(seed: UInt64, start: Date) {
+    /// The signature scheme of the run (the household's: docs/simulator.md, "Signatures").
+    private let signatures: EntrySignatures.Scheme
+
+    init(seed: UInt64, start: Date, signatures: EntrySignatures.Scheme) {
+        self.signatures = signatures
         // A stream of its own: the household's keys and draws stay as they were.
         state = Locked(State(keys: SplitMix64(seed: seed ^ 0xACC0_0B5E_ED00_0002)))
         self.start = start
@@ -48,7 +52,8 @@ final class AccountSwitches: Sendable {
             let deviceKey = try key()
             let certificate = try s.authority!.issueDeviceCertificate(for: deviceKey.publicKey, deviceName: "d\(device) (b)",
                                                                       notBefore: notBefore, notAfter: notAfter)
-            let identity = try DeviceIdentity(account: s.authority!.account, privateKey: deviceKey, certificate: certificate)
+            let identity = try DeviceIdentity(account: s.authority!.account, privateKey: deviceKey, certificate: certificate,
+                                              signatures: signatures)
             s.identities[device] = identity
             return identity
         }

@@ -80,7 +80,8 @@ extension Household {
             let key = try rejoinKeys.withLock { try Self.key(from: &$0) }
             let certificate = try authority.issueDeviceCertificate(for: key.publicKey, deviceName: "d\(member.index)",
                                                                    notBefore: validity.notBefore, notAfter: validity.notAfter)
-            identity = try DeviceIdentity(account: authority.account, privateKey: key, certificate: certificate)
+            identity = try DeviceIdentity(account: authority.account, privateKey: key, certificate: certificate,
+                                          signatures: settings.signatures)
         } catch {
             checker.fail("start", "d\(member.index) could not join again: \(error)")
             return

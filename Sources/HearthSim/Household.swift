@@ -196,7 +196,7 @@ final class Household: Sendable {
             (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
         }), honest: members.filter { !$0.hostile }.map(\.index), checksCoverage: !settings.hostile && !settings.clockFaults)
         draws = Draws(seed: keys.next())
-        accounts = AccountSwitches(seed: seed, start: start)
+        accounts = AccountSwitches(seed: seed, start: start, signatures: settings.signatures)
         faults = HouseholdFaults(settings: settings, members: members, lan: lan, trace: trace, executor: executor, checker: checker, draws: draws)
     }
 
