@@ -18,7 +18,7 @@ if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
 SimulationExecutors.install()
 
 let usage = """
-    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--no-link-faults] [--hostile] [--removals] [--thief] [--signatures S] [--trace] [--log-level LEVEL] [--shrink]
+    usage: hearth-sim [--seeds N | --seed S] [--devices D] [--hours H] [--twice] [--jobs N] [--clock-faults] [--no-link-faults] [--hostile] [--removals] [--thief] [--no-account-switches] [--signatures S] [--trace] [--log-level LEVEL] [--shrink]
       --seeds N      run seeds 1…N (default 10)
       --seed S       run seed S alone (a failure's replay)
       --devices D    devices in the household, 2…16 (default 8)
