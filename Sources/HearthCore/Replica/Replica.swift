@@ -28,15 +28,10 @@ package struct Replica: Sendable, Equatable {
     package var originEntries: [ReplicaID: Int] { tallies.originEntries }
     package var deviceOrigins: [UInt64: Int] { tallies.deviceOrigins }
     package var signerUsage: [Data: SignerUsage] { tallies.signerUsage }
-    /// Origins of tombstones this replica collected: their counters stay in the vector for the
-    /// rest of this run, though the origin may own no current entry any more.
-    ///
-    /// A replica collects a tombstone once every peer has told it that it has the tombstone, but
-    /// a peer learns that this replica has it only from this replica's vector. Had the counter
-    /// gone with the tombstone (``compactVector()``), a peer that had not yet heard it would keep
-    /// its own copy until the 30-day horizon: CI saw one do so (PartitionTests, when the
-    /// collecting replica applied the tombstone and collected it in the same step).
-    package private(set) var retiredOrigins: Set<ReplicaID> = []
+    /// Tombstone collection's state: the origins it retired, the removal awaiting the clock.
+    package private(set) var tombstones = TombstoneCollection()
+    /// Origins of collected tombstones, kept in the vector (``TombstoneCollection/retiredOrigins``).
+    package var retiredOrigins: Set<ReplicaID> { tombstones.retiredOrigins }
     /// The peer devices known here and what each acknowledged (``KnownPeers``).
     package private(set) var peers: KnownPeers
     /// The vector each peer device (by device ID hex) last acknowledged.
@@ -53,10 +48,8 @@ package struct Replica: Sendable, Equatable {
     /// Stamps no longer on its entries that later stamps must still beat: the highest collected
     /// removal, and each key's superseded entries (saved; see ``StampHistory``).
     package private(set) var history = StampHistory()
-    /// At least the latest stamp of this replica's own current entries (exact after
-    /// ``restampFutureEntries(wall:)``): one beyond the drift bound is a write stamped after a
-    /// future entry, to re-stamp once the clock is right. Not saved (derived from the entries).
-    package private(set) var latestOwnStamp = HLCTimestamp.zero
+    /// Re-stamping's state: the latest stamp of this replica's own entries (``FutureStamps``).
+    package private(set) var futureStamps: FutureStamps
     /// The DER certificates of devices that signed entries, by signer (``SignerCertificates``).
     package private(set) var signerCertificates: SignerCertificates
     package var certificates: [Data: Data] { signerCertificates.bySigner }
@@ -96,7 +89,7 @@ package struct Replica: Sendable, Equatable {
         self.sequence = sequence
         self.vector = vector
         self.entries = entries
-        latestOwnStamp = Self.latestStamp(of: id, in: entries)
+        futureStamps = FutureStamps(of: id, in: entries)
         tallies = EntryTallies(of: entries.values)
         peers = KnownPeers(peerVectors)
         signerCertificates = SignerCertificates(certificates)
@@ -149,7 +142,7 @@ package struct Replica: Sendable, Equatable {
         imposedLeads.note(timestamp, replacing: entries[key], forKey: key, wall: wall, sequence: sequence, ownOrigin: id)
         let entry = Entry(key: key, value: value, timestamp: timestamp, origin: id, sequence: sequence, quotaSize: size)
         store(entry)
-        latestOwnStamp = max(latestOwnStamp, timestamp)
+        futureStamps.noteOwn(timestamp)
         vector.advance(origin: id, to: sequence)
         return entry
     }
@@ -289,41 +282,13 @@ package struct Replica: Sendable, Equatable {
 
     /// Writes again, with the current time, every entry stamped more than
     /// ``HybridLogicalClock/maximumDrift`` ahead of `wall`, once this replica's clock shows that
-    /// its wall clock was ahead and has been set right. Returns the keys written again.
-    ///
-    /// While a device's clock is days ahead, its writes carry timestamps that every peer
-    /// refuses (no peer lets one clock drag the household into the future), and its hybrid
-    /// logical clock, which never runs backwards, would go on stamping every later write in
-    /// the same future after the clock is fixed. So once the wall clock is back behind the
-    /// logical one by more than the drift bound, the clock restarts from the wall clock and
-    /// the entries written in that future are re-stamped: the same values (or deletes) as new
-    /// local writes, which sync like any other. Their old versions lose nothing: no peer took
-    /// them. Values are unchanged, so nothing is posted.
-    ///
-    /// Its own writes stamped beyond the bound are re-stamped too when its logical clock is not:
-    /// each was stamped just after an entry a clock ahead had set in the future (a write after a
-    /// future entry, ``write(_:forKey:wall:size:)``), and every peer whose clock is right holds it
-    /// back. Only its own: the entries of others beyond the bound of a clock that was never beyond
-    /// it are as likely valid entries seen by a clock set wrongly behind (re-stamping those broke
-    /// simulator seed 1); their writers re-stamp them.
-    ///
-    /// A re-stamp replaces the future entry on the peers that took it (a later sequence of the
-    /// same origin wins, ``Entry/wins(over:)``). The future entry may have beaten, here, entries
-    /// this replica never saw (a relay superseded them with it, and the vector covers them): so
-    /// afterwards the peers' whole store is wanted (``wantsWhole``), and what beats the re-stamp
-    /// comes back.
+    /// its wall clock was ahead and has been set right (``FutureStamps``, documented there).
+    /// Returns the keys written again.
     @discardableResult
     package mutating func restampFutureEntries(wall: UInt64) -> [StoreKey] {
+        guard let (future, restarted) = futureStamps.due(wall: wall, id: id, clock: clock, entries: entries) else { return [] }
+        if let restarted { clock = restarted }
         let bound = wall &+ HybridLogicalClock.maximumDrift
-        let clockAhead = clock.last.milliseconds > bound
-        guard clockAhead || latestOwnStamp.milliseconds > bound else { return [] }
-        let future = entries.values.filter { $0.timestamp.milliseconds > bound && (clockAhead || $0.origin == id) }
-            .sorted { ($0.timestamp, $0.origin) < ($1.timestamp, $1.origin) }
-        if clockAhead {
-            let present = entries.values.map(\.timestamp).filter { $0.milliseconds <= bound }.max() ?? .zero
-            // Not beyond the lead a peer may give the clock: `present` may be a peer's entry hours ahead.
-            clock = HybridLogicalClock(last: min(present, HLCTimestamp(milliseconds: wall &+ HybridLogicalClock.maximumLead, counter: 0)))
-        }
         for old in future {
             sequence += 1
             // After every stamp of the key seen here within the bound; as in `write`, the clock is not moved.
@@ -331,14 +296,9 @@ package struct Replica: Sendable, Equatable {
             store(Entry(key: old.key, value: old.value, timestamp: timestamp, origin: id, sequence: sequence))
         }
         vector.advance(origin: id, to: sequence)
-        latestOwnStamp = Self.latestStamp(of: id, in: entries)
+        futureStamps.recount(of: id, in: entries)
         if !future.isEmpty { wantsWhole = true }
         return future.map(\.key)
-    }
-
-    /// The latest stamp of `origin`'s current entries.
-    private static func latestStamp(of origin: ReplicaID, in entries: [StoreKey: Entry]) -> HLCTimestamp {
-        entries.values.lazy.filter { $0.origin == origin }.map(\.timestamp).max() ?? .zero
     }
 
     // MARK: A removed device's later writes
@@ -428,20 +388,8 @@ package struct Replica: Sendable, Equatable {
     /// What every known peer and this replica have all seen; `nil` with no known peer.
     package var stableVector: VersionVector? { peers.stable(with: vector) }
 
-    /// Removes tombstones that `stable` covers (every known peer has seen them, so none
-    /// can send an older value back) or older than `horizon`, once this replica's clock has
-    /// reached them. Returns how many went.
-    ///
-    /// A later write of the key must beat the removal (a write made after seeing a value beats
-    /// it), but with the tombstone gone there is no entry to stamp it after. So a tombstone is
-    /// kept until the clock has passed it, and every later stamp is after it: until the clock
-    /// shows it (``HybridLogicalClock/last``), or until `wall` has reached it, when the clock is
-    /// moved up to it. A device whose clock is behind keeps the tombstones of a removal stamped
-    /// ahead of it that much longer (at most ``HybridLogicalClock/maximumDrift``, the most a
-    /// peer's stamp may be ahead); raising the clock to the tombstone at once instead would drag
-    /// every later write that far ahead, which the clock's bound exists to prevent.
-    /// ``history`` keeps the highest stamp collected, for when ``restampFutureEntries(wall:)``
-    /// turns the clock back.
+    /// Removes tombstones that `stable` covers or older than `horizon`, once this replica's clock
+    /// has reached them (``TombstoneCollection``, documented there). Returns how many went.
     @discardableResult
     package mutating func collectTombstones(coveredBy stable: VersionVector? = nil,
                                            olderThan horizon: HLCTimestamp? = nil, wall: UInt64? = nil) -> Int {
@@ -449,65 +397,29 @@ package struct Replica: Sendable, Equatable {
     }
 
     /// ``collectTombstones(coveredBy:olderThan:wall:)`` with ``stableVector``, without working it
-    /// out: it runs at every acknowledgement, and the stable vector intersects every peer's
-    /// vector over every origin, where a tombstone needs only its own origin's counters.
+    /// out (``TombstoneCollection/Covering/stable``).
     @discardableResult
     package mutating func collectStableTombstones(olderThan horizon: HLCTimestamp? = nil, wall: UInt64? = nil) -> Int {
         collectTombstones(covering: .stable, olderThan: horizon, wall: wall)
     }
 
-    /// What vector covers the tombstones that may go.
-    private enum Covering {
-        case given(VersionVector?)
-        /// ``stableVector`` (``KnownPeers/allCover(_:with:)``).
-        case stable
-    }
-
-    private mutating func collectTombstones(covering: Covering,
+    private mutating func collectTombstones(covering: TombstoneCollection.Covering,
                                             olderThan horizon: HLCTimestamp?, wall: UInt64?) -> Int {
-        // Tombstones are the entries that are no live key: with none, no pass over the entries.
-        guard entries.count > tallies.usage.keys else { tombstoneAwaitingClock = nil; return 0 }
-        var awaiting: HLCTimestamp?
-        let doomed = entries.values.filter { entry in
-            guard entry.isTombstone else { return false }
-            let due: Bool
-            switch covering {
-            case .given(let stable): due = stable?.covers(entry) == true || horizon.map { entry.timestamp < $0 } == true
-            case .stable: due = peers.allCover(entry, with: vector) || horizon.map { entry.timestamp < $0 } == true
-            }
-            guard due else { return false }
-            guard entry.timestamp <= clock.last || wall.map({ entry.timestamp.milliseconds <= $0 }) == true else {
-                awaiting = min(awaiting ?? entry.timestamp, entry.timestamp)
-                return false
-            }
-            return true
-        }
-        tombstoneAwaitingClock = awaiting
-        for entry in doomed {
-            if let wall { clock.observe(entry.timestamp, wall: wall) }
-            history.collected(entry, wall: wall)
-            entries[entry.key] = nil
-            tallies.count(entry, -1)
-            retiredOrigins.insert(entry.origin)
-        }
-        if !doomed.isEmpty { compactVector() }
-        return doomed.count
+        let collected = tombstones.collect(covering: covering, olderThan: horizon, wall: wall, peers: peers, vector: vector,
+                                           entries: &entries, tallies: &tallies, clock: &clock, history: &history)
+        if collected > 0 { compactVector() }
+        return collected
     }
 
-    /// The earliest tombstone ``collectTombstones(coveredBy:olderThan:wall:)`` found due but not
-    /// yet reached by the clock, if any: collected on the heartbeat once reached
-    /// (``collectReachedTombstones(coveredBy:olderThan:wall:)``). Not saved: a reopened replica
-    /// collects at its peers' first acknowledgements.
-    package private(set) var tombstoneAwaitingClock: HLCTimestamp?
+    /// The earliest tombstone due but not yet reached by the clock (``TombstoneCollection/awaitingClock``).
+    package var tombstoneAwaitingClock: HLCTimestamp? { tombstones.awaitingClock }
 
     /// Collects as ``collectTombstones(coveredBy:olderThan:wall:)`` does, if a tombstone every
-    /// peer has was waiting for the clock and the clock (or `wall`) has reached it; else does
-    /// nothing, at no cost. Collection is otherwise tried only at an acknowledgement, and a quiet
-    /// household sends none: a removal stamped ahead by a clock since set right would stay until
-    /// the next write (docs/simulator.md, finding 9).
+    /// peer has was waiting for the clock and the clock (or `wall`) has reached it
+    /// (``TombstoneCollection/isReached(clock:wall:)``); else does nothing, at no cost.
     @discardableResult
     package mutating func collectReachedTombstones(coveredBy stable: VersionVector?, olderThan horizon: HLCTimestamp?, wall: UInt64) -> Int {
-        guard let awaiting = tombstoneAwaitingClock, awaiting <= clock.last || awaiting.milliseconds <= wall else { return 0 }
+        guard tombstones.isReached(clock: clock.last, wall: wall) else { return 0 }
         return collectTombstones(coveredBy: stable, olderThan: horizon, wall: wall)
     }
 
@@ -530,7 +442,7 @@ package struct Replica: Sendable, Equatable {
     /// devices past that bound (``VectorCompaction``).
     package mutating func compactVector() {
         let kept = VectorCompaction(of: self).keptCounters
-        if retiredOrigins.contains(where: { kept[$0] == nil }) { retiredOrigins = retiredOrigins.filter { kept[$0] != nil } }
+        tombstones.retain(kept)
         if kept.count != vector.counters.count { vector = VersionVector(kept) }
     }
 
