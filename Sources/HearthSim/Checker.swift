@@ -67,6 +67,9 @@ final class Checker: Sendable {
 
     var violations: [Violation] { state.withLock { $0.violations } }
 
+    /// The invariants of account switches and notifications (``AccountChecks``), over this model.
+    var accounts: AccountChecks { AccountChecks(checker: self) }
+
     func fail(_ invariant: String, _ detail: String) {
         trace.log("VIOLATION \(invariant): \(detail)")
         state.withLock { $0.violations.append(Violation(invariant: invariant, detail: detail)) }

@@ -48,7 +48,7 @@ final class Household: Sendable {
         /// (`--no-pair-cuts` leaves them out).
         var pairCuts = true
         /// Device removals among the faults (`--removals`): one device removes another, which may
-        /// join again with a new key (Household+Removals.swift). Off by default while what they
+        /// join again with a new key (``HouseholdRemovals``). Off by default while what they
         /// find is open (docs/simulator.md, finding 10); without them a run draws as before.
         var removals = false
         /// With removals, one in two leaves a thief's copy of the removed device going on, with
@@ -56,7 +56,7 @@ final class Household: Sendable {
         var thief = false
         /// Account switches among the faults, and each app's notifications checked (on unless
         /// `--no-account-switches`; not with `--clock-faults` nor `--hostile`, whose seeds stay as
-        /// they were): Household+Accounts.swift.
+        /// they were): ``AccountSwitches``.
         var accountSwitches = true
     }
 
@@ -81,14 +81,14 @@ final class Household: Sendable {
     /// A device as the household knows it.
     final class Member: Sendable {
         let index: Int
-        /// Its identity now: a device removed and joining again has a new key (``Household/rejoin(_:)``).
+        /// Its identity now: a device removed and joining again has a new key (``HouseholdRemovals/rejoin(_:power:)``).
         private let current: Locked<DeviceIdentity>
         var identity: DeviceIdentity { current.withLock { $0 } }
         /// The account's removals as this device knows them (`accounts/<id>/removals`: kept
         /// across crashes, as `hearth device remove` saves its record at once; a thief's copy
         /// starts each run from its files copied before the removal, so with none).
         let removals: Locked<DeviceRemovals>
-        /// The removal of its current identity, once made (``Household/remove(_:)``).
+        /// The removal of its current identity, once made (``HouseholdRemovals/remove(_:power:)``).
         let removal = Locked<RemovedDevice?>(nil)
         let disk: SimulatedDisk
         let port: Int
@@ -143,14 +143,9 @@ final class Household: Sendable {
     let draws: Draws
     /// The faults drawn among the workload.
     let faults: HouseholdFaults
-    /// The account's CA: signs removal records and the certificates of devices joining again.
-    let authority: AccountAuthority
-    /// The keys of devices joining again (apart from the stream of the first keys, so that a run
-    /// without removals draws what it drew before they existed).
-    let rejoinKeys: Locked<SplitMix64>
-    /// The certificates' validity.
-    let validity: (notBefore: Date, notAfter: Date)
-    /// The other account and the devices on it now (Household+Accounts.swift).
+    /// Device removals and devices joining again (``HouseholdRemovals``).
+    let removals: HouseholdRemovals
+    /// The other account and the devices on it now (``AccountSwitches``).
     let accounts: AccountSwitches
 
     init(seed: UInt64, settings: Settings, executor: SimulationExecutor) throws {
@@ -173,9 +168,6 @@ final class Household: Sendable {
         let ca = try CertificateIssuer.issue(kind: .authority, commonName: "Simulated household", publicKey: caKey.publicKey,
                                              issuer: nil, signingKey: caKey, notBefore: notBefore, notAfter: notAfter)
         let authority = try AccountAuthority(account: Account(caCertificate: ca), privateKey: caKey)
-        self.authority = authority
-        validity = (notBefore, notAfter)
-        rejoinKeys = Locked(SplitMix64(seed: seed ^ 0x5E70_1E55))
         let lan = SimulatedLAN(devices: settings.devices, date: { start.addingTimeInterval(executor.now / .seconds(1)) }, trace: trace,
                                executor: executor, seed: keys.next())
         self.lan = lan
@@ -196,7 +188,10 @@ final class Household: Sendable {
             (ReplicaID.devicePrefix(of: $0.identity.deviceID.data), $0.index)
         }), honest: members.filter { !$0.hostile }.map(\.index), checksCoverage: !settings.hostile && !settings.clockFaults)
         draws = Draws(seed: keys.next())
-        accounts = AccountSwitches(seed: seed, start: start, signatures: settings.signatures)
+        removals = HouseholdRemovals(seed: seed, authority: authority, validity: (notBefore, notAfter), settings: settings,
+                                     lan: lan, trace: trace, executor: executor, checker: checker)
+        accounts = AccountSwitches(seed: seed, start: start, settings: settings, members: members, lan: lan, trace: trace,
+                                   executor: executor, checker: checker, draws: draws, logger: logger)
         faults = HouseholdFaults(settings: settings, members: members, lan: lan, trace: trace, executor: executor, checker: checker, draws: draws)
     }
 
@@ -226,7 +221,7 @@ final class Household: Sendable {
         }
         trace.log("workload over: clocks set right, healing, restarting, then \(quietSpell) of quiet")
         for member in members { member.skew.withLock { $0 = 0 } }
-        await switchBackAll()
+        await accounts.switchBackAll(power: power)
         if lan.heal() { trace.log("heal") }
         if lan.rejoinAll() { trace.log("every pair rejoined") }
         lan.faults.healAll()
@@ -241,11 +236,20 @@ final class Household: Sendable {
         checker.checkQuiescent(replicas)
         checker.checkRemovals(replicas)
         checker.checkTombstones(replicas, everyDeviceHonest: !settings.hostile)
-        checkAccounts(replicas)
+        accounts.checkAccounts(replicas)
         for member in members { await member.run.withLock({ $0 })?.engine.stop() }
         trace.log("end")
         return Outcome(seed: seed, digest: trace.digest, events: trace.count, jobs: executor.jobsRun, violations: checker.violations,
                        lastEvents: trace.lastEvents, foreignEnqueues: executor.foreignEnqueues, strayTimers: executor.strayTimers)
+    }
+
+    /// The members the invariants speak for at the end: honest, and not removed (or joined again).
+    var activeMembers: [Member] { members.filter { !$0.hostile && $0.removal.withLock { $0 == nil } } }
+
+    /// What removals and account switches do to a device through the household (``DevicePower``).
+    private var power: DevicePower {
+        DevicePower(wall: { [self] in wall(of: $0) }, crash: { [self] in await crash($0) }, restart: { [self] in await restart($0) },
+                    startEngine: { [self] in try await startEngine($0, stores: $1) })
     }
 
     // MARK: Devices
@@ -287,7 +291,7 @@ final class Household: Sendable {
                 checker.loaded(replica, device: member.index, store: name)
                 stores[name] = SimulatedStore(device: member.index, storeIdentifier: name, replica: replica, storage: storage, wall: wall,
                                               checker: checker, executor: executor, trace: trace, plant: settings.plant,
-                                              app: makeApp(member, store: name))
+                                              app: accounts.makeApp(member, store: name))
             }
             try await startEngine(member, stores: stores)
         } catch {
@@ -394,10 +398,10 @@ final class Household: Sendable {
             executor.after(down) { [self] in Task { await restart(member) } }
             return true
         case .removal(let removal)?:
-            await remove(removal)
+            await removals.remove(removal, power: power)
             return false
         case .accountSwitch(let member, let away)?:
-            await switchAccount(member, away: away)
+            await accounts.switchAccount(member, away: away, power: power)
             return false
         case nil:
             return false

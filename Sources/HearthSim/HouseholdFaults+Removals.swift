@@ -6,7 +6,7 @@ extension HouseholdFaults {
     /// A removal drawn from the seed, or nil when the household is too small for one: at least
     /// three devices of the account (not removed, not the hostile member), one of them up to make
     /// it, so that two are left to agree.
-    func drawRemoval() -> Household.Removal? {
+    func drawRemoval() -> HouseholdRemovals.Removal? {
         let active = members.filter { !$0.hostile && $0.removal.withLock { $0 == nil } }
         guard active.count >= 3 else { return nil }
         let victim = active[draws.draw(below: active.count)]
@@ -23,7 +23,7 @@ extension HouseholdFaults {
         let copyAgain = awayFor + draws.duration(30...600)
         // One in two: the owner joins the device again, with a new key, 5 to 30 minutes later.
         let rejoin = draws.draw(below: 2) == 0 ? draws.duration(300...1800) : nil
-        return Household.Removal(victim: victim, remover: remover, thief: thief, away: thief ? away : [], awayFor: awayFor,
+        return HouseholdRemovals.Removal(victim: victim, remover: remover, thief: thief, away: thief ? away : [], awayFor: awayFor,
                                  copyAgain: copyAgain, rejoinAfter: rejoin)
     }
 }

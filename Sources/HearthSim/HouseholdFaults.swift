@@ -42,7 +42,7 @@ final class HouseholdFaults: Sendable {
 
     /// One fault drawn from the seed. Returns the faults the household makes, which power and
     /// run its devices: a crash (the device, how long it stays down: ``Household/crash(_:)``), a
-    /// removal (Household+Removals.swift) or an account switch (Household+Accounts.swift).
+    /// removal (``HouseholdRemovals``) or an account switch (``AccountSwitches``).
     func fault() -> DrawnFault? {
         let kind = draws.draw(below: faultKinds)
         if kind >= Self.firstKinds + linkFaultKinds + removalFaultKinds { return accountSwitch() }

@@ -32,7 +32,7 @@ struct Shrinker {
         ("--no-pair-cuts", \.pairCuts, { $0.clockFaults || $0.devices <= 2 }),
         ("without --thief", \.thief, { $0.devices <= 2 }),
         ("without --removals", \.removals, { $0.thief || $0.devices <= 2 }),
-        ("--no-account-switches", \.accountSwitches, { !Household.switchesAccounts($0) }),
+        ("--no-account-switches", \.accountSwitches, { !AccountSwitches.switchesAccounts($0) }),
     ]
 
     /// The shrunk run, or nil when the original passes (nothing to shrink; its outcome is given).

@@ -161,7 +161,7 @@ final class SimulatedStore: SyncReplica {
         // The other account's file holds what it last saved there (durability), and the model's
         // views of the two accounts tell what the app is owed.
         checker.loaded(opened, device: device, store: checkedAs)
-        let owed = Checker.changedKeys(checker.modelVisible(device: device, store: from), checker.modelVisible(device: device, store: checkedAs))
+        let owed = AccountChecks.changedKeys(checker.accounts.modelVisible(device: device, store: from), checker.accounts.modelVisible(device: device, store: checkedAs))
         let event = state.withLock { s -> ChangeEvent? in
             let event = AccountSwitch.replace(&s.synced, with: opened, signingIn: plant == .switchMerges, discardSignedOutWrites: false,
                                               device: identity, wall: wall, logger: logger)
@@ -174,7 +174,7 @@ final class SimulatedStore: SyncReplica {
             return event
         }
         trace.log("d\(device) \(storeIdentifier) \(checkedAs == storeIdentifier ? "back on the household's account" : "on the other account"): \(opened.entries.count) entries, \(event?.keys.count ?? 0) keys changed")
-        if checkedAs == storeIdentifier { checker.checkHousehold(replica.entries.values, device: device, store: storeIdentifier, when: "after switching back") }
+        if checkedAs == storeIdentifier { checker.accounts.checkHousehold(replica.entries.values, device: device, store: storeIdentifier, when: "after switching back") }
         if !owed.isEmpty { app?.owe(.accountChange(owed)) }
         if let event, plant != .silentSwitch { app?.fanOut.post(event) }
         scheduleSave()
@@ -227,12 +227,12 @@ final class SimulatedStore: SyncReplica {
         let accepted = entries.filter { entry in !result.refused.contains { $0.refers(to: entry) } }
         // What the model shows of the keys before and after: the app is owed their change.
         let keys = Set(accepted.map(\.key))
-        let shown = { [checker, device, storeIdentifier] in checker.modelVisible(device: device, store: storeIdentifier).filter { keys.contains($0.key) } }
+        let shown = { [checker, device, storeIdentifier] in checker.accounts.modelVisible(device: device, store: storeIdentifier).filter { keys.contains($0.key) } }
         let shownBefore = app == nil ? [:] : shown()
         checker.applied(accepted, device: device, store: storeIdentifier, now: entry(forKey:))
         if let app {
-            checker.checkHousehold(accepted, device: device, store: storeIdentifier, when: "from a peer")
-            let owed = Checker.changedKeys(shownBefore, shown())
+            checker.accounts.checkHousehold(accepted, device: device, store: storeIdentifier, when: "from a peer")
+            let owed = AccountChecks.changedKeys(shownBefore, shown())
             if !owed.isEmpty { app.owe(.remote(owed)) }
             // As the store backend posts it (StoreBackend.applyRemote).
             if !result.changed.isEmpty { app.fanOut.post(ChangeEvent(reason: reason, keys: result.changed.map(\.string))) }

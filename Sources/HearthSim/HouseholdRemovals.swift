@@ -9,11 +9,16 @@ import HearthIdentity
 /// device's engine is left as the product runs it (an honest device stops syncing once it holds
 /// the record); a thief's copy forgets the record at each start; a device joining again gets a
 /// new key and certificate from the CA and keeps its files.
-extension Household {
+///
+/// Its own type because removing and joining again is one concern, apart from running the
+/// devices and the workload (``Household``): it holds the account's CA and the keys of devices
+/// joining again, and acts on the LAN, the members' removals and the checker; the household
+/// powers the devices (``DevicePower``).
+final class HouseholdRemovals: Sendable {
     /// A removal drawn among the faults (``HouseholdFaults/drawRemoval()``).
     struct Removal: Sendable {
-        let victim: Member
-        let remover: Member
+        let victim: Household.Member
+        let remover: Household.Member
         /// A thief's copy goes on: it restores its files copied before the removal at each start.
         let thief: Bool
         /// Devices cut off, with the thief, from the remover's side for `awayFor`.
@@ -25,10 +30,31 @@ extension Household {
         let rejoinAfter: Duration?
     }
 
-    func remove(_ removal: Removal) async {
+    /// The account's CA: signs removal records and the certificates of devices joining again.
+    private let authority: AccountAuthority
+    /// The keys of devices joining again (apart from the stream of the first keys, so that a run
+    /// without removals draws what it drew before they existed).
+    private let rejoinKeys: Locked<SplitMix64>
+    /// The certificates' validity.
+    private let validity: (notBefore: Date, notAfter: Date)
+    private let settings: Household.Settings
+    private let lan: SimulatedLAN
+    private let trace: Trace
+    private let executor: SimulationExecutor
+    private let checker: Checker
+
+    init(seed: UInt64, authority: AccountAuthority, validity: (notBefore: Date, notAfter: Date), settings: Household.Settings,
+         lan: SimulatedLAN, trace: Trace, executor: SimulationExecutor, checker: Checker) {
+        self.authority = authority
+        self.validity = validity
+        rejoinKeys = Locked(SplitMix64(seed: seed ^ 0x5E70_1E55))
+        (self.settings, self.lan, self.trace, self.executor, self.checker) = (settings, lan, trace, executor, checker)
+    }
+
+    func remove(_ removal: Removal, power: DevicePower) async {
         let (victim, remover) = (removal.victim, removal.remover)
         let identity = victim.identity
-        let at = wall(of: remover)()
+        let at = power.wall(remover)()
         let record: DeviceRemoval
         do {
             record = try authority.removal(of: identity.deviceID, named: "d\(victim.index)", at: Date(timeIntervalSince1970: Double(at) / 1000))
@@ -36,7 +62,7 @@ extension Household {
             checker.fail("start", "d\(remover.index) could not sign the removal of d\(victim.index): \(error)")
             return
         }
-        victim.removal.withLock { $0 = RemovedDevice(at: record.removedAt, thief: removal.thief) }
+        victim.removal.withLock { $0 = Household.RemovedDevice(at: record.removedAt, thief: removal.thief) }
         checker.removed(device: victim.index, id: identity.deviceID.hex, prefix: ReplicaID.devicePrefix(of: identity.deviceID.data), at: record.removedAt)
         trace.log("d\(remover.index) removes d\(victim.index) at \(record.removedAt)" + (removal.thief ? " (a thief's copy goes on)" : ""))
         let end = Duration.seconds(settings.hours * 3600)
@@ -56,8 +82,8 @@ extension Household {
                 guard executor.now < end, victim.identity.deviceID == identity.deviceID else { return }
                 Task {
                     trace.log("d\(victim.index) (the thief) restores its copy")
-                    await crash(victim)
-                    executor.after(.seconds(5)) { [self] in Task { await restart(victim) } }
+                    await power.crash(victim)
+                    executor.after(.seconds(5)) { Task { await power.restart(victim) } }
                 }
             }
         }
@@ -66,7 +92,7 @@ extension Household {
         if let after = removal.rejoinAfter {
             executor.after(after) { [self] in
                 guard executor.now < end, victim.identity.deviceID == identity.deviceID else { return }
-                Task { await rejoin(victim) }
+                Task { await rejoin(victim, power: power) }
             }
         }
     }
@@ -74,10 +100,10 @@ extension Household {
     /// The owner joins the removed device again (`hearth account join`, pairing): a new key, a
     /// certificate for it from the CA, the same files. Its app stops cleanly first (its stores
     /// saved), and starts again under the new identity.
-    func rejoin(_ member: Member) async {
+    func rejoin(_ member: Household.Member, power: DevicePower) async {
         let identity: DeviceIdentity
         do {
-            let key = try rejoinKeys.withLock { try Self.key(from: &$0) }
+            let key = try rejoinKeys.withLock { try Household.key(from: &$0) }
             let certificate = try authority.issueDeviceCertificate(for: key.publicKey, deviceName: "d\(member.index)",
                                                                    notBefore: validity.notBefore, notAfter: validity.notAfter)
             identity = try DeviceIdentity(account: authority.account, privateKey: key, certificate: certificate,
@@ -92,15 +118,22 @@ extension Household {
             for store in run.stores.values { store.save() }
             return true
         } ?? false
-        if wasUp { await crash(member) }
+        if wasUp { await power.crash(member) }
         member.become(identity)
         member.removal.withLock { $0 = nil }
         lan.register(identity.deviceID, index: member.index, port: member.port)
         checker.rejoined(device: member.index, prefix: ReplicaID.devicePrefix(of: identity.deviceID.data), old: old)
         // Down already (a crash's restart is due): that restart starts it under the new key.
-        if wasUp { await restart(member) }
+        if wasUp { await power.restart(member) }
     }
+}
 
-    /// The members the invariants speak for at the end: honest, and not removed (or joined again).
-    var activeMembers: [Member] { members.filter { !$0.hostile && $0.removal.withLock { $0 == nil } } }
+/// What removals and account switches (``HouseholdRemovals``, ``AccountSwitches``) do to a device
+/// through the household, which runs its devices: its wall clock, its crash and restart, its
+/// engine started on its stores.
+struct DevicePower: Sendable {
+    let wall: @Sendable (Household.Member) -> @Sendable () -> UInt64
+    let crash: @Sendable (Household.Member) async -> Void
+    let restart: @Sendable (Household.Member) async -> Void
+    let startEngine: @Sendable (Household.Member, [String: SimulatedStore]) async throws -> Void
 }

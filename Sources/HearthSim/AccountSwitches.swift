@@ -3,6 +3,7 @@ import Hearth
 import HearthCore
 import HearthIdentity
 import HearthSync
+import Logging
 
 /// Account switches (docs/simulator.md, "Account switches"): a device of the household leaves
 /// for a second account (its own data, no other device), its app writes there, and it comes
@@ -10,6 +11,11 @@ import HearthSync
 /// what the app is told (`AccountSwitch.replace`, `StoreSync.switchAccount`'s), with its sync
 /// stopped and its stores saved first, as the product does; on its way back the device opens
 /// the household's file again (a new replica ID, as every run of a store) and syncs.
+///
+/// Its own type because a device's second account is one concern, apart from running the
+/// devices and the workload (``Household``): it holds the other account and its devices' stores,
+/// draws the writes made there, and checks at the end that none reached the household; the
+/// household powers the devices (``DevicePower``).
 final class AccountSwitches: Sendable {
     private struct State {
         var keys: SplitMix64
@@ -27,8 +33,20 @@ final class AccountSwitches: Sendable {
     /// The signature scheme of the run (the household's: docs/simulator.md, "Signatures").
     private let signatures: EntrySignatures.Scheme
 
-    init(seed: UInt64, start: Date, signatures: EntrySignatures.Scheme) {
-        self.signatures = signatures
+    private let settings: Household.Settings
+    private let members: [Household.Member]
+    private let lan: SimulatedLAN
+    private let trace: Trace
+    private let executor: SimulationExecutor
+    private let checker: Checker
+    private let draws: Draws
+    private let logger: Logger
+
+    init(seed: UInt64, start: Date, settings: Household.Settings, members: [Household.Member], lan: SimulatedLAN, trace: Trace,
+         executor: SimulationExecutor, checker: Checker, draws: Draws, logger: Logger) {
+        self.signatures = settings.signatures
+        (self.settings, self.members, self.lan, self.trace) = (settings, members, lan, trace)
+        (self.executor, self.checker, self.draws, self.logger) = (executor, checker, draws, logger)
         // A stream of its own: the household's keys and draws stay as they were.
         state = Locked(State(keys: SplitMix64(seed: seed ^ 0xACC0_0B5E_ED00_0002)))
         self.start = start
@@ -63,17 +81,15 @@ final class AccountSwitches: Sendable {
     func isAway(_ device: Int) -> Bool { state.withLock { $0.away[device] != nil } }
     func comeBack(_ device: Int) -> [String: SimulatedStore]? { state.withLock { $0.away.removeValue(forKey: device) } }
     var awayDevices: [Int] { state.withLock { $0.away.keys.sorted() } }
-}
 
-extension Household {
     /// Whether switches are drawn (and apps check their notifications): not with clock jumps
     /// nor a hostile member, whose seeds replay as they were (findings 2-8).
-    static func switchesAccounts(_ settings: Settings) -> Bool {
+    static func switchesAccounts(_ settings: Household.Settings) -> Bool {
         settings.accountSwitches && !settings.clockFaults && !settings.hostile
     }
 
     /// The value of a write under the other account: marked, so that a household replica
-    /// holding one shows it (``Checker/checkHousehold(_:device:store:when:)``).
+    /// holding one shows it (``AccountChecks/checkHousehold(_:device:store:when:)``).
     static func otherAccountValue(_ n: Int) -> PropertyListValue { .string("other-account \(n)") }
 
     static func isOtherAccountValue(_ value: PropertyListValue?) -> Bool {
@@ -81,13 +97,13 @@ extension Household {
     }
 
     /// The app of a store of a run of `member` (none without account switches).
-    func makeApp(_ member: Member, store: String) -> SimulatedApp? {
+    func makeApp(_ member: Household.Member, store: String) -> SimulatedApp? {
         Self.switchesAccounts(settings) && !member.hostile
             ? SimulatedApp(device: member.index, storeIdentifier: store, executor: executor, checker: checker, trace: trace) : nil
     }
 
     /// `member` switches to the other account for `away`; its app writes there 1 to 4 times meanwhile.
-    func switchAccount(_ member: Member, away: Duration) async {
+    func switchAccount(_ member: Household.Member, away: Duration, power: DevicePower) async {
         guard let run = member.run.withLock({ s in defer { s = nil }; return s }) else { return }
         let index = member.index
         trace.log("d\(index) switches to another account for \(away)")
@@ -97,11 +113,11 @@ extension Household {
         await run.engine.stop()
         for name in settings.stores { run.stores[name]?.save() }
         do {
-            try move(run.stores, of: member, to: accounts.identity(of: index), checkedAs: { "\($0) (other account)" })
+            try move(run.stores, of: member, to: identity(of: index), power: power, checkedAs: { "\($0) (other account)" })
         } catch {
             checker.fail("account switch", "d\(index) could not switch: \(error)")
         }
-        accounts.leave(index, stores: run.stores)
+        leave(index, stores: run.stores)
         for _ in 0..<(1 + draws.draw(below: 4)) {
             let at = draws.duration(0...Double(away.components.seconds))
             let store = settings.stores[draws.draw(below: settings.stores.count)]
@@ -109,43 +125,44 @@ extension Household {
             let value: PropertyListValue? = draws.draw(below: 5) == 0 ? nil : Self.otherAccountValue(draws.draw(below: 1_000_000))
             executor.after(at) { [self] in
                 // Not once it is back (the end of the workload brings it back early).
-                guard accounts.isAway(index) else { return }
+                guard isAway(index) else { return }
                 run.stores[store]?.write(value, forKey: key)
             }
         }
-        executor.after(away) { [self] in Task { await switchBack(member) } }
+        executor.after(away) { [self] in Task { await switchBack(member, power: power) } }
     }
 
     /// `member` comes back to the household's account (if it is away): its stores saved, the
     /// household's files opened again, its engine started.
-    func switchBack(_ member: Member) async {
-        guard let stores = accounts.comeBack(member.index) else { return }
+    func switchBack(_ member: Household.Member, power: DevicePower) async {
+        guard let stores = comeBack(member.index) else { return }
         trace.log("d\(member.index) switches back")
         for name in settings.stores { stores[name]?.save() }
         do {
-            try move(stores, of: member, to: member.identity, checkedAs: { $0 })
+            try move(stores, of: member, to: member.identity, power: power, checkedAs: { $0 })
             lan.setDown(member.index, false)
-            try await startEngine(member, stores: stores)
+            try await power.startEngine(member, stores)
         } catch {
             checker.fail("account switch", "d\(member.index) could not switch back: \(error)")
         }
     }
 
     /// Every device still away comes back (the end of the workload).
-    func switchBackAll() async {
-        for index in accounts.awayDevices { await switchBack(members[index]) }
+    func switchBackAll(power: DevicePower) async {
+        for index in awayDevices { await switchBack(members[index], power: power) }
     }
 
     /// Opens each store's file of `identity`'s account on the device's disk (a new replica ID
     /// from the device's source, as the product's switch does) and switches the store to it.
-    private func move(_ stores: [String: SimulatedStore], of member: Member, to identity: DeviceIdentity, checkedAs: (String) -> String) throws {
+    private func move(_ stores: [String: SimulatedStore], of member: Household.Member, to identity: DeviceIdentity, power: DevicePower,
+                      checkedAs: (String) -> String) throws {
         // Planted (`same-replica-id`): every run of a store under its first run's IDs, as at a restart.
         let ids = settings.plant == .sameReplicaID ? Locked(SplitMix64(seed: UInt64(member.index))) : member.ids
         for name in settings.stores {
             guard let store = stores[name] else { continue }
             let location = StoreLocation(dataDirectory: "/sim/d\(member.index)", storeIdentifier: name, account: identity.account.id.hex)
             let (storage, opened) = try ReplicaStorage.open(location, on: member.disk, device: identity.deviceID.data, logger: logger,
-                                                            wall: wall(of: member), random: { ids.withLock { $0.next() } })
+                                                            wall: power.wall(member), random: { ids.withLock { $0.next() } })
             store.switchAccount(to: storage, opened: opened, device: identity.deviceID.data, checkedAs: checkedAs(name), logger: logger)
         }
     }
@@ -155,7 +172,7 @@ extension Household {
     func checkAccounts(_ replicas: [String: [(device: Int, replica: Replica)]]) {
         for (store, holders) in replicas.sorted(by: { $0.key < $1.key }) {
             for (device, replica) in holders where !members[device].hostile {
-                checker.checkHousehold(replica.entries.values, device: device, store: store, when: "at the end")
+                checker.accounts.checkHousehold(replica.entries.values, device: device, store: store, when: "at the end")
             }
         }
         for member in members {
@@ -167,7 +184,7 @@ extension Household {
 
 extension HouseholdFaults {
     /// One kind of fault for account switches, drawn after every other kind.
-    var accountSwitchKinds: Int { Household.switchesAccounts(settings) ? 1 : 0 }
+    var accountSwitchKinds: Int { AccountSwitches.switchesAccounts(settings) ? 1 : 0 }
 
     /// An account switch of a device that is up, away for 10 s to 10 min.
     func accountSwitch() -> DrawnFault? {
@@ -180,6 +197,6 @@ extension HouseholdFaults {
 /// A fault drawn that the household makes (``HouseholdFaults/fault()``): it powers and runs its devices.
 enum DrawnFault {
     case crash(Household.Member, down: Duration)
-    case removal(Household.Removal)
+    case removal(HouseholdRemovals.Removal)
     case accountSwitch(Household.Member, away: Duration)
 }
