@@ -11,7 +11,8 @@ import NIOCore
 /// sessions.
 ///
 /// Its session makes one when its link is up (``SyncSession/run(_:)``) and hands it each frame
-/// from the reader's task. It owns the hello's admission; the protocol's state is the
+/// from the reader's task. It owns the hello's admission, and the stores' opening and the
+/// peer's state of each (``open(_:as:on:)``, ``receive(_:on:)``); the protocol's state is the
 /// session's, which it reads and changes on the session's loop, isolated to the session it is
 /// given, with no hop or lock.
 struct SessionReader: Sendable {
@@ -94,7 +95,7 @@ struct SessionReader: Sendable {
         for listed in hello.stores {
             if let store = session.engine?.store(listed.identifier) {
                 session.engine?.served(listed.identifier, by: peer.deviceID)
-                session.open(store, as: listed)
+                Self.open(store, as: listed, on: session)
             } else if await session.storeOrProvided(listed.identifier) == nil {
                 session.logger.debug("the peer serves store \(String(reflecting: listed.identifier)), which this device does not")
             }
@@ -111,6 +112,47 @@ struct SessionReader: Sendable {
         for identifier in attached where !listed.contains(identifier) && session.engine?.announces(identifier, to: peer.deviceID) == true {
             if let store = session.engine?.store(identifier) { session.announceNow(store) }
         }
+    }
+
+    // Stores coming and going: opened as the peer's hello lists them, and the peer's state of
+    // one (static: ``SyncSession/announceNow(_:)`` replays a state the peer told before).
+
+    /// Starts syncing `store` on this connection, as the peer's hello listed it.
+    static func open(_ store: SyncStore, as listed: SyncMessage.Hello.Store, on session: isolated SyncSession) {
+        let (ours, vector) = store.announcement()
+        let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync, wantsWhole: store.wantsWhole)
+        let effects = session.update { $0.open(store, named: store.identifier, listed: listed, ours: ours, view: view) }
+        store.perform(effects, for: session.peer)
+    }
+
+    /// The peer's state of one store: it serves it (with this vector, knowing these devices),
+    /// or no longer does.
+    static func receive(_ message: SyncMessage.StoreState, on session: isolated SyncSession) {
+        let name = message.store
+        if message.left {
+            session.state.peerLeft(name)
+            // Our other peers may have been left to this device for its last writes.
+            session.engine?.left(name, by: session.peer.deviceID)
+            return
+        }
+        guard session.state.peerServes(name) else {
+            session.logger.debug("ignoring store \(String(reflecting: name)): the peer already serves \(SyncMessage.maximumStores) stores")
+            return
+        }
+        // Provided (if the store provider would) before this is called from a message: a store
+        // provided then was attached, which announced it on this connection (and so opened it here).
+        guard let store = session.engine?.store(name) else {
+            session.logger.debug("ignoring the state of store \(String(reflecting: name)), which this device does not serve")
+            session.state.ignore(message)
+            return
+        }
+        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync,
+                                     wantsWhole: store.wantsWhole)
+        let ours = session.context.identity.deviceID
+        let effects = session.state.receive(message, for: store, view: view, ourDevice: ours)
+        // Before the writer wakes: the peer's entries are checked against its certificate.
+        store.perform(effects, for: session.peer)
+        session.wake()
     }
 
     // What a session does with the messages that arrive after the hello.
@@ -132,7 +174,7 @@ struct SessionReader: Sendable {
                 _ = await session.storeOrProvided(message.store)
                 session.engine?.served(message.store, by: peer.deviceID)
             }
-            session.receive(message)
+            Self.receive(message, on: session)
             return
         case .removals(let records):
             try await pace(\.removalMessages, "removals", wait: { $0.removalsArrived(at: $1) }, on: session)

@@ -306,15 +306,7 @@ actor SyncSession {
         closeLink()
     }
 
-    // MARK: Stores coming and going
-
-    /// Starts syncing `store` on this connection, as the peer's hello listed it.
-    func open(_ store: SyncStore, as listed: SyncMessage.Hello.Store) {
-        let (ours, vector) = store.announcement()
-        let view = State.ReplicaView(vector: vector, awaitingInitialSync: store.replica.awaitingInitialSync, wantsWhole: store.wantsWhole)
-        let effects = update { $0.open(store, named: store.identifier, listed: listed, ours: ours, view: view) }
-        store.perform(effects, for: peer)
-    }
+    // MARK: Stores coming and going (opened and the peer's state of one: ``SessionReader``)
 
     /// Starts syncing `store`, attached on this device since the hellos: the peer is told our
     /// vector and, if it serves the store (or its store provider takes it up, as a device
@@ -326,37 +318,7 @@ actor SyncSession {
         let whole = store.wantsWhole
         guard let replay = update({ $0.announce(store, named: store.identifier, wantsWhole: whole) }) else { return }
         // The peer told its state before this device had the store: it counts as its answer.
-        if let replay { receive(replay) }
-    }
-
-    /// The peer's state of one store: it serves it (with this vector, knowing these devices),
-    /// or no longer does.
-    func receive(_ message: SyncMessage.StoreState) {
-        let name = message.store
-        if message.left {
-            state.peerLeft(name)
-            // Our other peers may have been left to this device for its last writes.
-            engine?.left(name, by: peer.deviceID)
-            return
-        }
-        guard state.peerServes(name) else {
-            logger.debug("ignoring store \(String(reflecting: name)): the peer already serves \(SyncMessage.maximumStores) stores")
-            return
-        }
-        // Provided (if the store provider would) before this is called from a message: a store
-        // provided then was attached, which announced it on this connection (and so opened it here).
-        guard let store = engine?.store(name) else {
-            logger.debug("ignoring the state of store \(String(reflecting: name)), which this device does not serve")
-            state.ignore(message)
-            return
-        }
-        let view = State.ReplicaView(vector: store.replica.syncVector, awaitingInitialSync: store.replica.awaitingInitialSync,
-                                     wantsWhole: store.wantsWhole)
-        let ours = context.identity.deviceID
-        let effects = state.receive(message, for: store, view: view, ourDevice: ours)
-        // Before the writer wakes: the peer's entries are checked against its certificate.
-        store.perform(effects, for: peer)
-        wake()
+        if let replay { SessionReader.receive(replay, on: self) }
     }
 
     // MARK: Running
