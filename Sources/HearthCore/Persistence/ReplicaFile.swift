@@ -15,7 +15,9 @@ import Foundation
 ///                signer: Data, signature: Data } ],      // no `value`: a tombstone
 ///   collected: Int,                                      // the highest stamp of a tombstone collected
 ///   superseded: [ { key: String, timestamps: [Int] } ],  // per key, stamps seen on entries not current
-///   wantsWhole: Bool                                     // only when true: peers' whole store wanted
+///   wantsWhole: Bool,                                    // only when true: peers' whole store wanted
+///   displaced: [ <entry, as in entries> ]                // only when any: what remote entries replaced,
+///                                                        // per key latest first (at most two)
 /// }
 /// ```
 ///
@@ -25,7 +27,10 @@ import Foundation
 /// is only what they guard against: a write stamped before a removal collected, or a re-stamped
 /// entry losing to a write it had beaten, after a clock that was hours off (docs/architecture.md).
 /// So did `wantsWhole` (``Replica/wantsWhole``, issue 28): an earlier build ignores it, and so
-/// does not ask its peers again for what a removed device's dropped writes had replaced.
+/// does not ask its peers again for what a removed device's dropped writes had replaced. And
+/// `displaced` (``Replica/displaced``): an earlier build ignores it, and so cannot restore what
+/// a removed device's dropped write had replaced; one that fails to read is left out (logged
+/// with the set-aside entries), as the replica works without it.
 ///
 /// Version 2 keeps the entries in an array, each with its `key`, where version 1 kept them in
 /// a dictionary by key: a property-list dictionary read into Swift merges keys that differ only
@@ -78,8 +83,11 @@ package enum ReplicaFile {
                              "timestamps": .array($0.value.map { .integer(Int64(bitPattern: $0.rawValue)) })])
             }),
         ])
-        if replica.wantsWhole, case .dictionary(var fields) = document {
-            fields["wantsWhole"] = .bool(true)
+        if replica.wantsWhole || !replica.displaced.isEmpty, case .dictionary(var fields) = document {
+            if replica.wantsWhole { fields["wantsWhole"] = .bool(true) }
+            if !replica.displaced.isEmpty {
+                fields["displaced"] = .array(replica.displaced.keys.sorted().flatMap { replica.displaced[$0]!.prefix(2).map(\.propertyList) })
+            }
             return try BinaryPropertyList.encode(.dictionary(fields))
         }
         return try BinaryPropertyList.encode(document)
@@ -195,9 +203,21 @@ package enum ReplicaFile {
         for origin in Set(setAside.compactMap(\.origin)) {
             vector = VersionVector(vector.counters.filter { $0.key != origin })
         }
+        // Absent in files of earlier builds, and optional: one that does not load is set aside.
+        var displaced: [StoreKey: [Entry]] = [:]
+        if let object = root["displaced"], let list = try? document.array(object) {
+            for item in list {
+                switch Entry.decode(item, in: &document, key: nil) {
+                case .success(let entry) where displaced[entry.key, default: []].count < 2: displaced[entry.key, default: []].append(entry)
+                case .success: break
+                case .failure(let refused): setAside.append(refused)
+                }
+            }
+        }
         var replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
                               sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers,
-                              certificates: certificates, history: StampHistory(collected: collected, superseded: superseded))
+                              certificates: certificates, history: StampHistory(collected: collected, superseded: superseded),
+                              displaced: displaced)
         replica.hasSynced = try field("synced")?.boolValue ?? false
         replica.wantsWhole = try field("wantsWhole")?.boolValue ?? false
         return Contents(replica: replica, header: Header(storeIdentifier: storeIdentifier, account: account), setAside: setAside)

@@ -164,12 +164,14 @@ package struct SharedStore<Store: Sendable>: Sendable {
     /// still covers (a removed device's later writes), so it is sent everything, as a newcomer
     /// is, whatever it was sent before. Once per connection: a peer asking again and again pays
     /// a connection per store it gets.
-    mutating func giveWhole() {
-        guard !gaveWhole else { return }
+    @discardableResult
+    mutating func giveWhole() -> Bool {
+        guard !gaveWhole else { return false }
         gaveWhole = true
         peerKnown = VersionVector()
         deferred = VersionVector()
         relaying = false
+        return true
     }
 
     /// A delta arrived: whether it belongs to the first batch (the initial download, which ends
@@ -277,4 +279,7 @@ package enum SessionReplicaEffect: Sendable, Equatable {
     case notePeer(acknowledged: VersionVector)
     /// The first download is done (the peer had nothing we lacked).
     case initialSyncCompleted
+    /// The peer asked for our whole store (it dropped a removed device's later writes): its
+    /// own is wanted too (``SyncReplica/wantWhole()``).
+    case wantWhole
 }
