@@ -127,6 +127,15 @@ extension StoreBackend: SyncReplica {
 
     var wantsWhole: Bool { state.withLock { $0.replica.replica.wantsWhole } }
 
+    func wantWhole() {
+        let schedule = state.withLock { s -> Bool in
+            guard !s.replica.replica.wantsWhole else { return false }
+            s.replica.wantWhole()
+            return scheduleSave(&s)
+        }
+        if schedule { scheduleWriteBehind() }
+    }
+
     func wholeReceived() {
         let schedule = state.withLock { s -> Bool in
             guard s.replica.replica.wantsWhole else { return false }

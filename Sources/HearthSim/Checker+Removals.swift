@@ -58,15 +58,36 @@ extension Checker {
     }
 
     /// `device`'s store dropped `entries` (a removed device's, ``SyncReplica/dropEntries``): each
-    /// must be stamped after its device's removal; the model lets them go too.
+    /// must be stamped after its device's removal; the model lets them go too. What the replica
+    /// brings back in a dropped entry's place (`Replica.displaced`) must be an entry this device
+    /// held of that key and saw replaced by a peer's entry, and no removed device's later write.
     func dropped(_ entries: [Entry], device: Int, store: String, now: (StoreKey) -> Entry?) {
         let removed = removals.withLock { $0.at }
         for entry in entries where !Self.isVoid(entry, removed) {
             fail(Self.removal, "d\(device) \(store) dropped \(Self.describe(entry)), not stamped after its device's removal")
         }
         let place = Place(device: device, store: store)
-        state.withLock { s in
-            for entry in entries where Self.same(s.held[place]?[entry.key], entry) { s.held[place]?[entry.key] = nil }
+        let restored = state.withLock { s -> [Entry] in
+            var unknown: [Entry] = []
+            // A removal of the removed device's that the replica collected is a later write too:
+            // the replica had no entry to drop, and the value it had replaced may come back from
+            // a peer's whole store (seed 15 with --thief).
+            for (key, held) in s.held[place] ?? [:] where held.isTombstone && Self.isVoid(held, removed) && now(key) == nil {
+                s.held[place]?[key] = nil
+            }
+            for entry in entries where Self.same(s.held[place]?[entry.key], entry) {
+                s.held[place]?[entry.key] = nil
+                guard let back = now(entry.key) else { continue }
+                if !Self.isVoid(back, removed), s.replaced[place]?[entry.key]?.contains(where: { Self.same($0, back) }) == true {
+                    s.held[place]?[entry.key] = back
+                } else {
+                    unknown.append(back)
+                }
+            }
+            return unknown
+        }
+        for entry in restored {
+            fail(Self.removal, "d\(device) \(store) brought back \(Self.describe(entry)) for a dropped entry, not an entry it held that a peer's replaced")
         }
         compare(entries.map(\.key), at: place, now: now)
     }

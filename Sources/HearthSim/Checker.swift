@@ -24,6 +24,9 @@ final class Checker: Sendable {
     struct State {
         var held: [Place: [StoreKey: Entry]] = [:]
         var durable: [Place: [StoreKey: Entry]] = [:]
+        /// Per key, every entry a device held and saw replaced by a peer's: what a drop
+        /// may bring back (`Replica.displaced`; Checker+Removals.swift).
+        var replaced: [Place: [StoreKey: [Entry]]] = [:]
         /// Per store and key, the latest write its own device made durable.
         var acknowledged: [String: [StoreKey: Entry]] = [:]
         var violations: [Violation] = []
@@ -141,6 +144,9 @@ final class Checker: Sendable {
         let place = Place(device: device, store: store)
         state.withLock { s in
             for entry in entries where Self.beats(entry, s.held[place]?[entry.key]) {
+                if let old = s.held[place]?[entry.key] {
+                    s.replaced[place, default: [:]][entry.key, default: []].append(old)
+                }
                 s.held[place, default: [:]][entry.key] = entry
             }
         }

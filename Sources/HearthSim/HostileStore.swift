@@ -172,6 +172,7 @@ final class HostileStore: SyncReplica {
     }
     var wantsWhole: Bool { state.withLock { $0.synced.replica.wantsWhole } }
     func wholeReceived() { state.withLock { $0.synced.wholeReceived() } }
+    func wantWhole() { state.withLock { $0.synced.wantWhole() } }
     func forgetDevice(_ device: DeviceID) {
         let now = wall()
         _ = state.withLock { $0.synced.forget(device: device.hex, wall: now) }

@@ -337,4 +337,5 @@ final class SimulatedStore: SyncReplica {
     func initialSyncCompleted() { state.withLock { $0.synced.initialSyncCompleted() } }
     var wantsWhole: Bool { state.withLock { $0.synced.replica.wantsWhole } }
     func wholeReceived() { state.withLock { $0.synced.wholeReceived() } }
+    func wantWhole() { state.withLock { $0.synced.wantWhole() } }
 }

@@ -65,6 +65,11 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// A peer's whole store came in: ``wantsWhole`` is cleared.
     func wholeReceived()
 
+    /// A peer that dropped a removed device's later writes asked for our whole store: ours is
+    /// wanted too (``wantsWhole`` set), as the entries it restored may be covered here by a
+    /// vector whose replica holds an older value, or none (docs/protocol.md, "Device removals").
+    func wantWhole()
+
     /// The current entry of `key`, tombstone included, if any.
     func entry(forKey key: StoreKey) -> Entry?
 

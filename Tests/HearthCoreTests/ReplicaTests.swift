@@ -224,11 +224,11 @@ struct ReplicaTests {
               signature: EntrySignature(signer: member, bytes: Data([1])))
     }
 
-    /// docs/simulator.md, finding 10 (open; `scripts/sim.sh --seed 2 --hours 0.5 --thief`): the
-    /// healing asks the peers for what the dropped entries replaced, but here only the device
-    /// that took the thief's write ever had it. Fails (as an unexpected pass) once it is fixed.
-    @Test("Issue 28, finding 10 (open): D's write of k, replaced by a thief's later write before it left D, is lost once D drops the thief's write: the peer's whole store holds only an older value")
-    func droppedWriteTakesWhatItReplaced() {
+    /// docs/simulator.md, finding 10 (`scripts/sim.sh --seed 2 --hours 0.5 --thief`): only the
+    /// device that took the thief's write ever had D's write; the peers' whole store holds only an
+    /// older value. D keeps what the thief's write displaced and restores it when it drops it.
+    @Test("Issue 28, finding 10: D's write of k, replaced by a thief's later write before it left D, comes back when D drops the thief's write, and beats the older value of the peer's whole store; it survives a restart")
+    func droppedWriteTakesWhatItReplaced() throws {
         let removedAt: UInt64 = 1_700_000_000_000
         var peer = Replica(id: a)
         peer.write("older", forKey: "k", wall: removedAt - 10)
@@ -237,12 +237,61 @@ struct ReplicaTests {
         // Away with the thief: D writes k, then takes the thief's write, stamped after the removal.
         d.write("D's", forKey: "k", wall: removedAt + 1)
         d.apply([Self.memberEntry("k", "the thief's", at: removedAt + 2, origin: .random(boundTo: Self.member), sequence: 1)], wall: removedAt + 3)
+        #expect(d.displaced["k"]?.map(\.value) == ["D's"])
+        // Saved and loaded (a restart between the thief's write and the removal).
+        let header = ReplicaFile.Header(storeIdentifier: "s", account: "")
+        d = try ReplicaFile.decode(ReplicaFile.encode(d, header: header), path: "test").replica
         // D hears of the removal: it drops the thief's write and is sent the peer's whole store.
         #expect(d.dropEntries(signedBy: Self.member, stampedAfter: removedAt).map(\.key) == ["k"])
+        #expect(d.entries["k"]?.value == "D's", "restored at once")
+        #expect(d.vector.covers(try #require(d.entries["k"])))
         d.apply(Array(peer.entries.values), wall: removedAt + 4)
-        withKnownIssue("docs/simulator.md, finding 10: D's own write is in no replica any more") {
-            #expect(d.entries["k"]?.value == "D's")
-        }
+        #expect(d.entries["k"]?.value == "D's")
+        #expect(d.displaced.isEmpty)
+    }
+
+    /// docs/simulator.md, finding 10 (`scripts/sim.sh --seed 5 --hours 0.5 --thief`): the removed
+    /// device's own earlier write (a removal stamped before its removal) was replaced here by its
+    /// thief's later write; what comes back is that earlier write, not the older value of another
+    /// device it had replaced. A removed device's later write is never brought back.
+    @Test("Issue 28, finding 10: a removed device's later write replacing its own earlier one gives back the earlier one; two later writes give back the other device's value before them")
+    func droppedWriteOverItsOwnEarlierWrite() {
+        let removedAt: UInt64 = 1_700_000_000_000
+        let thief = ReplicaID.random(boundTo: Self.member)
+        var d = Replica(id: a)
+        d.write("D's", forKey: "k", wall: removedAt - 10)
+        d.write("D's", forKey: "j", wall: removedAt - 10)
+        d.apply([Self.memberEntry("k", nil, at: removedAt - 5, origin: thief, sequence: 1),
+                 Self.memberEntry("j", "late 1", at: removedAt + 1, origin: thief, sequence: 2)], wall: removedAt)
+        d.apply([Self.memberEntry("k", "the thief's", at: removedAt + 2, origin: thief, sequence: 3),
+                 Self.memberEntry("j", "late 2", at: removedAt + 3, origin: thief, sequence: 4)], wall: removedAt + 3)
+        #expect(d.dropEntries(signedBy: Self.member, stampedAfter: removedAt).map(\.key) == ["j", "k"])
+        #expect(d.entries["k"]?.isTombstone == true && d.entries["k"]?.origin == thief, "the removal made before it was removed")
+        #expect(d.entries["j"]?.value == "D's")
+    }
+
+    /// docs/simulator.md, finding 10 (`scripts/sim.sh --seed 7 --hours 0.5 --thief`): P refused
+    /// the thief's write but its vector covers D's write, which the thief's had replaced where P
+    /// got its vector from; P has no entry of the key. D restored its write and asked P for its
+    /// whole store, giving its own: P wants D's whole store in turn, and takes the write.
+    @Test("Issue 28, finding 10: a peer whose vector covers a restored entry it lacks takes it from the dropping device's whole store once asked for its own (wantWhole), not before")
+    func restoredEntryReachesACoveredPeer() {
+        let removedAt: UInt64 = 1_700_000_000_000
+        var d = Replica(id: a)
+        d.write("D's", forKey: "k", wall: removedAt + 1)
+        d.apply([Self.memberEntry("k", "the thief's", at: removedAt + 2, origin: .random(boundTo: Self.member), sequence: 1)], wall: removedAt + 3)
+        // A later write of D keeps D's counter in P's vector, past the write P never had.
+        var covered = Replica(id: b)
+        covered.apply([d.write("D's other", forKey: "other", wall: removedAt + 3)!], coveredBy: d.vector, wall: removedAt + 3)
+        var p = SyncedReplica(covered)
+        _ = d.dropEntries(signedBy: Self.member, stampedAfter: removedAt)
+        let whole = d.delta(for: VersionVector())
+        #expect(p.winningEntries(whole).isEmpty, "covered, and no entry of the key: a replay of a collected removal's value, refused")
+        p.wantWhole()
+        let taken = p.winningEntries(whole)
+        #expect(taken.map(\.key) == ["k"])
+        _ = p.applyRemote(taken, heldBack: [], wall: removedAt + 4)
+        #expect(p.replica.entries["k"]?.value == "D's")
     }
 
     @Test("Issue 28, the thief's copy: a removed device's entries stamped after its removal are dropped, with their tallies; its earlier ones and the others' stay, and the vector is kept")

@@ -201,6 +201,17 @@ struct SimulatorTests {
         #expect(line.contains(", 0 violations, "), "\(line)")
     }
 
+    /// docs/simulator.md, finding 10: seed 2 (the write a thief's write replaced was only on the
+    /// devices that took it), seed 7 (a device that refused the thief's write covered what it
+    /// replaced: whole stores both ways), 8 devices for half an hour with thieves' copies.
+    @Test("Finding 10: with thieves' copies, seeds 2 and 7 heal: what the dropped writes replaced comes back everywhere", arguments: ["2", "7"])
+    func droppedWritesHeal(seed: String) async throws {
+        let (status, output) = try await Self.simulate(["--seed", seed, "--hours", "0.5", "--thief"])
+        #expect(status == 0, "\(output.split(separator: "\n").filter { $0.hasPrefix("  ") }.prefix(3).joined(separator: "\n"))")
+        let (line, _) = try Self.summary(of: output)
+        #expect(line.contains(", 0 violations, "), "\(line)")
+    }
+
     @Test("A bad argument is refused with a clear error and the usage")
     func badArgumentsAreRefused() async throws {
         let (status, output) = try await Self.simulate(["--devices", "17"])

@@ -439,6 +439,9 @@ struct SessionStateTests {
         _ = state.receive(SyncMessage.StoreState(store: "notes", vector: VersionVector(), whole: true), for: "notes",
                           view: .init(vector: ours), ourDevice: Self.ourDevice)
         #expect(state.deltaBasis(of: "notes")?.peerKnown == ours, "a ninth request on the connection is an ordinary state")
+        // The first request asked for the peer's whole store in turn (finding 10): answered here.
+        let reciprocal = state.takeWholeRequest(of: "notes")
+        #expect(reciprocal && state.wholeArrived(of: "notes", more: false))
 
         // Our side: one request, carried by our next state, until the whole store's last delta.
         state.askForWhole("notes")
@@ -451,6 +454,30 @@ struct SessionStateTests {
         let last = state.wholeArrived(of: "notes", more: false)
         let after = state.wholeArrived(of: "notes", more: false)
         #expect(!part && last && !after)
+    }
+
+    @Test("Issue 28, finding 10: a whole store is asked for both ways: asking gives ours whole; the first `w` on a connection asks for the peer's whole store and wants it (wantWhole), a second does not")
+    func wholeStoreBothWays() throws {
+        let ours = Self.vector([Self.a: 5, Self.b: 2])
+        var asker = Self.ready(ours: ours, theirs: ours)
+        _ = Self.drain(&asker)
+        asker.deltaSent(ours, of: "notes")
+        asker.askForWhole("notes")
+        #expect(asker.deltaBasis(of: "notes")?.peerKnown == VersionVector(), "ours goes whole with the request")
+        #expect(Self.drain(&asker).contains(.delta("notes")))
+
+        var answerer = Self.ready(ours: ours, theirs: ours)
+        _ = Self.drain(&answerer)
+        answerer.deltaSent(ours, of: "notes")
+        let effects = answerer.receive(SyncMessage.StoreState(store: "notes", vector: ours, whole: true), for: "notes",
+                                       view: .init(vector: ours), ourDevice: Self.ourDevice)
+        let asks = answerer.takeWholeRequest(of: "notes")
+        #expect(effects.contains(.wantWhole))
+        #expect(asks, "our next state asks for the peer's whole store")
+        let again = answerer.receive(SyncMessage.StoreState(store: "notes", vector: ours, whole: true), for: "notes",
+                                     view: .init(vector: ours), ourDevice: Self.ourDevice)
+        let asksAgain = answerer.takeWholeRequest(of: "notes")
+        #expect(!again.contains(.wantWhole) && !asksAgain, "once per connection")
     }
 
     @Test("Direct first: our links go right after the hello; the first delta is whole, later ones leave out the peer's linked writers")

@@ -15,7 +15,9 @@ import Foundation
 ///                signer: Data, signature: Data } ],      // no `value`: a tombstone
 ///   collected: Int,                                      // the highest stamp of a tombstone collected
 ///   superseded: [ { key: String, timestamps: [Int] } ],  // per key, stamps seen on entries not current
-///   wantsWhole: Bool                                     // only when true: peers' whole store wanted
+///   wantsWhole: Bool,                                    // only when true: peers' whole store wanted
+///   displaced: [ <entry, as in entries> ]                // only when any: what remote entries replaced,
+///                                                        // per key latest first (at most two)
 /// }
 /// ```
 ///
@@ -25,7 +27,10 @@ import Foundation
 /// is only what they guard against: a write stamped before a removal collected, or a re-stamped
 /// entry losing to a write it had beaten, after a clock that was hours off (docs/architecture.md).
 /// So did `wantsWhole` (``Replica/wantsWhole``, issue 28): an earlier build ignores it, and so
-/// does not ask its peers again for what a removed device's dropped writes had replaced.
+/// does not ask its peers again for what a removed device's dropped writes had replaced. And
+/// `displaced` (``Replica/displaced``): an earlier build ignores it, and so cannot restore what
+/// a removed device's dropped write had replaced; one that fails to read is left out (logged
+/// with the set-aside entries), as the replica works without it.
 ///
 /// Version 2 keeps the entries in an array, each with its `key`, where version 1 kept them in
 /// a dictionary by key: a property-list dictionary read into Swift merges keys that differ only
@@ -87,6 +92,7 @@ package enum ReplicaFile {
             }),
         ]
         if replica.wantsWhole { fields["wantsWhole"] = .bool(true) }
+        if !replica.displaced.isEmpty { fields["displaced"] = .array(displacedEntries(of: replica).map(\.propertyList)) }
         return fields
     }
 
@@ -103,6 +109,11 @@ package enum ReplicaFile {
     package static func encode(_ replica: Replica, header: Header) throws(PropertyListEncodingError) -> Data {
         var writer = ReplicaFileWriter()
         return try writer.write(replica, header: header)
+    }
+
+    /// ``Replica/displaced`` as saved: by key, at most two per key (only when any).
+    static func displacedEntries(of replica: Replica) -> [Entry] {
+        replica.displaced.keys.sorted().flatMap { replica.displaced[$0]!.prefix(2) }
     }
 
     /// Reads a file's bytes back.
@@ -215,9 +226,21 @@ package enum ReplicaFile {
         for origin in Set(setAside.compactMap(\.origin)) {
             vector = VersionVector(vector.counters.filter { $0.key != origin })
         }
+        // Absent in files of earlier builds, and optional: one that does not load is set aside.
+        var displaced: [StoreKey: [Entry]] = [:]
+        if let object = root["displaced"], let list = try? document.array(object) {
+            for item in list {
+                switch Entry.decode(item, in: &document, key: nil) {
+                case .success(let entry) where displaced[entry.key, default: []].count < 2: displaced[entry.key, default: []].append(entry)
+                case .success: break
+                case .failure(let refused): setAside.append(refused)
+                }
+            }
+        }
         var replica = Replica(id: id, clock: HybridLogicalClock(last: HLCTimestamp(rawValue: UInt64(bitPattern: clock))),
                               sequence: UInt64(bitPattern: sequence), vector: vector, entries: entries, peerVectors: peers,
-                              certificates: certificates, history: StampHistory(collected: collected, superseded: superseded))
+                              certificates: certificates, history: StampHistory(collected: collected, superseded: superseded),
+                              displaced: displaced)
         replica.hasSynced = try field("synced")?.boolValue ?? false
         replica.wantsWhole = try field("wantsWhole")?.boolValue ?? false
         return Contents(replica: replica, header: Header(storeIdentifier: storeIdentifier, account: account), setAside: setAside)
@@ -241,6 +264,8 @@ private struct ReplicaFileWriter {
         let root = out.reserve()
         // The entries first, which tell the certificates in use (their signers').
         let entries = try self.entries(of: replica)
+        // Written with the entries, before the certificates: their signers' count as in use.
+        let displaced = replica.displaced.isEmpty ? nil : try self.entries(ReplicaFile.displacedEntries(of: replica))
         var fields: [String: Int] = [
             "entries": entries,
             "vector": vector(replica.vector),
@@ -266,6 +291,7 @@ private struct ReplicaFileWriter {
             "collected": .integer(Int64(bitPattern: replica.history.collected.rawValue)),
         ]
         if replica.wantsWhole { scalars["wantsWhole"] = .bool(true) }
+        if let displaced { fields["displaced"] = displaced }
         for (name, value) in scalars.sorted(by: { $0.key < $1.key }) { fields[name] = try out.flatten(value, depth: 1) }
         out.objects[root] = try dictionaryObject(fields, depth: 0)
         return out.write()
@@ -318,6 +344,11 @@ private struct ReplicaFileWriter {
     /// The entries in key order, as ``Entry/propertyList``: dictionaries under
     /// ``EntryFields/file``'s names.
     mutating func entries(of replica: Replica) throws(PropertyListEncodingError) -> Int {
+        try entries(replica.entries.keys.sorted().map { replica.entries[$0]! })
+    }
+
+    /// `list`'s entries in its order, as ``Entry/propertyList``.
+    mutating func entries(_ list: [Entry]) throws(PropertyListEncodingError) -> Int {
         let names = EntryFields.file
         // A dictionary's keys in UTF-8 order, as ``BinaryPropertyListWriter/flatten(_:depth:shared:)`` writes them.
         let order = [names.key, names.origin, names.sequence, names.signature, names.signer, names.timestamp, names.value]
@@ -327,9 +358,9 @@ private struct ReplicaFileWriter {
         let (key, origin, sequence, signature, signer, timestamp, value) =
             (nameRefs[0], nameRefs[1], nameRefs[2], nameRefs[3], nameRefs[4], nameRefs[5], nameRefs[6])
         var items: [Int] = []
-        items.reserveCapacity(replica.entries.count)
-        for storeKey in replica.entries.keys.sorted() {
-            let entry = replica.entries[storeKey]!
+        items.reserveCapacity(list.count)
+        for entry in list {
+            let storeKey = entry.key
             var keys: [Int] = [], values: [Int] = []
             keys.reserveCapacity(order.count)
             values.reserveCapacity(order.count)

@@ -50,6 +50,13 @@ package struct Replica: Sendable, Equatable {
     package private(set) var history = StampHistory()
     /// Re-stamping's state: the latest stamp of this replica's own entries (``FutureStamps``).
     package private(set) var futureStamps: FutureStamps
+    /// Per key, the entries a remote entry replaced, latest first: what comes back if its writer
+    /// turns out to be a removed device whose write ``dropEntries(signedBy:stampedAfter:)`` drops
+    /// (docs/protocol.md, "Device removals"). At most two per key: the entry the current one
+    /// replaced and, if that is of the same writer, the latest entry of another writer before it
+    /// (the removed device's own earlier write may be dropped too, or stay). Saved; forgotten with
+    /// the tombstone horizon (``forgetDisplaced(before:)``).
+    package private(set) var displaced: [StoreKey: [Entry]] = [:]
     /// The DER certificates of devices that signed entries, by signer (``SignerCertificates``).
     package private(set) var signerCertificates: SignerCertificates
     package var certificates: [Data: Data] { signerCertificates.bySigner }
@@ -75,8 +82,10 @@ package struct Replica: Sendable, Equatable {
     /// key in any case (``write(_:forKey:wall:size:)``), which is all last-writer-wins compares.
     package init(id: ReplicaID, clock: HybridLogicalClock, sequence: UInt64, vector: VersionVector,
                 entries: [StoreKey: Entry], peerVectors: [String: VersionVector] = [:],
-                certificates: [Data: Data] = [:], history: StampHistory = StampHistory()) {
+                certificates: [Data: Data] = [:], history: StampHistory = StampHistory(),
+                displaced: [StoreKey: [Entry]] = [:]) {
         self.id = id
+        self.displaced = displaced.filter { entries[$0.key] != nil }
         self.history = StampHistory(collected: history.collected, superseded: history.superseded) { entries[$0] != nil }
         var sequence = max(sequence, vector[id])
         var vector = vector
@@ -167,6 +176,11 @@ package struct Replica: Sendable, Equatable {
             // this replica ever seeing it), may beat the re-stamp. Peers that held the future entry
             // back still have them: ask for their whole store (docs/protocol.md, "A clock set right again").
             if remote.restamps(current) { wantsWhole = true }
+            // Kept for when `remote` is dropped as a removed device's later write (then the
+            // latest of these not dropped too comes back): a writer replacing its own entry
+            // keeps the other writer's entry before it as well.
+            let other = Self.sameWriter(remote, current) ? displaced[remote.key]?.first { !Self.sameWriter($0, current) } : nil
+            displaced[remote.key] = [current] + (other.map { [$0] } ?? [])
             store(remote)
             return current.value != remote.value
         }
@@ -308,17 +322,31 @@ package struct Replica: Sendable, Equatable {
     /// of the removal refuses (`removedSigner`). Returns the entries dropped.
     ///
     /// This replica took them before it heard of the removal (a thief's copy of the removed
-    /// device's files, met while this device was away). Its peers never took them and hold the
-    /// entry each one replaced here, which this replica's vector covers, so no peer would send it
-    /// again: the caller asks its peers for their whole store (docs/protocol.md, "Device
-    /// removals"). The vector is left as it is: lowered, it would stop this replica from
-    /// relaying its own writes its peers lack.
+    /// device's files, met while this device was away). The latest entry each one replaced here
+    /// (``displaced``) that is not the removed device's later write too becomes current again: it
+    /// may have reached only the devices that took the dropped write (docs/simulator.md,
+    /// finding 10). Peers that never took the dropped entries hold what they replaced, which this
+    /// replica's vector covers, so no peer would send it again: the caller asks its peers for
+    /// their whole store, and gives them its own (docs/protocol.md, "Device removals"). The
+    /// vector is left as it is (but covers a restored entry): lowered, it would stop this replica
+    /// from relaying its own writes its peers lack.
     @discardableResult
     package mutating func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> [Entry] {
-        let doomed = entries.values.filter { $0.signature?.signer == device && $0.timestamp.milliseconds > removedAt }
+        func isDoomed(_ entry: Entry) -> Bool { entry.signature?.signer == device && entry.timestamp.milliseconds > removedAt }
+        let doomed = entries.values.filter(isDoomed)
         for entry in doomed {
-            entries[entry.key] = nil
-            tallies.remove(entry)
+            if let earlier = displaced.removeValue(forKey: entry.key)?.first(where: { !isDoomed($0) }) {
+                store(earlier)
+                vector.advance(origin: earlier.origin, to: earlier.sequence)
+            } else {
+                entries[entry.key] = nil
+                tallies.remove(entry)
+            }
+        }
+        // A displaced entry that is itself the removed device's later write can never come back.
+        displaced = displaced.compactMapValues { list in
+            let kept = list.filter { !isDoomed($0) }
+            return kept.isEmpty ? nil : kept
         }
         if !doomed.isEmpty {
             compactVector()
@@ -366,7 +394,7 @@ package struct Replica: Sendable, Equatable {
         var copy = Replica(id: id, clock: clock, sequence: 0,
                            vector: VersionVector(vector.counters.filter { origins.contains($0.key) }),
                            entries: entries, peerVectors: peerVectors, certificates: certificates,
-                           history: history)
+                           history: history, displaced: displaced)
         copy.hasSynced = hasSynced
         copy.wantsWhole = wantsWhole
         return copy
@@ -376,7 +404,10 @@ package struct Replica: Sendable, Equatable {
 
     package mutating func keepCertificate(_ der: Data, signer: Data) { signerCertificates.keepCertificate(der, signer: signer) }
     /// The certificates of the devices that signed a current entry: what is worth saving.
-    package var certificatesInUse: [Data: Data] { signerCertificates.certificatesInUse(by: entries.values) }
+    package var certificatesInUse: [Data: Data] {
+        displaced.isEmpty ? signerCertificates.certificatesInUse(by: entries.values)
+            : signerCertificates.certificatesInUse(by: Array(entries.values) + displaced.values.joined())
+    }
 
     // MARK: Peers and tombstones
 
@@ -407,7 +438,11 @@ package struct Replica: Sendable, Equatable {
                                             olderThan horizon: HLCTimestamp?, wall: UInt64?) -> Int {
         let collected = tombstones.collect(covering: covering, olderThan: horizon, wall: wall, peers: peers, vector: vector,
                                            entries: &entries, tallies: &tallies, clock: &clock, history: &history)
-        if collected > 0 { compactVector() }
+        if collected > 0 {
+            // A collected key's displaced entries go with it (``displaced``).
+            displaced = displaced.filter { entries[$0.key] != nil }
+            compactVector()
+        }
         return collected
     }
 
@@ -421,6 +456,27 @@ package struct Replica: Sendable, Equatable {
     package mutating func collectReachedTombstones(coveredBy stable: VersionVector?, olderThan horizon: HLCTimestamp?, wall: UInt64) -> Int {
         guard tombstones.isReached(clock: clock.last, wall: wall) else { return 0 }
         return collectTombstones(coveredBy: stable, olderThan: horizon, wall: wall)
+    }
+
+    /// Forgets the displaced entries (``displaced``) whose key's current entry is stamped before
+    /// `horizon` (the tombstone horizon): a removal that would drop it reaches a device within
+    /// that time or, as for a tombstone, is no longer waited for. Returns how many went.
+    @discardableResult
+    package mutating func forgetDisplaced(before horizon: HLCTimestamp) -> Int {
+        let before = displaced.count
+        displaced = displaced.filter { key, _ in entries[key].map { $0.timestamp >= horizon } ?? false }
+        return before - displaced.count
+    }
+
+    /// Whether two entries come from the same writer: the same signing device, or, unsigned (not
+    /// signed yet, or a test's), the same origin.
+    private static func sameWriter(_ a: Entry, _ b: Entry) -> Bool {
+        switch (a.signature?.signer, b.signature?.signer) {
+        case let (x?, y?): x == y
+        case (nil, nil): a.origin == b.origin
+        case let (x?, nil): b.origin.isBound(to: x)
+        case let (nil, y?): a.origin.isBound(to: y)
+        }
     }
 
     // MARK: Compact vectors

@@ -426,9 +426,12 @@ package struct SyncedReplica: Sendable {
                                                 olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0), wall: wall)
     }
 
-    /// Collects the tombstones every known peer has, or older than ``tombstoneHorizon``.
+    /// Collects the tombstones every known peer has, or older than ``tombstoneHorizon``, and
+    /// forgets the entries displaced before that horizon (``Replica/forgetDisplaced(before:)``).
     private mutating func collectTombstones(wall: UInt64) -> Int {
-        replica.collectStableTombstones(olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0), wall: wall)
+        let horizon = HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0)
+        replica.forgetDisplaced(before: horizon)
+        return replica.collectStableTombstones(olderThan: horizon, wall: wall)
     }
 
     /// Drops the entries of a removed device stamped after its removal, which this replica took
@@ -441,6 +444,12 @@ package struct SyncedReplica: Sendable {
     /// A peer's whole store came in (``Replica/wantsWhole``).
     package mutating func wholeReceived() {
         replica.wantsWhole = false
+    }
+
+    /// A peer that dropped entries asked for this replica's whole store: the peer's is wanted too
+    /// (``Replica/wantsWhole``: until it comes, its entries of keys with no entry here get in).
+    package mutating func wantWhole() {
+        replica.wantsWhole = true
     }
 
     /// Marks the first download from the account's peers as done.

@@ -76,9 +76,10 @@ final class RemovalCoordinator: Sendable {
             }
         }
         // Writes of a removed device that this device took before it heard of the removal: they
-        // go, and every peer is asked for its whole store, which holds what they had replaced.
+        // go, and every peer is asked for its whole store, which holds what they had replaced,
+        // and given ours, which holds what they replaced here (``SyncStore/askEveryPeerForWhole()``).
         for store in stores() where store.dropRemovedWrites(added) {
-            for session in sessions { session.askForWhole(store) }
+            store.askEveryPeerForWhole()
         }
         if selfRemoved {
             context.logger.error("this device was removed from the account; its stores keep working here, and no peer will sync with it")

@@ -64,4 +64,5 @@ final class ReplicaGate: SyncReplica {
     func onLocalChange(_ handler: @escaping @Sendable () -> Void) { ifOpen(()) { replica.onLocalChange(handler) } }
     func initialSyncCompleted() { ifOpen(()) { replica.initialSyncCompleted() } }
     func wholeReceived() { ifOpen(()) { replica.wholeReceived() } }
+    func wantWhole() { ifOpen(()) { replica.wantWhole() } }
 }

@@ -201,7 +201,7 @@ struct SessionReader: Sendable {
         case .delta(let delta):
             let (initial, whole) = (session.state.deltaArrived(for: name, more: delta.more), session.state.wholeArrived(of: name, more: delta.more))
             try await apply(delta, to: store, initial: initial, on: session)
-            if whole { store.wholeReceived() }
+            if whole { store.wholeReceived(from: peer.deviceID) }
         case .ack(let ack):
             let ours = store.replica.syncVector
             let effects = session.state.acknowledged(ack, ours: ours)

@@ -220,9 +220,13 @@ package struct SessionState<Store: Sendable>: Sendable {
             return effects
         }
         entry.take(vector, view: view, effects: &effects)
-        if state.whole { entry.giveWhole() }
+        // Asked for our whole store (the peer dropped a removed device's later writes): the first
+        // time on this connection, the peer's is asked for too, and its entries of keys we lack get
+        // in until it has come (``SyncReplica/wantWhole()``): what it restored may be covered here.
+        let reciprocate = state.whole && entry.giveWhole()
         shared[name] = entry
-        if view.wantsWhole { askForWhole(name) }
+        if reciprocate { effects.append(.wantWhole) }
+        if view.wantsWhole || reciprocate { askForWhole(name) }
         mailbox.post(name) { mail in
             mail.delta = true
             // Not told ours yet (our hello's digest matched theirs, or we had not heard of it): answer.
@@ -303,17 +307,24 @@ package struct SessionState<Store: Sendable>: Sendable {
 
     // MARK: A removed device's later writes
 
-    /// Asks the peer for its whole store `name` (our next `store` message says `w`): this replica
-    /// dropped a removed device's later writes, and the entries they replaced, which its vector
-    /// covers, are the peer's to send again (docs/protocol.md, "Device removals").
-    /// Returns whether it was asked now (not already).
+    /// Asks the peer for its whole store `name` (our next `store` message says `w`), and sends it
+    /// ours whole: this replica dropped entries its vector covers (a removed device's later
+    /// writes, entries a re-stamp had beaten, entries it held back), which are the peer's to send
+    /// again; what this replica restored in their place (``Replica/displaced``) the peer's vector
+    /// may cover while it holds an older value (docs/protocol.md, "Device removals" and "A clock
+    /// set right again"). Returns whether it was asked now (not already).
     @discardableResult
     package mutating func askForWhole(_ name: String) -> Bool {
         guard shared[name] != nil, !shared[name]!.askWhole, !shared[name]!.awaitingWhole else { return false }
         shared[name]!.askWhole = true
-        mailbox.post(name) { $0.state = true }
+        shared[name]!.giveWhole()
+        mailbox.post(name) { mail in
+            mail.state = true
+            mail.delta = true
+        }
         return true
     }
+
 
     /// Counts entries refused for their signature; true once the connection brought more than
     /// ``maximumForgedEntries`` (it is then closed: a forger pays a handshake per few entries).

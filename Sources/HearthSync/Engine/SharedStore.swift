@@ -169,13 +169,16 @@ package struct SharedStore<Store: Sendable>: Sendable {
     /// The peer asked for the whole store in its `store` message: it dropped entries its vector
     /// still covers (a removed device's later writes, entries a re-stamp had beaten, entries it
     /// held back), so it is sent everything, as a newcomer is, whatever it was sent before. At
-    /// most ``maximumWholes`` times per connection.
-    mutating func giveWhole() {
-        guard wholesGiven < Self.maximumWholes else { return }
+    /// most ``maximumWholes`` times per connection. Returns whether this was the connection's
+    /// first (the peer's own whole store is then wanted in turn: ``SessionReplicaEffect/wantWhole``).
+    @discardableResult
+    mutating func giveWhole() -> Bool {
+        guard wholesGiven < Self.maximumWholes else { return false }
         wholesGiven += 1
         peerKnown = VersionVector()
         deferred = VersionVector()
         relaying = false
+        return wholesGiven == 1
     }
 
     /// A delta arrived: whether it belongs to the first batch (the initial download, which ends
@@ -283,4 +286,7 @@ package enum SessionReplicaEffect: Sendable, Equatable {
     case notePeer(acknowledged: VersionVector)
     /// The first download is done (the peer had nothing we lacked).
     case initialSyncCompleted
+    /// The peer asked for our whole store (it dropped a removed device's later writes): its
+    /// own is wanted too (``SyncReplica/wantWhole()``).
+    case wantWhole
 }

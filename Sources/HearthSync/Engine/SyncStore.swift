@@ -37,14 +37,9 @@ package final class SyncStore: Sendable {
         var waiting: [CheckedContinuation<Void, Never>] = []
     }
     private weak let engine: SyncEngine?
-
-    /// Asks every peer this store is synced with for its whole store (our next `store` message
-    /// says `w`), each once (``SessionState/askForWhole(_:)``): all of them, as one whole store
-    /// leaves out the writes of the devices the asker is linked to, which those send, and which
-    /// they count as sent already (a re-stamp made or taken, held entries the clock now accepts).
-    func askEveryPeerForWhole() {
-        for session in engine?.sessions(sharing: identifier) ?? [] { session.askForWhole(self) }
-    }
+    /// The peers asked for their whole store (``askEveryPeerForWhole()``) whose answer has not
+    /// come yet: the request holds until each has answered or left.
+    private let wholeAwaited = Locked<Set<DeviceID>>([])
     /// The last delta encoded for this store's sessions, and its frame payload (``payload(of:sender:)``).
     private let lastDelta = Locked<(delta: SyncMessage.Delta, payload: ByteBuffer)?>(nil)
 
@@ -82,9 +77,27 @@ package final class SyncStore: Sendable {
     /// run or one before it that stopped first: the replica keeps it).
     var wantsWhole: Bool { replica.wantsWhole }
 
-    /// A peer's whole store came in: what the dropped entries had replaced is here.
-    func wholeReceived() {
-        replica.wholeReceived()
+    /// Asks every peer this store is synced with for its whole store (our next `store` message
+    /// says `w`) and gives it ours, each once per connection (``SessionState/askForWhole(_:)``):
+    /// every one, as the first to answer may have dropped the same entries and lack what they
+    /// replaced, and a peer that dropped nothing may hold an older value that its vector says it
+    /// has beaten (docs/simulator.md, finding 10).
+    func askEveryPeerForWhole() {
+        let sessions = engine?.sessions(sharing: identifier) ?? []
+        wholeAwaited.withLock { $0.formUnion(sessions.map(\.peer.deviceID)) }
+        for session in sessions { session.askForWhole(self) }
+    }
+
+    /// `peer`'s whole store came in: once every peer asked (and still linked) has answered,
+    /// what the dropped entries had replaced is here.
+    func wholeReceived(from peer: DeviceID) {
+        let linked = Set((engine?.sessions(sharing: identifier) ?? []).map(\.peer.deviceID))
+        let done = wholeAwaited.withLock { awaited in
+            awaited.remove(peer)
+            awaited.formIntersection(linked)
+            return awaited.isEmpty
+        }
+        if done { replica.wholeReceived() }
     }
 
     // MARK: What the owner asks
@@ -322,6 +335,7 @@ package final class SyncStore: Sendable {
             case .learnOfDevices(let devices): replica.learnOfDevices(devices)
             case .notePeer(let vector): replica.notePeer(peer.deviceID, acknowledged: vector)
             case .initialSyncCompleted: replica.initialSyncCompleted()
+            case .wantWhole: replica.wantWhole()
             }
         }
     }
