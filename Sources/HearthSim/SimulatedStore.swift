@@ -238,7 +238,7 @@ final class SimulatedStore: SyncReplica {
             if !result.changed.isEmpty { app.fanOut.post(ChangeEvent(reason: reason, keys: result.changed.map(\.string))) }
         }
         checker.covered(before: before, after: replica.vector, device: device, store: storeIdentifier)
-        checker.checkBounds(replica, held: held, device: device, store: storeIdentifier)
+        for detail in ReplicaBounds.broken(replica, held: held) { checker.fail("bounds", "d\(device) \(storeIdentifier): \(detail)") }
         scheduleSave()
         return result
     }

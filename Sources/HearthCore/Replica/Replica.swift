@@ -50,13 +50,9 @@ package struct Replica: Sendable, Equatable {
     package private(set) var history = StampHistory()
     /// Re-stamping's state: the latest stamp of this replica's own entries (``FutureStamps``).
     package private(set) var futureStamps: FutureStamps
-    /// Per key, the entries a remote entry replaced, latest first: what comes back if its writer
-    /// turns out to be a removed device whose write ``dropEntries(signedBy:stampedAfter:)`` drops
-    /// (docs/protocol.md, "Device removals"). At most two per key: the entry the current one
-    /// replaced and, if that is of the same writer, the latest entry of another writer before it
-    /// (the removed device's own earlier write may be dropped too, or stay). Saved; forgotten with
-    /// the tombstone horizon (``forgetDisplaced(before:)``).
-    package private(set) var displaced: [StoreKey: [Entry]] = [:]
+    /// What remote entries replaced here, for a removed device's dropped writes (``DisplacedEntries``).
+    private var displacedEntries: DisplacedEntries
+    package var displaced: [StoreKey: [Entry]] { displacedEntries.byKey }
     /// The DER certificates of devices that signed entries, by signer (``SignerCertificates``).
     package private(set) var signerCertificates: SignerCertificates
     package var certificates: [Data: Data] { signerCertificates.bySigner }
@@ -85,7 +81,7 @@ package struct Replica: Sendable, Equatable {
                 certificates: [Data: Data] = [:], history: StampHistory = StampHistory(),
                 displaced: [StoreKey: [Entry]] = [:]) {
         self.id = id
-        self.displaced = displaced.filter { entries[$0.key] != nil }
+        self.displacedEntries = DisplacedEntries(displaced, entries: entries)
         self.history = StampHistory(collected: history.collected, superseded: history.superseded) { entries[$0] != nil }
         var sequence = max(sequence, vector[id])
         var vector = vector
@@ -179,8 +175,7 @@ package struct Replica: Sendable, Equatable {
             // Kept for when `remote` is dropped as a removed device's later write (then the
             // latest of these not dropped too comes back): a writer replacing its own entry
             // keeps the other writer's entry before it as well.
-            let other = Self.sameWriter(remote, current) ? displaced[remote.key]?.first { !Self.sameWriter($0, current) } : nil
-            displaced[remote.key] = [current] + (other.map { [$0] } ?? [])
+            displacedEntries.note(current, replacedBy: remote)
             store(remote)
             return current.value != remote.value
         }
@@ -321,21 +316,16 @@ package struct Replica: Sendable, Equatable {
     /// since 1970): writes of a device removed from the account, which every device that knows
     /// of the removal refuses (`removedSigner`). Returns the entries dropped.
     ///
-    /// This replica took them before it heard of the removal (a thief's copy of the removed
-    /// device's files, met while this device was away). The latest entry each one replaced here
-    /// (``displaced``) that is not the removed device's later write too becomes current again: it
-    /// may have reached only the devices that took the dropped write (docs/simulator.md,
-    /// finding 10). Peers that never took the dropped entries hold what they replaced, which this
-    /// replica's vector covers, so no peer would send it again: the caller asks its peers for
-    /// their whole store, and gives them its own (docs/protocol.md, "Device removals"). The
-    /// vector is left as it is (but covers a restored entry): lowered, it would stop this replica
-    /// from relaying its own writes its peers lack.
+    /// This replica took them before it heard of the removal (a thief's copy met while away); what
+    /// each replaced comes back (``DisplacedEntries``), and the caller asks its peers for their
+    /// whole store and gives them its own (docs/protocol.md, "Device removals"). The vector is left
+    /// as it is: lowered, it would stop this replica from relaying its own writes its peers lack.
     @discardableResult
     package mutating func dropEntries(signedBy device: Data, stampedAfter removedAt: UInt64) -> [Entry] {
         func isDoomed(_ entry: Entry) -> Bool { entry.signature?.signer == device && entry.timestamp.milliseconds > removedAt }
         let doomed = entries.values.filter(isDoomed)
         for entry in doomed {
-            if let earlier = displaced.removeValue(forKey: entry.key)?.first(where: { !isDoomed($0) }) {
+            if let earlier = displacedEntries.restore(entry.key, sparing: isDoomed) {
                 store(earlier)
                 vector.advance(origin: earlier.origin, to: earlier.sequence)
             } else {
@@ -344,10 +334,7 @@ package struct Replica: Sendable, Equatable {
             }
         }
         // A displaced entry that is itself the removed device's later write can never come back.
-        displaced = displaced.compactMapValues { list in
-            let kept = list.filter { !isDoomed($0) }
-            return kept.isEmpty ? nil : kept
-        }
+        displacedEntries.forget(isDoomed)
         if !doomed.isEmpty {
             compactVector()
             wantsWhole = true
@@ -406,7 +393,7 @@ package struct Replica: Sendable, Equatable {
     /// The certificates of the devices that signed a current entry: what is worth saving.
     package var certificatesInUse: [Data: Data] {
         displaced.isEmpty ? signerCertificates.certificatesInUse(by: entries.values)
-            : signerCertificates.certificatesInUse(by: Array(entries.values) + displaced.values.joined())
+            : signerCertificates.certificatesInUse(by: Array(entries.values) + displacedEntries.all)
     }
 
     // MARK: Peers and tombstones
@@ -440,7 +427,7 @@ package struct Replica: Sendable, Equatable {
                                            entries: &entries, tallies: &tallies, clock: &clock, history: &history)
         if collected > 0 {
             // A collected key's displaced entries go with it (``displaced``).
-            displaced = displaced.filter { entries[$0.key] != nil }
+            displacedEntries.keep(keysOf: entries)
             compactVector()
         }
         return collected
@@ -463,20 +450,7 @@ package struct Replica: Sendable, Equatable {
     /// that time or, as for a tombstone, is no longer waited for. Returns how many went.
     @discardableResult
     package mutating func forgetDisplaced(before horizon: HLCTimestamp) -> Int {
-        let before = displaced.count
-        displaced = displaced.filter { key, _ in entries[key].map { $0.timestamp >= horizon } ?? false }
-        return before - displaced.count
-    }
-
-    /// Whether two entries come from the same writer: the same signing device, or, unsigned (not
-    /// signed yet, or a test's), the same origin.
-    private static func sameWriter(_ a: Entry, _ b: Entry) -> Bool {
-        switch (a.signature?.signer, b.signature?.signer) {
-        case let (x?, y?): x == y
-        case (nil, nil): a.origin == b.origin
-        case let (x?, nil): b.origin.isBound(to: x)
-        case let (nil, y?): a.origin.isBound(to: y)
-        }
+        displacedEntries.forget(before: horizon, entries: entries)
     }
 
     // MARK: Compact vectors

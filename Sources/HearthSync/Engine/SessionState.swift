@@ -317,7 +317,7 @@ package struct SessionState<Store: Sendable>: Sendable {
     package mutating func askForWhole(_ name: String) -> Bool {
         guard shared[name] != nil, !shared[name]!.askWhole, !shared[name]!.awaitingWhole else { return false }
         shared[name]!.askWhole = true
-        shared[name]!.giveWhole()
+        shared[name]!.giveWholeWithRequest()
         mailbox.post(name) { mail in
             mail.state = true
             mail.delta = true

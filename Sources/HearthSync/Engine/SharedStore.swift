@@ -58,6 +58,8 @@ package struct SharedStore<Store: Sendable>: Sendable {
     /// entry it held back that its clock, set right, now accepts (docs/protocol.md, "A clock set
     /// right again"); a peer asking again and again pays a connection per few stores it gets.
     package static var maximumWholes: Int { 8 }
+    /// A whole store went to the peer on this connection (asked, or with our own request).
+    package var gaveWhole = false
 
     package init(store: Store) { self.store = store }
 
@@ -169,16 +171,29 @@ package struct SharedStore<Store: Sendable>: Sendable {
     /// The peer asked for the whole store in its `store` message: it dropped entries its vector
     /// still covers (a removed device's later writes, entries a re-stamp had beaten, entries it
     /// held back), so it is sent everything, as a newcomer is, whatever it was sent before. At
-    /// most ``maximumWholes`` times per connection. Returns whether this was the connection's
-    /// first (the peer's own whole store is then wanted in turn: ``SessionReplicaEffect/wantWhole``).
+    /// most ``maximumWholes`` times per connection. Returns whether no whole store had gone to
+    /// the peer on this connection yet (its own is then wanted in turn:
+    /// ``SessionReplicaEffect/wantWhole``; not when it answers our own request).
     @discardableResult
     mutating func giveWhole() -> Bool {
         guard wholesGiven < Self.maximumWholes else { return false }
         wholesGiven += 1
+        let first = !gaveWhole
+        sendWhole()
+        return first
+    }
+
+    /// Our own request for the peer's whole store carries ours whole, once per connection, and
+    /// not counted against ``maximumWholes`` (which bounds what a peer's requests cost us).
+    mutating func giveWholeWithRequest() {
+        if !gaveWhole { sendWhole() }
+    }
+
+    private mutating func sendWhole() {
+        gaveWhole = true
         peerKnown = VersionVector()
         deferred = VersionVector()
         relaying = false
-        return wholesGiven == 1
     }
 
     /// A delta arrived: whether it belongs to the first batch (the initial download, which ends

@@ -6,14 +6,18 @@ import HearthCore
 /// the origins of one device, the vector, the known devices, the holds. Together they bound a
 /// replica's memory, counted in entries and origins (not bytes of RSS, which a run in one
 /// process cannot tell apart).
-extension Checker {
+///
+/// Its own type because the bounds are the product's limits read back, apart from the
+/// checker's model of what each device saw: it names what is broken, the checker records it.
+enum ReplicaBounds {
     /// The most a replica may hold whatever its peers send: per signing device its live keys
     /// and tombstones, for every device it may know of, plus its own.
     static var maximumEntries: Int {
         (SyncedReplica.maximumKnownDevices + 1) * (StoreLimits.maximumSignerKeys + StoreLimits.maximumSignerTombstones)
     }
 
-    func checkBounds(_ replica: Replica, held: Int, device: Int, store: String) {
+    /// What `replica` (holding back `held` origins) has beyond its bounds, each in a line.
+    static func broken(_ replica: Replica, held: Int) -> [String] {
         var broken: [String] = []
         for (signer, usage) in replica.signerUsage {
             let name = Hex.encode(signer.prefix(4))
@@ -34,6 +38,6 @@ extension Checker {
         }
         if held > SyncedReplica.maximumHeldOrigins { broken.append("\(held) holds (bound \(SyncedReplica.maximumHeldOrigins))") }
         if replica.entries.count > Self.maximumEntries { broken.append("\(replica.entries.count) entries (bound \(Self.maximumEntries))") }
-        for detail in broken { fail("bounds", "d\(device) \(store): \(detail)") }
+        return broken
     }
 }
