@@ -247,7 +247,6 @@ package enum ReplicaFile {
     }
 }
 
-
 /// Writes ``ReplicaFile/encode(_:header:)``'s document, objects sharing only what repeats.
 private struct ReplicaFileWriter {
     var out = BinaryPropertyListWriter()

@@ -436,13 +436,13 @@ package struct Replica: Sendable, Equatable {
     /// The earliest tombstone due but not yet reached by the clock (``TombstoneCollection/awaitingClock``).
     package var tombstoneAwaitingClock: HLCTimestamp? { tombstones.awaitingClock }
 
-    /// Collects as ``collectTombstones(coveredBy:olderThan:wall:)`` does, if a tombstone every
-    /// peer has was waiting for the clock and the clock (or `wall`) has reached it
+    /// Collects as ``collectStableTombstones(olderThan:wall:)`` does, if a tombstone every peer
+    /// has was waiting for the clock and the clock (or `wall`) has reached it
     /// (``TombstoneCollection/isReached(clock:wall:)``); else does nothing, at no cost.
     @discardableResult
-    package mutating func collectReachedTombstones(coveredBy stable: VersionVector?, olderThan horizon: HLCTimestamp?, wall: UInt64) -> Int {
+    package mutating func collectReachedTombstones(olderThan horizon: HLCTimestamp?, wall: UInt64) -> Int {
         guard tombstones.isReached(clock: clock.last, wall: wall) else { return 0 }
-        return collectTombstones(coveredBy: stable, olderThan: horizon, wall: wall)
+        return collectTombstones(covering: .stable, olderThan: horizon, wall: wall)
     }
 
     /// Forgets the displaced entries (``displaced``) whose key's current entry is stamped before

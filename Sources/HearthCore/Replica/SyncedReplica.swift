@@ -418,18 +418,21 @@ package struct SyncedReplica: Sendable {
     }
 
     /// Collects the tombstones every known peer has that waited for the clock to reach them, once
-    /// it has (``Replica/collectReachedTombstones(coveredBy:olderThan:wall:)``; on the engine's
-    /// heartbeat). Returns how many went.
+    /// it has (``Replica/collectReachedTombstones(olderThan:wall:)``; on the engine's heartbeat).
+    /// Returns how many went.
     package mutating func collectReachedTombstones(wall: UInt64) -> Int {
-        guard replica.tombstoneAwaitingClock != nil else { return 0 }
-        return replica.collectReachedTombstones(coveredBy: replica.stableVector,
-                                                olderThan: HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0), wall: wall)
+        replica.collectReachedTombstones(olderThan: Self.horizon(wall: wall), wall: wall)
+    }
+
+    /// The stamp before which a tombstone goes whoever lacks it (``tombstoneHorizon`` before `wall`).
+    private static func horizon(wall: UInt64) -> HLCTimestamp {
+        HLCTimestamp(milliseconds: wall &- tombstoneHorizon, counter: 0)
     }
 
     /// Collects the tombstones every known peer has, or older than ``tombstoneHorizon``, and
     /// forgets the entries displaced before that horizon (``Replica/forgetDisplaced(before:)``).
     private mutating func collectTombstones(wall: UInt64) -> Int {
-        let horizon = HLCTimestamp(milliseconds: wall &- Self.tombstoneHorizon, counter: 0)
+        let horizon = Self.horizon(wall: wall)
         replica.forgetDisplaced(before: horizon)
         return replica.collectStableTombstones(olderThan: horizon, wall: wall)
     }

@@ -37,7 +37,7 @@ package struct TombstoneCollection: Sendable, Equatable {
 
     /// The earliest tombstone ``collect(covering:olderThan:wall:peers:vector:entries:tallies:clock:history:)``
     /// found due but not yet reached by the clock, if any: collected on the heartbeat once reached
-    /// (``Replica/collectReachedTombstones(coveredBy:olderThan:wall:)``). Not saved: a reopened
+    /// (``Replica/collectReachedTombstones(olderThan:wall:)``). Not saved: a reopened
     /// replica collects at its peers' first acknowledgements.
     package private(set) var awaitingClock: HLCTimestamp?
 

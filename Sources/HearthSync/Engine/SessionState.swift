@@ -325,7 +325,6 @@ package struct SessionState<Store: Sendable>: Sendable {
         return true
     }
 
-
     /// Counts entries refused for their signature; true once the connection brought more than
     /// ``maximumForgedEntries`` (it is then closed: a forger pays a handshake per few entries).
     package mutating func noteForged(_ count: Int) -> Bool {
